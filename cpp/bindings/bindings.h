@@ -1,0 +1,7 @@
+#pragma once
+// Each area's binder. New areas add a declaration here and a call in registry.cpp.
+#include <pybind11/pybind11.h>
+
+namespace strata::bindings {
+void bind_all(pybind11::module_& m);
+}  // namespace strata::bindings

@@ -1,0 +1,10 @@
+// Lists every area binder. Kept apart from module.cpp so adding an area touches one line here.
+#include "bindings/bindings.h"
+
+namespace strata::bindings {
+
+void bind_all(pybind11::module_& m) {
+  (void)m;
+}
+
+}  // namespace strata::bindings

@@ -1,0 +1,7 @@
+"""The registry of subcommands; each lives in its own module under strata.cli."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+ALL: list[ModuleType] = []

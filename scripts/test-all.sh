@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite: install, build the ctest binaries, run ctest, run pytest.
+# Fails when any test fails or when a runner executed no test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+JOBS=${JOBS:-$(nproc)}
+
+bash scripts/install.sh
+
+cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON -DSTRATA_PYTHON=OFF \
+      -DSTRATA_WERROR=ON >/dev/null
+cmake --build build/ctest -j "$JOBS"
+ctest --test-dir build/ctest --output-on-failure -j "$JOBS" --no-tests=error
+
+$PY -m ruff check python tests/python bench
+# Run pytest from the tests folder so `import strata` resolves to the installed package.
+(cd tests/python && $PY -m pytest -q -p no:cacheprovider --rootdir=../.. -c ../../pyproject.toml .)

@@ -1,0 +1,73 @@
+// Unit tests of the util layer: thread pool, aligned buffers, fp16/bf16 conversions, errors.
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+
+#include "strata/util/aligned.h"
+#include "strata/util/error.h"
+#include "strata/util/fp16.h"
+#include "strata/util/thread_pool.h"
+
+TEST(thread_pool_covers_every_index_once) {
+  strata::ThreadPool pool(4);
+  for (int64_t n : {1, 7, 64, 1000, 4097}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for(n, 3, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    for (auto& h : hits) CHECK_EQ(h.load(), 1);
+  }
+}
+
+TEST(thread_pool_rethrows_and_stays_usable) {
+  strata::ThreadPool pool(3);
+  CHECK_THROWS(pool.parallel_for(100, 1, [](int64_t b, int64_t) {
+    if (b >= 50) strata::throw_error(strata::ErrorKind::Internal, "boom");
+  }));
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  CHECK_EQ(sum.load(), int64_t{4950});
+}
+
+TEST(aligned_buffer_is_aligned) {
+  strata::AlignedBuffer<float> buf(1000);
+  CHECK(reinterpret_cast<uintptr_t>(buf.data()) % 64 == 0);
+  CHECK_EQ(buf.size(), size_t{1000});
+  buf.resize(10);
+  CHECK_EQ(buf.size(), size_t{10});
+  CHECK(buf.capacity() >= 1000);
+}
+
+TEST(fp16_round_trip_every_half) {
+  // Every finite half converts to float and back unchanged.
+  int bad = 0;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t x = static_cast<uint16_t>(h);
+    if ((x & 0x7c00) == 0x7c00) continue;  // inf/nan
+    if (strata::fp32_to_fp16(strata::fp16_to_fp32(x)) != x) ++bad;
+  }
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(strata::fp16_to_fp32(0x3c00), 1.0f);
+  CHECK_EQ(strata::fp32_to_fp16(65504.0f), uint16_t{0x7bff});
+}
+
+TEST(bf16_rounds_to_nearest_even) {
+  CHECK_EQ(strata::fp32_to_bf16(1.0f), uint16_t{0x3f80});
+  // 1 + 2^-8 is exactly halfway between two bf16 values: ties to even (down).
+  CHECK_EQ(strata::fp32_to_bf16(1.00390625f), uint16_t{0x3f80});
+  CHECK_EQ(strata::bf16_to_fp32(0x4000), 2.0f);
+}
+
+TEST(error_carries_kind_and_message) {
+  try {
+    strata::throw_file_error(strata::ErrorKind::Format, "model.gguf", "bad magic");
+  } catch (const strata::Error& e) {
+    CHECK(e.kind() == strata::ErrorKind::Format);
+    CHECK(std::strcmp(e.what(), "model.gguf: bad magic") == 0);
+  }
+}
