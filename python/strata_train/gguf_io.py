@@ -39,9 +39,15 @@ def read_gguf(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return keys, tensors
 
 
+def _f32(value: Any) -> float:
+    """A float32 key as the shortest decimal that rounds to the same float32 (1e-6, not 9.99e-07)."""
+    return float(np.format_float_positional(np.float32(value), unique=True, trim="-"))
+
+
 def _get(keys: dict[str, Any], key: str, default: Any = None) -> Any:
     if key in keys:
-        return keys[key]
+        value = keys[key]
+        return _f32(value) if isinstance(value, (float, np.floating)) else value
     if default is None:
         raise ValueError(f"GGUF is missing the key {key!r}")
     return default

@@ -101,7 +101,7 @@ def load_gguf_tensors(model: StrataModel, tensors: Mapping[str, Any]) -> None:
     with torch.no_grad():
         for name, dst in expected.items():
             src = tensors[name]
-            src = torch.as_tensor(np.asarray(src)) if not isinstance(src, Tensor) else src
+            src = torch.from_numpy(np.array(src)) if not isinstance(src, Tensor) else src
             if tuple(src.shape) != tuple(dst.shape):
                 raise ValueError(f"{name}: shape {tuple(src.shape)}, expected {tuple(dst.shape)}")
             if name.endswith("vocab_ids"):

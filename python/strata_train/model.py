@@ -57,6 +57,12 @@ class StrataModel(nn.Module):
             if name.endswith("_exps"):
                 nn.init.normal_(p, 0.0, std)
 
+    def gguf_tensors(self) -> dict[str, Tensor]:
+        """Detached float32 copies keyed by GGUF tensor name (what strata.convert writes)."""
+        from strata_train.gguf_names import gguf_tensors
+
+        return gguf_tensors(self)
+
     @property
     def n_streams(self) -> int:
         return self.cfg.hc_count

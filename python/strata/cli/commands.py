@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-ALL: list[ModuleType] = []
+from strata.cli import convert_cmd
+
+ALL: list[ModuleType] = [convert_cmd]
