@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -187,3 +190,33 @@ def test_cli_converts_a_training_checkpoint(tmp_path: Path) -> None:
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
     assert cli_main(["convert", str(junk), str(out)]) == 1
+
+
+def test_converter_and_cli_never_import_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import strata, strata.convert, strata.cli.__main__\n"
+        "from strata.convert import make_random_strata\n"
+        f"cfg = {StrataConfig.tiny(hc_count=2).to_dict()!r}\n"
+        f"make_random_strata(cfg, path={str(tmp_path / 'n.gguf')!r}, weight_type='Q8_0')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(strata.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "n.gguf").stat().st_size > 0
+
+
+@pytest.mark.parametrize("wtype", ["BF16", "Q4_0"])
+def test_runner_reads_quantized_files_dequantized(tmp_path: Path, wtype: str) -> None:
+    cfg = StrataConfig.tiny()
+    path = make_random_strata(cfg, seed=4, path=tmp_path / "q.gguf", weight_type=wtype)
+    run = ReferenceRunner.from_gguf(path)
+    stored = {t.name: t for t in GGUFReader(str(path)).tensors}
+    for name, value in run.model.gguf_tensors().items():
+        t = stored[name]
+        want = np.asarray(t.data) if name.endswith("vocab_ids") else dequantize(t.data, t.tensor_type)
+        np.testing.assert_array_equal(value.numpy().reshape(-1), np.asarray(want).reshape(-1), err_msg=name)
+    f32 = ReferenceRunner.from_gguf(make_random_strata(cfg, seed=4, path=tmp_path / "f.gguf"))
+    tokens = [7, 8, 9, 10, 300]
+    diff = (run.prefill(tokens).logits - f32.prefill(tokens).logits).abs().max()
+    assert 0 < float(diff) < 2.0  # the same model, up to the weights' rounding
