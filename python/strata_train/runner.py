@@ -111,14 +111,15 @@ class ReferenceRunner:
         capacity: int | None = None,
     ) -> None:
         """kv_int8 defaults to the model's setting; the MTP layer attends with the model's sink/window
-        unless mtp_sink/mtp_window override them (the engine's STRATA_METAL_MTP_SINK/_WIN)."""
+        unless mtp_sink/mtp_window override them (the engine's STRATA_METAL_MTP_SINK/_WIN);
+        capacity (cells allocated up front) defaults to min(context_length, 4096)."""
         self.model = model.eval()
         cfg = model.cfg
         self.cfg = cfg
         self.kv_int8 = model.kv_int8 if kv_int8 is None else kv_int8
         self.mtp_sink = cfg.sink_count if mtp_sink is None else mtp_sink
         self.mtp_window = cfg.sliding_window if mtp_window is None else mtp_window
-        self.capacity = cfg.context_length if capacity is None else capacity
+        self.capacity = min(cfg.context_length, 4096) if capacity is None else capacity
         self.reset()
 
     @classmethod
