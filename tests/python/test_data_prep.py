@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from strata.tokenizer import CHATML_TEMPLATE, Tokenizer as StrataTokenizer, tokenizer_metadata
+from strata.tokenizer import CHATML_TEMPLATE, tokenizer_metadata
+from strata.tokenizer import Tokenizer as StrataTokenizer
 from strata_train.data import collect_corpus, load_manifest, load_split, main, prepare
 from strata_train.heldout import heldout_key, is_heldout
 
@@ -126,7 +127,9 @@ def test_token_files_decode_back_to_the_sources(prepared: Path, fake_stdlib: Pat
         for (path, doc_start, n), end in zip(docs, bounds, strict=True):
             assert (doc_start, n) == (start, end - start)
             ids = tokens[start:end].tolist()
-            assert tok.decode(ids, skip_special_tokens=False) == (fake_stdlib / path).read_text(encoding="utf-8")
+            assert tok.decode(ids, skip_special_tokens=False) == (fake_stdlib / path).read_text(
+                encoding="utf-8"
+            )
             start = end + 1
 
 
@@ -159,15 +162,29 @@ def test_no_tests_and_cap(fake_stdlib: Path) -> None:
     assert 0 < kept <= total // 2
     assert capped.dropped_by_cap and not set(capped.dropped_by_cap) & {f.relpath for f in capped.train}
     assert [f.relpath for f in capped.train] == sorted(f.relpath for f in capped.train)
-    assert [f.relpath for f in capped.heldout] == [f.relpath for f in full.heldout]  # cap never touches held-out
+    assert [f.relpath for f in capped.heldout] == [
+        f.relpath for f in full.heldout
+    ]  # cap never touches held-out
 
 
 def test_cli(fake_stdlib: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "strata_train.data", "prepare", "--source", str(fake_stdlib), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "strata_train.data",
+        "prepare",
+        "--source",
+        str(fake_stdlib),
+        "--out",
+        str(out),
+    ]
     done = subprocess.run([*cmd, "--vocab-size", "300", "--quiet"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "manifest.json").read_text())["tokenizer"]["vocab_size"] == 300
     assert main(["prepare", "--source", str(tmp_path / "missing"), "--out", str(out), "--quiet"]) == 2
-    assert main(["prepare", "--source", str(fake_stdlib), "--out", str(out), "--vocab-size", "10", "--quiet"]) == 2
+    assert (
+        main(["prepare", "--source", str(fake_stdlib), "--out", str(out), "--vocab-size", "10", "--quiet"])
+        == 2
+    )
