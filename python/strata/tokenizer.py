@@ -327,17 +327,20 @@ class Tokenizer:
             merges.append((text[:pos], text[pos + 1 :]))
         pre = _as_str(meta.get(KEY_PRE, "default"), KEY_PRE)
         template = meta.get(KEY_CHAT_TEMPLATE)
+        bos_id = _optional_id(meta, KEY_BOS_ID, n)
+        # Without the key, the llama3 family adds BOS (llama.cpp's default) -- if the file has one.
+        add_bos_default = PRE_TOKENIZERS.get(pre, _DEFAULT).add_bos_default and bos_id is not None
         return cls(
             tokens=tokens,
             token_types=types,
             merges=merges,
             pre=pre,
-            bos_id=_optional_id(meta, KEY_BOS_ID, n),
+            bos_id=bos_id,
             eos_id=_optional_id(meta, KEY_EOS_ID, n),
             pad_id=_optional_id(meta, KEY_PAD_ID, n),
             eot_id=_optional_id(meta, KEY_EOT_ID, n),
             eom_id=_optional_id(meta, KEY_EOM_ID, n),
-            add_bos=_optional_bool(meta, KEY_ADD_BOS, PRE_TOKENIZERS.get(pre, _DEFAULT).add_bos_default),
+            add_bos=_optional_bool(meta, KEY_ADD_BOS, add_bos_default),
             add_eos=_optional_bool(meta, KEY_ADD_EOS, False),
             chat_template=None if template is None else _as_str(template, KEY_CHAT_TEMPLATE),
         )

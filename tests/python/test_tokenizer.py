@@ -207,9 +207,10 @@ def test_streaming_decoder_matches_decode_on_random_ids(loaded: StrataTokenizer)
     rng = random.Random(1)
     for _ in range(200):
         ids = [rng.randrange(0, loaded.vocab_size) for _ in range(rng.randrange(0, 16))]
-        stream = loaded.stream_decoder(skip_special=rng.random() < 0.5)
+        skip = rng.random() < 0.5
+        stream = loaded.stream_decoder(skip_special=skip)
         pieces = [stream.push(i) for i in ids] + [stream.flush()]
-        assert "".join(pieces) == loaded.decode(ids, skip_special=stream._skip_special)
+        assert "".join(pieces) == loaded.decode(ids, skip_special=skip)
     stream = loaded.stream_decoder()
     emoji_ids = loaded.encode("🎉")
     assert len(emoji_ids) > 1 and stream.push(emoji_ids[0]) == ""  # held back: an incomplete character
@@ -282,6 +283,19 @@ def test_default_pre_tokenizer_regexes(qwen_style_hf: Tokenizer) -> None:
     assert words == ["a", "+=", "b", "123", "4", "Ġit", "'", "s"]
     for text in ALL_SAMPLES:
         assert tok.decode(tok.encode(text)) == text
+
+
+def test_llama3_family_adds_bos_by_default(qwen_style_hf: Tokenizer) -> None:
+    meta = tokenizer_metadata(qwen_style_hf, pre="llama-bpe")
+    del meta["tokenizer.ggml.add_bos_token"]
+    no_bos = StrataTokenizer.from_gguf_metadata(meta)  # no bos id in the file: nothing to add
+    assert not no_bos.add_bos and no_bos.encode("hi") == no_bos.encode("hi", add_special=False)
+    with_bos = StrataTokenizer.from_gguf_metadata({**meta, "tokenizer.ggml.bos_token_id": 1})
+    assert with_bos.add_bos and with_bos.encode("hi")[0] == 1
+    qwen = StrataTokenizer.from_gguf_metadata(
+        {**meta, "tokenizer.ggml.pre": "qwen2", "tokenizer.ggml.bos_token_id": 1}
+    )
+    assert not qwen.add_bos
 
 
 def test_unknown_pre_falls_back_to_default(qwen_style_hf: Tokenizer) -> None:
@@ -365,7 +379,7 @@ def test_chat_template_chatml(loaded: StrataTokenizer) -> None:
 
 
 def test_chat_template_matches_transformers(qwen_style_hf: Tokenizer) -> None:
-    transformers = pytest.importorskip("transformers")
+    import transformers  # a test dependency; imported here because it is slow to import
     meta = tokenizer_metadata(qwen_style_hf, chat_template=TEMPLATE)
     tok = StrataTokenizer.from_gguf_metadata(meta)
     reference = transformers.PreTrainedTokenizerFast(
