@@ -276,7 +276,7 @@ class Tokenizer:
         self._bos_id = bos_id
         self._eos_id = eos_id
         self._pad_id = pad_id
-        self._add_bos = spec.add_bos_default if add_bos is None else add_bos
+        self._add_bos = (spec.add_bos_default and bos_id is not None) if add_bos is None else add_bos
         self._add_eos = add_eos
         self._chat_template = chat_template
         if self._add_bos and bos_id is None:
