@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-ALL: list[ModuleType] = []
+from strata.cli import bench_cmd
+
+ALL: list[ModuleType] = [bench_cmd]
