@@ -486,7 +486,7 @@ def evaluate(rounds: RoundSet, costs: CostModel, policies: Iterable[RetentionPol
 def evaluate_grid(costs: CostModel | None = None, max_drafts: int = DEFAULT_MAX_DRAFTS,
                   policies: Iterable[RetentionPolicy] | None = None) -> RetentionReport:
     """Mode 1: every grid chain, acceptance = confidence."""
-    costs = costs or CostModel()
+    costs = (costs or CostModel()).for_drafts(max_drafts)
     costs.require_drafts(max_drafts)
     rounds = grid_rounds(max_drafts)
     sweep = default_sweep(max_drafts) if policies is None else policies
@@ -608,8 +608,9 @@ def _load_json(text: str, where: str) -> MeasuredData:
         rounds.append(_make_round(r["confidences"], r["accepted"], f"{where}: rounds[{i}]"))
     costs = _costs_from_json(doc["costs"], where) if doc.get("costs") is not None else None
     model = doc.get("model")
-    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
-    return MeasuredData(rounds, costs, str(model) if model is not None else None, dict(meta))
+    meta = doc.get("meta")
+    return MeasuredData(rounds, costs, str(model) if model is not None else None,
+                        dict(meta) if isinstance(meta, dict) else {})
 
 
 def _load_csv(text: str, where: str) -> MeasuredData:

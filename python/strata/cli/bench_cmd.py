@@ -153,10 +153,11 @@ def _title(report: rt.RetentionReport) -> list[str]:
     c = report.costs
     what = "synthetic grid 0.1..1.0, acceptance = confidence" if report.mode == "grid" else \
         f"measured rounds from {report.source}, acceptance per confidence bin"
+    drafts = f"{report.max_drafts} draft{'s' if report.max_drafts > 1 else ''}"
     return [
         f"draft retention economics: {what}",
-        f"{report.rounds} rounds of up to {report.max_drafts} drafts; verifier cost for 1..{len(c.verifier)} "
-        f"rows {', '.join(f'{v:g}' for v in c.verifier)}; draft cost per round {c.draft:g} ({c.unit})",
+        f"{report.rounds} rounds of up to {drafts}; verifier cost for 1..{len(c.verifier)} rows "
+        f"{', '.join(f'{v:g}' for v in c.verifier)}; draft cost per round {c.draft:g} ({c.unit})",
     ]
 
 
