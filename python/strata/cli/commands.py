@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from strata.cli import bench_cmd
+from strata.cli import bench_cmd, convert_cmd
 
-ALL: list[ModuleType] = [bench_cmd]
+ALL: list[ModuleType] = [convert_cmd, bench_cmd]
