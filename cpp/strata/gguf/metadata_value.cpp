@@ -151,14 +151,14 @@ std::string_view Value::to_string() const {
   return c.str("string value");
 }
 
-void Value::for_each(const std::function<void(const Value&)>& fn) const {
+void Value::for_each(const std::function<void(const Value&)>& fn, uint64_t limit) const {
   require_type(ValueType::ARRAY);
   // Re-walk the validated payload; the cursor is bounded by this value's own bytes.
   ByteCursor c(data_, bytes_, offset_, *path_);
   (void)c.take(12, "array header");
   const std::string what = "array element";
   // Depth restarts at 0: the nesting was already bounded when the file was opened.
-  for (uint64_t i = 0; i < count_; ++i) fn(read(c, elem_type_, what, 0));
+  for (uint64_t i = 0; i < count_ && i < limit; ++i) fn(read(c, elem_type_, what, 0));
 }
 
 }  // namespace strata::gguf

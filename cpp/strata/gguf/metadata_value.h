@@ -40,8 +40,8 @@ class Value {
   // The packed little-endian elements of an array of a fixed-size type (size() * element size bytes,
   // not necessarily aligned).
   const uint8_t* raw_elements() const { return data_ + 12; }
-  // Each element in order, as a Value of element_type().
-  void for_each(const std::function<void(const Value&)>& fn) const;
+  // Each element in order (the first `limit` only), as a Value of element_type().
+  void for_each(const std::function<void(const Value&)>& fn, uint64_t limit = UINT64_MAX) const;
 
   // Validate the value of `type` at the cursor, advance past it and return its view. `what` names
   // the key for messages. Throws strata::Error(Format) on anything malformed.

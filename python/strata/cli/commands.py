@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-ALL: list[ModuleType] = []
+from strata.cli import inspect_cmd
+
+ALL: list[ModuleType] = [inspect_cmd]
