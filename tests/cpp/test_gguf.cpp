@@ -198,10 +198,14 @@ TEST(malformed_header) {
   expect_error(std::vector<uint8_t>(good.begin(), good.begin() + 12), "file truncated: tensor count needs 8");
   b = good;
   poke<uint64_t>(b, 16, uint64_t{1} << 60);
-  expect_error(b, "metadata key-value count 1152921504606846976 cannot fit");
+  expect_error(b, "metadata key-value count 1152921504606846976 exceeds the limit of 1048576");
+  poke<uint64_t>(b, 16, 100000);
+  expect_error(b, "metadata key-value count 100000 cannot fit in the");
   b = good;
   poke<uint64_t>(b, 8, ~uint64_t{0});
-  expect_error(b, "tensor count 18446744073709551615 cannot fit");
+  expect_error(b, "tensor count 18446744073709551615 exceeds the limit of 1048576");
+  poke<uint64_t>(b, 8, 1000);
+  expect_error(b, "tensor count 1000 cannot fit in the");
 }
 
 TEST(malformed_metadata) {
@@ -240,6 +244,7 @@ TEST(malformed_metadata) {
   dup.kv("a", v_u8(1)).kv("a", v_u8(2));
   expect_error(dup.build().bytes, "duplicate key 'a'");
   expect_error(one(v_u8(1), ""), "metadata entry 0 has an empty key");
+  expect_error(one(v_u8(1), std::string(70000, 'k')), "metadata entry 0: key of 70000 bytes exceeds the limit of 65535");
   b = one(v_u8(1), "bad\nkey");
   poke<uint32_t>(b, 24 + 8 + 7, 99);
   expect_error(b, "key 'bad\\x0akey': unknown value type id 99");
@@ -312,6 +317,8 @@ TEST(malformed_tensors) {
   dup.tensor("a", GGMLType::F32, {4}).tensor("a", GGMLType::F32, {4});
   expect_error(dup.build().bytes, "duplicate tensor name 'a'");
   expect_error(Builder().tensor("", GGMLType::F32, {4}).build().bytes, "tensor 0 has an empty name");
+  expect_error(Builder().tensor(std::string(65536, 'n'), GGMLType::F32, {4}).build().bytes,
+               "tensor 0: name of 65536 bytes exceeds the limit of 65535");
   b = one({4, 4}).build().bytes;
   b.resize(24 + 9 + 4 + 8 + 3);
   expect_error(b, "file truncated: dimensions of tensor 'w' needs 8 bytes but only 3 remain");

@@ -24,6 +24,9 @@ void need(const ByteCursor& c, uint64_t n, const char* field, const std::string&
 // anything is reserved.
 constexpr uint64_t kMinEntryBytes = 8 + 4 + 1;
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
+// Arrays copied out by the getters reserve at most this much up front (the elements are in the
+// file, so the vectors only grow as far as the file's own bytes allow).
+constexpr uint64_t kReserveCap = uint64_t{1} << 20;
 
 uint32_t byteswap32(uint32_t v) {
   return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
@@ -103,6 +106,12 @@ void File::parse() {
   const uint64_t tensor_count = c.u64("tensor count");
   const uint64_t kv_count_at = c.offset();
   const uint64_t kv_count = c.u64("metadata key-value count");
+  if (kv_count > kMaxKeyValues)
+    c.fail_at(kv_count_at, "metadata key-value count " + std::to_string(kv_count) + " exceeds the limit of " +
+                               std::to_string(kMaxKeyValues));
+  if (tensor_count > kMaxTensors)
+    c.fail_at(tensor_count_at, "tensor count " + std::to_string(tensor_count) + " exceeds the limit of " +
+                                   std::to_string(kMaxTensors));
   if (kv_count > c.remaining() / kMinEntryBytes)
     c.fail_at(kv_count_at, "metadata key-value count " + std::to_string(kv_count) + " cannot fit in the " +
                                std::to_string(c.remaining()) + " bytes left in the file");
@@ -111,14 +120,18 @@ void File::parse() {
                                    std::to_string(c.remaining()) + " bytes left in the file");
 
   // ---- metadata
-  entries_.reserve(static_cast<std::size_t>(kv_count));
-  key_index_.reserve(static_cast<std::size_t>(kv_count));
+  // Reserve what is plausible; a larger (still capped) count grows as entries actually parse.
+  entries_.reserve(static_cast<std::size_t>(std::min<uint64_t>(kv_count, 4096)));
+  key_index_.reserve(static_cast<std::size_t>(std::min<uint64_t>(kv_count, 4096)));
   for (uint64_t i = 0; i < kv_count; ++i) {
     const uint64_t entry_at = c.offset();
     const std::string entry_name = "metadata entry " + std::to_string(i);
     need(c, 8, "key length", entry_name);
     const std::string_view key = c.str(("key of " + entry_name).c_str());
     if (key.empty()) c.fail_at(entry_at, entry_name + " has an empty key");
+    if (key.size() > kMaxNameBytes)
+      c.fail_at(entry_at, entry_name + ": key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+                              std::to_string(kMaxNameBytes));
     const std::string what = "key " + quoted(key);
     const uint64_t type_at = c.offset();
     need(c, 4, "value type", what);
@@ -152,16 +165,20 @@ void File::parse() {
 }
 
 void File::parse_tensor_infos(ByteCursor& c, uint64_t count) {
-  tensors_.reserve(static_cast<std::size_t>(count));
-  tensor_index_.reserve(static_cast<std::size_t>(count));
+  const auto plausible = static_cast<std::size_t>(std::min<uint64_t>(count, 65536));
+  tensors_.reserve(plausible);
+  tensor_index_.reserve(plausible);
   std::vector<uint64_t> info_offsets;
-  info_offsets.reserve(static_cast<std::size_t>(count));
+  info_offsets.reserve(plausible);
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t info_at = c.offset();
     const std::string info_name = "tensor info " + std::to_string(i);
     need(c, 8, "name length", info_name);
     const std::string_view name = c.str(("name of " + info_name).c_str());
     if (name.empty()) c.fail_at(info_at, "tensor " + std::to_string(i) + " has an empty name");
+    if (name.size() > kMaxNameBytes)
+      c.fail_at(info_at, "tensor " + std::to_string(i) + ": name of " + std::to_string(name.size()) +
+                             " bytes exceeds the limit of " + std::to_string(kMaxNameBytes));
     const std::string what = "tensor " + quoted(name);
 
     const uint64_t dims_at = c.offset();
@@ -314,7 +331,7 @@ T get_integer(const File& f, const Value& v, const std::string& key) {
 template <class T>
 std::vector<T> get_integer_array(const File& f, const Value& v, const std::string& key) {
   std::vector<T> out;
-  out.reserve(static_cast<std::size_t>(v.size()));  // validated: the elements are in the file
+  out.reserve(static_cast<std::size_t>(std::min<uint64_t>(v.size(), kReserveCap)));
   v.for_each([&](const Value& e) {
     T x{};
     if (!fits(e, x))
@@ -380,7 +397,7 @@ std::string File::get_string(const std::string& key, const std::string& def) con
 std::vector<std::string> File::get_string_array(const std::string& key) const {
   const Value& v = array_of(key, string_elements, "array[string]");
   std::vector<std::string> out;
-  out.reserve(static_cast<std::size_t>(v.size()));
+  out.reserve(static_cast<std::size_t>(std::min<uint64_t>(v.size(), kReserveCap)));
   v.for_each([&](const Value& e) { out.emplace_back(e.to_string()); });
   return out;
 }
@@ -398,7 +415,7 @@ std::vector<int64_t> File::get_i64_array(const std::string& key) const {
 std::vector<float> File::get_f32_array(const std::string& key) const {
   const Value& v = array_of(key, number_elements, "a numeric array");
   std::vector<float> out;
-  out.reserve(static_cast<std::size_t>(v.size()));
+  out.reserve(static_cast<std::size_t>(std::min<uint64_t>(v.size(), kReserveCap)));
   v.for_each([&](const Value& e) { out.push_back(static_cast<float>(e.to_f64())); });
   return out;
 }

@@ -22,6 +22,11 @@ inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endia
 inline constexpr uint64_t kDefaultAlignment = 32;
 inline constexpr uint64_t kMaxAlignment = uint64_t{1} << 24;  // 16 MiB: anything larger is refused
 inline constexpr uint32_t kMaxDims = 4;                       // GGML_MAX_DIMS
+// Sanity caps: far above any real model (tens of keys, thousands of tensors), low enough that a
+// hostile count in a huge file cannot make the reader's tables outgrow memory.
+inline constexpr uint64_t kMaxKeyValues = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxNameBytes = 65535;  // keys and tensor names (the GGUF key limit)
 
 struct TensorInfo {
   std::string name;
