@@ -80,6 +80,8 @@ TEST(rich_file_values) {
   CHECK_EQ(f->get_u64("t.u64"), ~uint64_t{0});
   CHECK_EQ(f->get_i64("t.i64"), -(int64_t{1} << 40));
   CHECK_EQ(f->get_f64("t.f64"), -2.25);
+  CHECK_EQ(f->get_f32("t.u64"), 18446744073709551616.0f);  // integers convert to float
+  CHECK_EQ(f->get_f32("t.i16"), -30000.0f);
   CHECK(f->type_of("t.f64") == strata::gguf::ValueType::FLOAT64);
   const auto tokens = f->get_string_array("tokenizer.ggml.tokens");
   CHECK_EQ(tokens.size(), 40u);
@@ -106,7 +108,18 @@ TEST(rich_file_values) {
   // Keys in file order.
   CHECK(f->metadata().front().key == "general.architecture");
   CHECK(f->metadata().back().key == "t.nested");
+  CHECK(std::isinf(f->get_f32("t.f64big")));
   CHECK_EQ(f->mapping().size(), blob.bytes.size());
+}
+
+TEST(float_getters_saturate) {
+  Builder b;
+  b.kv("big", v_f64(1e300)).kv("small", v_f64(-1e300)).kv("arr", v_array(ValueType::FLOAT64, {v_f64(1e300)}));
+  const Blob blob = b.build();
+  const auto f = File::open_memory(blob.bytes.data(), blob.bytes.size(), "f.gguf");
+  CHECK(std::isinf(f->get_f32("big")) && f->get_f32("big") > 0);
+  CHECK(std::isinf(f->get_f32("small")) && f->get_f32("small") < 0);
+  CHECK(std::isinf(f->get_f32_array("arr")[0]));
 }
 
 TEST(getter_errors_and_defaults) {

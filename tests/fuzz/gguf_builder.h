@@ -169,7 +169,7 @@ inline Builder rich_file(uint32_t alignment = 32) {
   b.kv("t.u8", v_u8(200)).kv("t.i8", v_i8(-100)).kv("t.u16", v_u16(60000)).kv("t.i16", v_i16(-30000));
   b.kv("t.u32", v_u32(4000000000u)).kv("t.i32", v_i32(-2000000000)).kv("t.f32", v_f32(0.5f));
   b.kv("t.bool", v_bool(true)).kv("t.str", v_str("h\xc3\xa9llo")).kv("t.u64", v_u64(~uint64_t{0}));
-  b.kv("t.i64", v_i64(-(int64_t{1} << 40))).kv("t.f64", v_f64(-2.25));
+  b.kv("t.i64", v_i64(-(int64_t{1} << 40))).kv("t.f64", v_f64(-2.25)).kv("t.f64big", v_f64(1e300));
   std::vector<Val> tokens;
   for (int i = 0; i < 40; ++i) tokens.push_back(v_str("tok" + std::to_string(i)));
   b.kv("tokenizer.ggml.tokens", v_array(ValueType::STRING, tokens));

@@ -343,6 +343,13 @@ std::vector<T> get_integer_array(const File& f, const Value& v, const std::strin
   return out;
 }
 
+// double -> float without undefined behaviour: out-of-range values become +-inf (NaN stays NaN).
+float narrow_to_float(double d) {
+  if (d > static_cast<double>(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
+  if (d < -static_cast<double>(std::numeric_limits<float>::max())) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d);
+}
+
 bool integer_elements(ValueType t) { return is_integer_type(t); }
 bool number_elements(ValueType t) { return is_integer_type(t) || is_float_type(t); }
 bool string_elements(ValueType t) { return t == ValueType::STRING; }
@@ -380,7 +387,7 @@ double File::get_f64(const std::string& key) const {
 float File::get_f32(const std::string& key) const {
   const Value& v = value(key);
   if (!v.is_number()) key_error(key, "has type " + v.type_description() + ", expected float32");
-  return static_cast<float>(v.to_f64());
+  return narrow_to_float(v.to_f64());
 }
 float File::get_f32(const std::string& key, float def) const { return has(key) ? get_f32(key) : def; }
 
@@ -416,7 +423,7 @@ std::vector<float> File::get_f32_array(const std::string& key) const {
   const Value& v = array_of(key, number_elements, "a numeric array");
   std::vector<float> out;
   out.reserve(static_cast<std::size_t>(std::min<uint64_t>(v.size(), kReserveCap)));
-  v.for_each([&](const Value& e) { out.push_back(static_cast<float>(e.to_f64())); });
+  v.for_each([&](const Value& e) { out.push_back(narrow_to_float(e.to_f64())); });
   return out;
 }
 
