@@ -277,7 +277,7 @@ TEST(malformed_alignment) {
   expect_error(with(v_u32(0)), "general.alignment 0 is not a power of two");
   expect_error(with(v_u32(1u << 30)), "general.alignment 1073741824 exceeds the maximum");
   expect_error(with(v_str("32")), "general.alignment has type string, expected uint32");
-  expect_error(with(v_i32(-32)), "general.alignment (negative) is not a power of two");
+  expect_error(with(v_i32(-32)), "general.alignment -32 is not a power of two");
 }
 
 TEST(malformed_tensors) {

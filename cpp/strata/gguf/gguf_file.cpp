@@ -149,7 +149,7 @@ void File::parse() {
       c.fail_at(a->offset(), "general.alignment has type " + a->type_description() + ", expected uint32");
     const auto al = a->to_u64();
     if (!al || *al == 0 || (*al & (*al - 1)) != 0)
-      c.fail_at(a->offset(), "general.alignment " + (al ? std::to_string(*al) : std::string("(negative)")) +
+      c.fail_at(a->offset(), "general.alignment " + (al ? std::to_string(*al) : std::to_string(*a->to_i64())) +
                                  " is not a power of two");
     if (*al > kMaxAlignment)
       c.fail_at(a->offset(), "general.alignment " + std::to_string(*al) + " exceeds the maximum of " +
