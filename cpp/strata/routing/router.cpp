@@ -4,6 +4,7 @@
 // the k ranks merge the two list heads under that rank's multiplier.
 #include "strata/routing/router.h"
 
+#include <limits>
 #include <string>
 
 #include "strata/util/error.h"
@@ -14,18 +15,16 @@ namespace {
 constexpr double kWeightFloor = 1.0 / 16384.0;  // 2^-14
 
 // A bounded list of the best `cap` (prob desc, id asc) candidates seen so far, sorted best first.
+// `floor` is the value a newcomer must beat: -inf until the list is full, then its last value.
 struct TopList {
   int32_t ids[kMaxTopK];
   float vals[kMaxTopK];
   int size = 0;
+  float floor = -std::numeric_limits<float>::infinity();
 
   // Experts arrive in increasing id, so an equal probability never displaces an earlier (lower) id.
-  inline void offer(float v, int32_t id, int cap) {
-    if (size == cap) {
-      if (!(v > vals[cap - 1])) return;
-      --size;
-    }
-    int pos = size;
+  inline void insert(float v, int32_t id, int cap) {
+    int pos = size == cap ? cap - 1 : size++;
     while (pos > 0 && v > vals[pos - 1]) {
       vals[pos] = vals[pos - 1];
       ids[pos] = ids[pos - 1];
@@ -33,7 +32,7 @@ struct TopList {
     }
     vals[pos] = v;
     ids[pos] = id;
-    ++size;
+    if (size == cap) floor = vals[cap - 1];
   }
 };
 
@@ -61,15 +60,17 @@ void route_row(const float* probs, int n_experts, int k, const uint8_t* resident
 
   TopList res, non;
   if (resident == nullptr) {
-    for (int e = 0; e < n_experts; ++e) non.offer(probs[e], e, k);
+    for (int e = 0; e < n_experts; ++e)
+      if (probs[e] > non.floor) non.insert(probs[e], e, k);
   } else {
+    TopList* lists[2] = {&non, &res};  // indexed, not branched: residency is unpredictable per expert
     for (int e = 0; e < n_experts; ++e) {
-      if (resident[e])
-        res.offer(probs[e], e, k);
-      else
-        non.offer(probs[e], e, k);
+      TopList* l = lists[resident[e] != 0];
+      if (probs[e] > l->floor) l->insert(probs[e], e, k);
     }
   }
+  // Only NaN or -inf probabilities can leave fewer than k candidates.
+  if (res.size + non.size < k) throw_error(ErrorKind::Value, "route_row: probabilities contain NaN or -inf");
 
   int ri = 0, ni = 0;
   double sum = 0.0;
