@@ -77,7 +77,8 @@ TEST(draft_row_cell_list) {
   for (int i = 0; i < 100; ++i) CHECK_EQ(cells[static_cast<size_t>(i)], i);
   // A chain step past the run reads this round's chain cells.
   CHECK_EQ(s.draft_row_cells(101, cells), 102);
-  s.check_reads(cells, 101);
+  s.check_reads(cells, 101, 2);
+  CHECK_THROWS(s.check_reads(cells, 101, 0));  // a first draft row must be the last committed row
   // A restarted run after a gap: only the sink prefix and the run.
   DraftCells g(4, 8);
   g.wrote(0, 2);
@@ -92,6 +93,10 @@ TEST(draft_row_cell_list) {
   CHECK_THROWS(g.check_reads(dup, 52));
   const std::vector<int32_t> future = {50, 53};
   CHECK_THROWS(g.check_reads(future, 52));
+  g.check_reads(cells, 52);
+  g.wrote(51, 0);  // cells past 51 are stale now: the old list no longer passes
+  CHECK_THROWS(g.check_reads(cells, 52, 1));
+  CHECK_THROWS(g.check_reads(cells, 52));
   // Sink off.
   DraftCells z(0, 8);
   z.wrote(0, 100);
@@ -243,7 +248,7 @@ struct Sim {
     ++draft_rows;
     dc.draft_row_cells(pos, list);
     try {
-      dc.check_reads(list, pos);
+      dc.check_reads(list, pos, pos - c);
     } catch (const strata::Error&) {
       ++check_throws;
     }

@@ -43,10 +43,14 @@ int DraftCells::draft_row_cells(int32_t pos, std::vector<int32_t>& out) const {
   return static_cast<int>(out.size());
 }
 
-void DraftCells::check_reads(std::span<const int32_t> cells, int32_t pos) const {
+void DraftCells::check_reads(std::span<const int32_t> cells, int32_t pos, int chain_step) const {
+  if (run0_ >= run1_ || chain_step < 0 || pos != run1_ - 1 + chain_step)
+    throw_error(ErrorKind::Internal, "draft cells: a draft row at cell " + std::to_string(pos) + ", chain step " +
+                                         std::to_string(chain_step) + ", does not follow the valid run [" +
+                                         std::to_string(run0_) + ", " + std::to_string(run1_) + ")");
   int32_t prev = -1;
   for (const int32_t c : cells) {
-    const bool ok = c > prev && c <= pos && (valid(c) || (c >= run1_ && run0_ < run1_));
+    const bool ok = c > prev && c <= pos && (c >= run1_ || valid(c));
     if (!ok)
       throw_error(ErrorKind::Internal, "draft cells: a draft row at cell " + std::to_string(pos) + " reads cell " +
                                            std::to_string(c) + " (sink [0, " + std::to_string(sink_end_) + "), run [" +

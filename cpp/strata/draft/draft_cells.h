@@ -42,10 +42,11 @@ class DraftCells {
   // pos < run_begin.
   int draft_row_cells(int32_t pos, std::vector<int32_t>& out) const;
 
-  // Asserts that `cells` is a list a draft row at `pos` may read: strictly ascending, every cell
-  // valid or one of this round's chain cells [run_end, pos], none past pos. Throws Internal naming the
-  // first offending cell. Cheap enough to run on every draft row in a debug engine.
-  void check_reads(std::span<const int32_t> cells, int32_t pos) const;
+  // Asserts that `cells` is a list a draft row may read: the row sits at pos = run_end − 1 + chain_step
+  // (chain_step 0: the round's first draft row, the last committed row; j > 0: chain step j); the list
+  // is strictly ascending, has nothing past pos, and every cell is valid or one of this round's chain
+  // cells [run_end, pos]. Throws Internal naming the problem. Cheap enough for every draft row.
+  void check_reads(std::span<const int32_t> cells, int32_t pos, int chain_step = 0) const;
 
  private:
   void clear() { sink_end_ = run0_ = run1_ = 0; }
