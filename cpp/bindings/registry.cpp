@@ -4,7 +4,6 @@
 namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
-  (void)m;
   bind_gguf(m);
   bind_decode(m);
 }
