@@ -44,7 +44,8 @@ void gemv(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const
   auto body = [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) y[r] = fallback_dot(type, static_cast<const uint8_t*>(W) + rb * static_cast<std::size_t>(r), x, cols);
   };
-  if (pool) pool->parallel_for(rows, 16, body); else body(0, rows);
+  auto ref = [&body](int64_t b, int64_t e) { body(b, e); };  // one reference: std::function stays inline
+  if (pool) pool->parallel_for(rows, 16, ref); else body(0, rows);
 }
 
 void gemm(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const float* X, int64_t nx, float* Y,

@@ -4,8 +4,6 @@
 
 namespace strata::model {
 
-std::unique_ptr<Model> Model::load(const std::string& path) { return from_source(open_gguf_source(path)); }
-
 std::unique_ptr<Model> Model::from_source(std::unique_ptr<ModelSource> src) {
   if (!src) throw_error(ErrorKind::Value, "Model::from_source: null source");
   std::unique_ptr<Model> m(new Model());
