@@ -1,5 +1,5 @@
 // Unit tests of the engine's numeric pieces: RMSNorm, NEOX RoPE, the int8 K/V rule, the chunked
-// softmax merge, cell selection (incl. indexer ties) and expert selection.
+// softmax merge, and cell selection (incl. indexer ties).
 #define STRATA_TEST_MAIN
 #include "check.h"
 
@@ -11,7 +11,6 @@
 
 #include "strata/engine/attention_head.h"
 #include "strata/engine/cell_select.h"
-#include "strata/engine/expert_select.h"
 #include "strata/engine/kv_cells.h"
 #include "strata/engine/kv_quant.h"
 #include "strata/engine/ops.h"
@@ -244,38 +243,6 @@ TEST(indexer_score_formula) {
     ref += w[static_cast<std::size_t>(j)] * std::max(dot, 0.0);
   }
   CHECK_NEAR(indexer_score(q.data(), w.data(), hi, di, k.data()), ref, 1e-5);
-}
-
-TEST(expert_selection_top_k_ties_and_floor) {
-  std::vector<float> p = {0.1f, 0.3f, 0.1f, 0.3f, 0.2f};
-  int32_t ids[3];
-  float w[3];
-  select_experts(p.data(), 5, 3, ids, w);
-  CHECK_EQ(ids[0], 1);
-  CHECK_EQ(ids[1], 3);
-  CHECK_EQ(ids[2], 4);
-  CHECK_NEAR(w[0], 0.3 / 0.8, 1e-6);
-  CHECK_NEAR(w[2], 0.2 / 0.8, 1e-6);
-  // Ties at the cut: lower id wins.
-  int32_t ids2[4];
-  float w2[4];
-  select_experts(p.data(), 5, 4, ids2, w2);
-  CHECK_EQ(ids2[3], 0);
-  // All equal: 0..k-1.
-  std::vector<float> eq(8, 0.125f);
-  select_experts(eq.data(), 8, 3, ids, w);
-  CHECK(ids[0] == 0 && ids[1] == 1 && ids[2] == 2);
-  // Floor: tiny probabilities are divided by 2^-14, not their sum.
-  std::vector<float> tiny = {1e-7f, 2e-7f, 1.0f - 3e-7f};
-  int32_t id1[2];
-  float w1[2];
-  select_experts(tiny.data(), 3, 2, id1, w1);
-  CHECK_EQ(id1[0], 2);
-  CHECK_EQ(id1[1], 1);
-  std::vector<float> all_tiny = {1e-6f, 2e-6f, 3e-6f};
-  select_experts(all_tiny.data(), 3, 2, id1, w1);
-  CHECK_EQ(id1[0], 2);
-  CHECK_NEAR(w1[0], 3e-6 / 0x1p-14, 1e-7);
 }
 
 TEST(softmax_and_activations) {

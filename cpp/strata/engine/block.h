@@ -10,6 +10,7 @@
 #include "strata/engine/scratch.h"
 #include "strata/model/hparams.h"
 #include "strata/model/weights.h"
+#include "strata/routing/router.h"
 
 namespace strata {
 class ThreadPool;
@@ -27,6 +28,10 @@ struct BlockContext {
   const Rope* rope = nullptr;
   Scratch* s = nullptr;
   ThreadPool* pool = nullptr;
+  // Expert selection (routing/router.h): defaults give plain top-K by probability.
+  routing::MoceParams moce;
+  const uint8_t* resident = nullptr;  // E bytes for this layer, nonzero = resident; nullptr = no map
+  int draft_from_row = -1;            // rows >= this are draft rows of a verification window; -1 = none
 };
 
 // X: [R][n][d] streams, updated in place.

@@ -1,15 +1,15 @@
-// The MoE sub-layer (docs/gguf.md §2): router GEMM, softmax, top-K selection with renormalised
-// weights, then the routed experts expert-major (the rows routed to one expert share one pass over
+// The MoE sub-layer (docs/gguf.md §2): router GEMM, softmax, top-K selection (routing::route_row:
+// plain top-K with default MoceParams and no residency map) with renormalised weights, then the routed experts expert-major (the rows routed to one expert share one pass over
 // its weights: a GEMM on the expert's slice of the 3-D tensors), and the shared expert with its
 // sigmoid gate. The weighted sum is left to the combine step (hc_combine, R-5).
 #include <algorithm>
 #include <cstring>
 
 #include "strata/engine/block.h"
-#include "strata/engine/expert_select.h"
 #include "strata/engine/linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
+#include "strata/routing/router.h"
 
 namespace strata::engine {
 
@@ -24,7 +24,9 @@ void moe_forward(const BlockContext& c, int R) {
     for (int64_t r = b; r < e; ++r) {
       float* p = s.probs.data() + r * E;
       softmax(p, E);
-      select_experts(p, static_cast<int>(E), static_cast<int>(K), s.ids.data() + r * K, s.weights.data() + r * K);
+      const bool draft_row = c.draft_from_row >= 0 && r >= c.draft_from_row;
+      routing::route_row(p, static_cast<int>(E), static_cast<int>(K), c.resident, c.moce, draft_row,
+                         s.ids.data() + r * K, s.weights.data() + r * K);
     }
   });
 

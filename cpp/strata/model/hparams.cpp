@@ -154,6 +154,9 @@ void validate_hparams(const HParams& hp, const std::string& origin) {
   if (hp.n_expert_used > hp.n_expert)
     bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) + " exceeds expert_count = " +
                     std::to_string(hp.n_expert));
+  if (hp.n_expert_used > 64)
+    bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) +
+                    " exceeds the 64 experts per token strata supports");
   if (hp.hc_count == 0) bad(origin, "key " + p + "hyper_connection.count must be >= 1");
   if (hp.hc_count > 64) bad(origin, "key " + p + "hyper_connection.count = " + std::to_string(hp.hc_count) + " (max 64)");
   if (hp.hc_count > 1 && hp.hc_sinkhorn_iters == 0)
