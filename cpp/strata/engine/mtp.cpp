@@ -40,22 +40,24 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
   const model::HParams& hp = m.hparams();
   if (cfg.sink < 0 || cfg.sink > 1024)
     throw_error(ErrorKind::Value, "MTP sink = " + std::to_string(cfg.sink) + " must be in [0, 1024]");
-  if (cfg.window < 1 || cfg.window > 65536)
-    throw_error(ErrorKind::Value, "MTP window = " + std::to_string(cfg.window) + " must be in [1, 65536]");
+  if (cfg.window < 0 || cfg.window > 65536)
+    throw_error(ErrorKind::Value, "MTP window = " + std::to_string(cfg.window) + " must be in [0, 65536]");
   if (max_rows_ < 1 || max_rows_ > 4096)
     throw_error(ErrorKind::Value, "MTP max_rows = " + std::to_string(max_rows_) + " must be in [1, 4096]");
   if (max_ctx_ <= 0 || max_ctx_ > 0x7FFFFFFF)
     throw_error(ErrorKind::Value, "MTP max_ctx = " + std::to_string(max_ctx_) + " must be in [1, 2^31)");
-  const int64_t list = max_cells(policy_, max_ctx_);
+  // window 0: every causal cell, as an implicit list (no list buffer, scores up to max_ctx).
+  const int64_t list = policy_.window > 0 ? max_cells(policy_, max_ctx_) : 1;
+  const int64_t scores = policy_.window > 0 ? list : max_ctx_;
   if (s_) {
-    if (s_->shape.max_rows < max_rows_ || s_->shape.max_list < list || s_->shape.max_ctx < std::min(max_ctx_, list) ||
-        s_->shape.n_slots < parallel_slots_count(pool_))
+    if (s_->shape.max_rows < max_rows_ || s_->shape.max_list < list ||
+        std::max(s_->shape.max_ctx, s_->shape.max_list) < scores || s_->shape.n_slots < parallel_slots_count(pool_))
       throw_error(ErrorKind::Value, "MTP: the shared scratch is too small (create the window with extra_list >= " +
                                         std::to_string(list) + ")");
   } else {
     ScratchShape shape;
     shape.max_rows = max_rows_;
-    shape.max_ctx = list;  // the MTP never scores candidates; score buffers need the list length only
+    shape.max_ctx = scores;  // the MTP never scores indexer candidates: attention scores only
     shape.max_list = list;
     shape.n_slots = parallel_slots_count(pool_);
     own_scratch_ = std::make_unique<Scratch>(hp, shape);

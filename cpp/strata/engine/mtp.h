@@ -32,7 +32,7 @@ namespace strata::engine {
 
 struct MtpConfig {
   int64_t sink = 64;     // sink cells (0 = none)
-  int64_t window = 256;  // window cells (>= 1)
+  int64_t window = 256;  // window cells (0 = every causal cell)
   int64_t max_ctx = 0;   // cells; 0 = min(context_length, 32768)
   int max_rows = 512;    // rows per run (encoding a prompt chunk)
   ThreadPool* pool = nullptr;  // nullptr = ThreadPool::global()
