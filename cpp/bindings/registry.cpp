@@ -4,7 +4,7 @@
 namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
-  (void)m;
+  bind_engine(m);
 }
 
 }  // namespace strata::bindings
