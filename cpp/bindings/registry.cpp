@@ -5,6 +5,7 @@ namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
   bind_engine(m);
+  bind_decode(m);
 }
 
 }  // namespace strata::bindings
