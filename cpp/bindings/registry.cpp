@@ -6,6 +6,8 @@ namespace strata::bindings {
 void bind_all(pybind11::module_& m) {
   bind_engine(m);
   bind_decode(m);
+  (void)m;
+  bind_gguf(m);
 }
 
 }  // namespace strata::bindings

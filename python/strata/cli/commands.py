@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from strata.cli import bench_cmd, convert_cmd
+from strata.cli import bench_cmd, convert_cmd, inspect_cmd
 
-ALL: list[ModuleType] = [convert_cmd, bench_cmd]
+ALL: list[ModuleType] = [convert_cmd, inspect_cmd, bench_cmd]
