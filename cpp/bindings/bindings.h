@@ -4,4 +4,5 @@
 
 namespace strata::bindings {
 void bind_all(pybind11::module_& m);
+void bind_quant(pybind11::module_& m);
 }  // namespace strata::bindings

@@ -5,6 +5,7 @@ namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
   (void)m;
+  bind_quant(m);
 }
 
 }  // namespace strata::bindings

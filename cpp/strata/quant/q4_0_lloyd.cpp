@@ -19,7 +19,14 @@ namespace {
 
 constexpr int kMaxIterations = 12;
 // Starting scales amax / c for both signs.
-constexpr float kStartDivisors[] = {8.0f, 7.0f, 6.0f, 5.0f};
+constexpr float kStartDivisors[] = {9.0f, 8.5f, 8.0f, 7.5f, 7.0f, 6.5f, 6.0f, 5.5f, 5.0f, 4.5f};
+
+// Nearest grid index of v (in units of the scale), clamped to the Q4_0 range. Truncation of a
+// value shifted to be positive is floor: no libm call on the hot path.
+inline int grid_index(double v) {
+  v = v < -8.5 ? -8.5 : (v > 7.49 ? 7.49 : v);
+  return static_cast<int>(v + 8.5) - 8;
+}
 
 // The best assignment for one fp16 scale and its squared error. Levels are the exact floats
 // dequantization computes (d * float(k)); each value tries the rounded level and its neighbours
@@ -36,8 +43,7 @@ double assign_for_scale(const float* x, uint16_t d16, uint8_t* q) {
   }
   const float id = 1.0f / d;
   for (int j = 0; j < kQK32; ++j) {
-    const float r = std::nearbyint(x[j] * id);
-    int k0 = r < -8.0f ? -8 : (r > 7.0f ? 7 : static_cast<int>(r));
+    const int k0 = grid_index(static_cast<double>(x[j] * id));
     double best = INFINITY;
     int best_k = k0;
     for (int k = k0 - 1; k <= k0 + 1; ++k) {
@@ -54,27 +60,35 @@ double assign_for_scale(const float* x, uint16_t d16, uint8_t* q) {
   return err;
 }
 
-// Lloyd iterations in double from scale d; returns the fitted scale.
-double lloyd_fit(const float* x, double d) {
+struct Fit {
+  double d = 0.0;
+  double err = INFINITY;  // squared error of d with its nearest-level assignment (double arithmetic)
+};
+
+// Lloyd iterations in double from scale d to a fixed point (or the iteration cap).
+Fit lloyd_fit(const float* x, double d) {
   int k[kQK32];
   int prev[kQK32];
+  Fit fit;
   for (int it = 0; it < kMaxIterations; ++it) {
-    if (!(std::fabs(d) > 0.0) || !std::isfinite(d)) break;
+    if (!(std::fabs(d) > 0.0) || !std::isfinite(d)) return fit;
     const double id = 1.0 / d;
-    double sxk = 0.0, skk = 0.0;
+    double sxk = 0.0, skk = 0.0, err = 0.0;
     for (int j = 0; j < kQK32; ++j) {
-      double r = std::nearbyint(static_cast<double>(x[j]) * id);
-      r = r < -8.0 ? -8.0 : (r > 7.0 ? 7.0 : r);
-      k[j] = static_cast<int>(r);
-      sxk += static_cast<double>(x[j]) * r;
-      skk += r * r;
+      k[j] = grid_index(static_cast<double>(x[j]) * id);
+      const double kj = static_cast<double>(k[j]);
+      const double e = static_cast<double>(x[j]) - d * kj;
+      err += e * e;
+      sxk += static_cast<double>(x[j]) * kj;
+      skk += kj * kj;
     }
+    if (err < fit.err) fit = {d, err};
     if (it > 0 && std::memcmp(k, prev, sizeof(k)) == 0) break;  // fixed point
     if (skk == 0.0) break;
     d = sxk / skk;
     std::memcpy(prev, k, sizeof(k));
   }
-  return d;
+  return fit;
 }
 
 struct Best {
@@ -129,15 +143,24 @@ void quantize_row_q4_0_lloyd(const float* x, BlockQ4_0* y, int64_t n) {
       y[i] = plain;
       continue;
     }
+    // Lloyd from every start; the two best fits (by their double-precision error) go on to the
+    // exact fp16 scoring together with the ggml scale itself.
+    Fit top[2];
+    const auto keep = [&top](const Fit& f) {
+      if (f.err < top[0].err) {
+        if (f.d != top[0].d) top[1] = top[0];
+        top[0] = f;
+      } else if (f.err < top[1].err && f.d != top[0].d) {
+        top[1] = f;
+      }
+    };
+    keep(lloyd_fit(x, static_cast<double>(fp16_to_fp32(plain.d))));
+    for (const float c : kStartDivisors)
+      for (const float sign : {1.0f, -1.0f}) keep(lloyd_fit(x, static_cast<double>(sign * amax / c)));
     Best best;
     try_scale(x, fp16_to_fp32(plain.d), best);  // Lloyd's assignment step alone on ggml's scale
-    try_scale(x, static_cast<float>(lloyd_fit(x, static_cast<double>(fp16_to_fp32(plain.d)))), best);
-    for (const float c : kStartDivisors) {
-      for (const float sign : {1.0f, -1.0f}) {
-        const double d0 = static_cast<double>(sign * amax / c);
-        try_scale(x, static_cast<float>(lloyd_fit(x, d0)), best);
-      }
-    }
+    for (const Fit& f : top)
+      if (std::isfinite(f.err)) try_scale(x, static_cast<float>(f.d), best);
     if (best.err < plain_err) {
       pack(best, y[i]);
     } else {

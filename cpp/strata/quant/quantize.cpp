@@ -40,14 +40,14 @@ inline int nearest_int(float v) {
 // instead of an undefined conversion.
 inline int8_t to_i8(float r) { return r == r ? static_cast<int8_t>(r) : int8_t{0}; }
 
-void check_quantizer(GGMLType type, QuantMethod method) {
+}  // namespace
+
+void require_quantizer(GGMLType type, QuantMethod method) {
   if (!has_quantizer(type, method))
     throw_error(ErrorKind::Value, std::string("no ") + (method == QuantMethod::Lloyd ? "Lloyd " : "") +
                                       "quantizer for type " + type_name(type) +
                                       (method == QuantMethod::Lloyd ? " (Lloyd is Q4_0 only)" : ""));
 }
-
-}  // namespace
 
 bool has_quantizer(GGMLType type, QuantMethod method) {
   if (method == QuantMethod::Lloyd) return type == GGMLType::Q4_0;
@@ -126,7 +126,7 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
 }
 
 void quantize_row(GGMLType type, const float* src, void* dst, int64_t n, QuantMethod method) {
-  check_quantizer(type, method);
+  require_quantizer(type, method);
   (void)row_bytes(type, n);  // validates n against the block
   if (block_size(type) > 1) {
     // The block rules divide by the block's largest magnitude: NaN or infinity has no encoding.
@@ -159,7 +159,7 @@ void quantize_row(GGMLType type, const float* src, void* dst, int64_t n, QuantMe
 
 void quantize_matrix(GGMLType type, const float* src, int64_t rows, int64_t cols, void* dst, QuantMethod method,
                      ThreadPool* pool) {
-  check_quantizer(type, method);
+  require_quantizer(type, method);
   if (rows < 0) throw_error(ErrorKind::Value, "quantize_matrix: negative row count");
   const std::size_t stride = row_bytes(type, cols);
   auto* out = static_cast<uint8_t*>(dst);

@@ -31,8 +31,9 @@ void quantize_row(GGMLType type, const float* src, void* dst, int64_t n, QuantMe
 void quantize_matrix(GGMLType type, const float* src, int64_t rows, int64_t cols, void* dst, QuantMethod method,
                      ThreadPool* pool);
 
-// Whether quantize_row accepts (type, method).
+// Whether quantize_row accepts (type, method); require_quantizer throws the error it would.
 bool has_quantizer(GGMLType type, QuantMethod method);
+void require_quantizer(GGMLType type, QuantMethod method);
 
 // The individual rules (n a multiple of 32 / 256).
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
