@@ -9,6 +9,7 @@
 #define STRATA_TEST_MAIN
 #include "check.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -65,6 +66,20 @@ std::string label(GGMLType type, Isa isa, int64_t n) {
 }
 
 }  // namespace
+
+TEST(the_best_isa_is_tested) {
+  std::string names;
+  for (Isa isa : runnable_isas()) names += std::string(" ") + cpu::isa_name(isa);
+  std::printf("kernels under test:%s\n", names.c_str());
+  const auto isas = runnable_isas();
+  CHECK(std::find(isas.begin(), isas.end(), cpu::best_isa()) != isas.end());
+#if defined(__aarch64__)
+  CHECK(cpu::best_isa() == Isa::Neon);
+#endif
+#if defined(__x86_64__) && defined(__AVX2__)
+  CHECK(cpu::best_isa() == Isa::Avx2);
+#endif
+}
 
 TEST(activation_quantization_is_identical_on_every_isa) {
   IsaGuard guard;
