@@ -8,6 +8,7 @@ void bind_all(pybind11::module_& m) {
   bind_decode(m);
   (void)m;
   bind_gguf(m);
+  bind_quant(m);
 }
 
 }  // namespace strata::bindings
