@@ -329,9 +329,9 @@ class _Run:
         keep = min(common, int(eng.n_past), len(target) - 1)
         if keep < eng.n_past:
             eng.rollback(keep)
-        start = keep
-        if s._speculative and start > 0 and not eng.mtp_cell_valid(start - 1):
-            start -= 1  # re-run one row so the drafter's cell before the new tokens is encoded again
+        start = 0 if self.drafter_cell_lost(keep, len(target)) else keep
+        if start < keep:
+            eng.rollback(start)
         s._tokens = target[:start]
         try:
             logits = eng.eval(target[start:], start_pos=start, logits="last")
@@ -340,7 +340,7 @@ class _Run:
             raise
         s._tokens = list(target)
         self.stats.prompt_tokens = len(target)
-        self.stats.cached_tokens = keep
+        self.stats.cached_tokens = start
         self.stats.prefill_tokens = len(target) - start
         out: list[str] = []
         if self.max_tokens == 0:
@@ -353,20 +353,45 @@ class _Run:
         self.t_decode = t1
         return out
 
+    def drafter_cell_lost(self, keep: int, n_target: int) -> bool:
+        """Whether continuing at `keep` would leave a hole the drafter must read.
+
+        The drafter's cell keep-1 is encoded from the main model's final streams at keep-1, which the
+        engine holds only for the rows of its last evaluation. After a rollback further back (a chat
+        whose re-rendered history differs from the generated tokens) that cell stays invalid; if it lies
+        in the drafter's sink or in the window of a position still to come, the only way to re-encode it
+        is to evaluate the context again from the start.
+        """
+        s, eng = self.s, self.engine
+        if not s._speculative or keep == 0 or eng.mtp_cell_valid(keep - 1):
+            return False
+        try:
+            eng.final_streams(keep - 1)
+            return False  # held: the evaluation from `keep` encodes the cell itself
+        except InvalidArgument:
+            pass
+        c = keep - 1
+        return c < s._config.mtp_sink or c > n_target - 1 - s._config.mtp_window
+
     # ------------------------------------------------------------------------------------- decode
     def step(self) -> list[str]:
         out: list[str] = []
-        new = self.spec_round() if self.s._speculative else None
-        if new is None:
+        round_ = self.spec_round() if self.s._speculative else None
+        if round_ is None:
             logits = self.engine.eval([self.s._tokens[-1]], start_pos=len(self.s._tokens) - 1, logits="last")
-            new = [self.sample(logits)]
+            self.emit([self.sample(logits)], out)
+        else:
+            new, n_drafts, n_accepted = round_
+            before = self.stats.generated_tokens
+            self.emit(new, out)
+            self.stats.record_round(n_drafts, n_accepted, self.stats.generated_tokens - before)
         self.stats.steps += 1
-        self.emit(new, out)
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         return out
 
-    def spec_round(self) -> list[int] | None:
-        """One draft + verify round; None when no draft fits (then a plain step runs)."""
+    def spec_round(self) -> tuple[list[int], int, int] | None:
+        """One draft + verify round: (tokens to commit, drafts verified, drafts accepted); None when no
+        draft fits or survives retention (then a plain step runs)."""
         s, eng = self.s, self.engine
         p = len(s._tokens) - 1  # position of the pending token
         k = min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1, s._n_ctx - 1 - p)
@@ -383,8 +408,7 @@ class _Run:
         history = self.history() or [t]  # ends with the window's first input, as verify_window expects
         accepted, nxt = decode.verify_window(window, drafts, self.policy, history, s._rng, self.spec_mode)
         eng.rollback(p + 1 + int(accepted))
-        self.stats.record_round(len(drafts), int(accepted))
-        return drafts[: int(accepted)] + [int(nxt)]
+        return drafts[: int(accepted)] + [int(nxt)], len(drafts), int(accepted)
 
     def retained(self, draft_logits: np.ndarray) -> int:
         """How many leading drafts the retention gate keeps (R-3), from each step's draft probability."""

@@ -28,7 +28,8 @@ class GenerationStats:
             the context is full), or None while streaming / when the caller stopped early.
         speculative: whether MTP speculative decoding was used.
         rounds: speculative rounds (draft + verification windows).
-        round_tokens: tokens committed by those rounds (accepted drafts + one each).
+        round_tokens: tokens committed by those rounds (accepted drafts + one each, fewer when generation
+            ended inside a round).
         drafted: per draft step j, how many rounds proposed a draft at step j (after retention).
         accepted: per draft step j, how many of those drafts the verifier accepted.
         steps: decode evaluations (rounds plus single-token steps).
@@ -74,8 +75,9 @@ class GenerationStats:
         return [a / d if d else 0.0 for a, d in zip(self.accepted, self.drafted, strict=True)]
 
     # ----------------------------------------------------------------------------------- updating
-    def record_round(self, n_drafts: int, n_accepted: int) -> None:
-        """One speculative round: n_drafts proposed, the first n_accepted kept, one more token sampled."""
+    def record_round(self, n_drafts: int, n_accepted: int, committed: int) -> None:
+        """One speculative round: n_drafts verified, the first n_accepted accepted, `committed` tokens
+        kept (n_accepted + 1, fewer when generation ended inside the round)."""
         while len(self.drafted) < n_drafts:
             self.drafted.append(0)
             self.accepted.append(0)
@@ -84,7 +86,7 @@ class GenerationStats:
             if j < n_accepted:
                 self.accepted[j] += 1
         self.rounds += 1
-        self.round_tokens += n_accepted + 1
+        self.round_tokens += committed
 
     # ------------------------------------------------------------------------------------ display
     def as_dict(self) -> dict[str, Any]:
