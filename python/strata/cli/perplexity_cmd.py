@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("file", type=Path, help="a UTF-8 text file ('-' = stdin)")
     add_model_argument(p)
-    p.add_argument("--context", type=int, default=None, metavar="N",
-                   help="tokens per window (default: the engine's context, see STRATA_CONTEXT)")
+    p.add_argument("--context", dest="window", type=int, default=None, metavar="N",
+                   help="tokens per window (default: the context length, see STRATA_CONTEXT)")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="worker threads (0 = one per core)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     with tqdm(total=len(ids), unit="tok", desc="perplexity", file=sys.stderr, dynamic_ncols=True,
               disable=True if args.no_progress else None) as bar:
-        result = model.perplexity(ids, context=args.context, config=config, progress=bar.update)
+        result = model.perplexity(ids, context=args.window, config=config, progress=bar.update)
     if args.json:
         print(json.dumps({"file": str(args.file), "model": model.path, "perplexity": result.perplexity,
                           "mean_nll": result.mean_nll, "tokens_scored": result.tokens_scored,
