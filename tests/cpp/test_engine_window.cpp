@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "strata/engine/mtp.h"
+#include "strata/engine/runner.h"
 #include "strata/engine/window.h"
 #include "strata/util/thread_pool.h"
 #include "test_engine_fallback_kernels.h"
@@ -379,4 +380,26 @@ TEST(no_allocation_per_token) {
   const long after = g_allocs.load();
   CHECK_EQ(after - before, 0L);
   CHECK_EQ(w.scratch().capacity_signature(), sig);
+
+  // The Runner's decode round (eval, MTP encoding, chained drafts, verification, commit) too.
+  strata::engine::RunnerConfig rc;
+  rc.n_threads = 3;
+  rc.max_ctx = 64;
+  rc.max_rows = 16;
+  rc.mtp_sink = 2;
+  rc.mtp_window = 4;
+  strata::engine::Runner run(tiny_model(TinyOptions{}), rc);
+  std::vector<float> logits(61 * 4);
+  run.eval(toks.data(), 10, 0, LogitRows::Last, logits.data());
+  auto round = [&](int32_t t) {
+    run.mtp_draft(nullptr, t, run.n_past() - 1, 3, nullptr, drafts);
+    const int32_t win[4] = {t, drafts[0], drafts[1], drafts[2]};
+    const int64_t base = run.n_past();
+    run.eval(win, 4, base, LogitRows::All, logits.data());
+    run.commit(base + 2);
+  };
+  round(toks[10]);
+  const long before_rounds = g_allocs.load();
+  for (int i = 0; i < 8; ++i) round(toks[static_cast<std::size_t>(11 + i)]);
+  CHECK_EQ(g_allocs.load() - before_rounds, 0L);
 }
