@@ -4,9 +4,9 @@
 namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
-  (void)m;
   bind_gguf(m);
   bind_engine(m);
+  bind_decode(m);
 }
 
 }  // namespace strata::bindings

@@ -5,6 +5,9 @@
 #include "check.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -320,5 +323,65 @@ TEST(exact_verification_edges) {
     auto b = verify_window(flat.data(), V, d, temp(0.8f), SpecSample::Exact, hist, r2, ws);
     CHECK_EQ(a.accepted, b.accepted);
     CHECK_EQ(a.next_token, b.next_token);
+  }
+}
+
+TEST(top_k_paths_match_full_sort) {
+  // k <= 256 uses a one-pass candidate list, larger k nth_element; both must keep exactly the
+  // reference set (value desc, id asc), masks (-inf) never kept.
+  std::mt19937_64 rng(8);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int V = 5000;
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = static_cast<float>(static_cast<int>(rng() % 200)) * 0.05f;  // many ties
+    for (int i = 0; i < V; i += 11) l[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+    for (int k : {1, 5, 40, 256, 257, 1000}) {
+      SamplingPolicy p = temp(1.0f);
+      p.top_k = k;
+      const auto d = dist_of(l, p);
+      std::vector<int> idx(static_cast<size_t>(V));
+      std::iota(idx.begin(), idx.end(), 0);
+      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
+      std::vector<bool> want(static_cast<size_t>(V), false);
+      for (int j = 0; j < k; ++j) want[static_cast<size_t>(idx[static_cast<size_t>(j)])] = true;
+      int mismatches = 0;
+      for (int i = 0; i < V; ++i) mismatches += (d[static_cast<size_t>(i)] > 0.0f) != want[static_cast<size_t>(i)];
+      CHECK_EQ(mismatches, 0);
+    }
+  }
+}
+
+TEST(speed_v151936) {
+  // Measures only: sample_dist at a real vocabulary size (one row; a window runs k + 1 of them).
+  const int V = 151936;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> n(0.0f, 3.0f);
+  std::vector<float> l(static_cast<size_t>(V)), out(static_cast<size_t>(V));
+  for (auto& x : l) x = n(rng);
+  std::vector<int32_t> hist(2000);
+  for (auto& h : hist) h = static_cast<int32_t>(rng() % V);
+  SampleWorkspace ws;
+  SamplingPolicy a = temp(0.7f);
+  SamplingPolicy b = a;
+  b.top_p = 0.95f;
+  SamplingPolicy c = b;
+  c.min_p = 0.05f;
+  c.repetition_penalty = 1.08f;
+  c.presence_penalty = 0.4f;
+  SamplingPolicy d = c;
+  d.top_k = 40;
+  const std::pair<const char*, SamplingPolicy> cases[] = {
+      {"temperature", a}, {"+ top-p 0.95", b}, {"+ min-p, penalties", c}, {"+ top-k 40", d}, {"greedy", temp(0.0f)}};
+  for (const auto& [name, p] : cases) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      sample_dist(l.data(), V, p, hist, {}, out.data(), ws);
+      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    double s = 0.0;
+    for (float x : out) s += x;
+    std::printf("sample_dist V=%d %-20s %.3f ms (best of 5)\n", V, name, best);
+    CHECK_NEAR(s, 1.0, 1e-4);
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -18,9 +19,40 @@ struct ByValueThenId {
   bool operator()(int32_t a, int32_t b) const { return v[a] > v[b] || (v[a] == v[b] && a < b); }
 };
 
+// Keeps the k largest logits (ties to the lowest id), the rest become -inf. k <= 256: one pass with a
+// sorted candidate list and a floor to beat (ids arrive ascending, so a tie never displaces a lower
+// id); larger k: nth_element under the same total order.
 void apply_top_k(double* w, int V, int k, SampleWorkspace& ws) {
   if (k <= 0 || k >= V) return;
   auto& idx = ws.order;
+  if (k <= 256) {
+    auto& vals = ws.topk_vals;
+    idx.clear();
+    vals.clear();
+    double floor = kNegInf;  // a newcomer must beat this once the list is full
+    for (int i = 0; i < V; ++i) {
+      const double v = w[i];
+      if (!(v > floor)) continue;  // also drops -inf (masked) logits while the list fills
+      size_t pos = idx.size();
+      if (static_cast<int>(pos) == k) {
+        --pos;
+      } else {
+        idx.push_back(0);
+        vals.push_back(0.0);
+      }
+      while (pos > 0 && v > vals[pos - 1]) {
+        vals[pos] = vals[pos - 1];
+        idx[pos] = idx[pos - 1];
+        --pos;
+      }
+      vals[pos] = v;
+      idx[pos] = i;
+      if (static_cast<int>(idx.size()) == k) floor = vals.back();
+    }
+    std::fill(w, w + V, kNegInf);
+    for (size_t j = 0; j < idx.size(); ++j) w[idx[j]] = vals[j];
+    return;
+  }
   idx.resize(static_cast<size_t>(V));
   for (int i = 0; i < V; ++i) idx[static_cast<size_t>(i)] = i;
   std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), ByValueThenId{w});
@@ -56,26 +88,56 @@ void apply_penalties(double* w, int V, const SamplingPolicy& p, std::span<const 
 }
 
 // Keeps the smallest prefix (by probability desc, id asc) whose mass reaches top_p · sum; zeroes the
-// rest; returns the kept mass. Sorts only as deep as needed (64, 512, ... candidates).
+// rest; returns the kept mass. One pass buckets the candidates by the top bits of their float value
+// (monotone in e), a walk from the top bucket finds the bucket where the mass crosses the target;
+// only that bucket is sorted. Everything in higher buckets is kept whatever its order.
 double apply_top_p(double* e, int V, double sum, double top_p, SampleWorkspace& ws) {
+  const double target = top_p * sum;
   auto& idx = ws.order;
   idx.clear();
   for (int i = 0; i < V; ++i)
     if (e[i] > 0.0) idx.push_back(i);
-  const double target = top_p * sum;
-  const size_t n = idx.size();
-  size_t depth = std::min<size_t>(n, 64);
-  for (;;) {
-    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(depth), idx.end(), ByValueThenId{e});
+  if (idx.size() <= 2048) {  // few candidates: sort them all
+    std::sort(idx.begin(), idx.end(), ByValueThenId{e});
     double cum = 0.0;
     size_t keep = 0;
-    while (keep < depth && cum < target) cum += e[idx[keep++]];
-    if (cum >= target || depth == n) {
-      for (size_t j = keep; j < n; ++j) e[idx[j]] = 0.0;
-      return cum;
-    }
-    depth = std::min(n, depth * 8);
+    while (keep < idx.size() && cum < target) cum += e[idx[keep++]];
+    for (size_t j = keep; j < idx.size(); ++j) e[idx[j]] = 0.0;
+    return cum;
   }
+  constexpr int kShift = 19;  // 8 exponent + 4 mantissa bits: 4096 buckets, 16 per binade
+  constexpr int kBuckets = 1 << (31 - kShift);
+  auto& mass = ws.bucket_mass;
+  mass.assign(kBuckets, 0.0);
+  auto bucket_of = [](double v) {
+    const float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return static_cast<int>(bits >> kShift);  // v in (0, 1]: sign bit clear
+  };
+  for (int i = 0; i < V; ++i)
+    if (e[i] > 0.0) mass[static_cast<size_t>(bucket_of(e[i]))] += e[i];
+  double above = 0.0;  // mass of the buckets above the boundary
+  int boundary = kBuckets - 1;
+  for (; boundary > 0; --boundary) {
+    if (above + mass[static_cast<size_t>(boundary)] >= target) break;
+    above += mass[static_cast<size_t>(boundary)];
+  }
+  // Sort the boundary bucket's tokens; keep them until the target is reached.
+  idx.clear();
+  for (int i = 0; i < V; ++i)
+    if (e[i] > 0.0 && bucket_of(e[i]) == boundary) idx.push_back(i);
+  std::sort(idx.begin(), idx.end(), ByValueThenId{e});
+  double cum = above;
+  size_t keep = 0;
+  while (keep < idx.size() && cum < target) cum += e[idx[keep++]];
+  for (size_t j = keep; j < idx.size(); ++j) e[idx[j]] = 0.0;
+  for (int i = 0; i < V; ++i)
+    if (e[i] > 0.0 && bucket_of(e[i]) < boundary) e[i] = 0.0;
+  // The kept mass, summed in id order like everything else.
+  double kept = 0.0;
+  for (int i = 0; i < V; ++i) kept += e[i];
+  return kept;
 }
 
 }  // namespace

@@ -15,6 +15,8 @@ namespace strata::sampling {
 struct SampleWorkspace {
   std::vector<double> work;
   std::vector<int32_t> order;
+  std::vector<double> topk_vals;
+  std::vector<double> bucket_mass;
   std::vector<uint32_t> seen;  // per-token stamp: distinct-token bookkeeping for the penalties
   uint32_t stamp = 0;
   std::vector<float> dist;     // verify_window's per-row distribution
