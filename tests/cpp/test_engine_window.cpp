@@ -338,6 +338,40 @@ TEST(mtp_matches_naive_reference_and_batches_bitwise) {
   mtp.run(s1.data(), &chain_toks[0], 1, n, true);
   CHECK(std::memcmp(mtp.draft_logits(0), chain_logits.data() + hp.mtp_vocab, hp.mtp_vocab * 4) == 0);
   CHECK_EQ(mtp.draft_token(0), chain_toks[1]);
+  // encode() writes exactly the cell bytes run() writes.
+  {
+    strata::engine::Mtp full(*model, mc), kvonly(*model, mc);
+    full.run(H.data(), next.data(), n, 0, false);
+    kvonly.encode(H.data(), next.data(), n, 0);
+    std::vector<float> a(hp.head_dim), b(hp.head_dim);
+    bool same = true;
+    for (int c = 0; c < n; ++c)
+      for (int g = 0; g < static_cast<int>(hp.n_head_kv); ++g) {
+        full.kv().read_k(0, c, g, a.data());
+        kvonly.kv().read_k(0, c, g, b.data());
+        same = same && a == b;
+        full.kv().read_v(0, c, g, a.data());
+        kvonly.kv().read_v(0, c, g, b.data());
+        same = same && a == b;
+      }
+    CHECK(same);
+    // run_row with the list the policy would pick equals run(); a different list changes the result.
+    const int64_t p = n - 1;
+    std::vector<int32_t> list = {0, 1, 10, 11, 12, 13};  // sinks 0,1 and window (9, 13]
+    full.run(H.data() + static_cast<std::size_t>(p) * nd, &next[static_cast<std::size_t>(p)], 1, p, true);
+    std::vector<float> by_policy(full.draft_logits(0), full.draft_logits(0) + hp.mtp_vocab);
+    kvonly.run_row(H.data() + static_cast<std::size_t>(p) * nd, next[static_cast<std::size_t>(p)], p, list.data(),
+                   static_cast<int64_t>(list.size()), true);
+    CHECK(std::memcmp(kvonly.draft_logits(0), by_policy.data(), hp.mtp_vocab * 4) == 0);
+    std::vector<int32_t> other = {0, 1, 9, 10, 11, 12, 13};
+    kvonly.run_row(H.data() + static_cast<std::size_t>(p) * nd, next[static_cast<std::size_t>(p)], p, other.data(),
+                   static_cast<int64_t>(other.size()), true);
+    CHECK(std::memcmp(kvonly.draft_logits(0), by_policy.data(), hp.mtp_vocab * 4) != 0);
+    std::vector<int32_t> bad1 = {0, 3, 2}, bad2 = {0, 14};
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad1.data(), 3, true));   // not ascending
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad2.data(), 2, true));   // past the row
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, list.data(), 0, true));   // empty
+  }
   // Contiguous vocab_ids use a view of output.weight: same math.
   TinyOptions oc = o;
   oc.mtp_ids_contiguous = true;
@@ -353,7 +387,7 @@ TEST(no_allocation_per_token) {
   WindowConfig cfg;
   cfg.max_ctx = 64;
   cfg.max_rows = 16;
-  cfg.extra_list = 2 + 4;
+  cfg.extra_list = 2 + 4 + 1;
   cfg.pool = &pool;
   Window w(*model, cfg);
   strata::engine::MtpConfig mc;
@@ -365,6 +399,10 @@ TEST(no_allocation_per_token) {
   strata::engine::Mtp mtp(*model, mc, &w.scratch());
   auto toks = tokens_for(40, 61, 1);
   w.run(toks.data(), 12, 0, LogitRows::Last);
+  // Encode the MTP cells of positions 0..10 (the drafter reads its sinks and window).
+  std::vector<float> H12(static_cast<std::size_t>(12) * 4 * 32);
+  for (int r = 0; r < 12; ++r) std::memcpy(H12.data() + r * 128, w.final_streams(r), 128 * 4);
+  mtp.encode(H12.data(), toks.data() + 1, 11, 0);
   const std::size_t sig = w.scratch().capacity_signature();
   int32_t drafts[3];
   // Warm every path once.

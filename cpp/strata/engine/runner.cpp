@@ -26,7 +26,7 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
   const bool with_mtp = model_->mtp.has_value();
   if (with_mtp) {
     const int64_t ctx = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 32768);
-    wc.extra_list = cfg.mtp_window > 0 ? std::min(ctx, cfg.mtp_sink + cfg.mtp_window) : 1;
+    wc.extra_list = cfg.mtp_window > 0 ? std::min(ctx, cfg.mtp_sink + cfg.mtp_window + 1) : 1;
   }
   window_ = std::make_unique<Window>(*model_, wc);
   const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
@@ -99,7 +99,7 @@ void Runner::encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int row
     ++m;
   }
   if (m > 0) {
-    mtp_->run(mtp_in_.data(), mtp_tok_.data(), m, q0, false);
+    mtp_->encode(mtp_in_.data(), mtp_tok_.data(), m, q0);
     mtp_wrote(q0, m);
   } else {
     // Nothing encoded, but cells from the chunk on hold no valid MTP K/V for this sequence.
