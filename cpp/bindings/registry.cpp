@@ -4,6 +4,7 @@
 namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
+  bind_gguf(m);
   bind_engine(m);
   bind_decode(m);
   (void)m;

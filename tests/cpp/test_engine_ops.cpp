@@ -15,6 +15,8 @@
 #include "strata/engine/kv_quant.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/rope.h"
+#include "strata/engine/vec_dot.h"
+#include "strata/cpu/features.h"
 #include "strata/util/fp16.h"
 
 using namespace strata::engine;
@@ -129,7 +131,7 @@ TEST(kv_int8_rule_exact) {
     auto a = rnd(g, static_cast<std::size_t>(dh));
     double ref = 0;
     for (int i = 0; i < dh; ++i) ref += double(a[static_cast<std::size_t>(i)]) * back[static_cast<std::size_t>(i)];
-    CHECK_NEAR(kv_dot(a.data(), qq.data(), ss.data(), dh), ref, 1e-4 * (1 + std::fabs(ref)));
+    CHECK_NEAR(kv_dot(vec_kernels(), a.data(), qq.data(), ss.data(), dh), ref, 1e-4 * (1 + std::fabs(ref)));
   }
 }
 
@@ -242,7 +244,7 @@ TEST(indexer_score_formula) {
     for (int i = 0; i < di; ++i) dot += double(q[static_cast<std::size_t>(j * di + i)]) * k[static_cast<std::size_t>(i)];
     ref += w[static_cast<std::size_t>(j)] * std::max(dot, 0.0);
   }
-  CHECK_NEAR(indexer_score(q.data(), w.data(), hi, di, k.data()), ref, 1e-5);
+  CHECK_NEAR(indexer_score(vec_kernels(), q.data(), w.data(), hi, di, k.data()), ref, 1e-5);
 }
 
 TEST(softmax_and_activations) {
@@ -252,4 +254,37 @@ TEST(softmax_and_activations) {
   CHECK_NEAR(x[2], std::exp(3.0) / z, 1e-7);
   CHECK_NEAR(sigmoid(0.0f), 0.5, 1e-7);
   CHECK_NEAR(silu(2.0f), 2.0 / (1.0 + std::exp(-2.0)), 1e-6);
+}
+
+TEST(vec_kernels_isa_paths_are_bitwise_equal) {
+  std::mt19937 g(13);
+  const VecKernels& sc = vec_kernels_scalar();
+  std::vector<const VecKernels*> paths = {&sc};
+#if defined(STRATA_HAVE_AVX2_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
+#endif
+  for (int64_t n : {0, 1, 7, 8, 9, 63, 64, 65, 100, 256}) {
+    auto a = rnd(g, static_cast<std::size_t>(n) + 1), b = rnd(g, static_cast<std::size_t>(n) + 1);
+    std::vector<int8_t> q(static_cast<std::size_t>(n) + 1);
+    for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(g() % 255) - 127);
+    // The documented order, written out.
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; ++i) {
+      const float p = a[static_cast<std::size_t>(i)] * b[static_cast<std::size_t>(i)];
+      acc[i < (n / 8) * 8 ? i % 8 : i - (n / 8) * 8] += p;
+    }
+    const float want = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (const VecKernels* k : paths) {
+      CHECK_EQ(k->dot_f32(a.data(), b.data(), n), want);
+      CHECK_EQ(k->dot_i8(a.data(), q.data(), n), sc.dot_i8(a.data(), q.data(), n));
+      std::vector<float> o1 = b, o2 = b;
+      k->axpy_f32(0.37f, a.data(), n, o1.data());
+      sc.axpy_f32(0.37f, a.data(), n, o2.data());
+      CHECK(o1 == o2);
+      k->axpy_i8(-1.25f, q.data(), n, o1.data());
+      sc.axpy_i8(-1.25f, q.data(), n, o2.data());
+      CHECK(o1 == o2);
+    }
+  }
+  CHECK(paths.size() >= 1);
 }

@@ -12,8 +12,9 @@ void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, cons
   const float sqrt_dh = std::sqrt(static_cast<float>(dh));
   std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(dh));
   if (n <= 0) return;
+  const VecKernels& vk = vec_kernels();
   auto cell = [cells](int64_t i) -> int64_t { return cells ? cells[i] : i; };
-  for (int64_t i = 0; i < n; ++i) scores[i] = kv.dot_k(layer, cell(i), kv_head, q) / sqrt_dh;
+  for (int64_t i = 0; i < n; ++i) scores[i] = kv.dot_k(vk, layer, cell(i), kv_head, q) / sqrt_dh;
   // Global max over the chunk maxima (= the max of all scores).
   float big = -INFINITY;
   for (int64_t i = 0; i < n; ++i) big = std::max(big, scores[i]);
@@ -27,7 +28,7 @@ void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, cons
     for (int64_t i = c0; i < c1; ++i) {
       const float e = std::exp(scores[i] - m);
       l += e;
-      kv.axpy_v(layer, cell(i), kv_head, e, chunk_o);
+      kv.axpy_v(vk, layer, cell(i), kv_head, e, chunk_o);
     }
     const float f = std::exp(m - big);
     denom += f * l;

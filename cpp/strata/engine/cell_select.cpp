@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "strata/engine/vec_dot.h"
+
 namespace strata::engine {
 
 Candidates indexer_candidates(const CellPolicy& pol, int64_t p) {
@@ -53,16 +55,10 @@ int64_t select_cells(const CellPolicy& pol, int64_t p, const float* scores, int3
   return n;
 }
 
-float indexer_score(const float* qi, const float* w, int heads, int dim, const float* ki) {
+float indexer_score(const VecKernels& vk, const float* qi, const float* w, int heads, int dim, const float* ki) {
   float total = 0.0f;
   for (int j = 0; j < heads; ++j) {
-    const float* q = qi + static_cast<int64_t>(j) * dim;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= dim; i += 8)
-      for (int l = 0; l < 8; ++l) acc[l] += q[i + l] * ki[i + l];
-    for (int l = 0; i < dim; ++i, ++l) acc[l] += q[i] * ki[i];
-    const float dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    const float dot = vk.dot_f32(qi + static_cast<int64_t>(j) * dim, ki, dim);
     total += w[j] * (dot > 0.0f ? dot : 0.0f);
   }
   return total;

@@ -5,6 +5,8 @@
 // Lists are ascending and hold each cell at most once.
 #include <cstdint>
 
+#include "strata/engine/vec_dot.h"
+
 namespace strata::engine {
 
 struct CellPolicy {
@@ -30,6 +32,6 @@ int64_t max_cells(const CellPolicy& pol, int64_t n_cells);
 int64_t select_cells(const CellPolicy& pol, int64_t p, const float* scores, int32_t* order, int32_t* out);
 
 // Indexer score of one cell: Σ_j w_j · ReLU(qI_j · kI), qI is [heads × dim].
-float indexer_score(const float* qi, const float* w, int heads, int dim, const float* ki);
+float indexer_score(const VecKernels& vk, const float* qi, const float* w, int heads, int dim, const float* ki);
 
 }  // namespace strata::engine

@@ -24,26 +24,18 @@ class KvCells {
   void write(int layer, int64_t cell, const float* k, const float* v);
 
   // q · k̂ of one head of one cell (k̂ the stored key as the attention reads it).
-  float dot_k(int layer, int64_t cell, int head, const float* q) const {
+  float dot_k(const VecKernels& vk, int layer, int64_t cell, int head, const float* q) const {
     const std::size_t h = slot(layer, cell, head);
-    if (type_ == model::KvType::Int8) return kv_dot(q, &k8_[h * dh_], &ks_[h * nb_], dh_);
-    const float* k = &kf_[h * dh_];
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= dh_; i += 8)
-      for (int l = 0; l < 8; ++l) acc[l] += q[i + l] * k[i + l];
-    for (int l = 0; i < dh_; ++i, ++l) acc[l] += q[i] * k[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    if (type_ == model::KvType::Int8) return kv_dot(vk, q, &k8_[h * dh_], &ks_[h * nb_], dh_);
+    return vk.dot_f32(q, &kf_[h * dh_], dh_);
   }
   // out += w · v̂ of one head of one cell.
-  void axpy_v(int layer, int64_t cell, int head, float w, float* out) const {
+  void axpy_v(const VecKernels& vk, int layer, int64_t cell, int head, float w, float* out) const {
     const std::size_t h = slot(layer, cell, head);
-    if (type_ == model::KvType::Int8) {
-      kv_axpy(w, &v8_[h * dh_], &vs_[h * nb_], dh_, out);
-      return;
-    }
-    const float* v = &vf_[h * dh_];
-    for (int i = 0; i < dh_; ++i) out[i] += w * v[i];
+    if (type_ == model::KvType::Int8)
+      kv_axpy(vk, w, &v8_[h * dh_], &vs_[h * nb_], dh_, out);
+    else
+      vk.axpy_f32(w, &vf_[h * dh_], dh_, out);
   }
   // The stored key / value of one head as floats (tests, debugging).
   void read_k(int layer, int64_t cell, int head, float* out) const;

@@ -34,26 +34,19 @@ void kv_dequantize(const int8_t* q, const uint16_t* scales, int n, float* x) {
   }
 }
 
-float kv_dot(const float* a, const int8_t* q, const uint16_t* scales, int n) {
+float kv_dot(const VecKernels& k, const float* a, const int8_t* q, const uint16_t* scales, int n) {
   float total = 0.0f;
   for (int b0 = 0, b = 0; b0 < n; b0 += kKvBlock, ++b) {
-    const int b1 = std::min(n, b0 + kKvBlock);
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = b0;
-    for (; i + 8 <= b1; i += 8)
-      for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * static_cast<float>(q[i + l]);
-    for (int l = 0; i < b1; ++i, ++l) acc[l] += a[i] * static_cast<float>(q[i]);
-    const float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    total += sum * fp16_to_fp32(scales[b]);
+    const int len = std::min(n - b0, kKvBlock);
+    total += k.dot_i8(a + b0, q + b0, len) * fp16_to_fp32(scales[b]);
   }
   return total;
 }
 
-void kv_axpy(float w, const int8_t* q, const uint16_t* scales, int n, float* out) {
+void kv_axpy(const VecKernels& k, float w, const int8_t* q, const uint16_t* scales, int n, float* out) {
   for (int b0 = 0, b = 0; b0 < n; b0 += kKvBlock, ++b) {
-    const int b1 = std::min(n, b0 + kKvBlock);
-    const float ws = w * fp16_to_fp32(scales[b]);
-    for (int i = b0; i < b1; ++i) out[i] += ws * static_cast<float>(q[i]);
+    const int len = std::min(n - b0, kKvBlock);
+    k.axpy_i8(w * fp16_to_fp32(scales[b]), q + b0, len, out + b0);
   }
 }
 

@@ -6,6 +6,8 @@
 // Readers use q * s.
 #include <cstdint>
 
+#include "strata/engine/vec_dot.h"
+
 namespace strata::engine {
 
 inline constexpr int kKvBlock = 64;
@@ -16,9 +18,9 @@ void kv_quantize(const float* x, int n, int8_t* q, uint16_t* scales);
 // x[i] = q[i] * s(block of i).
 void kv_dequantize(const int8_t* q, const uint16_t* scales, int n, float* x);
 
-// Σ_b s_b · Σ_{i in b} a[i]·q[i]  (block sums in index order, then blocks in order).
-float kv_dot(const float* a, const int8_t* q, const uint16_t* scales, int n);
-// out[i] += w · s_b · q[i]
-void kv_axpy(float w, const int8_t* q, const uint16_t* scales, int n, float* out);
+// Σ_b s_b · Σ_{i in b} a[i]·q[i]  (block sums by vec_dot's fixed order, then blocks in order).
+float kv_dot(const VecKernels& k, const float* a, const int8_t* q, const uint16_t* scales, int n);
+// out[i] += (w · s_b) · q[i]
+void kv_axpy(const VecKernels& k, float w, const int8_t* q, const uint16_t* scales, int n, float* out);
 
 }  // namespace strata::engine

@@ -2,16 +2,11 @@
 
 #include <cmath>
 
+#include "strata/engine/vec_dot.h"
+
 namespace strata::engine {
 
-float sum_squares(const float* x, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * x[i + l];
-  for (int l = 0; i < n; ++i, ++l) acc[l] += x[i] * x[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
+float sum_squares(const float* x, int64_t n) { return dot_f32(x, x, n); }
 
 void rms_norm(const float* x, int64_t n, float eps, const float* w, float* out) {
   const float mean = sum_squares(x, n) / static_cast<float>(n);
