@@ -1,6 +1,7 @@
 // AVX2 dots of the 256-value super-block formats (Q2_K, Q4_K, Q6_K, IQ4_XS) with Q8_K activations,
 // after ggml's AVX2 kernels: unsigned weight bytes x signed activations through maddubs, group
-// scales applied with madd in int32, the min terms taken from the activation block sums.
+// scales applied with madd in int32, the min terms taken from the activation block sums. IQ4_XS
+// decodes two groups per 256-bit codebook lookup.
 #include <cstring>
 
 #include "strata/cpu/avx2/dot_avx2.h"
@@ -183,36 +184,36 @@ float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
 }
 
 float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
-  const __m128i values = loadu128(quant::kIQ4NLValues);
-  const __m128i m4 = _mm_set1_epi8(0xF);
+  // Two groups per step: their 32 code bytes as one 256-bit load (group g in the low lane, g+1 in
+  // the high lane), looked up through the codebook once for the low and once for the high nibbles,
+  // against the matching 16-value halves of the two groups' activations.
+  const __m256i values = _mm256_broadcastsi128_si256(loadu128(quant::kIQ4NLValues));
+  const __m256i m4 = _mm256_set1_epi8(0xF);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* qs = x[i].qs;
     const int8_t* q8 = y[i].qs;
-    uint16_t sh = x[i].scales_h;
-    __m256i sumi1 = _mm256_setzero_si256();
-    __m256i sumi2 = _mm256_setzero_si256();
+    uint32_t sh = x[i].scales_h;
+    __m256i sumi = _mm256_setzero_si256();
     for (int g = 0; g < 8; g += 2) {
-      const __m128i bits1 = loadu128(qs);
-      const __m128i bits2 = loadu128(qs + 16);
-      qs += 32;
-      const __m256i q8b1 = loadu256(q8);
-      const __m256i q8b2 = loadu256(q8 + 32);
-      q8 += 64;
-      const __m256i q4b1 = _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(bits1, 4), m4)),
-                                            _mm_shuffle_epi8(values, _mm_and_si128(bits1, m4)));
-      const __m256i q4b2 = _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(bits2, 4), m4)),
-                                            _mm_shuffle_epi8(values, _mm_and_si128(bits2, m4)));
-      const __m256i dot1 = mul_add_epi8(q4b1, q8b1);
-      const __m256i dot2 = mul_add_epi8(q4b2, q8b2);
+      const __m256i bits = loadu256(qs + 16 * g);
+      const __m256i lo = _mm256_shuffle_epi8(values, _mm256_and_si256(bits, m4));
+      const __m256i hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
+      // Activations: elements 0..15 of both groups, then 16..31 of both.
+      const __m256i ya = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q8 + 32 * g + 32),
+                                             reinterpret_cast<const __m128i*>(q8 + 32 * g));
+      const __m256i yb = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q8 + 32 * g + 48),
+                                             reinterpret_cast<const __m128i*>(q8 + 32 * g + 16));
       const int ls1 = ((x[i].scales_l[g / 2] & 0xF) | ((sh << 4) & 0x30)) - 32;
       const int ls2 = ((x[i].scales_l[g / 2] >> 4) | ((sh << 2) & 0x30)) - 32;
-      sh = static_cast<uint16_t>(sh >> 4);
-      sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(dot1, _mm256_set1_epi16(static_cast<short>(ls1))));
-      sumi2 = _mm256_add_epi32(sumi2, _mm256_madd_epi16(dot2, _mm256_set1_epi16(static_cast<short>(ls2))));
+      sh >>= 4;
+      const __m256i scale =
+          _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(ls2)), _mm_set1_epi16(static_cast<short>(ls1)));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(mul_add_epi8(lo, ya), scale));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(mul_add_epi8(hi, yb), scale));
     }
     const float d = fp16(x[i].d) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sumi1, sumi2)), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum(acc);
 }
