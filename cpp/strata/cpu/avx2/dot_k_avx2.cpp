@@ -130,16 +130,18 @@ float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
 }
 
 float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
+  // Σ sc·(q − 32)·a = Σ sc·q·a − 32·Σ sc·bsum: q stays unsigned for maddubs and the offset comes
+  // from the activation block sums, one madd per super-block.
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m2 = _mm256_set1_epi8(3);
-  const __m256i m32s = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const float d = y[i].d * fp16(x[i].d);
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* q8 = y[i].qs;
-    const __m128i scales = loadu128(x[i].scales);
+    const __m256i scales16 = _mm256_cvtepi8_epi16(loadu128(x[i].scales));
+    const __m256i offset = _mm256_madd_epi16(scales16, loadu256(y[i].bsums));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
       const __m256i q4bits1 = loadu256(ql);
@@ -155,29 +157,22 @@ float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
       const __m256i q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
       const __m256i q4_2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
       const __m256i q4_3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
-      const __m256i q8_0 = loadu256(q8);
-      const __m256i q8_1 = loadu256(q8 + 32);
-      const __m256i q8_2 = loadu256(q8 + 64);
-      const __m256i q8_3 = loadu256(q8 + 96);
+      __m256i p0 = _mm256_maddubs_epi16(q4_0, loadu256(q8));
+      __m256i p1 = _mm256_maddubs_epi16(q4_1, loadu256(q8 + 32));
+      __m256i p2 = _mm256_maddubs_epi16(q4_2, loadu256(q8 + 64));
+      __m256i p3 = _mm256_maddubs_epi16(q4_3, loadu256(q8 + 96));
       q8 += 128;
-      // (q - 32)·a per pair as q·a − 32·a: q is unsigned for maddubs.
-      __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_0, q8_0), _mm256_maddubs_epi16(m32s, q8_0));
-      __m256i p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_1, q8_1), _mm256_maddubs_epi16(m32s, q8_1));
-      __m256i p2 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_2, q8_2), _mm256_maddubs_epi16(m32s, q8_2));
-      __m256i p3 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_3, q8_3), _mm256_maddubs_epi16(m32s, q8_3));
-      // Scales of groups 8j + 2k and 8j + 2k + 1 on the two halves of p_k.
-      const int is = 8 * j;
-      const auto sc = [&](int g) {
-        const char a = static_cast<char>(g), b = static_cast<char>(g + 1);
-        return _mm256_cvtepi8_epi16(
-            _mm_shuffle_epi8(scales, _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)));
-      };
-      p0 = _mm256_madd_epi16(sc(is + 0), p0);
-      p1 = _mm256_madd_epi16(sc(is + 2), p1);
-      p2 = _mm256_madd_epi16(sc(is + 4), p2);
-      p3 = _mm256_madd_epi16(sc(is + 6), p3);
+      // This half's eight scales (int16) in both lanes; p_k takes scale 2k on its low lane and
+      // 2k + 1 on its high lane.
+      const __m256i sc =
+          j == 0 ? _mm256_permute4x64_epi64(scales16, 0x44) : _mm256_permute4x64_epi64(scales16, 0xEE);
+      p0 = _mm256_madd_epi16(split_i16(sc, 0, 1), p0);
+      p1 = _mm256_madd_epi16(split_i16(sc, 2, 3), p1);
+      p2 = _mm256_madd_epi16(split_i16(sc, 4, 5), p2);
+      p3 = _mm256_madd_epi16(split_i16(sc, 6, 7), p3);
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
     }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum(acc);
