@@ -1,6 +1,7 @@
 // AVX2 dots of the 256-value super-block formats (Q2_K, Q4_K, Q6_K, IQ4_XS) with Q8_K activations,
 // after ggml's AVX2 kernels: unsigned weight bytes x signed activations through maddubs, group
-// scales applied with madd in int32, the min terms taken from the activation block sums.
+// scales applied with madd in int32, the min terms taken from the activation block sums. IQ4_XS
+// decodes two groups per 256-bit codebook lookup.
 #include <cstring>
 
 #include "strata/cpu/avx2/dot_avx2.h"
@@ -129,16 +130,18 @@ float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
 }
 
 float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
+  // Σ sc·(q − 32)·a = Σ sc·q·a − 32·Σ sc·bsum: q stays unsigned for maddubs and the offset comes
+  // from the activation block sums, one madd per super-block.
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m2 = _mm256_set1_epi8(3);
-  const __m256i m32s = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const float d = y[i].d * fp16(x[i].d);
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* q8 = y[i].qs;
-    const __m128i scales = loadu128(x[i].scales);
+    const __m256i scales16 = _mm256_cvtepi8_epi16(loadu128(x[i].scales));
+    const __m256i offset = _mm256_madd_epi16(scales16, loadu256(y[i].bsums));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
       const __m256i q4bits1 = loadu256(ql);
@@ -154,65 +157,58 @@ float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
       const __m256i q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
       const __m256i q4_2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
       const __m256i q4_3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
-      const __m256i q8_0 = loadu256(q8);
-      const __m256i q8_1 = loadu256(q8 + 32);
-      const __m256i q8_2 = loadu256(q8 + 64);
-      const __m256i q8_3 = loadu256(q8 + 96);
+      __m256i p0 = _mm256_maddubs_epi16(q4_0, loadu256(q8));
+      __m256i p1 = _mm256_maddubs_epi16(q4_1, loadu256(q8 + 32));
+      __m256i p2 = _mm256_maddubs_epi16(q4_2, loadu256(q8 + 64));
+      __m256i p3 = _mm256_maddubs_epi16(q4_3, loadu256(q8 + 96));
       q8 += 128;
-      // (q - 32)·a per pair as q·a − 32·a: q is unsigned for maddubs.
-      __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_0, q8_0), _mm256_maddubs_epi16(m32s, q8_0));
-      __m256i p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_1, q8_1), _mm256_maddubs_epi16(m32s, q8_1));
-      __m256i p2 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_2, q8_2), _mm256_maddubs_epi16(m32s, q8_2));
-      __m256i p3 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_3, q8_3), _mm256_maddubs_epi16(m32s, q8_3));
-      // Scales of groups 8j + 2k and 8j + 2k + 1 on the two halves of p_k.
-      const int is = 8 * j;
-      const auto sc = [&](int g) {
-        const char a = static_cast<char>(g), b = static_cast<char>(g + 1);
-        return _mm256_cvtepi8_epi16(
-            _mm_shuffle_epi8(scales, _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)));
-      };
-      p0 = _mm256_madd_epi16(sc(is + 0), p0);
-      p1 = _mm256_madd_epi16(sc(is + 2), p1);
-      p2 = _mm256_madd_epi16(sc(is + 4), p2);
-      p3 = _mm256_madd_epi16(sc(is + 6), p3);
+      // This half's eight scales (int16) in both lanes; p_k takes scale 2k on its low lane and
+      // 2k + 1 on its high lane.
+      const __m256i sc =
+          j == 0 ? _mm256_permute4x64_epi64(scales16, 0x44) : _mm256_permute4x64_epi64(scales16, 0xEE);
+      p0 = _mm256_madd_epi16(split_i16(sc, 0, 1), p0);
+      p1 = _mm256_madd_epi16(split_i16(sc, 2, 3), p1);
+      p2 = _mm256_madd_epi16(split_i16(sc, 4, 5), p2);
+      p3 = _mm256_madd_epi16(split_i16(sc, 6, 7), p3);
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
     }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum(acc);
 }
 
 float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
-  const __m128i values = loadu128(quant::kIQ4NLValues);
-  const __m128i m4 = _mm_set1_epi8(0xF);
+  // Two groups per step: their 32 code bytes as one 256-bit load (group g in the low lane, g+1 in
+  // the high lane), looked up through the codebook once for the low and once for the high nibbles,
+  // against the matching 16-value halves of the two groups' activations.
+  const __m256i values = _mm256_broadcastsi128_si256(loadu128(quant::kIQ4NLValues));
+  const __m256i m4 = _mm256_set1_epi8(0xF);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* qs = x[i].qs;
     const int8_t* q8 = y[i].qs;
-    uint16_t sh = x[i].scales_h;
-    __m256i sumi1 = _mm256_setzero_si256();
-    __m256i sumi2 = _mm256_setzero_si256();
+    uint32_t sh = x[i].scales_h;
+    __m256i sumi = _mm256_setzero_si256();
     for (int g = 0; g < 8; g += 2) {
-      const __m128i bits1 = loadu128(qs);
-      const __m128i bits2 = loadu128(qs + 16);
-      qs += 32;
-      const __m256i q8b1 = loadu256(q8);
-      const __m256i q8b2 = loadu256(q8 + 32);
-      q8 += 64;
-      const __m256i q4b1 = _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(bits1, 4), m4)),
-                                            _mm_shuffle_epi8(values, _mm_and_si128(bits1, m4)));
-      const __m256i q4b2 = _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(bits2, 4), m4)),
-                                            _mm_shuffle_epi8(values, _mm_and_si128(bits2, m4)));
-      const __m256i dot1 = mul_add_epi8(q4b1, q8b1);
-      const __m256i dot2 = mul_add_epi8(q4b2, q8b2);
+      const __m256i bits = loadu256(qs + 16 * g);
+      const __m256i lo = _mm256_shuffle_epi8(values, _mm256_and_si256(bits, m4));
+      const __m256i hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
+      // Activations: elements 0..15 of both groups, then 16..31 of both.
+      const __m256i ya = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q8 + 32 * g + 32),
+                                             reinterpret_cast<const __m128i*>(q8 + 32 * g));
+      const __m256i yb = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q8 + 32 * g + 48),
+                                             reinterpret_cast<const __m128i*>(q8 + 32 * g + 16));
       const int ls1 = ((x[i].scales_l[g / 2] & 0xF) | ((sh << 4) & 0x30)) - 32;
       const int ls2 = ((x[i].scales_l[g / 2] >> 4) | ((sh << 2) & 0x30)) - 32;
-      sh = static_cast<uint16_t>(sh >> 4);
-      sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(dot1, _mm256_set1_epi16(static_cast<short>(ls1))));
-      sumi2 = _mm256_add_epi32(sumi2, _mm256_madd_epi16(dot2, _mm256_set1_epi16(static_cast<short>(ls2))));
+      sh >>= 4;
+      const __m256i scale =
+          _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(ls2)), _mm_set1_epi16(static_cast<short>(ls1)));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(mul_add_epi8(lo, ya), scale));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(mul_add_epi8(hi, yb), scale));
     }
     const float d = fp16(x[i].d) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sumi1, sumi2)), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum(acc);
 }
