@@ -511,3 +511,16 @@ def test_import_strata_does_not_import_torch() -> None:
             "print(len([k for k in sys.modules if k.split('.')[0] == 'torch']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+def test_long_prompt_streams_in_chunks(models: dict[str, strata.Model]) -> None:
+    # 600 prompt tokens: more than one 512-row prefill chunk; the drafter's cells must be encoded
+    # across the chunk boundary for speculation to stay identical to plain decoding.
+    m = models["partial"]
+    prompt = [int(t) for t in np.random.default_rng(0).integers(0, 256, 600)]
+    texts = []
+    for spec in (False, True):
+        s = m.session(strata.Config(speculative=spec, context_length=700))
+        texts.append("".join(s.generate(prompt, max_tokens=30)))
+        assert s.stats.prefill_tokens == 600 and s.stats.generated_tokens == 30
+    assert texts[0] == texts[1]
