@@ -4,7 +4,10 @@
 namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
-  (void)m;
+  bind_gguf(m);
+  bind_engine(m);
+  bind_decode(m);
+  bind_quant(m);
 }
 
 }  // namespace strata::bindings
