@@ -46,19 +46,24 @@ def shard_name(i: int, n: int) -> str:
 
 
 def plan_shards(tensors: Mapping[str, Tensor], max_bytes: int) -> list[list[str]]:
-    """Consecutive groups of names (file order) whose payload stays within max_bytes each."""
-    groups: list[list[str]] = [[]]
-    used = 0
-    for name, t in tensors.items():
-        size = t.numel() * t.element_size()
-        if size > max_bytes:
-            raise ValueError(f"{name}: {size} bytes does not fit in a shard of {max_bytes} bytes")
-        if used + size > max_bytes and groups[-1]:
-            groups.append([])
-            used = 0
-        groups[-1].append(name)
-        used += size
-    return groups
+    """Groups of names whose payload stays within max_bytes each: first-fit by decreasing size (few
+    files: the device tool brings back at most 8), each group in file order."""
+    order = {name: i for i, name in enumerate(tensors)}
+    sizes = {name: t.numel() * t.element_size() for name, t in tensors.items()}
+    groups: list[list[str]] = []
+    used: list[int] = []
+    for name in sorted(tensors, key=lambda n: (-sizes[n], order[n])):
+        if sizes[name] > max_bytes:
+            raise ValueError(f"{name}: {sizes[name]} bytes does not fit in a shard of {max_bytes} bytes")
+        for i, u in enumerate(used):
+            if u + sizes[name] <= max_bytes:
+                groups[i].append(name)
+                used[i] += sizes[name]
+                break
+        else:
+            groups.append([name])
+            used.append(sizes[name])
+    return [sorted(g, key=order.__getitem__) for g in groups]
 
 
 def save_shards(
