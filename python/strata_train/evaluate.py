@@ -16,7 +16,10 @@ Numbers (all on heldout.bin, the files no training step saw):
   step j's output streams and draft token, attends to its own earlier cells, as in
   ``ReferenceRunner.mtp_chain``), and draft j is compared with the main model's greedy token at p+j.
   ``agreement[j]``: fraction of drafts j that match; ``acceptance[j]``: the same given drafts
-  1..j-1 matched; ``tokens_per_round``: 1 + the expected number of accepted drafts.
+  1..j-1 matched; ``tokens_per_round``: 1 + the expected number of accepted drafts, all averaged over
+  every position. ``decoder_*``: the same chains walked as a greedy speculative decoder does (a round
+  at p commits its accepted drafts and one more token, the next round starts there), counted as the
+  engine's ``GenerationStats`` counts them: ``decoder_acceptance[j]`` = accepted / drafted at step j.
 
 Importing this module needs only torch and numpy (a GGUF path additionally needs ``gguf``).
 """
@@ -309,6 +312,9 @@ def drafting_metrics(
     agree = np.zeros(steps)
     all_ok = np.zeros(steps)
     n_bases = 0
+    drafted = np.zeros(steps)
+    accepted = np.zeros(steps)
+    rounds = committed = 0
     for prompts in _batches(tokens, starts, prompt_len, batch, device):
         seqs = greedy_continue(model, prompts, new_tokens, bf16=bf16, cache=cache)
         with _autocast(device, bf16):
@@ -317,12 +323,25 @@ def drafting_metrics(
         # bases p = prompt_len-1 .. length-1-steps: the chain's tokens lie in the greedy continuation
         bases = torch.arange(prompt_len - 1, length - steps, device=device)
         ok = torch.ones(seqs.shape[0], len(bases), dtype=torch.bool, device=device)
+        hits = []
         for j in range(steps):
             hit = drafts[j][:, bases] == greedy[:, bases + j + 1]
+            hits.append(hit)
             agree[j] += float(hit.sum())
             ok = ok & hit
             all_ok[j] += float(ok.sum())
-        n_bases += hit.numel()
+        n_bases += hits[0].numel()
+        # the decoder's walk: a round at base p commits its accepted drafts + 1, the next starts there
+        hit_table = torch.stack(hits, dim=-1).cpu().numpy()  # [B, bases, steps]
+        for row in hit_table:
+            i = 0
+            while i < len(row):
+                k = int(np.argmin(row[i])) if not row[i].all() else steps
+                drafted += 1
+                accepted[:k] += 1
+                rounds += 1
+                committed += k + 1
+                i += k + 1
     prev = np.concatenate([[n_bases], all_ok[:-1]])
     return {
         "prompts": len(starts),
@@ -333,6 +352,9 @@ def drafting_metrics(
         "agreement": (agree / n_bases).tolist(),
         "acceptance": [float(a / p) if p else 0.0 for a, p in zip(all_ok, prev, strict=True)],
         "tokens_per_round": 1.0 + float(all_ok.sum() / n_bases),
+        "decoder_rounds": rounds,
+        "decoder_acceptance": (accepted / np.maximum(drafted, 1)).tolist(),
+        "decoder_tokens_per_round": committed / max(rounds, 1),
     }
 
 

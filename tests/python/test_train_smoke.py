@@ -257,6 +257,9 @@ def test_smoke_run_learns_and_writes_the_outputs(trained: tuple[Path, dict]) -> 
     assert 0.0 <= text["mtp_accuracy"] <= 1.0 and 0.0 < text["mtp_vocab_coverage"] <= 1.0
     drafting = log["final_eval"]["drafting"]
     assert len(drafting["agreement"]) == 3 and 1.0 <= drafting["tokens_per_round"] <= 4.0
+    assert drafting["decoder_rounds"] > 0 and 1.0 <= drafting["decoder_tokens_per_round"] <= 4.0
+    acc = drafting["decoder_acceptance"]
+    assert len(acc) == 3 and all(0.0 <= a <= 1.0 for a in acc) and acc[0] >= acc[1] >= acc[2]
     config = json.loads((out / "config.json").read_text())
     assert len(config["config"]["mtp_vocab_ids"]) == 200
 
