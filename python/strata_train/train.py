@@ -263,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     train_start = time.perf_counter()
     last_log_t, last_log_step = train_start, 0
     calib_t0 = train_start
+    eval_spent = 0.0  # seconds of quick held-out evaluations since the last log line (not training)
+    eval_total = 0.0
     next_eval = args.eval_every
     log(
         f"training: batch {args.batch_size} x {args.seq_len}, lr {args.lr} (warm-up {args.warmup}, cosine to "
@@ -309,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if step % args.log_every == 0 or step == 1:
             now = time.perf_counter()
             vals = (sums / n_sum).tolist()
-            tok_s = (step - last_log_step) * tokens_per_step / max(now - last_log_t, 1e-9)
+            tok_s = (step - last_log_step) * tokens_per_step / max(now - last_log_t - eval_spent, 1e-9)
+            eval_spent = 0.0
             rec = {
                 "step": step,
                 "tokens": step * tokens_per_step,
@@ -337,7 +340,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             n_sum = 0
             last_log_t, last_log_step = now, step
         if args.eval_every > 0 and time.perf_counter() - train_start >= next_eval:
+            t_quick = time.perf_counter()
             nll = quick_heldout()
+            eval_spent += time.perf_counter() - t_quick
+            eval_total += time.perf_counter() - t_quick
             heldout_curve.append(
                 {"step": step, "elapsed_s": round(time.perf_counter() - train_start, 1), "heldout_nll": nll}
             )
@@ -347,9 +353,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         torch.cuda.synchronize(device)
     train_s = time.perf_counter() - train_start
     tokens_seen = step * tokens_per_step
+    tok_s = tokens_seen / max(train_s - eval_total, 1e-9)
     log(
         f"stopped ({stop_reason}) after {step} steps, {tokens_seen:,} tokens "
-        f"({tokens_seen / len(train):.2f} epochs) in {train_s:.1f} s: {tokens_seen / train_s:,.0f} tok/s"
+        f"({tokens_seen / len(train):.2f} epochs) in {train_s:.1f} s: {tok_s:,.0f} tok/s"
     )
 
     t_eval = time.perf_counter()
@@ -411,7 +418,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "tokens_seen": tokens_seen,
         "epochs": tokens_seen / len(train),
         "train_seconds": round(train_s, 1),
-        "tokens_per_s": round(tokens_seen / train_s),
+        "heldout_eval_seconds_during_training": round(eval_total, 1),
+        "tokens_per_s": round(tok_s),
         "max_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
         if device.type == "cuda"
         else None,

@@ -275,8 +275,10 @@ def test_same_seed_same_weights(corpus: Path, tmp_path: Path) -> None:
 
 
 def test_time_budget_stops_the_run(corpus: Path, tmp_path: Path) -> None:
-    report = train_main(_smoke_args(corpus, tmp_path, "--time-budget", "1.5", "--final-prompts", "0"))
+    args = _smoke_args(corpus, tmp_path, "--time-budget", "1.5", "--final-prompts", "0")
+    report = train_main([*args, "--eval-every", "0.5", "--eval-windows", "4"])
     assert report["stop_reason"] in ("time budget", "steps")
+    assert report["heldout_curve"] and math.isfinite(report["heldout_curve"][0]["heldout_nll"])
     assert report["train_seconds"] < 1.5 + 1.0
     if report["steps"] > 30:  # the plan is made from the step time measured over steps 10..30
         assert report["schedule"]["total"] is not None
