@@ -21,6 +21,7 @@ import math
 import platform
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -359,10 +360,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"({tokens_seen / len(train):.2f} epochs) in {train_s:.1f} s: {tok_s:,.0f} tok/s"
     )
 
+    # the weights first: whatever happens in the evaluation, the run's result is on disk
+    t_save = time.perf_counter()
+    files = save_shards(
+        model,
+        out_dir,
+        max_bytes=int(args.shard_mib * 2**20),
+        extra={"trained_by": "strata_train.train", "steps": step, "tokens_seen": tokens_seen},
+    )
+    save_s = time.perf_counter() - t_save
+    sizes = ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in files)
+    log(f"saved {sizes}")
+
     t_eval = time.perf_counter()
     model.eval()
-    final: dict[str, Any] = {
-        "text": text_metrics(
+    final: dict[str, Any] = {"bf16_autocast": bf16}
+    failure: BaseException | None = None
+    try:
+        final["text"] = text_metrics(
             model,
             heldout,
             seq_len=args.seq_len,
@@ -371,30 +386,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             bf16=bf16,
             cache=cache,
         )
-    }
-    log(f"held-out: {json.dumps(final['text'])}")
-    if args.final_prompts > 0 and model.mtp is not None:
-        final["drafting"] = drafting_metrics(
-            model,
-            heldout,
-            prompt_len=args.prompt_len,
-            new_tokens=args.new_tokens,
-            n_prompts=args.final_prompts,
-            batch=32,
-            bf16=bf16,
-            cache=cache,
-        )
-        log(f"MTP drafting: {json.dumps(final['drafting'])}")
-    final["bf16_autocast"] = bf16
+        log(f"held-out: {json.dumps(final['text'])}")
+        if args.final_prompts > 0 and model.mtp is not None:
+            final["drafting"] = drafting_metrics(
+                model,
+                heldout,
+                prompt_len=args.prompt_len,
+                new_tokens=args.new_tokens,
+                n_prompts=args.final_prompts,
+                batch=32,
+                bf16=bf16,
+                cache=cache,
+            )
+            log(f"MTP drafting: {json.dumps(final['drafting'])}")
+    except Exception as exc:  # the log below still records the training run; re-raised after it
+        failure = exc
+        final["error"] = "".join(traceback.format_exception(exc))
+        log(f"final evaluation failed:\n{final['error']}")
     eval_s = time.perf_counter() - t_eval
 
-    t_save = time.perf_counter()
-    files = save_shards(
-        model,
-        out_dir,
-        max_bytes=int(args.shard_mib * 2**20),
-        extra={"trained_by": "strata_train.train", "steps": step, "tokens_seen": tokens_seen},
-    )
     manifest = data_dir / "manifest.json"
     report = {
         "args": vars(args),
@@ -429,11 +439,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "eval_seconds": round(eval_s, 1),
         "files": [p.name for p in files],
     }
-    report["save_seconds"] = round(time.perf_counter() - t_save, 1)
+    report["save_seconds"] = round(save_s, 1)
     report["total_seconds"] = round(time.perf_counter() - PROCESS_START, 1)
     (out_dir / LOG_FILE).write_text(json.dumps(report, indent=1) + "\n")
-    sizes = ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in files)
-    log(f"wrote {out_dir}: {sizes}, {LOG_FILE}")
+    log(f"wrote {out_dir / LOG_FILE}; {report['total_seconds']} s since start")
+    if failure is not None:
+        raise failure
     return report
 
 
