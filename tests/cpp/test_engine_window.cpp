@@ -19,7 +19,6 @@
 #include "strata/engine/runner.h"
 #include "strata/engine/window.h"
 #include "strata/util/thread_pool.h"
-#include "test_engine_fallback_kernels.h"
 #include "test_engine_reference.h"
 #include "test_engine_support.h"
 
