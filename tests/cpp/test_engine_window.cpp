@@ -123,6 +123,31 @@ TEST(hparams_are_read) {
   CHECK(!mq->mtp.has_value());
 }
 
+TEST(huge_sink_window_top_k_stay_bounded) {
+  // Keys no tensor bounds: the lists are bounded by the cells, nothing is sized by the keys.
+  auto src = tiny_source(TinyOptions{});
+  src->set_u("strata.attention.indexer.top_k", 4000000000ull);
+  src->set_u("strata.attention.sink_count", 4000000000ull);
+  src->set_u("strata.attention.sliding_window", 4000000000ull);
+  auto model = strata::model::Model::from_source(std::move(src));
+  WindowConfig cfg;
+  cfg.max_ctx = 32;
+  cfg.max_rows = 8;
+  Window w(*model, cfg);
+  CHECK(w.scratch().shape.max_list <= 32);
+  auto toks = tokens_for(20, 61, 2);
+  w.run(toks.data(), 8, 0, LogitRows::Last);
+  w.run(toks.data() + 8, 8, 8, LogitRows::Last);
+  // Every cell is a sink: the same as full causal attention.
+  TinyOptions full;
+  full.window = 0;
+  auto fm = tiny_model(full);
+  cfg.max_rows = 16;
+  Window wf(*fm, cfg);
+  wf.run(toks.data(), 16, 0, LogitRows::Last);
+  CHECK(std::memcmp(w.logits(0), wf.logits(0), 61 * 4) == 0);
+}
+
 TEST(matches_naive_reference_all_features) { check_against_naive(TinyOptions{}, 20, 1e-4); }
 
 TEST(matches_naive_reference_features_off_in_turn) {
