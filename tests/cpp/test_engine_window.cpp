@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/cpu/gemv.h"
+#include "strata/engine/linear.h"
 #include "strata/engine/mtp.h"
 #include "strata/engine/runner.h"
 #include "strata/engine/window.h"
@@ -464,4 +466,23 @@ TEST(no_allocation_per_token) {
   const long before_rounds = g_allocs.load();
   for (int i = 0; i < 8; ++i) round(toks[static_cast<std::size_t>(11 + i)]);
   CHECK_EQ(g_allocs.load() - before_rounds, 0L);
+}
+
+TEST(r10_fc_hidden_one_gemm_equals_n_gemv) {
+  // the MTP applies fc_hidden to the n streams (of all rows) as ONE gemm; each stream's
+  // result must be bitwise what a separate gemv gives — for float and block weights alike.
+  for (auto type : {strata::quant::GGMLType::F32, strata::quant::GGMLType::F16}) {
+    TinyOptions o;
+    o.matrix_type = type;
+    auto model = tiny_model(o);
+    const auto& w = model->mtp->fc_hidden;
+    std::mt19937 g(3);
+    auto X = randn(g, 4 * 3 * 32, 1.0f);  // 3 rows x 4 streams
+    std::vector<float> one(static_cast<std::size_t>(12 * 32)), sep(static_cast<std::size_t>(12 * 32));
+    strata::ThreadPool pool(2);
+    strata::engine::linear(w, X.data(), 12, one.data(), &pool);
+    for (int i = 0; i < 12; ++i)
+      strata::cpu::gemv(w.type, w.data, w.rows, w.cols, X.data() + i * 32, sep.data() + i * 32, nullptr);
+    CHECK(std::memcmp(one.data(), sep.data(), one.size() * 4) == 0);
+  }
 }
