@@ -53,6 +53,7 @@ void store_kv(const BlockContext& c, int R, int64_t start) {
   Scratch& s = *c.s;
   KvCells& kv = *c.kv;
   const int64_t dh = hp.head_dim, hkv = hp.n_head_kv, kvrows = hp.kv_rows(), rd = hp.rope_dim;
+  kv.prepare_write(c.kv_layer, start, R);
   parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = start + r;
