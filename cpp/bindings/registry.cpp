@@ -6,6 +6,7 @@ namespace strata::bindings {
 void bind_all(pybind11::module_& m) {
   bind_gguf(m);
   bind_decode(m);
+  bind_engine(m);
 }
 
 }  // namespace strata::bindings
