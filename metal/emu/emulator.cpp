@@ -202,7 +202,7 @@ void GroupRunner::run(Emulator& emu, const Options& opt, const Launch& l, const 
     arena_.bytes_.resize(tg_total);
     arena_.shadow_.resize(tg_total);
   }
-  std::memset(arena_.bytes_.data(), 0xFF, tg_total);
+  if (tg_total > 0) std::memset(arena_.bytes_.data(), 0xFF, tg_total);
   std::fill(arena_.shadow_.begin(), arena_.shadow_.begin() + tg_total, TgArena::Shadow{});
   arena_.runner_ = this;
 

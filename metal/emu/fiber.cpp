@@ -17,6 +17,7 @@
 #define STRATA_EMU_ASAN 1
 #endif
 #if defined(STRATA_EMU_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -120,6 +121,10 @@ inline void after_switch(FiberContext& self) {
 }
 
 void prepare(FiberContext& ctx, FiberStack& stack, FiberEntry entry, void* arg) {
+#if defined(STRATA_EMU_ASAN)
+  // Frames of a previous run never returned (fibers end by switching away): clear their redzones.
+  __asan_unpoison_memory_region(stack.bottom(), stack.size());
+#endif
   ctx.stack_bottom = stack.bottom();
   ctx.stack_size = stack.size();
   ctx.fake_stack = nullptr;
