@@ -51,6 +51,25 @@ static_assert(sizeof(half) == 2);
 using uint = unsigned int;
 using ushort = unsigned short;
 using uchar = unsigned char;
+using ulong = unsigned long;
+static_assert(sizeof(ulong) == 8, "MSL ulong is 64 bits");
+
+// float4 with the element-wise operators the kernels use (vector loads of the fast paths).
+struct float4 {
+  float x, y, z, w;
+  float4() = default;
+  constexpr float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {}
+  explicit constexpr float4(float a) : x(a), y(a), z(a), w(a) {}
+  float& operator[](int i) { return (&x)[i]; }
+  float operator[](int i) const { return (&x)[i]; }
+};
+static_assert(sizeof(float4) == 16);
+inline float4 operator+(float4 a, float4 b) { return float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+inline float4 operator-(float4 a, float4 b) { return float4(a.x - b.x, a.y - b.y, a.z - b.z, a.w - b.w); }
+inline float4 operator*(float4 a, float4 b) { return float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w); }
+inline float4 operator*(float s, float4 b) { return float4(s * b.x, s * b.y, s * b.z, s * b.w); }
+inline float4 operator*(float4 a, float s) { return float4(a.x * s, a.y * s, a.z * s, a.w * s); }
+inline float4& operator+=(float4& a, float4 b) { return a = a + b; }
 
 namespace metal {
 
@@ -158,6 +177,9 @@ inline float divide(float a, float b) { return a / b; }
 }  // namespace metal
 
 using metal::as_type;
+using metal::clz;
+using metal::ctz;
+using metal::popcount;
 using metal::mem_flags;
 using metal::simd_all;
 using metal::simd_and;

@@ -1,0 +1,40 @@
+#pragma once
+// The emulator implementation of the encoder interface (metal/host/device.h): buffers are host
+// memory, pipelines are the C++ entry points of metal/emu/kernels_emu.cpp, and every dispatch runs
+// at once on the threadgroup emulator (so submit() has nothing left to do). Dispatches execute in
+// encoding order, which satisfies every barrier() trivially; the encoder still counts them and checks
+// that a dispatch has a pipeline and that every buffer index the plan set is valid.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "metal/emu/emulator.h"
+#include "metal/emu/kernels_emu.h"
+#include "metal/host/device.h"
+
+namespace strata::mtl {
+
+class EmuDevice final : public Device {
+ public:
+  explicit EmuDevice(emu::Options opt = {});
+  ~EmuDevice() override;
+
+  const char* name() const override { return "metal-emu"; }
+  std::unique_ptr<Buffer> new_buffer(std::size_t bytes) override;
+  std::unique_ptr<Buffer> wrap(const void* host, std::size_t bytes) override;
+  const Pipeline& pipeline(const std::string& kernel, const FunctionConstants& fc = {}) override;
+  Encoder& encoder() override;
+  void submit() override;
+
+  emu::Emulator& emulator() { return emu_; }
+  uint64_t barriers() const;
+
+ private:
+  class EmuPipeline;
+  class EmuEncoder;
+  emu::Emulator emu_;
+  std::map<std::string, std::unique_ptr<EmuPipeline>> pipelines_;
+  std::unique_ptr<EmuEncoder> encoder_;
+};
+
+}  // namespace strata::mtl

@@ -1,0 +1,94 @@
+// Emulator entry points: one thin wrapper per kernel, the C++ twin of the .metal entry points in
+// metal/kernels/*.metal (same names, same buffer / threadgroup indices, same function constants).
+#include "metal/emu/kernels_emu.h"
+
+#include <cstring>
+#include <iterator>
+
+// Kernel bodies in C++ (msl_compat.h maps the MSL spellings onto the emulator).
+#include "metal/kernels/msl_compat.h"
+#include "metal/kernels/combine.h"
+#include "metal/kernels/norm.h"
+#include "metal/kernels/plan.h"
+#include "metal/kernels/router.h"
+#include "metal/kernels/msl_compat_end.h"
+
+namespace strata::emu {
+namespace {
+
+inline const EmuBinding& B(const void* c) { return *static_cast<const EmuBinding*>(c); }
+template <class T>
+inline tg_ptr<T> TG(int i) {
+  return threadgroup_arg<T>(i);
+}
+
+void route_rows(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  route_rows_body(b.arg<RouteArgs>(0), b.ptr<const float>(1), b.ptr<const uchar>(2), b.ptr<int>(3),
+                  b.ptr<float>(4), b.ptr<int>(5), TG<float>(0), kpos_of(p));
+}
+
+void plan(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  plan_body(b.arg<PlanArgs>(0), b.ptr<const int>(1), b.ptr<const uchar>(2), b.ptr<PlanHeader>(3), b.ptr<int>(4),
+            b.ptr<int>(5), b.ptr<int>(6), b.ptr<int>(7), TG<uint>(0), TG<uint>(1), TG<uint>(2), TG<uint>(3),
+            kpos_of(p));
+}
+
+void combine_generic(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  combine_generic_body(b.arg<CombineArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3),
+                       b.ptr<const float>(4), b.ptr<const float>(5), b.ptr<const float>(6), b.ptr<const float>(7),
+                       b.ptr<float>(8), kpos_of(p));
+}
+
+void combine_fast_2560x4(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  combine_fast_body<kCombineFastN, kCombineFastD>(b.arg<CombineArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2),
+                                                  b.ptr<const float>(3), b.ptr<const float>(4), b.ptr<const float>(5),
+                                                  b.ptr<const float>(6), b.ptr<const float>(7), b.ptr<float>(8),
+                                                  kpos_of(p));
+}
+
+void rms_rows(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  rms_rows_body(b.arg<RmsArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<float>(3), TG<float>(0),
+                kpos_of(p));
+}
+
+void hc_collapse(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  hc_collapse_body(b.arg<HcArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3),
+                   b.ptr<const float>(4), b.ptr<float>(5), b.ptr<float>(6), b.ptr<float>(7), TG<float>(0),
+                   kpos_of(p));
+}
+
+struct Entry {
+  const char* name;
+  KernelFn fn;
+};
+
+const Entry kEntries[] = {
+    {"strata_route_rows", &route_rows},
+    {"strata_plan", &plan},
+    {"strata_combine_generic", &combine_generic},
+    {"strata_combine_fast_2560x4", &combine_fast_2560x4},
+    {"strata_rms_rows", &rms_rows},
+    {"strata_hc_collapse", &hc_collapse},
+};
+
+}  // namespace
+
+KernelFn find_kernel(const char* name) {
+  for (const Entry& e : kEntries)
+    if (std::strcmp(e.name, name) == 0) return e.fn;
+  return nullptr;
+}
+
+std::vector<const char*> kernel_names() {
+  std::vector<const char*> v;
+  for (const Entry& e : kEntries) v.push_back(e.name);
+  return v;
+}
+
+}  // namespace strata::emu
