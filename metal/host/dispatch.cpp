@@ -56,12 +56,16 @@ void encode_plan(Device& dev, const PlanArgs& a, BufferRef ids, BufferRef reside
   e.dispatch(Dim3{1, 1, 1}, Dim3{kPlanThreads, 1, 1});
 }
 
+const char* combine_kernel(uint32_t d, uint32_t n, bool use_fast) {
+  return use_fast && combine_has_fast_path(d, n) ? "strata_combine_fast_2560x4" : "strata_combine_generic";
+}
+
 void encode_combine(Device& dev, const CombineArgs& a, const CombineBuffers& b, bool use_fast) {
   if (a.n < 1 || a.n > 64) bad("combine: " + std::to_string(a.n) + " streams (1..64)");
   if (a.n_tok == 0 || a.d == 0) return;
   Encoder& e = dev.encoder();
   const bool fast = use_fast && combine_has_fast_path(a.d, a.n);
-  e.set_pipeline(dev.pipeline(fast ? "strata_combine_fast_2560x4" : "strata_combine_generic"));
+  e.set_pipeline(dev.pipeline(combine_kernel(a.d, a.n, use_fast)));
   set_args(e, 0, a);
   e.set_buffer(1, b.routed);
   e.set_buffer(2, b.weights);

@@ -34,6 +34,8 @@ struct CombineBuffers {
   BufferRef routed, weights, shared, shared_gate, post, comb, x_in, x_out;
 };
 inline bool combine_has_fast_path(uint32_t d, uint32_t n) { return d == 2560 && n == 4; }
+// The kernel encode_combine picks for a shape.
+const char* combine_kernel(uint32_t d, uint32_t n, bool use_fast = true);
 // use_fast: take the fixed-shape kernel when the shape has one (false forces the generic kernel).
 void encode_combine(Device& dev, const CombineArgs& a, const CombineBuffers& b, bool use_fast = true);
 
