@@ -4,6 +4,10 @@
 
 #include "strata/util/error.h"
 
+#if defined(STRATA_HAVE_AVX2_TU) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 namespace strata::cpu {
 namespace {
 std::atomic<int> g_forced{-1};
@@ -34,7 +38,12 @@ bool isa_supported(Isa isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2:
 #if defined(STRATA_HAVE_AVX2_TU) && (defined(__GNUC__) || defined(__clang__))
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    {
+      // f16c is read from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports lacks the name.
+      unsigned a = 0, b = 0, c = 0, d = 0;
+      const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    }
 #else
       return false;
 #endif

@@ -1,0 +1,209 @@
+#include "strata/config/settings.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "strata/util/error.h"
+#include "strata/util/log.h"
+
+extern char** environ;
+
+namespace strata::config {
+namespace {
+
+constexpr const char* kSchedule = "STRATA_METAL_SPEC_MIN_P_SCHEDULE";
+constexpr const char* kMinCumP = "STRATA_METAL_SPEC_MIN_CUM_P";
+constexpr const char* kSink = "STRATA_METAL_MTP_SINK";
+constexpr const char* kWin = "STRATA_METAL_MTP_WIN";
+constexpr const char* kSpecSample = "STRATA_SPEC_SAMPLE";
+constexpr const char* kMoceBonus = "STRATA_MOCE_BONUS";
+constexpr const char* kMoceRank1 = "STRATA_MOCE_RANK1";
+constexpr const char* kMoceProtect = "STRATA_MOCE_PROTECT";
+constexpr const char* kMoceDraft = "STRATA_MOCE_DRAFT";
+
+constexpr double kMaxLogBonus = 8.0;
+constexpr double kMaxRank1 = 1024.0;
+
+const std::string* find(const EnvMap& env, const char* name) {
+  const auto it = env.find(name);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+// Collects the first problem of one group; the group's values apply only if there was none.
+struct Group {
+  explicit Group(const char* what_falls_back) : fallback(what_falls_back) {}
+  const char* fallback;  // what the rejection means, for the diagnostic
+  std::string problem;
+  bool failed() const { return !problem.empty(); }
+  template <class T>
+  std::optional<T> take(const char* name, const Parsed<T>& p) {
+    if (p.value) return p.value;
+    if (problem.empty()) problem = std::string(name) + ": " + p.error;
+    return std::nullopt;
+  }
+  void reject(const char* name, const std::string& why) {
+    if (problem.empty()) problem = std::string(name) + ": " + why;
+  }
+  std::string diagnostic() const { return problem + " — " + fallback; }
+};
+
+std::string lower(std::string_view s) {
+  std::string l(trim(s));
+  for (auto& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return l;
+}
+
+}  // namespace
+
+float RetentionSettings::step_floor(int step, float caller_min_p) const {
+  if (schedule.size == 0) return caller_min_p;
+  const int i = step < schedule.size ? (step < 0 ? 0 : step) : schedule.size - 1;
+  return schedule.values[static_cast<size_t>(i)];
+}
+
+routing::MoceParams MoceSettings::params() const {
+  routing::MoceParams p;
+  p.resident_bonus = std::exp(log_bonus);
+  p.rank1_scale = rank1;
+  p.protect = protect;
+  p.draft = draft;
+  return p;
+}
+
+const std::vector<SettingInfo>& known_settings() {
+  static const std::vector<SettingInfo> v = {
+      {kSchedule, "retention", "unset",
+       "1 to 8 comma-separated probabilities in [0, 1]; per-step draft floor, the last repeats; a valid value "
+       "(even \"0\") turns the new retention policy on"},
+      {kMinCumP, "retention", "unset (0)",
+       "probability in [0, 1]; keep draft j only while p0·…·pj >= it (0 disables the gate); a valid value turns "
+       "the new retention policy on"},
+      {kSink, "mtp", "64", "integer 0..1024; drafter attention sink cells (0 = off)"},
+      {kWin, "mtp", "256", "integer 1..2051; drafter attention window in cells"},
+      {kSpecSample, "sampling", "exact", "exact | greedy: verification rule for temperature > 0"},
+      {kMoceBonus, "moce", "0", "log-bonus λ in [-8, 8]; resident scores are scaled by m = e^λ when m > 1"},
+      {kMoceRank1, "moce", "1", "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1"},
+      {kMoceProtect, "moce", "0", "integer 0..64 (r_prot); first rank that gets the bonus is max(1, r_prot)"},
+      {kMoceDraft, "moce", "0", "boolean; draft rows get m = b² and r_prot = 1"},
+  };
+  return v;
+}
+
+ParseResult parse_settings(const EnvMap& env) {
+  ParseResult out;
+  Settings& s = out.settings;
+
+  // Retention (R-3): both variables or neither.
+  {
+    Group g{"retention settings ignored, the caller's min_p applies"};
+    RetentionSettings r;
+    if (const auto* v = find(env, kSchedule)) {
+      if (auto sch = g.take(kSchedule, parse_schedule(*v))) {
+        r.schedule = *sch;
+        r.policy_on = true;
+      }
+    }
+    if (const auto* v = find(env, kMinCumP)) {
+      if (auto x = g.take(kMinCumP, parse_number(*v))) {
+        if (*x < 0.0 || *x > 1.0)
+          g.reject(kMinCumP, std::string(trim(*v)) + " is outside [0, 1]");
+        r.min_cum_p = *x;
+        r.policy_on = true;
+      }
+    }
+    if (g.failed())
+      out.diagnostics.push_back(g.diagnostic());
+    else
+      s.retention = r;
+  }
+
+  // MTP drafter cells (R-9).
+  {
+    Group g{"MTP cell settings ignored, defaults sink 64 / window 256 apply"};
+    MtpCellSettings m;
+    if (const auto* v = find(env, kSink))
+      if (auto x = g.take(kSink, parse_int(*v, 0, 1024))) m.sink = static_cast<int>(*x);
+    if (const auto* v = find(env, kWin))
+      if (auto x = g.take(kWin, parse_int(*v, 1, 2051))) m.window = static_cast<int>(*x);
+    if (g.failed())
+      out.diagnostics.push_back(g.diagnostic());
+    else
+      s.mtp = m;
+  }
+
+  // Verification rule (R-12).
+  if (const auto* v = find(env, kSpecSample)) {
+    const std::string l = lower(*v);
+    if (l == "exact")
+      s.spec_sample = sampling::SpecSample::Exact;
+    else if (l == "greedy")
+      s.spec_sample = sampling::SpecSample::Greedy;
+    else
+      out.diagnostics.push_back(std::string(kSpecSample) + ": expected exact or greedy, got \"" + *v +
+                                "\" — exact speculative sampling applies");
+  }
+
+  // MOCE routing (R-1).
+  {
+    Group g{"MOCE settings ignored, plain top-K routing applies"};
+    MoceSettings m;
+    if (const auto* v = find(env, kMoceBonus)) {
+      if (auto x = g.take(kMoceBonus, parse_number(*v))) {
+        if (std::fabs(*x) > kMaxLogBonus) g.reject(kMoceBonus, std::string(trim(*v)) + " is outside [-8, 8]");
+        m.log_bonus = static_cast<float>(*x);
+      }
+    }
+    if (const auto* v = find(env, kMoceRank1)) {
+      if (auto x = g.take(kMoceRank1, parse_number(*v))) {
+        if (!(*x > 0.0 && *x <= kMaxRank1)) g.reject(kMoceRank1, std::string(trim(*v)) + " is outside (0, 1024]");
+        m.rank1 = static_cast<float>(*x);
+      }
+    }
+    if (const auto* v = find(env, kMoceProtect))
+      if (auto x = g.take(kMoceProtect, parse_int(*v, 0, routing::kMaxTopK))) m.protect = static_cast<int>(*x);
+    if (const auto* v = find(env, kMoceDraft))
+      if (auto x = g.take(kMoceDraft, parse_bool(*v))) m.draft = *x;
+    if (g.failed())
+      out.diagnostics.push_back(g.diagnostic());
+    else
+      s.moce = m;
+  }
+  return out;
+}
+
+Settings load_settings(const EnvMap& env) {
+  ParseResult r = parse_settings(env);
+  for (const auto& d : r.diagnostics) log(LogLevel::Warn, d);
+  return r.settings;
+}
+
+Settings load_settings_strict(const EnvMap& env) {
+  ParseResult r = parse_settings(env);
+  if (!r.diagnostics.empty()) {
+    std::string msg;
+    for (const auto& d : r.diagnostics) msg += (msg.empty() ? "" : "; ") + d;
+    throw_error(ErrorKind::Config, msg);
+  }
+  return r.settings;
+}
+
+EnvMap environ_map() {
+  EnvMap env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr || std::strncmp(*e, "STRATA_", 7) != 0) continue;
+    env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return env;
+}
+
+Settings from_environ() { return load_settings(environ_map()); }
+
+const Settings& process_settings() {
+  static const Settings s = from_environ();
+  return s;
+}
+
+}  // namespace strata::config

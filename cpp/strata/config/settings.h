@@ -1,0 +1,82 @@
+#pragma once
+// The validated STRATA_* settings of the decode loop (SPEC §2.7, §2.11), parsed once from an
+// environment map. Settings are validated in groups; a group with any malformed, non-finite,
+// out-of-range, too-long or empty value is rejected as a whole with ONE diagnostic and falls back to
+// its defaults (for retention: off, i.e. the caller's min_p) — a group is never half-applied.
+// Every setting, its default and range: docs/drafting.md, docs/routing.md, docs/sampling.md.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "strata/config/parse.h"
+#include "strata/routing/router.h"
+#include "strata/sampling/policy.h"
+
+namespace strata::config {
+
+using EnvMap = std::map<std::string, std::string>;
+
+// STRATA_METAL_SPEC_MIN_P_SCHEDULE + STRATA_METAL_SPEC_MIN_CUM_P.
+struct RetentionSettings {
+  Schedule schedule;        // size 0: no schedule (the caller's min_p is the per-step floor)
+  double min_cum_p = 0.0;   // prefix-product gate; 0 disables it
+  bool policy_on = false;   // either variable validly set: fail-closed checks, reject before writing
+
+  // The per-step floor of draft step `step` (0-based): the schedule's value (the last one repeats),
+  // else the caller's min_p.
+  float step_floor(int step, float caller_min_p) const;
+};
+
+// MOCE routing: STRATA_MOCE_BONUS (λ), STRATA_MOCE_RANK1 (r), STRATA_MOCE_PROTECT (r_prot),
+// STRATA_MOCE_DRAFT.
+struct MoceSettings {
+  float log_bonus = 0.0f;  // λ; m = e^λ
+  float rank1 = 1.0f;
+  int protect = 0;
+  bool draft = false;
+  routing::MoceParams params() const;
+};
+
+// STRATA_METAL_MTP_SINK, STRATA_METAL_MTP_WIN.
+struct MtpCellSettings {
+  int sink = 64;     // 0 = off, max 1024
+  int window = 256;  // 1..2051
+};
+
+struct Settings {
+  RetentionSettings retention;
+  MoceSettings moce;
+  MtpCellSettings mtp;
+  sampling::SpecSample spec_sample = sampling::SpecSample::Exact;  // STRATA_SPEC_SAMPLE=exact|greedy
+};
+
+// One documented setting: its variable, group, default (as text) and rule.
+struct SettingInfo {
+  const char* name;
+  const char* group;
+  const char* default_value;
+  const char* rule;
+};
+const std::vector<SettingInfo>& known_settings();
+
+struct ParseResult {
+  Settings settings;
+  std::vector<std::string> diagnostics;  // at most one per rejected group
+};
+
+// Pure: validates `env` (absent key = unset) without logging.
+ParseResult parse_settings(const EnvMap& env);
+// Logs each diagnostic once (strata::log, Warn) and returns the settings with rejected groups at
+// their defaults.
+Settings load_settings(const EnvMap& env);
+// Throws strata::Error(Config) with the diagnostics if any group is rejected.
+Settings load_settings_strict(const EnvMap& env);
+
+// The STRATA_* variables of the process environment.
+EnvMap environ_map();
+// load_settings(environ_map()).
+Settings from_environ();
+// The process-wide settings: from_environ() on first use (thread-safe), never re-read afterwards.
+const Settings& process_settings();
+
+}  // namespace strata::config

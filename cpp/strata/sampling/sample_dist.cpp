@@ -1,0 +1,242 @@
+#include "strata/sampling/sample_dist.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "strata/util/error.h"
+
+namespace strata::sampling {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Total order used wherever a cut is made: larger value first, then lower id.
+struct ByValueThenId {
+  const double* v;
+  bool operator()(int32_t a, int32_t b) const { return v[a] > v[b] || (v[a] == v[b] && a < b); }
+};
+
+// Keeps the k largest logits (ties to the lowest id), the rest become -inf. k <= 256: one pass with a
+// sorted candidate list and a floor to beat (ids arrive ascending, so a tie never displaces a lower
+// id); larger k: nth_element under the same total order.
+void apply_top_k(double* w, int V, int k, SampleWorkspace& ws) {
+  if (k <= 0 || k >= V) return;
+  auto& idx = ws.order;
+  if (k <= 256) {
+    auto& vals = ws.topk_vals;
+    idx.clear();
+    vals.clear();
+    double floor = kNegInf;  // a newcomer must beat this once the list is full
+    for (int i = 0; i < V; ++i) {
+      const double v = w[i];
+      if (!(v > floor)) continue;  // also drops -inf (masked) logits while the list fills
+      size_t pos = idx.size();
+      if (static_cast<int>(pos) == k) {
+        --pos;
+      } else {
+        idx.push_back(0);
+        vals.push_back(0.0);
+      }
+      while (pos > 0 && v > vals[pos - 1]) {
+        vals[pos] = vals[pos - 1];
+        idx[pos] = idx[pos - 1];
+        --pos;
+      }
+      vals[pos] = v;
+      idx[pos] = i;
+      if (static_cast<int>(idx.size()) == k) floor = vals.back();
+    }
+    std::fill(w, w + V, kNegInf);
+    for (size_t j = 0; j < idx.size(); ++j) w[idx[j]] = vals[j];
+    return;
+  }
+  idx.resize(static_cast<size_t>(V));
+  for (int i = 0; i < V; ++i) idx[static_cast<size_t>(i)] = i;
+  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), ByValueThenId{w});
+  for (auto it = idx.begin() + k; it != idx.end(); ++it) w[*it] = kNegInf;
+}
+
+void apply_penalties(double* w, int V, const SamplingPolicy& p, std::span<const int32_t> history,
+                     std::span<const int32_t> inputs, SampleWorkspace& ws) {
+  const double rp = p.repetition_penalty, pres = p.presence_penalty;
+  if ((rp == 1.0 && pres == 0.0) || p.penalty_last_n == 0) return;
+  if (ws.seen.size() != static_cast<size_t>(V)) {
+    ws.seen.assign(static_cast<size_t>(V), 0);
+    ws.stamp = 0;
+  }
+  if (++ws.stamp == 0) {  // wrapped: clear the stamps once every 2^32 calls
+    std::fill(ws.seen.begin(), ws.seen.end(), 0);
+    ws.stamp = 1;
+  }
+  const size_t total = history.size() + inputs.size();
+  const size_t look = p.penalty_last_n < 0 ? total : std::min(total, static_cast<size_t>(p.penalty_last_n));
+  for (size_t j = total - look; j < total; ++j) {
+    const int32_t t = j < history.size() ? history[j] : inputs[j - history.size()];
+    if (t < 0 || t >= V)
+      throw_error(ErrorKind::Value, "sample_dist: token id " + std::to_string(t) + " in the history is outside [0, " +
+                                        std::to_string(V) + ")");
+    if (ws.seen[static_cast<size_t>(t)] == ws.stamp) continue;  // each distinct token once
+    ws.seen[static_cast<size_t>(t)] = ws.stamp;
+    double& x = w[t];
+    if (x == kNegInf) continue;  // outside top-k: stays out
+    x = x > 0.0 ? x / rp : x * rp;
+    x -= pres;
+  }
+}
+
+// Keeps the smallest prefix (by probability desc, id asc) whose mass reaches top_p · sum; zeroes the
+// rest; returns the kept mass. One pass buckets the candidates by the top bits of their float value
+// (monotone in e), a walk from the top bucket finds the bucket where the mass crosses the target;
+// only that bucket is sorted. Everything in higher buckets is kept whatever its order.
+double apply_top_p(double* e, int V, double sum, double top_p, SampleWorkspace& ws) {
+  const double target = top_p * sum;
+  auto& idx = ws.order;
+  idx.clear();
+  for (int i = 0; i < V; ++i)
+    if (e[i] > 0.0) idx.push_back(i);
+  if (idx.size() <= 2048) {  // few candidates: sort them all
+    std::sort(idx.begin(), idx.end(), ByValueThenId{e});
+    double cum = 0.0;
+    size_t keep = 0;
+    while (keep < idx.size() && cum < target) cum += e[idx[keep++]];
+    for (size_t j = keep; j < idx.size(); ++j) e[idx[j]] = 0.0;
+    return cum;
+  }
+  constexpr int kShift = 19;  // 8 exponent + 4 mantissa bits: 4096 buckets, 16 per binade
+  constexpr int kBuckets = 1 << (31 - kShift);
+  auto& mass = ws.bucket_mass;
+  mass.assign(kBuckets, 0.0);
+  auto bucket_of = [](double v) {
+    const float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return static_cast<int>(bits >> kShift);  // v in (0, 1]: sign bit clear
+  };
+  for (int i = 0; i < V; ++i)
+    if (e[i] > 0.0) mass[static_cast<size_t>(bucket_of(e[i]))] += e[i];
+  double above = 0.0;  // mass of the buckets above the boundary
+  int boundary = kBuckets - 1;
+  for (; boundary > 0; --boundary) {
+    if (above + mass[static_cast<size_t>(boundary)] >= target) break;
+    above += mass[static_cast<size_t>(boundary)];
+  }
+  // Sort the boundary bucket's tokens; keep them until the target is reached.
+  idx.clear();
+  for (int i = 0; i < V; ++i)
+    if (e[i] > 0.0 && bucket_of(e[i]) == boundary) idx.push_back(i);
+  std::sort(idx.begin(), idx.end(), ByValueThenId{e});
+  double cum = above;
+  size_t keep = 0;
+  while (keep < idx.size() && cum < target) cum += e[idx[keep++]];
+  for (size_t j = keep; j < idx.size(); ++j) e[idx[j]] = 0.0;
+  for (int i = 0; i < V; ++i)
+    if (e[i] > 0.0 && bucket_of(e[i]) < boundary) e[i] = 0.0;
+  // The kept mass, summed in id order like everything else.
+  double kept = 0.0;
+  for (int i = 0; i < V; ++i) kept += e[i];
+  return kept;
+}
+
+}  // namespace
+
+void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
+                 std::span<const int32_t> inputs, float* out, SampleWorkspace& ws) {
+  if (V < 1) throw_error(ErrorKind::Value, "sample_dist: vocabulary size must be >= 1");
+  ws.work.resize(static_cast<size_t>(V));
+  double* w = ws.work.data();
+  for (int i = 0; i < V; ++i) {
+    const float x = logits[i];
+    if (std::isnan(x) || x == std::numeric_limits<float>::infinity())
+      throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
+    w[i] = static_cast<double>(x);
+  }
+
+  // 1. top-k  2. repetition + presence penalties
+  apply_top_k(w, V, policy.top_k, ws);
+  apply_penalties(w, V, policy, history, inputs, ws);
+
+  int32_t best = -1;
+  for (int i = 0; i < V; ++i)
+    if (w[i] != kNegInf && (best < 0 || w[i] > w[best])) best = i;
+  if (best < 0) throw_error(ErrorKind::Value, "sample_dist: every logit is -inf");
+  if (policy.temperature == 0.0f) {
+    std::fill(out, out + V, 0.0f);
+    out[best] = 1.0f;
+    return;
+  }
+
+  // 3. temperature + softmax (unnormalised: the best token has e = 1)
+  const double inv_t = 1.0 / static_cast<double>(policy.temperature);
+  const double top = w[best];
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) {
+    w[i] = w[i] == kNegInf ? 0.0 : std::exp((w[i] - top) * inv_t);
+    sum += w[i];
+  }
+  // 4. min-p: drop p < min_p · p_max (equality stays); p_max corresponds to e = 1.
+  if (policy.min_p > 0.0f) {
+    const double floor = static_cast<double>(policy.min_p);
+    sum = 0.0;
+    for (int i = 0; i < V; ++i) {
+      if (w[i] < floor) w[i] = 0.0;
+      sum += w[i];
+    }
+  }
+  // 5. top-p over what min-p left
+  if (policy.top_p < 1.0f) sum = apply_top_p(w, V, sum, static_cast<double>(policy.top_p), ws);
+
+  const double inv = 1.0 / sum;
+  for (int i = 0; i < V; ++i) out[i] = static_cast<float>(w[i] * inv);
+}
+
+int32_t argmax(const float* dist, int V) {
+  int32_t best = 0;
+  for (int i = 1; i < V; ++i)
+    if (dist[i] > dist[best]) best = i;
+  return best;
+}
+
+int32_t sample_from(const float* dist, int V, double u) {
+  double total = 0.0;
+  for (int i = 0; i < V; ++i) total += static_cast<double>(dist[i]);
+  const double target = u * total;
+  double cum = 0.0;
+  int32_t last = -1;
+  for (int i = 0; i < V; ++i) {
+    if (dist[i] <= 0.0f) continue;
+    cum += static_cast<double>(dist[i]);
+    last = i;
+    if (cum > target) return i;
+  }
+  return last < 0 ? argmax(dist, V) : last;  // rounding left target at the very top
+}
+
+int32_t sample_excluding(const float* dist, int V, int32_t x, double u) {
+  double total = 0.0;
+  for (int i = 0; i < V; ++i)
+    if (i != x) total += static_cast<double>(dist[i]);
+  if (!(total > 0.0)) return x;
+  const double target = u * total;
+  double cum = 0.0;
+  int32_t last = x;
+  for (int i = 0; i < V; ++i) {
+    if (i == x || dist[i] <= 0.0f) continue;
+    cum += static_cast<double>(dist[i]);
+    last = i;
+    if (cum > target) return i;
+  }
+  return last;
+}
+
+int32_t sample_logits(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
+                      std::span<const int32_t> inputs, Rng& rng, SampleWorkspace& ws) {
+  ws.dist.resize(static_cast<size_t>(V > 0 ? V : 0));
+  sample_dist(logits, V, policy, history, inputs, ws.dist.data(), ws);
+  if (policy.temperature == 0.0f) return argmax(ws.dist.data(), V);
+  return sample_from(ws.dist.data(), V, rng.uniform());
+}
+
+}  // namespace strata::sampling

@@ -1,0 +1,45 @@
+#pragma once
+// sample_dist (SPEC §2.8, R-12): the probability distribution one row of logits samples from under a
+// policy, with the penalties looking at the history plus the window's inputs so far; and sampling
+// from such a distribution with the seeded Rng. Formulas and decisions: docs/sampling.md.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "strata/sampling/policy.h"
+#include "strata/sampling/rng.h"
+
+namespace strata::sampling {
+
+// Buffers reused across calls (no per-token allocation once warm). One per thread.
+struct SampleWorkspace {
+  std::vector<double> work;
+  std::vector<int32_t> order;
+  std::vector<double> topk_vals;
+  std::vector<double> bucket_mass;
+  std::vector<uint32_t> seen;  // per-token stamp: distinct-token bookkeeping for the penalties
+  uint32_t stamp = 0;
+  std::vector<float> dist;     // verify_window's per-row distribution
+};
+
+// Writes V probabilities to out[0..V) (zero outside the support; they sum to 1 up to float rounding).
+// history: committed tokens before the window's inputs; inputs: the window's tokens after them
+// (for row i of a verification window: drafts[0..i)). Penalties see the last penalty_last_n tokens of
+// history ++ inputs. temperature 0 gives a one-hot at the argmax (ties to the lowest id).
+// Throws Value on V < 1, a token id outside [0, V), NaN / +inf logits, or all logits -inf.
+void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
+                 std::span<const int32_t> inputs, float* out, SampleWorkspace& ws);
+
+// Index of the largest probability (ties to the lowest id).
+int32_t argmax(const float* dist, int V);
+// Draws from dist with one uniform u: the first token whose cumulative mass exceeds u · total.
+int32_t sample_from(const float* dist, int V, double u);
+// Draws from dist with token `x` removed and the rest renormalised (norm(max(p − onehot(x), 0))).
+// If nothing else has mass, returns x.
+int32_t sample_excluding(const float* dist, int V, int32_t x, double u);
+
+// sample_dist then one draw (temperature 0: the argmax, drawing nothing from rng).
+int32_t sample_logits(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
+                      std::span<const int32_t> inputs, Rng& rng, SampleWorkspace& ws);
+
+}  // namespace strata::sampling

@@ -1,0 +1,45 @@
+#include "strata/sampling/verify.h"
+
+#include <string>
+
+#include "strata/util/error.h"
+
+namespace strata::sampling {
+
+VerifyResult verify_window(const float* logits, int V, std::span<const int32_t> drafts, const SamplingPolicy& policy,
+                           SpecSample mode, std::span<const int32_t> history, Rng& rng, SampleWorkspace& ws) {
+  if (V < 1) throw_error(ErrorKind::Value, "verify_window: vocabulary size must be >= 1");
+  for (size_t i = 0; i < drafts.size(); ++i)
+    if (drafts[i] < 0 || drafts[i] >= V)
+      throw_error(ErrorKind::Value, "verify_window: draft " + std::to_string(i) + " = " + std::to_string(drafts[i]) +
+                                        " is outside [0, " + std::to_string(V) + ")");
+  ws.dist.resize(static_cast<size_t>(V));
+  float* p = ws.dist.data();
+  const bool greedy_rows = policy.temperature == 0.0f || mode == SpecSample::Greedy;
+  const int k = static_cast<int>(drafts.size());
+  VerifyResult r;
+  for (int i = 0; i <= k; ++i) {
+    const float* row = logits + static_cast<size_t>(i) * static_cast<size_t>(V);
+    sample_dist(row, V, policy, history, drafts.first(static_cast<size_t>(i)), p, ws);
+    if (i == k) {  // every draft kept: the next token comes from the last row
+      r.accepted = k;
+      r.next_token = policy.temperature == 0.0f ? argmax(p, V) : sample_from(p, V, rng.uniform());
+      return r;
+    }
+    const int32_t x = drafts[static_cast<size_t>(i)];
+    if (greedy_rows) {
+      const int32_t best = argmax(p, V);
+      if (x == best) continue;
+      r.accepted = i;
+      r.next_token = policy.temperature == 0.0f ? best : sample_from(p, V, rng.uniform());
+      return r;
+    }
+    if (rng.uniform() < static_cast<double>(p[x])) continue;  // accepted with probability p_i(x)
+    r.accepted = i;
+    r.next_token = sample_excluding(p, V, x, rng.uniform());
+    return r;
+  }
+  return r;  // unreachable: the loop returns at i == k
+}
+
+}  // namespace strata::sampling

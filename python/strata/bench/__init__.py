@@ -1,0 +1,1 @@
+"""Benchmarks and analysis tools behind ``python -m strata.cli bench`` (pure Python where possible)."""

@@ -1,0 +1,85 @@
+"""``python -m strata.cli convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE directory or a strata
+training checkpoint (.pt) to GGUF."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from strata.errors import InvalidArgument
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "convert",
+        help="convert a Hugging Face Qwen3-MoE directory or a strata training checkpoint to GGUF",
+        description="Convert SRC (a Hugging Face Qwen3MoeForCausalLM directory, or a strata training "
+        "checkpoint .pt) to a GGUF file.",
+    )
+    p.add_argument("src", type=Path, help="model directory (config.json + safetensors) or checkpoint .pt")
+    p.add_argument("out", type=Path, help="the GGUF file to write")
+    p.add_argument("--type", default="F16",
+                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q4_0")
+    p.add_argument("--expert-type", default=None, help="storage of routed experts (default: --type)")
+    p.add_argument(
+        "--tokenizer",
+        choices=("auto", "bytes", "none"),
+        default="auto",
+        help="auto: the source's own tokenizer (tokenizer.json, via strata.tokenizer); bytes: a "
+        "256-byte test vocabulary; none: no tokenizer keys",
+    )
+    p.add_argument("--name", default=None, help="general.name (default: the source's name)")
+    p.set_defaults(func=run)
+
+
+def _hf_tokenizer(source: Path) -> Any:
+    """The tokenizer-key writer for a tokenizer.json (file or the directory holding it)."""
+    try:
+        from strata import tokenizer as tok_module  # written by the tokenizer work
+    except ImportError:
+        tok_module = None
+    writer_for = getattr(tok_module, "gguf_tokenizer_writer", None)
+    if writer_for is None:
+        raise InvalidArgument(
+            "this build cannot convert Hugging Face tokenizers yet "
+            "(strata.tokenizer.gguf_tokenizer_writer is missing); use --tokenizer bytes or none"
+        )
+    return writer_for(source)
+
+
+def run(args: argparse.Namespace) -> int:
+    from strata.convert import byte_level_tokenizer, convert_qwen3moe, write_strata_gguf
+
+    src: Path = args.src
+    if not src.exists():
+        raise InvalidArgument(f"{src}: no such file or directory")
+    if src.is_dir():
+        tokenizer: Any = None
+        if args.tokenizer == "auto":
+            tokenizer = _hf_tokenizer(src) if (src / "tokenizer.json").is_file() else None
+        elif args.tokenizer == "bytes":
+            import json
+
+            tokenizer = byte_level_tokenizer(int(json.loads((src / "config.json").read_text())["vocab_size"]))
+        out = convert_qwen3moe(src, args.out, tokenizer=tokenizer, weight_type=args.type,
+                               expert_type=args.expert_type, name=args.name)
+    else:
+        from strata.convert.training_checkpoint import read_training_checkpoint
+
+        payload = read_training_checkpoint(src)
+        config = payload["config"]
+        with tempfile.TemporaryDirectory() as tmp:
+            tokenizer = None
+            if args.tokenizer == "auto" and isinstance(payload.get("tokenizer_json"), str):
+                tok_path = Path(tmp) / "tokenizer.json"
+                tok_path.write_text(payload["tokenizer_json"])
+                tokenizer = _hf_tokenizer(tok_path)
+            elif args.tokenizer == "bytes":
+                tokenizer = byte_level_tokenizer(int(config["vocab_size"]))
+            out = write_strata_gguf(payload["tensors"], config, args.out, tokenizer=tokenizer,
+                                    weight_type=args.type, expert_type=args.expert_type,
+                                    name=args.name or src.stem)
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
+    return 0

@@ -1,0 +1,387 @@
+// sample_dist, sampling and verify_window (SPEC §2.8, R-12): formulas checked on hand-worked rows,
+// the order of the stages, top-p's deepening sort against a full sort, the rng, greedy verification
+// and the edge cases of exact speculative sampling. The Monte-Carlo test is test_sampling_mc.cpp.
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "strata/sampling/policy.h"
+#include "strata/sampling/rng.h"
+#include "strata/sampling/sample_dist.h"
+#include "strata/sampling/verify.h"
+
+using namespace strata::sampling;
+
+namespace {
+
+std::vector<float> dist_of(const std::vector<float>& logits, const SamplingPolicy& p, std::vector<int32_t> history = {},
+                           std::vector<int32_t> inputs = {}) {
+  SampleWorkspace ws;
+  std::vector<float> out(logits.size());
+  sample_dist(logits.data(), static_cast<int>(logits.size()), p, history, inputs, out.data(), ws);
+  return out;
+}
+
+std::vector<double> softmax(const std::vector<double>& l) {
+  const double m = *std::max_element(l.begin(), l.end());
+  std::vector<double> e(l.size());
+  double s = 0.0;
+  for (size_t i = 0; i < l.size(); ++i) s += (e[i] = std::isinf(l[i]) ? 0.0 : std::exp(l[i] - m));
+  for (auto& x : e) x /= s;
+  return e;
+}
+
+SamplingPolicy temp(float t) {
+  SamplingPolicy p;
+  p.temperature = t;
+  return p;
+}
+
+}  // namespace
+
+TEST(plain_softmax_and_temperature) {
+  const std::vector<float> l = {1.0f, 2.0f, -0.5f, 0.0f};
+  auto d = dist_of(l, temp(1.0f));
+  auto ref = softmax({1.0, 2.0, -0.5, 0.0});
+  for (size_t i = 0; i < l.size(); ++i) CHECK_NEAR(d[i], ref[i], 1e-7);
+  d = dist_of(l, temp(0.5f));
+  ref = softmax({2.0, 4.0, -1.0, 0.0});
+  for (size_t i = 0; i < l.size(); ++i) CHECK_NEAR(d[i], ref[i], 1e-7);
+  // temperature 0: one-hot at the argmax, ties to the lowest id
+  d = dist_of({1.0f, 3.0f, 3.0f}, temp(0.0f));
+  CHECK(d == (std::vector<float>{0.0f, 1.0f, 0.0f}));
+}
+
+TEST(top_k_keeps_k_with_ties_to_lowest_id) {
+  SamplingPolicy p = temp(1.0f);
+  p.top_k = 2;
+  auto d = dist_of({3.0f, 1.0f, 3.0f, 3.0f}, p);
+  CHECK_NEAR(d[0], 0.5, 1e-7);
+  CHECK_NEAR(d[2], 0.5, 1e-7);
+  CHECK_EQ(d[3], 0.0f);
+  CHECK_EQ(d[1], 0.0f);
+  p.top_k = 10;  // k >= V: off
+  d = dist_of({0.0f, 0.0f}, p);
+  CHECK_NEAR(d[1], 0.5, 1e-7);
+}
+
+TEST(penalties_formulas) {
+  // rep 2: positive logits divided, negative multiplied; presence 0.5 subtracted once per distinct token.
+  SamplingPolicy p = temp(1.0f);
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 0.5f;
+  const auto d = dist_of({2.0f, -1.0f, 0.5f, 0.0f}, p, {0, 0, 1}, {3});
+  const auto ref = softmax({2.0 / 2 - 0.5, -1.0 * 2 - 0.5, 0.5, 0.0 - 0.5});
+  for (size_t i = 0; i < 4; ++i) CHECK_NEAR(d[i], ref[i], 1e-7);
+  // history and window inputs are one sequence
+  const auto d2 = dist_of({2.0f, -1.0f, 0.5f, 0.0f}, p, {}, {0, 1, 0, 3});
+  CHECK(d == d2);
+  // penalty_last_n = 1: only the last token (3) is seen
+  p.penalty_last_n = 1;
+  const auto d3 = dist_of({2.0f, -1.0f, 0.5f, 0.0f}, p, {0, 0, 1}, {3});
+  const auto ref3 = softmax({2.0, -1.0, 0.5, -0.5});
+  for (size_t i = 0; i < 4; ++i) CHECK_NEAR(d3[i], ref3[i], 1e-7);
+  p.penalty_last_n = 0;  // none
+  const auto d4 = dist_of({2.0f, -1.0f, 0.5f, 0.0f}, p, {0, 0, 1}, {3});
+  CHECK(d4 == dist_of({2.0f, -1.0f, 0.5f, 0.0f}, temp(1.0f)));
+}
+
+TEST(top_k_comes_before_penalties) {
+  // Token 0 is in the top-2 and penalised below token 2, which top-k already removed: 2 stays out.
+  SamplingPolicy p = temp(1.0f);
+  p.top_k = 2;
+  p.presence_penalty = 5.0f;
+  const auto d = dist_of({3.0f, 2.5f, 2.0f}, p, {0});
+  CHECK_EQ(d[2], 0.0f);
+  const auto ref = softmax({3.0 - 5.0, 2.5});
+  CHECK_NEAR(d[0], ref[0], 1e-7);
+  CHECK_NEAR(d[1], ref[1], 1e-7);
+  // Greedy sees the penalised logits.
+  p.temperature = 0.0f;
+  const auto g = dist_of({3.0f, 2.5f, 2.0f}, p, {0});
+  CHECK_EQ(g[1], 1.0f);
+}
+
+TEST(min_p_after_temperature_equality_passes) {
+  SamplingPolicy p = temp(1.0f);
+  p.min_p = 1.0f;  // keeps exactly the tokens tied at the max (p == min_p · p_max passes)
+  auto d = dist_of({1.0f, 1.0f, 0.99f}, p);
+  CHECK_NEAR(d[0], 0.5, 1e-7);
+  CHECK_NEAR(d[1], 0.5, 1e-7);
+  CHECK_EQ(d[2], 0.0f);
+  // ratio e^-1 = 0.3679: min_p 0.36 keeps it at T = 1, drops it at T = 0.5 (ratio e^-2)
+  p.min_p = 0.36f;
+  d = dist_of({1.0f, 0.0f}, p);
+  CHECK(d[1] > 0.0f);
+  p.temperature = 0.5f;
+  d = dist_of({1.0f, 0.0f}, p);
+  CHECK_EQ(d[1], 0.0f);
+  CHECK_EQ(d[0], 1.0f);
+}
+
+TEST(top_p_smallest_prefix) {
+  SamplingPolicy p = temp(1.0f);
+  const std::vector<float> l = {std::log(0.2f), std::log(0.5f), std::log(0.3f)};
+  p.top_p = 0.45f;
+  auto d = dist_of(l, p);
+  CHECK_EQ(d[1], 1.0f);
+  p.top_p = 0.75f;
+  d = dist_of(l, p);
+  CHECK_NEAR(d[1], 0.5 / 0.8, 1e-6);
+  CHECK_NEAR(d[2], 0.3 / 0.8, 1e-6);
+  CHECK_EQ(d[0], 0.0f);
+  p.top_p = 0.85f;
+  d = dist_of(l, p);
+  CHECK(d[0] > 0.0f);
+  // top-p runs over what min-p left: min-p drops 0.2 (< 0.5 · 0.5), then 0.75 of {0.5, 0.3} keeps both
+  p.min_p = 0.5f;
+  p.top_p = 0.75f;
+  d = dist_of(l, p);
+  CHECK_EQ(d[0], 0.0f);
+  CHECK(d[2] > 0.0f);
+}
+
+TEST(top_p_deep_cut_matches_full_sort) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> g(0.0, 0.3);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int V = 3000 + trial * 250;
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = static_cast<float>(g(rng));
+    if (trial % 4 == 0)
+      for (int i = 0; i < V; i += 7) l[static_cast<size_t>(i)] = 0.125f;  // ties
+    SamplingPolicy p = temp(0.9f);
+    p.top_p = 0.3f + 0.033f * static_cast<float>(trial);
+    const auto d = dist_of(l, p);
+    // reference: full sort by (p desc, id asc) on the exact softmax
+    std::vector<double> ld(l.begin(), l.end());
+    for (auto& x : ld) x /= 0.9;
+    const auto e = softmax(ld);
+    std::vector<int> idx(static_cast<size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return e[static_cast<size_t>(a)] > e[static_cast<size_t>(b)] || (e[static_cast<size_t>(a)] == e[static_cast<size_t>(b)] && a < b); });
+    double cum = 0.0;
+    size_t keep = 0;
+    while (cum < static_cast<double>(p.top_p)) cum += e[static_cast<size_t>(idx[keep++])];
+    size_t kept = 0;
+    for (float x : d) kept += x > 0.0f;
+    CHECK_EQ(kept, keep);
+    for (size_t j = 0; j < keep; ++j)
+      CHECK_NEAR(d[static_cast<size_t>(idx[j])], e[static_cast<size_t>(idx[j])] / cum, 1e-6);
+  }
+}
+
+TEST(bad_inputs_are_errors) {
+  SampleWorkspace ws;
+  std::vector<float> out(3);
+  const std::vector<float> nan_row = {0.0f, std::nanf(""), 1.0f};
+  CHECK_THROWS(sample_dist(nan_row.data(), 3, temp(1.0f), {}, {}, out.data(), ws));
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> inf_row = {0.0f, inf, 1.0f};
+  CHECK_THROWS(sample_dist(inf_row.data(), 3, temp(1.0f), {}, {}, out.data(), ws));
+  const std::vector<float> dead = {-inf, -inf, -inf};
+  CHECK_THROWS(sample_dist(dead.data(), 3, temp(1.0f), {}, {}, out.data(), ws));
+  const std::vector<float> ok = {0.0f, 1.0f, 2.0f};
+  SamplingPolicy pen = temp(1.0f);
+  pen.presence_penalty = 1.0f;
+  const std::vector<int32_t> bad_hist = {0, 7};
+  CHECK_THROWS(sample_dist(ok.data(), 3, pen, bad_hist, {}, out.data(), ws));
+  // -inf logits are masks, not errors
+  const std::vector<float> masked = {-inf, 1.0f, -inf};
+  sample_dist(masked.data(), 3, temp(1.0f), {}, {}, out.data(), ws);
+  CHECK_EQ(out[1], 1.0f);
+  SamplingPolicy p;
+  p.temperature = -1.0f;
+  CHECK_THROWS(validate(p));
+  p = SamplingPolicy{};
+  p.top_p = 0.0f;
+  CHECK_THROWS(validate(p));
+  p = SamplingPolicy{};
+  p.min_p = 1.5f;
+  CHECK_THROWS(validate(p));
+  p = SamplingPolicy{};
+  p.repetition_penalty = 0.0f;
+  CHECK_THROWS(validate(p));
+  p = SamplingPolicy{};
+  p.penalty_last_n = -2;
+  CHECK_THROWS(validate(p));
+  validate(SamplingPolicy{});
+}
+
+TEST(rng_is_deterministic_and_restorable) {
+  Rng a(42), b(42), c(43);
+  CHECK_EQ(a.next(), b.next());
+  CHECK(a.next() != c.next());
+  const auto st = a.state();
+  std::vector<uint64_t> first;
+  for (int i = 0; i < 10; ++i) first.push_back(a.next());
+  Rng d(0);
+  d.set_state(st);
+  for (int i = 0; i < 10; ++i) CHECK_EQ(d.next(), first[static_cast<size_t>(i)]);
+  double s = 0.0, lo = 1.0, hi = 0.0;
+  for (int i = 0; i < 100000; ++i) {
+    const double u = a.uniform();
+    s += u;
+    lo = std::min(lo, u);
+    hi = std::max(hi, u);
+  }
+  CHECK(lo >= 0.0 && hi < 1.0);
+  CHECK_NEAR(s / 100000.0, 0.5, 0.01);
+  Rng z(1);
+  z.set_state({0, 0, 0, 0});
+  CHECK(z.next() != 0 || z.next() != 0);
+}
+
+TEST(sample_from_and_excluding) {
+  const std::vector<float> d = {0.25f, 0.0f, 0.5f, 0.25f};
+  CHECK_EQ(sample_from(d.data(), 4, 0.0), 0);
+  CHECK_EQ(sample_from(d.data(), 4, 0.2499), 0);
+  CHECK_EQ(sample_from(d.data(), 4, 0.25), 2);
+  CHECK_EQ(sample_from(d.data(), 4, 0.9999999), 3);
+  CHECK_EQ(sample_excluding(d.data(), 4, 2, 0.0), 0);
+  CHECK_EQ(sample_excluding(d.data(), 4, 2, 0.5), 3);
+  CHECK_EQ(sample_excluding(d.data(), 4, 2, 0.49), 0);
+  const std::vector<float> one = {0.0f, 1.0f, 0.0f};
+  CHECK_EQ(sample_excluding(one.data(), 3, 1, 0.3), 1);
+}
+
+TEST(greedy_verification_at_temperature_zero) {
+  // Row argmaxes 2, 0, 1, 3. Drafts [2, 0, 5]: two kept, next = 1. The rng is not touched.
+  const int V = 6;
+  std::vector<float> logits(4 * V, 0.0f);
+  logits[0 * V + 2] = 5.0f;
+  logits[1 * V + 0] = 5.0f;
+  logits[2 * V + 1] = 5.0f;
+  logits[3 * V + 3] = 5.0f;
+  Rng rng(9);
+  const auto before = rng.state();
+  SampleWorkspace ws;
+  const std::vector<int32_t> hist = {4};
+  std::vector<int32_t> drafts = {2, 0, 5};
+  for (SpecSample mode : {SpecSample::Exact, SpecSample::Greedy}) {
+    auto r = verify_window(logits.data(), V, drafts, temp(0.0f), mode, hist, rng, ws);
+    CHECK_EQ(r.accepted, 2);
+    CHECK_EQ(r.next_token, 1);
+  }
+  drafts = {2, 0, 1};
+  auto r = verify_window(logits.data(), V, drafts, temp(0.0f), SpecSample::Exact, hist, rng, ws);
+  CHECK_EQ(r.accepted, 3);
+  CHECK_EQ(r.next_token, 3);
+  CHECK(rng.state() == before);
+  // The history fix: row 1 is penalised by draft 0 (a window input), flipping its argmax.
+  SamplingPolicy pen = temp(0.0f);
+  pen.presence_penalty = 10.0f;
+  std::vector<float> l2(2 * V, 0.0f);
+  l2[0 * V + 2] = 5.0f;
+  l2[1 * V + 2] = 5.0f;
+  l2[1 * V + 3] = 4.0f;
+  const std::vector<int32_t> d1 = {2};
+  r = verify_window(l2.data(), V, d1, pen, SpecSample::Exact, hist, rng, ws);
+  CHECK_EQ(r.accepted, 1);
+  CHECK_EQ(r.next_token, 3);
+}
+
+TEST(exact_verification_edges) {
+  const int V = 4;
+  SampleWorkspace ws;
+  Rng rng(3);
+  const std::vector<int32_t> hist = {0};
+  // A draft with probability 1 is always kept; one with probability 0 never, and is never the next token.
+  std::vector<float> sure(2 * V, -std::numeric_limits<float>::infinity());
+  sure[1] = 0.0f;
+  sure[V + 0] = 0.0f;
+  sure[V + 2] = 0.0f;
+  const std::vector<int32_t> d = {1};
+  const std::vector<int32_t> zero = {3};
+  int next0 = 0;
+  for (int i = 0; i < 2000; ++i) {
+    auto r = verify_window(sure.data(), V, d, temp(1.0f), SpecSample::Exact, hist, rng, ws);
+    CHECK_EQ(r.accepted, 1);
+    CHECK(r.next_token == 0 || r.next_token == 2);
+    next0 += r.next_token == 0;
+    r = verify_window(sure.data(), V, zero, temp(1.0f), SpecSample::Exact, hist, rng, ws);
+    CHECK_EQ(r.accepted, 0);
+    CHECK_EQ(r.next_token, 1);
+  }
+  CHECK(next0 > 900 && next0 < 1100);
+  // Bad drafts are errors.
+  const std::vector<int32_t> bad = {9};
+  CHECK_THROWS(verify_window(sure.data(), V, bad, temp(1.0f), SpecSample::Exact, hist, rng, ws));
+  // Same seed, same calls: same results (what session save/load relies on).
+  Rng r1(77), r2(77);
+  std::vector<float> flat(2 * V, 0.0f);
+  for (int i = 0; i < 100; ++i) {
+    auto a = verify_window(flat.data(), V, d, temp(0.8f), SpecSample::Exact, hist, r1, ws);
+    auto b = verify_window(flat.data(), V, d, temp(0.8f), SpecSample::Exact, hist, r2, ws);
+    CHECK_EQ(a.accepted, b.accepted);
+    CHECK_EQ(a.next_token, b.next_token);
+  }
+}
+
+TEST(top_k_paths_match_full_sort) {
+  // k <= 256 uses a one-pass candidate list, larger k nth_element; both must keep exactly the
+  // reference set (value desc, id asc), masks (-inf) never kept.
+  std::mt19937_64 rng(8);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int V = 5000;
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = static_cast<float>(static_cast<int>(rng() % 200)) * 0.05f;  // many ties
+    for (int i = 0; i < V; i += 11) l[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+    for (int k : {1, 5, 40, 256, 257, 1000}) {
+      SamplingPolicy p = temp(1.0f);
+      p.top_k = k;
+      const auto d = dist_of(l, p);
+      std::vector<int> idx(static_cast<size_t>(V));
+      std::iota(idx.begin(), idx.end(), 0);
+      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
+      std::vector<bool> want(static_cast<size_t>(V), false);
+      for (int j = 0; j < k; ++j) want[static_cast<size_t>(idx[static_cast<size_t>(j)])] = true;
+      int mismatches = 0;
+      for (int i = 0; i < V; ++i) mismatches += (d[static_cast<size_t>(i)] > 0.0f) != want[static_cast<size_t>(i)];
+      CHECK_EQ(mismatches, 0);
+    }
+  }
+}
+
+TEST(speed_v151936) {
+  // Measures only: sample_dist at a real vocabulary size (one row; a window runs k + 1 of them).
+  const int V = 151936;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> n(0.0f, 3.0f);
+  std::vector<float> l(static_cast<size_t>(V)), out(static_cast<size_t>(V));
+  for (auto& x : l) x = n(rng);
+  std::vector<int32_t> hist(2000);
+  for (auto& h : hist) h = static_cast<int32_t>(rng() % V);
+  SampleWorkspace ws;
+  SamplingPolicy a = temp(0.7f);
+  SamplingPolicy b = a;
+  b.top_p = 0.95f;
+  SamplingPolicy c = b;
+  c.min_p = 0.05f;
+  c.repetition_penalty = 1.08f;
+  c.presence_penalty = 0.4f;
+  SamplingPolicy d = c;
+  d.top_k = 40;
+  const std::pair<const char*, SamplingPolicy> cases[] = {
+      {"temperature", a}, {"+ top-p 0.95", b}, {"+ min-p, penalties", c}, {"+ top-k 40", d}, {"greedy", temp(0.0f)}};
+  for (const auto& [name, p] : cases) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      sample_dist(l.data(), V, p, hist, {}, out.data(), ws);
+      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    double s = 0.0;
+    for (float x : out) s += x;
+    std::printf("sample_dist V=%d %-20s %.3f ms (best of 5)\n", V, name, best);
+    CHECK_NEAR(s, 1.0, 1e-4);
+  }
+}
