@@ -7,6 +7,7 @@ void bind_all(pybind11::module_& m) {
   bind_gguf(m);
   bind_decode(m);
   bind_engine(m);
+  bind_quant(m);
 }
 
 }  // namespace strata::bindings
