@@ -8,6 +8,7 @@
 // Kernel bodies in C++ (msl_compat.h maps the MSL spellings onto the emulator).
 #include "metal/kernels/msl_compat.h"
 #include "metal/kernels/combine.h"
+#include "metal/kernels/gemv.h"
 #include "metal/kernels/norm.h"
 #include "metal/kernels/plan.h"
 #include "metal/kernels/router.h"
@@ -63,6 +64,19 @@ void hc_collapse(const void* c, const ThreadPos& p) {
                    kpos_of(p));
 }
 
+template <class F>
+void gemv(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  gemv_body<F>(b.arg<GemvArgs>(0), b.ptr<const uchar>(1), b.ptr<const float>(2), b.ptr<float>(3), b.fc[0], b.fc[1],
+               b.fc[2], kpos_of(p));
+}
+
+template <class F>
+void get_rows(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  get_rows_body<F>(b.arg<GemvArgs>(0), b.ptr<const uchar>(1), b.ptr<const int>(2), b.ptr<float>(3), kpos_of(p));
+}
+
 struct Entry {
   const char* name;
   KernelFn fn;
@@ -75,6 +89,12 @@ const Entry kEntries[] = {
     {"strata_combine_fast_2560x4", &combine_fast_2560x4},
     {"strata_rms_rows", &rms_rows},
     {"strata_hc_collapse", &hc_collapse},
+#define STRATA_EMU_FORMAT(suffix, F) {"strata_gemv_" suffix, &gemv<F>}, {"strata_get_rows_" suffix, &get_rows<F>},
+    STRATA_EMU_FORMAT("f32", FmtF32) STRATA_EMU_FORMAT("f16", FmtF16) STRATA_EMU_FORMAT("bf16", FmtBF16)
+    STRATA_EMU_FORMAT("q8_0", FmtQ8_0) STRATA_EMU_FORMAT("q4_0", FmtQ4_0) STRATA_EMU_FORMAT("q5_0", FmtQ5_0)
+    STRATA_EMU_FORMAT("q4_k", FmtQ4_K) STRATA_EMU_FORMAT("q6_k", FmtQ6_K) STRATA_EMU_FORMAT("q2_k", FmtQ2_K)
+    STRATA_EMU_FORMAT("iq4_xs", FmtIQ4_XS)
+#undef STRATA_EMU_FORMAT
 };
 
 }  // namespace

@@ -111,4 +111,86 @@ void encode_hc_collapse(Device& dev, const HcArgs& a, BufferRef mix, BufferRef s
   e.dispatch(Dim3{a.n_rows, 1, 1}, Dim3{kHcThreads, 1, 1});
 }
 
+bool gemv_supported(quant::GGMLType type) {
+  using quant::GGMLType;
+  switch (type) {
+    case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: case GGMLType::Q8_0: case GGMLType::Q4_0:
+    case GGMLType::Q5_0: case GGMLType::Q4_K: case GGMLType::Q6_K: case GGMLType::Q2_K: case GGMLType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* gemv_type_suffix(quant::GGMLType type) {
+  using quant::GGMLType;
+  switch (type) {
+    case GGMLType::F32: return "f32";
+    case GGMLType::F16: return "f16";
+    case GGMLType::BF16: return "bf16";
+    case GGMLType::Q8_0: return "q8_0";
+    case GGMLType::Q4_0: return "q4_0";
+    case GGMLType::Q5_0: return "q5_0";
+    case GGMLType::Q4_K: return "q4_k";
+    case GGMLType::Q6_K: return "q6_k";
+    case GGMLType::Q2_K: return "q2_k";
+    case GGMLType::IQ4_XS: return "iq4_xs";
+    default: bad(std::string("no Metal GEMV kernel for type ") + quant::type_name(type));
+  }
+}
+
+namespace {
+void check_matrix(quant::GGMLType type, uint32_t cols, uint32_t row_bytes) {
+  if (!gemv_supported(type)) bad(std::string("no Metal GEMV kernel for type ") + quant::type_name(type));
+  const int64_t blk = quant::block_size(type);
+  if (blk > 1 && cols % blk != 0)
+    bad(std::string(quant::type_name(type)) + " rows of " + std::to_string(cols) + " elements (not a multiple of " +
+        std::to_string(blk) + ")");
+  if (row_bytes < quant::row_bytes(type, cols)) bad("row stride below the row size");
+}
+}  // namespace
+
+void encode_gemv(Device& dev, const GemvCall& c, const GemvTile& t) {
+  if (!tile_supported(t)) bad("unsupported GEMV tile " + tile_string(t));
+  check_matrix(c.type, c.cols, c.row_bytes);
+  if (c.rows == 0 || c.nx == 0) return;
+  if (c.nx > 1 && (c.x_stride < c.cols || c.y_stride < c.rows)) bad("GEMV: activation or output stride too small");
+  FunctionConstants fc;
+  fc.set_uint(kFcGemvL, t.L).set_uint(kFcGemvR, t.R).set_uint(kFcGemvK, t.K);
+  Encoder& e = dev.encoder();
+  e.set_pipeline(dev.pipeline(std::string("strata_gemv_") + gemv_type_suffix(c.type), fc));
+  GemvArgs a{};
+  a.rows = c.rows;
+  a.cols = c.cols;
+  a.row_bytes = c.row_bytes;
+  a.nx = c.nx;
+  a.x_stride = c.x_stride;
+  a.y_stride = c.y_stride;
+  set_args(e, 0, a);
+  e.set_buffer(1, c.W);
+  e.set_buffer(2, c.X);
+  e.set_buffer(3, c.Y);
+  const uint32_t rows_per_group = t.S * (32 / t.L) * t.R;
+  e.dispatch(Dim3{ceil_div(c.rows, rows_per_group), ceil_div(c.nx, t.K), 1}, Dim3{32 * t.S, 1, 1});
+}
+
+void encode_get_rows(Device& dev, quant::GGMLType type, BufferRef W, uint32_t cols, uint32_t row_bytes, BufferRef ids,
+                     uint32_t n_ids, BufferRef out, uint32_t out_stride) {
+  check_matrix(type, cols, row_bytes);
+  if (n_ids == 0) return;
+  Encoder& e = dev.encoder();
+  e.set_pipeline(dev.pipeline(std::string("strata_get_rows_") + gemv_type_suffix(type)));
+  GemvArgs a{};
+  a.cols = cols;
+  a.row_bytes = row_bytes;
+  a.y_stride = out_stride;
+  set_args(e, 0, a);
+  e.set_buffer(1, W);
+  e.set_buffer(2, ids);
+  e.set_buffer(3, out);
+  const uint32_t unit = quant::block_size(type) > 1 ? 16 : 8;  // the smallest unit of any format: enough threads
+  const uint32_t threads = 64;
+  e.dispatch(Dim3{ceil_div(ceil_div(cols, unit), threads), n_ids, 1}, Dim3{threads, 1, 1});
+}
+
 }  // namespace strata::mtl

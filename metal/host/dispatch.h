@@ -7,7 +7,9 @@
 #include <cstdint>
 
 #include "metal/host/device.h"
+#include "metal/host/tiles.h"
 #include "metal/kernels/args.h"
+#include "strata/quant/types.h"
 
 namespace strata::mtl {
 
@@ -45,5 +47,30 @@ void encode_rms(Device& dev, const RmsArgs& a, BufferRef x, BufferRef w, BufferR
 inline constexpr uint32_t kHcThreads = 256;
 void encode_hc_collapse(Device& dev, const HcArgs& a, BufferRef mix, BufferRef scale, BufferRef base, BufferRef X,
                         BufferRef post, BufferRef comb, BufferRef out);
+
+// ---- GEMV (gemv.h)
+
+// Function constant indices of the GEMV pipelines.
+inline constexpr uint16_t kFcGemvL = 0, kFcGemvR = 1, kFcGemvK = 2;
+
+bool gemv_supported(quant::GGMLType type);
+// The kernel name suffix of a type ("q4_k").
+const char* gemv_type_suffix(quant::GGMLType type);
+
+// Y[a·y_stride + r] = W[r, :] · X[a·x_stride ...] for r < rows, a < nx.
+struct GemvCall {
+  quant::GGMLType type = quant::GGMLType::F32;
+  BufferRef W;
+  uint32_t rows = 0, cols = 0, row_bytes = 0;
+  BufferRef X;
+  uint32_t nx = 1, x_stride = 0;
+  BufferRef Y;
+  uint32_t y_stride = 0;
+};
+void encode_gemv(Device& dev, const GemvCall& c, const GemvTile& tile);
+
+// out[i·out_stride ...] = row ids[i] of W decoded (cols elements).
+void encode_get_rows(Device& dev, quant::GGMLType type, BufferRef W, uint32_t cols, uint32_t row_bytes, BufferRef ids,
+                     uint32_t n_ids, BufferRef out, uint32_t out_stride);
 
 }  // namespace strata::mtl
