@@ -7,6 +7,7 @@
 
 // Kernel bodies in C++ (msl_compat.h maps the MSL spellings onto the emulator).
 #include "metal/kernels/msl_compat.h"
+#include "metal/kernels/attention.h"
 #include "metal/kernels/combine.h"
 #include "metal/kernels/gemv.h"
 #include "metal/kernels/norm.h"
@@ -77,6 +78,33 @@ void get_rows(const void* c, const ThreadPos& p) {
   get_rows_body<F>(b.arg<GemvArgs>(0), b.ptr<const uchar>(1), b.ptr<const int>(2), b.ptr<float>(3), kpos_of(p));
 }
 
+void qsa_prep(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  qsa_prep_body(b.arg<QsaPrepArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3),
+                b.ptr<const float>(4), b.ptr<const float>(5), b.ptr<const float>(6), b.ptr<float>(7), b.ptr<int8_t>(8),
+                b.ptr<ushort>(9), b.ptr<int8_t>(10), b.ptr<ushort>(11), b.fc_bool(0), kpos_of(p));
+}
+
+void attn_chunks(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  attn_chunks_body(b.arg<AttnArgs>(0), b.ptr<const float>(1), b.ptr<const int8_t>(2), b.ptr<const ushort>(3),
+                   b.ptr<const int8_t>(4), b.ptr<const ushort>(5), b.ptr<const int>(6), b.ptr<const int>(7),
+                   b.ptr<float>(8), b.ptr<float>(9), TG<float>(0), TG<float>(1), kpos_of(p));
+}
+
+void attn_merge(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  attn_merge_body(b.arg<AttnArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const int>(3),
+                  b.ptr<const float>(4), b.ptr<float>(5), kpos_of(p));
+}
+
+void attn_fused(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  attn_fused_body(b.arg<AttnArgs>(0), b.ptr<const float>(1), b.ptr<const int8_t>(2), b.ptr<const ushort>(3),
+                  b.ptr<const int8_t>(4), b.ptr<const ushort>(5), b.ptr<const int>(6), b.ptr<const int>(7),
+                  b.ptr<const float>(8), b.ptr<float>(9), TG<float>(0), TG<float>(1), kpos_of(p));
+}
+
 struct Entry {
   const char* name;
   KernelFn fn;
@@ -89,6 +117,10 @@ const Entry kEntries[] = {
     {"strata_combine_fast_2560x4", &combine_fast_2560x4},
     {"strata_rms_rows", &rms_rows},
     {"strata_hc_collapse", &hc_collapse},
+    {"strata_qsa_prep", &qsa_prep},
+    {"strata_attn_chunks", &attn_chunks},
+    {"strata_attn_merge", &attn_merge},
+    {"strata_attn_fused", &attn_fused},
 #define STRATA_EMU_FORMAT(suffix, F) {"strata_gemv_" suffix, &gemv<F>}, {"strata_get_rows_" suffix, &get_rows<F>},
     STRATA_EMU_FORMAT("f32", FmtF32) STRATA_EMU_FORMAT("f16", FmtF16) STRATA_EMU_FORMAT("bf16", FmtBF16)
     STRATA_EMU_FORMAT("q8_0", FmtQ8_0) STRATA_EMU_FORMAT("q4_0", FmtQ4_0) STRATA_EMU_FORMAT("q5_0", FmtQ5_0)

@@ -1,5 +1,6 @@
 #include "metal/host/dispatch.h"
 
+#include <algorithm>
 #include <string>
 
 #include "strata/util/error.h"
@@ -191,6 +192,104 @@ void encode_get_rows(Device& dev, quant::GGMLType type, BufferRef W, uint32_t co
   const uint32_t unit = quant::block_size(type) > 1 ? 16 : 8;  // the smallest unit of any format: enough threads
   const uint32_t threads = 64;
   e.dispatch(Dim3{ceil_div(ceil_div(cols, unit), threads), n_ids, 1}, Dim3{threads, 1, 1});
+}
+
+void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only) {
+  if (a.head_dim == 0 || a.head_dim > kAttnMaxHeadDim)
+    bad("attention: head_dim " + std::to_string(a.head_dim) + " (the kernels take 1.." + std::to_string(kAttnMaxHeadDim) + ")");
+  if (a.rope_dim % 2 != 0 || a.rope_dim > a.head_dim) bad("attention: rope_dim must be even and <= head_dim");
+  if (a.n_head_kv == 0 || a.n_head % a.n_head_kv != 0) bad("attention: n_head must be a multiple of n_head_kv");
+  if (a.kv_blocks != (a.head_dim + 63) / 64) bad("attention: kv_blocks != ceil(head_dim / 64)");
+  if (a.n_rows == 0) return;
+  FunctionConstants fc;
+  fc.set_bool(kFcKvOnly, kv_only);
+  Encoder& e = dev.encoder();
+  e.set_pipeline(dev.pipeline("strata_qsa_prep", fc));
+  set_args(e, 0, a);
+  e.set_buffer(1, b.q_proj.buffer ? b.q_proj : b.k_proj);
+  e.set_buffer(2, b.k_proj);
+  e.set_buffer(3, b.v_proj);
+  e.set_buffer(4, b.q_norm.buffer ? b.q_norm : b.k_norm);
+  e.set_buffer(5, b.k_norm);
+  e.set_buffer(6, b.rope_cs);
+  e.set_buffer(7, b.qh.buffer ? b.qh : b.k_proj);
+  e.set_buffer(8, b.k8);
+  e.set_buffer(9, b.ks);
+  e.set_buffer(10, b.v8);
+  e.set_buffer(11, b.vs);
+  const uint32_t slots = 2 * a.n_head_kv + (kv_only ? 0 : a.n_head);
+  e.dispatch(Dim3{slots, a.n_rows, 1}, Dim3{32, 1, 1});
+}
+
+uint32_t fused_attention_bytes(uint32_t group, uint32_t width) {
+  const uint32_t nc = (width + 63) / 64;
+  return group * width * 4 + group * nc * 8;
+}
+
+bool fused_attention_fits(uint32_t group, uint32_t width) {
+  return width <= 384 && fused_attention_bytes(group, width) + 32 <= 32768;
+}
+
+AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, uint32_t max_width, AttnPath path) {
+  if (a.head_dim == 0 || a.head_dim > kAttnMaxHeadDim) bad("attention: head_dim out of range");
+  if (a.n_head_kv == 0 || a.n_head % a.n_head_kv != 0) bad("attention: n_head must be a multiple of n_head_kv");
+  if (a.n_rows == 0) return path == AttnPath::Auto ? AttnPath::Split : path;
+  const uint32_t G = a.n_head / a.n_head_kv;
+  const bool fits = fused_attention_fits(G, max_width);
+  if (path == AttnPath::Auto) path = fits ? AttnPath::Fused : AttnPath::Split;
+  if (path == AttnPath::Fused && !fits)
+    bad("attention: the fused kernel takes lists of up to 384 cells whose scores fit in threadgroup memory (width " +
+        std::to_string(max_width) + ", " + std::to_string(G) + " heads per KV group)");
+  Encoder& e = dev.encoder();
+  const BufferRef cells = a.implicit_list ? b.n_cells : b.cells;
+  const BufferRef gates = a.gated ? b.gates : b.qh;
+  if (path == AttnPath::Fused) {
+    e.set_pipeline(dev.pipeline("strata_attn_fused"));
+    set_args(e, 0, a);
+    e.set_buffer(1, b.qh);
+    e.set_buffer(2, b.k8);
+    e.set_buffer(3, b.ks);
+    e.set_buffer(4, b.v8);
+    e.set_buffer(5, b.vs);
+    e.set_buffer(6, cells);
+    e.set_buffer(7, b.n_cells);
+    e.set_buffer(8, gates);
+    e.set_buffer(9, b.out);
+    const uint32_t nc = (max_width + 63) / 64;
+    e.set_threadgroup_memory(0, std::max<uint32_t>(G * max_width * 4, 16));
+    e.set_threadgroup_memory(1, std::max<uint32_t>(G * nc * 8, 16));
+    e.dispatch(Dim3{a.n_head_kv, a.n_rows, 1}, Dim3{256, 1, 1});
+    return path;
+  }
+  const uint32_t nc = (max_width + 63) / 64;
+  if (nc > a.n_chunks) bad("attention: " + std::to_string(nc) + " chunks exceed the " + std::to_string(a.n_chunks) + " partial planes");
+  if (a.plane_stride < a.n_rows) bad("attention: plane stride below the row count");
+  if (nc > 0) {
+    e.set_pipeline(dev.pipeline("strata_attn_chunks"));
+    set_args(e, 0, a);
+    e.set_buffer(1, b.qh);
+    e.set_buffer(2, b.k8);
+    e.set_buffer(3, b.ks);
+    e.set_buffer(4, b.v8);
+    e.set_buffer(5, b.vs);
+    e.set_buffer(6, cells);
+    e.set_buffer(7, b.n_cells);
+    e.set_buffer(8, b.part_o);
+    e.set_buffer(9, b.part_ml);
+    e.set_threadgroup_memory(0, 64 * 4);
+    e.set_threadgroup_memory(1, 2 * 4);
+    e.dispatch(Dim3{nc, a.n_head, a.n_rows}, Dim3{64, 1, 1});
+    e.barrier();
+  }
+  e.set_pipeline(dev.pipeline("strata_attn_merge"));
+  set_args(e, 0, a);
+  e.set_buffer(1, b.part_o.buffer ? b.part_o : b.qh);
+  e.set_buffer(2, b.part_ml.buffer ? b.part_ml : b.qh);
+  e.set_buffer(3, b.n_cells);
+  e.set_buffer(4, gates);
+  e.set_buffer(5, b.out);
+  e.dispatch(Dim3{a.n_head, a.n_rows, 1}, Dim3{std::min<uint32_t>(a.head_dim, 256), 1, 1});
+  return path;
 }
 
 }  // namespace strata::mtl

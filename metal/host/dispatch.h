@@ -73,4 +73,34 @@ void encode_gemv(Device& dev, const GemvCall& c, const GemvTile& tile);
 void encode_get_rows(Device& dev, quant::GGMLType type, BufferRef W, uint32_t cols, uint32_t row_bytes, BufferRef ids,
                      uint32_t n_ids, BufferRef out, uint32_t out_stride);
 
+// ---- attention (attention.h)
+
+inline constexpr uint16_t kFcKvOnly = 0;  // qsa_prep: write K/V only (catch-up rows)
+inline constexpr uint32_t kAttnMaxHeadDim = 256;
+
+struct QsaBuffers {
+  BufferRef q_proj, k_proj, v_proj;  // projection outputs
+  BufferRef q_norm, k_norm;          // [Dh] weights
+  BufferRef rope_cs;                 // [row][cs_stride]: cos then sin of the row's position (Rope::angles)
+  BufferRef qh;                      // [row][Hq][Dh] out
+  BufferRef k8, ks, v8, vs;          // the layer's cells
+};
+void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only);
+
+struct AttnBuffers {
+  BufferRef qh, k8, ks, v8, vs;
+  BufferRef cells;    // [row][list_stride] cell ids (unused with implicit lists)
+  BufferRef n_cells;  // [row] list lengths
+  BufferRef gates;    // the q projection output (gated models)
+  BufferRef out;      // [row][out_stride]
+  BufferRef part_o, part_ml;  // split path: [n_chunks][plane_stride][Hq][Dh] and [..][2]
+};
+enum class AttnPath { Split, Fused, Auto };
+// Threadgroup bytes the fused kernel needs for G heads per KV group over `width` cells.
+uint32_t fused_attention_bytes(uint32_t group, uint32_t width);
+bool fused_attention_fits(uint32_t group, uint32_t width);
+// max_width: the longest list of the batch (the split path's chunk planes; the fused path's limit).
+// Auto takes the fused kernel when it fits. Returns the path taken.
+AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, uint32_t max_width, AttnPath path);
+
 }  // namespace strata::mtl

@@ -87,30 +87,29 @@ struct QsaPrepArgs {
   uint32_t n_head;        // Hq
   uint32_t n_head_kv;     // Hkv
   uint32_t head_dim;      // Dh
-  uint32_t rope_dim;      // rotated dims (even, <= Dh)
-  uint32_t gated;
+  uint32_t rope_dim;      // rotated dims (even, <= Dh; 0 = no RoPE)
+  uint32_t gated;         // q rows hold [query, gate] per head
   uint32_t q_stride;      // floats between rows of the q projection output
   uint32_t kv_stride;     // floats between rows of the k / v projection outputs
-  uint32_t cs_stride;     // floats between rows of the cos/sin table
+  uint32_t cs_stride;     // floats between rows of the cos/sin table (rope_dim: cos then sin)
   float eps;
-  uint32_t pos0;          // cell of row 0 (cell = position)
+  uint32_t cell0;         // cell written by row 0 (row r writes cell0 + r)
   uint32_t kv_blocks;     // ceil(Dh / 64)
 };
 
 struct AttnArgs {
   uint32_t n_rows;
-  uint32_t n_head;
-  uint32_t n_head_kv;
-  uint32_t head_dim;
-  uint32_t kv_blocks;
+  uint32_t n_head;        // Hq
+  uint32_t n_head_kv;     // Hkv
+  uint32_t head_dim;      // Dh
+  uint32_t kv_blocks;     // ceil(Dh / 64)
   uint32_t list_stride;   // entries between rows of the cell lists
-  uint32_t implicit_list; // 1: row r attends to cells 0 .. n_cells[r]-1 (no list)
-  uint32_t plane_stride;  // rows per plane of the chunk partials (>= n_rows)
-  uint32_t n_chunks;      // chunk planes allocated (split path)
-  uint32_t q_stride;      // floats between rows of the normed/rotated queries ([Hq][Dh] per row)
-  uint32_t gate_stride;   // floats between rows of the q projection (gates); 0 = ungated
-  uint32_t out_stride;    // floats between output rows
-  float scale;            // 1 / sqrt(Dh)
-  uint32_t cell_bytes_k;  // bytes between cells of the int8 K (and V) planes: Hkv * Dh
-  uint32_t cell_scales;   // fp16 scales between cells: Hkv * kv_blocks
+  uint32_t implicit_list; // 1: row r attends to cells 0 .. n_cells[r]-1 (no list buffer)
+  uint32_t plane_stride;  // rows per plane of the chunk partials (>= n_rows; split path)
+  uint32_t n_chunks;      // chunk planes (split path: ceil(max list length / 64))
+  uint32_t q_stride;      // floats between rows of the queries ([Hq][Dh] per row)
+  uint32_t gate_stride;   // floats between rows of the q projection holding the gates
+  uint32_t gated;
+  uint32_t out_stride;    // floats between output rows ([Hq·Dh] per row)
+  float sqrt_dh;          // scores are (q·k)/sqrt_dh
 };
