@@ -1,6 +1,7 @@
 #include "metal/emu/emu_device.h"
 
 #include <cstring>
+#include <vector>
 
 #include "strata/util/aligned.h"
 #include "strata/util/error.h"
@@ -61,7 +62,7 @@ class EmuDevice::EmuPipeline final : public Pipeline {
 
 class EmuDevice::EmuEncoder final : public Encoder {
  public:
-  explicit EmuEncoder(emu::Emulator& e) : emu_(e) {}
+  EmuEncoder(emu::Emulator& e, bool reverse) : emu_(e), reverse_(reverse) {}
 
   void set_pipeline(const Pipeline& p) override { pipe_ = static_cast<const EmuPipeline*>(&p); }
 
@@ -95,20 +96,28 @@ class EmuDevice::EmuEncoder final : public Encoder {
     if (pipe_ == nullptr) throw_error(ErrorKind::Internal, "dispatch without a pipeline");
     std::memcpy(bind_.fc, pipe_->fc(), sizeof(bind_.fc));
     std::memcpy(bind_.fc_set, pipe_->fc_set(), sizeof(bind_.fc_set));
-    emu::Launch l;
-    l.fn = pipe_->fn();
-    l.ctx = &bind_;
-    l.grid = emu::Dim3{groups.x, groups.y, groups.z};
-    l.group = emu::Dim3{threads.x, threads.y, threads.z};
-    for (int i = 0; i < emu::kMaxThreadgroupArgs; ++i) l.tg_bytes[i] = tg_[i];
-    l.name = pipe_->name().c_str();
     ++dispatches_;
-    emu_.dispatch(l);
+    Pending d{pipe_, {}, groups, threads, {}};
+    for (int i = 0; i < emu::kMaxThreadgroupArgs; ++i) d.tg[i] = tg_[i];
     // Threadgroup lengths do not carry over to the next pipeline's dispatch unless set again.
     for (auto& t : tg_) t = 0;
+    if (!reverse_) {
+      run(d, bind_);
+      return;
+    }
+    d.bind = std::make_unique<emu::EmuBinding>();
+    copy_binding(bind_, *d.bind);
+    pending_.push_back(std::move(d));
   }
 
-  void barrier() override { ++barriers_; }
+  void barrier() override {
+    ++barriers_;
+    flush();
+  }
+  void flush() {
+    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) run(*it, *it->bind);
+    pending_.clear();
+  }
   uint64_t barriers() const { return barriers_; }
 
  private:
@@ -116,14 +125,47 @@ class EmuDevice::EmuEncoder final : public Encoder {
     if (index >= static_cast<uint32_t>(emu::kMaxBufferArgs))
       throw_error(ErrorKind::Internal, "buffer index " + std::to_string(index) + " is out of range");
   }
+  struct Pending {
+    const EmuPipeline* pipe;
+    std::unique_ptr<emu::EmuBinding> bind;
+    Dim3 groups, threads;
+    uint32_t tg[emu::kMaxThreadgroupArgs];
+  };
+
+  void run(const Pending& d, const emu::EmuBinding& b) {
+    emu::Launch l;
+    l.fn = d.pipe->fn();
+    l.ctx = &b;
+    l.grid = emu::Dim3{d.groups.x, d.groups.y, d.groups.z};
+    l.group = emu::Dim3{d.threads.x, d.threads.y, d.threads.z};
+    for (int i = 0; i < emu::kMaxThreadgroupArgs; ++i) l.tg_bytes[i] = d.tg[i];
+    l.name = d.pipe->name().c_str();
+    emu_.dispatch(l);
+  }
+
+  // A deep copy: set_bytes data moves with the binding (pointers into `bytes` are re-aimed).
+  static void copy_binding(const emu::EmuBinding& from, emu::EmuBinding& to) {
+    for (int i = 0; i < emu::kMaxBufferArgs; ++i) {
+      to.bytes[i] = from.bytes[i];
+      const bool inline_bytes = !from.bytes[i].empty() && from.buf[i] == from.bytes[i].data();
+      to.buf[i] = inline_bytes ? to.bytes[i].data() : from.buf[i];
+      to.len[i] = from.len[i];
+    }
+    std::memcpy(to.fc, from.fc, sizeof(to.fc));
+    std::memcpy(to.fc_set, from.fc_set, sizeof(to.fc_set));
+  }
+
   emu::Emulator& emu_;
+  bool reverse_;
+  std::vector<Pending> pending_;
   const EmuPipeline* pipe_ = nullptr;
   emu::EmuBinding bind_;
   uint32_t tg_[emu::kMaxThreadgroupArgs] = {};
   uint64_t barriers_ = 0;
 };
 
-EmuDevice::EmuDevice(emu::Options opt) : emu_(opt), encoder_(std::make_unique<EmuEncoder>(emu_)) {}
+EmuDevice::EmuDevice(emu::Options opt, bool reverse_between_barriers)
+    : emu_(opt), encoder_(std::make_unique<EmuEncoder>(emu_, reverse_between_barriers)) {}
 EmuDevice::~EmuDevice() = default;
 
 std::unique_ptr<Buffer> EmuDevice::new_buffer(std::size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
@@ -146,7 +188,7 @@ const Pipeline& EmuDevice::pipeline(const std::string& kernel, const FunctionCon
 
 Encoder& EmuDevice::encoder() { return *encoder_; }
 
-void EmuDevice::submit() {}
+void EmuDevice::submit() { encoder_->flush(); }
 
 uint64_t EmuDevice::barriers() const { return encoder_->barriers(); }
 

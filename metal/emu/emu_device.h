@@ -1,9 +1,11 @@
 #pragma once
 // The emulator implementation of the encoder interface (metal/host/device.h): buffers are host
-// memory, pipelines are the C++ entry points of metal/emu/kernels_emu.cpp, and every dispatch runs
-// at once on the threadgroup emulator (so submit() has nothing left to do). Dispatches execute in
-// encoding order, which satisfies every barrier() trivially; the encoder still counts them and checks
-// that a dispatch has a pipeline and that every buffer index the plan set is valid.
+// memory, pipelines are the C++ entry points of metal/emu/kernels_emu.cpp, and dispatches run on the
+// threadgroup emulator. By default each dispatch runs when it is encoded (in order, which satisfies
+// every barrier). With reverse_between_barriers, the dispatches between two barriers (or a barrier and
+// submit) are held and run in reverse order: on the GPU a concurrent encoder may overlap or reorder
+// them, so a dispatch plan that forgot a barrier between dependent dispatches gives a different
+// answer here instead of passing by luck.
 #include <map>
 #include <memory>
 #include <string>
@@ -16,7 +18,7 @@ namespace strata::mtl {
 
 class EmuDevice final : public Device {
  public:
-  explicit EmuDevice(emu::Options opt = {});
+  explicit EmuDevice(emu::Options opt = {}, bool reverse_between_barriers = false);
   ~EmuDevice() override;
 
   const char* name() const override { return "metal-emu"; }

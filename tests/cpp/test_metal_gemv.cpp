@@ -248,3 +248,44 @@ TEST(tile_parsing_and_validation) {
   CHECK_THROWS(strata::mtl::drafter_tiles_from_env());
   ::unsetenv("STRATA_METAL_MTP_TILE");
 }
+
+TEST(reverse_between_barriers_exposes_a_missing_barrier) {
+  // get_rows writes the activations the GEMV reads: with a barrier between them the answer is right in
+  // either execution order; without one, the reversing device runs the GEMV first and it shows.
+  std::mt19937 rng(25);
+  const uint32_t cols = 256, rows = 16;
+  Matrix emb = random_matrix(GGMLType::F16, 4, cols, rng);
+  Matrix w = random_matrix(GGMLType::Q8_0, rows, cols, rng);
+  std::vector<float> expect(rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    double s = 0.0;
+    for (uint32_t j = 0; j < cols; ++j) s += static_cast<double>(w.deq[r * cols + j]) * emb.deq[2 * cols + j];
+    expect[r] = static_cast<float>(s);
+  }
+  for (int with_barrier = 0; with_barrier < 2; ++with_barrier) {
+    EmuDevice dev({}, /*reverse_between_barriers=*/true);
+    auto be = upload(dev, emb.bytes.data(), emb.bytes.size());
+    auto bw = upload(dev, w.bytes.data(), w.bytes.size());
+    const int32_t id = 2;
+    auto bi = upload(dev, &id, 4);
+    auto bx = dev.new_buffer(cols * 4);
+    auto by = dev.new_buffer(rows * 4);
+    strata::mtl::encode_get_rows(dev, GGMLType::F16, BufferRef{be.get()}, cols, emb.row_bytes, BufferRef{bi.get()}, 1,
+                                 BufferRef{bx.get()}, cols);
+    if (with_barrier) dev.encoder().barrier();
+    strata::mtl::GemvCall c;
+    c.type = GGMLType::Q8_0;
+    c.W = BufferRef{bw.get()};
+    c.rows = rows;
+    c.cols = cols;
+    c.row_bytes = w.row_bytes;
+    c.X = BufferRef{bx.get()};
+    c.Y = BufferRef{by.get()};
+    strata::mtl::encode_gemv(dev, c, strata::mtl::GemvTiles{}.narrow);
+    dev.submit();
+    const float* y = static_cast<const float*>(by->contents());
+    bool close = true;
+    for (uint32_t r = 0; r < rows; ++r) close = close && std::fabs(y[r] - expect[r]) <= 1e-3f * (1.0f + std::fabs(expect[r]));
+    CHECK(close == (with_barrier == 1));
+  }
+}
