@@ -8,8 +8,10 @@
 // Kernel bodies in C++ (msl_compat.h maps the MSL spellings onto the emulator).
 #include "metal/kernels/msl_compat.h"
 #include "metal/kernels/attention.h"
+#include "metal/kernels/cells.h"
 #include "metal/kernels/combine.h"
 #include "metal/kernels/gemv.h"
+#include "metal/kernels/moe.h"
 #include "metal/kernels/norm.h"
 #include "metal/kernels/plan.h"
 #include "metal/kernels/router.h"
@@ -105,6 +107,31 @@ void attn_fused(const void* c, const ThreadPos& p) {
                   b.ptr<const float>(8), b.ptr<float>(9), TG<float>(0), TG<float>(1), kpos_of(p));
 }
 
+template <class F>
+void moe_gemv(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  moe_gemv_body<F>(b.arg<GemvArgs>(0), b.ptr<const uchar>(1), b.ptr<const float>(2), b.ptr<float>(3),
+                   b.ptr<const PlanHeader>(4), b.ptr<const int>(5), b.ptr<const int>(6), b.ptr<const int>(7), b.fc[0],
+                   b.fc[1], b.fc[2], kpos_of(p));
+}
+
+void elementwise(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  elementwise_body(b.arg<EwArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<float>(3), kpos_of(p));
+}
+
+void indexer_scores(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  indexer_scores_body(b.arg<CellArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3),
+                      b.ptr<float>(4), kpos_of(p));
+}
+
+void select_cells(const void* c, const ThreadPos& p) {
+  const EmuBinding& b = B(c);
+  select_cells_body(b.arg<CellArgs>(0), b.ptr<const float>(1), b.ptr<int>(2), b.ptr<int>(3), TG<uint>(0), TG<uint>(1),
+                    kpos_of(p));
+}
+
 struct Entry {
   const char* name;
   KernelFn fn;
@@ -121,7 +148,11 @@ const Entry kEntries[] = {
     {"strata_attn_chunks", &attn_chunks},
     {"strata_attn_merge", &attn_merge},
     {"strata_attn_fused", &attn_fused},
-#define STRATA_EMU_FORMAT(suffix, F) {"strata_gemv_" suffix, &gemv<F>}, {"strata_get_rows_" suffix, &get_rows<F>},
+    {"strata_elementwise", &elementwise},
+    {"strata_indexer_scores", &indexer_scores},
+    {"strata_select_cells", &select_cells},
+#define STRATA_EMU_FORMAT(suffix, F) \
+  {"strata_gemv_" suffix, &gemv<F>}, {"strata_get_rows_" suffix, &get_rows<F>}, {"strata_moe_gemv_" suffix, &moe_gemv<F>},
     STRATA_EMU_FORMAT("f32", FmtF32) STRATA_EMU_FORMAT("f16", FmtF16) STRATA_EMU_FORMAT("bf16", FmtBF16)
     STRATA_EMU_FORMAT("q8_0", FmtQ8_0) STRATA_EMU_FORMAT("q4_0", FmtQ4_0) STRATA_EMU_FORMAT("q5_0", FmtQ5_0)
     STRATA_EMU_FORMAT("q4_k", FmtQ4_K) STRATA_EMU_FORMAT("q6_k", FmtQ6_K) STRATA_EMU_FORMAT("q2_k", FmtQ2_K)

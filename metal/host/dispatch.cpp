@@ -194,6 +194,47 @@ void encode_get_rows(Device& dev, quant::GGMLType type, BufferRef W, uint32_t co
   e.dispatch(Dim3{ceil_div(ceil_div(cols, unit), threads), n_ids, 1}, Dim3{threads, 1, 1});
 }
 
+void encode_moe_gemv(Device& dev, const MoeGemvCall& c, const GemvTile& t) {
+  if (!tile_supported(t)) bad("unsupported GEMV tile " + tile_string(t));
+  check_matrix(c.type, c.cols, c.row_bytes);
+  if (c.rows == 0 || c.max_groups == 0) return;
+  FunctionConstants fc;
+  fc.set_uint(kFcGemvL, t.L).set_uint(kFcGemvR, t.R).set_uint(kFcGemvK, t.K);
+  Encoder& e = dev.encoder();
+  e.set_pipeline(dev.pipeline(std::string("strata_moe_gemv_") + gemv_type_suffix(c.type), fc));
+  GemvArgs a{};
+  a.rows = c.rows;
+  a.cols = c.cols;
+  a.row_bytes = c.row_bytes;
+  a.x_stride = c.x_stride;
+  a.y_stride = c.y_stride;
+  a.expert_bytes = c.expert_bytes;
+  a.k = c.x_per_token ? c.k : 0;
+  set_args(e, 0, a);
+  e.set_buffer(1, c.W);
+  e.set_buffer(2, c.X);
+  e.set_buffer(3, c.Y);
+  e.set_buffer(4, c.header);
+  e.set_buffer(5, c.group_expert);
+  e.set_buffer(6, c.group_offset);
+  e.set_buffer(7, c.slot_entry);
+  const uint32_t rows_per_group = t.S * (32 / t.L) * t.R;
+  e.dispatch(Dim3{ceil_div(c.rows, rows_per_group), c.max_groups, 1}, Dim3{32 * t.S, 1, 1});
+}
+
+void encode_elementwise(Device& dev, const EwArgs& a, BufferRef x, BufferRef y, BufferRef out) {
+  if (a.op > 3) bad("elementwise: unknown op " + std::to_string(a.op));
+  if ((a.op == 2 || a.op == 3) && (a.inner == 0 || a.group == 0)) bad("elementwise: broadcast shape");
+  if (a.n == 0) return;
+  Encoder& e = dev.encoder();
+  e.set_pipeline(dev.pipeline("strata_elementwise"));
+  set_args(e, 0, a);
+  e.set_buffer(1, x);
+  e.set_buffer(2, y.buffer ? y : x);
+  e.set_buffer(3, out);
+  e.dispatch(Dim3{ceil_div(a.n, 256), 1, 1}, Dim3{256, 1, 1});
+}
+
 void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only) {
   if (a.head_dim == 0 || a.head_dim > kAttnMaxHeadDim)
     bad("attention: head_dim " + std::to_string(a.head_dim) + " (the kernels take 1.." + std::to_string(kAttnMaxHeadDim) + ")");
@@ -290,6 +331,35 @@ AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, 
   e.set_buffer(5, b.out);
   e.dispatch(Dim3{a.n_head, a.n_rows, 1}, Dim3{std::min<uint32_t>(a.head_dim, 256), 1, 1});
   return path;
+}
+
+void encode_indexer_scores(Device& dev, const CellArgs& a, BufferRef iq, BufferRef iw, BufferRef ik, BufferRef scores,
+                           uint32_t max_candidates) {
+  if (a.window == 0) bad("indexer: needs a sliding window");
+  if (a.n_rows == 0 || max_candidates == 0) return;
+  Encoder& e = dev.encoder();
+  e.set_pipeline(dev.pipeline("strata_indexer_scores"));
+  set_args(e, 0, a);
+  e.set_buffer(1, iq);
+  e.set_buffer(2, iw);
+  e.set_buffer(3, ik);
+  e.set_buffer(4, scores);
+  e.dispatch(Dim3{ceil_div(max_candidates, 128), a.n_rows, 1}, Dim3{128, 1, 1});
+}
+
+void encode_select_cells(Device& dev, const CellArgs& a, BufferRef scores, BufferRef lists, BufferRef n_cells) {
+  if (a.window == 0) bad("cell lists: window 0 means implicit lists");
+  if (a.top_k > 1024) bad("cell lists: top_k " + std::to_string(a.top_k) + " (the kernel picks at most 1024)");
+  if (a.n_rows == 0) return;
+  Encoder& e = dev.encoder();
+  e.set_pipeline(dev.pipeline("strata_select_cells"));
+  set_args(e, 0, a);
+  e.set_buffer(1, scores.buffer ? scores : lists);
+  e.set_buffer(2, lists);
+  e.set_buffer(3, n_cells);
+  e.set_threadgroup_memory(0, std::max<uint32_t>(a.top_k * 4, 16));
+  e.set_threadgroup_memory(1, (2 * (kSelectThreads / 32) + 2) * 4);
+  e.dispatch(Dim3{a.n_rows, 1, 1}, Dim3{kSelectThreads, 1, 1});
 }
 
 }  // namespace strata::mtl

@@ -73,6 +73,26 @@ void encode_gemv(Device& dev, const GemvCall& c, const GemvTile& tile);
 void encode_get_rows(Device& dev, quant::GGMLType type, BufferRef W, uint32_t cols, uint32_t row_bytes, BufferRef ids,
                      uint32_t n_ids, BufferRef out, uint32_t out_stride);
 
+// MoE expert GEMV through a plan (moe.h): for each plan group (expert), rows of that expert's matrix
+// times the activations of the group's slots. x_per_token: activation row = entry / k (else entry).
+struct MoeGemvCall {
+  quant::GGMLType type = quant::GGMLType::F32;
+  BufferRef W;  // [E][rows][row_bytes]
+  uint32_t rows = 0, cols = 0, row_bytes = 0, expert_bytes = 0;
+  BufferRef X;
+  uint32_t x_stride = 0;
+  bool x_per_token = true;
+  uint32_t k = 1;
+  BufferRef Y;  // [entry][y_stride]
+  uint32_t y_stride = 0;
+  BufferRef header, group_expert, group_offset, slot_entry;  // the plan (encode_plan)
+  uint32_t max_groups = 0;  // min(E, entries): the grid's group dimension
+};
+void encode_moe_gemv(Device& dev, const MoeGemvCall& c, const GemvTile& tile);
+
+// Element-wise steps (moe.h): op is one of kEw* (metal/kernels/moe.h).
+void encode_elementwise(Device& dev, const EwArgs& a, BufferRef x, BufferRef y, BufferRef out);
+
 // ---- attention (attention.h)
 
 inline constexpr uint16_t kFcKvOnly = 0;  // qsa_prep: write K/V only (catch-up rows)
@@ -102,5 +122,13 @@ bool fused_attention_fits(uint32_t group, uint32_t width);
 // max_width: the longest list of the batch (the split path's chunk planes; the fused path's limit).
 // Auto takes the fused kernel when it fits. Returns the path taken.
 AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, uint32_t max_width, AttnPath path);
+
+// ---- cell lists (cells.h)
+
+inline constexpr uint32_t kSelectThreads = 256;
+// Indexer scores of every row's candidates, then the lists. a.window > 0 (list mode).
+void encode_indexer_scores(Device& dev, const CellArgs& a, BufferRef iq, BufferRef iw, BufferRef ik, BufferRef scores,
+                           uint32_t max_candidates);
+void encode_select_cells(Device& dev, const CellArgs& a, BufferRef scores, BufferRef lists, BufferRef n_cells);
 
 }  // namespace strata::mtl

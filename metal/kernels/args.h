@@ -113,3 +113,29 @@ struct AttnArgs {
   uint32_t out_stride;    // floats between output rows ([Hq·Dh] per row)
   float sqrt_dh;          // scores are (q·k)/sqrt_dh
 };
+
+// ---- MoE and element-wise (moe.h)
+
+struct EwArgs {
+  uint32_t n;      // elements
+  uint32_t op;     // kEw*
+  uint32_t inner;  // broadcast ops: the source row length
+  uint32_t group;  // broadcast ops: output elements per source row
+};
+
+// ---- cell lists and the lightning indexer (cells.h)
+
+struct CellArgs {
+  uint32_t n_rows;
+  uint32_t pos0;          // position (= cell) of row 0
+  uint32_t sink;          // S
+  uint32_t window;        // W (> 0: list mode)
+  uint32_t top_k;         // T (0: no indexer picks)
+  uint32_t list_stride;   // entries between rows of the lists
+  uint32_t score_stride;  // floats between rows of the indexer scores
+  uint32_t heads;         // Hi
+  uint32_t dim;           // Di
+  uint32_t q_stride;      // floats between rows of the indexer queries ([Hi][Di])
+  uint32_t w_stride;      // floats between rows of the indexer head weights ([Hi])
+  uint32_t use_scores;    // 1: pick top_k candidates by score
+};

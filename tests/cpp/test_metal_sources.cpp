@@ -50,10 +50,12 @@ TEST(metal_entry_points_match_the_emulator_table) {
     for (std::sregex_iterator it(src.begin(), src.end(), gemv), end; it != end; ++it) {
       metal_names.insert("strata_gemv_" + (*it)[1].str());
       metal_names.insert("strata_get_rows_" + (*it)[1].str());
+      metal_names.insert("strata_moe_gemv_" + (*it)[1].str());
     }
   }
   metal_names.erase("strata_gemv_suffix");  // the macro's own definition line
   metal_names.erase("strata_get_rows_suffix");
+  metal_names.erase("strata_moe_gemv_suffix");
   std::set<std::string> emu_names;
   for (const char* n : strata::emu::kernel_names()) emu_names.insert(n);
   CHECK(files >= 4);
