@@ -6,8 +6,11 @@
 // device buffers allocated once; the host only fills the per-chunk tokens and RoPE angles (the
 // CPU's Rope::angles, so positions encode identically) and reads the logits back.
 //
-// The main model only: the MTP drafter's Metal path (fc_embedding / fc_hidden, the fused drafter
-// attention, the restricted head) is encoded by the same kernels but not yet wired here.
+// With an MTP layer, eval() also encodes the drafter's cells the way engine::Runner does (positions
+// start-1 .. start+n-2, K/V only: qsa_prep's kv_only rows, R-8), and mtp_draft() runs chained draft
+// steps: fc_embedding, fc_hidden over the n streams as one GEMV, the block over the drafter's
+// own sink + window cells (the fused attention when the list fits, R-6; never indexer state), the MTP
+// HyperHead and the restricted-vocab head.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,9 +23,13 @@
 namespace strata::mtl {
 
 struct MetalModelConfig {
-  int max_rows = 32;    // rows per chunk
-  int64_t max_ctx = 0;  // cells; 0 = min(context_length, 4096)
-  GemvTiles tiles;
+  int max_rows = 32;         // rows per chunk
+  int64_t max_ctx = 0;       // cells; 0 = min(context_length, 4096)
+  GemvTiles tiles;           // main model
+  GemvTiles drafter_tiles;   // the MTP layer (STRATA_METAL_MTP_TILE: drafter_tiles_from_env())
+  int64_t mtp_sink = 64;     // STRATA_METAL_MTP_SINK
+  int64_t mtp_window = 256;  // STRATA_METAL_MTP_WIN (0: every causal cell)
+  bool encode_mtp = true;    // encode MTP cells during eval (no effect without an MTP layer)
 };
 
 class MetalModel {
@@ -40,6 +47,12 @@ class MetalModel {
   // The final streams [n][d] of the last row of the last eval (before the HyperHead).
   std::vector<float> last_streams() const;
 
+  bool has_mtp() const { return mtp_ != nullptr; }
+  // n_steps chained draft steps from the streams of position p (held from the last eval: p must be
+  // its last row) and the next token t_{p+1}: step j runs at p + j. tokens_out: [n_steps] vocabulary
+  // ids; logits_out: [n_steps][Vr] or nullptr.
+  void mtp_draft(int64_t p, int32_t next_token, int n_steps, float* logits_out, int32_t* tokens_out);
+
  private:
   struct DevWeight {
     BufferRef ref;
@@ -47,17 +60,28 @@ class MetalModel {
     uint32_t rows = 0, cols = 0, row_bytes = 0, expert_bytes = 0;
   };
   struct Layer;
+  struct Mtp;
+  // Where a block's attention reads and writes: its cells and their selection rule.
+  struct Cells {
+    BufferRef k8, ks, v8, vs, ik;
+    bool indexer = false;
+    uint32_t sink = 0, window = 0, top_k = 0, list_stride = 0;
+  };
 
   BufferRef wrap(const void* p, std::size_t bytes);
   DevWeight weight(const model::Weight& w);
   DevWeight experts(const model::ExpertWeights& w);
   BufferRef scratch(std::size_t bytes);
 
+  std::unique_ptr<Layer> bind_layer(const model::LayerWeights& lw);
   void run_chunk(const int32_t* tokens, int R, int64_t start, float* logits_out);
-  void hc_enter(const Layer& L, bool ffn, int R);
-  void attention(const Layer& L, int layer, int R, int64_t start);
-  void moe(const Layer& L, int layer, int R);
-  void head(int row, float* logits_out);
+  void hc_enter(const Layer& L, BufferRef X, bool ffn, int R);
+  void attention(const Layer& L, const Cells& c, BufferRef X, int R, int64_t start, bool kv_only);
+  void moe(const Layer& L, BufferRef X, int status_slot, int R);
+  void head(BufferRef xrow, BufferRef fn, BufferRef base, BufferRef scale, BufferRef norm, const DevWeight& out,
+            BufferRef logits);
+  void mtp_inputs(BufferRef H, int m);
+  void mtp_encode(int64_t chunk_start, const int32_t* tokens, int R);
   void gemv(const DevWeight& w, BufferRef x, uint32_t nx, uint32_t x_stride, BufferRef y, uint32_t y_stride);
 
   Device& dev_;
@@ -70,12 +94,16 @@ class MetalModel {
   engine::Rope rope_;
   std::vector<std::unique_ptr<Buffer>> owned_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Cells> cells_;  // per main layer
+  std::unique_ptr<Mtp> mtp_;
+  const GemvTiles* tiles_ = nullptr;  // the tiles of the block being encoded
   DevWeight tok_embd_, output_;
   BufferRef output_norm_, head_fn_, head_base_, head_scale_;
 
   // Cells and scratch (see metal_model.cpp for shapes).
   uint32_t list_stride_ = 0, n_chunks_ = 0, max_cand_ = 0;
-  BufferRef tokens_, rope_cs_, emb_, X_, flat_, mix_, post_, comb_, collapsed_, xn_, q_, k_, v_, qh_, att_, out_,
+  int64_t carry_pos_ = -1;  // position whose final streams carry_ holds
+  BufferRef tokens_, carry_, rope_cs_, emb_, X_, flat_, mix_, post_, comb_, collapsed_, xn_, q_, k_, v_, qh_, att_, out_,
       ones_, lists_, n_cells_, iq_, iw_, iscores_, part_o_, part_ml_, rlogits_, ids_, rw_, status_, plan_hdr_,
       plan_ge_, plan_go_, plan_se_, plan_es_, ge_, ue_, routed_, sg_, su_, shared_, shgate_, h_, hn_, logits_;
 };
