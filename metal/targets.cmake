@@ -8,10 +8,20 @@
 # encoder is added (metal/host/*_apple.cpp).
 
 option(STRATA_METAL_SANITIZE "Build the Metal emulator and its tests with -fsanitize=address,undefined" OFF)
+# metal-cpp (https://developer.apple.com/metal/cpp/) is header-only; point STRATA_METAL_CPP_DIR at it.
+set(STRATA_METAL_CPP_DIR "" CACHE PATH "metal-cpp headers (the folder holding Metal/Metal.hpp), Apple only")
+set(_strata_with_metal_cpp OFF)
+if(APPLE AND STRATA_METAL_CPP_DIR)
+  set(_strata_with_metal_cpp ON)
+endif()
 
 file(GLOB STRATA_METAL_EMU_SOURCES CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_LIST_DIR}/emu/*.cpp ${CMAKE_CURRENT_LIST_DIR}/host/*.cpp)
 list(FILTER STRATA_METAL_EMU_SOURCES EXCLUDE REGEX "_apple\\.cpp$")
+if(_strata_with_metal_cpp)
+  # backend.cpp can create the GPU device there: it moves to strata_metal (below).
+  list(FILTER STRATA_METAL_EMU_SOURCES EXCLUDE REGEX "/host/backend\\.cpp$")
+endif()
 
 add_library(strata_metal_emu STATIC ${STRATA_METAL_EMU_SOURCES})
 target_include_directories(strata_metal_emu PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
@@ -39,14 +49,13 @@ if(STRATA_TESTS)
 endif()
 
 if(APPLE)
-  # metal-cpp (https://developer.apple.com/metal/cpp/) is header-only; point STRATA_METAL_CPP_DIR at it.
-  set(STRATA_METAL_CPP_DIR "" CACHE PATH "metal-cpp headers (the folder holding Metal/Metal.hpp)")
   file(GLOB _strata_metal_apple CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/host/*_apple.cpp)
-  if(STRATA_METAL_CPP_DIR AND _strata_metal_apple)
-    add_library(strata_metal STATIC ${_strata_metal_apple})
+  if(_strata_with_metal_cpp)
+    add_library(strata_metal STATIC ${_strata_metal_apple} ${CMAKE_CURRENT_LIST_DIR}/host/backend.cpp)
     target_include_directories(strata_metal SYSTEM PUBLIC ${STRATA_METAL_CPP_DIR})
     target_link_libraries(strata_metal PUBLIC strata_metal_emu "-framework Metal" "-framework Foundation")
     target_compile_options(strata_metal PRIVATE ${STRATA_WARNINGS})
+    target_compile_definitions(strata_metal PRIVATE STRATA_HAVE_METAL_DEVICE=1)
   endif()
   # The .metal entry points -> strata.metallib, compiled with fast math and FP contraction off so
   # the bitwise promises the emulator checks hold on the GPU too.
@@ -76,5 +85,14 @@ if(APPLE)
     target_compile_definitions(test_metal_device_parity PRIVATE STRATA_HAVE_METAL_DEVICE=1
                                STRATA_METALLIB="${CMAKE_CURRENT_BINARY_DIR}/strata.metallib")
     add_dependencies(test_metal_device_parity strata_metallib)
+  endif()
+endif()
+
+# The Python module gets strata._strata.MetalEngine (cpp/bindings/bind_metal.cpp).
+if(TARGET _strata)
+  if(TARGET strata_metal)
+    target_link_libraries(_strata PRIVATE strata_metal)
+  else()
+    target_link_libraries(_strata PRIVATE strata_metal_emu)
   endif()
 endif()

@@ -8,6 +8,7 @@ void bind_all(pybind11::module_& m) {
   bind_decode(m);
   bind_engine(m);
   bind_quant(m);
+  bind_metal(m);
 }
 
 }  // namespace strata::bindings
