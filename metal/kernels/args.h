@@ -2,7 +2,9 @@
 // Argument blocks of the kernels ([[buffer(0)]], set with set_bytes): plain structs of 32-bit fields,
 // laid out the same by the Metal compiler and by C++, shared by the kernel bodies and the host's
 // dispatch plan (metal/host/dispatch.*). No MSL keywords here.
-#if !defined(__METAL_VERSION__)
+#if defined(__METAL_VERSION__)
+#include <metal_stdlib>  // uint32_t and friends
+#else
 #include <cstdint>
 #endif
 
