@@ -7,13 +7,13 @@
 # Writes into "$OUT" (default ./out): model-0000i-of-0000N.safetensors (< 15 MiB each),
 # config.json, train_log.json (the progress lines go to stdout). Extra arguments go to strata_train.train.
 #
-# Wall clock: ~15 s start-up + TIME_BUDGET (default 470 s) of training + ~20 s evaluation and save;
-# DEADLINE (default 555 s after start) is a hard stop that leaves time to evaluate and save.
+# Wall clock: ~15 s start-up + TIME_BUDGET (default 290 s) of training + ~20 s evaluation and save;
+# DEADLINE (default 380 s after start) is a hard stop that leaves time to evaluate and save.
 set -euo pipefail
 OUT="${OUT:-out}"
 DATA="${DATA:-.data/stdlib}"
-TIME_BUDGET="${TIME_BUDGET:-470}"
-DEADLINE="${DEADLINE:-555}"
+TIME_BUDGET="${TIME_BUDGET:-290}"
+DEADLINE="${DEADLINE:-380}"
 export PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"

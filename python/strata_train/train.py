@@ -1,6 +1,6 @@
 """Train a `strata` model on prepared token files; the recipe of the shipped demo model.
 
-    PYTHONPATH=python python -m strata_train.train --data .data/stdlib --out out --time-budget 470
+    PYTHONPATH=python python -m strata_train.train --data .data/stdlib --out out --time-budget 290
 
 Seeded init and data order (random crops of train.bin drawn by a seeded numpy generator), AdamW
 (fused on CUDA), bf16 autocast on CUDA, linear warm-up then cosine decay over the planned step count
