@@ -141,16 +141,20 @@ def test_mtp_draft_matches_reference_chain(models: dict, off: tuple[str, ...]) -
 
 def test_quantized_weights_match_dequantized_reference(tmp_path: Path) -> None:
     cfg = StrataConfig.tiny(d=64, expert_ffn=64, shared_ffn=64)
-    for wt in ("Q8_0", "Q4_K"):
+    for wt in ("F16", "BF16", "Q8_0", "Q5_0", "Q4_0"):
         path = make_random_strata(cfg, seed=2, path=tmp_path / f"{wt}.gguf", weight_type=wt)
         eng = _engine(path, cfg)
         ref = ReferenceRunner.from_gguf(path, capacity=128)
         prompt = _prompt(cfg, 12, seed=5)
         got = eng.eval(prompt, logits="all")
         want = ref.prefill(prompt).logits.numpy()
-        # The kernels quantize activations (q8 blocks) as ggml does: a looser bound than F32.
-        assert _rel_diff(got, want) <= 3e-2, wt
-        assert np.mean(np.argmax(got, -1) == np.argmax(want, -1)) >= 0.9
+        if wt in ("F16", "BF16"):
+            assert _rel_diff(got, want) <= 1e-4, wt
+        else:
+            # The block-format kernels quantize the activations to q8 blocks, as ggml does (measured:
+            # about 1.2e-2 here), so the bound is looser than for float weights.
+            assert _rel_diff(got, want) <= 3e-2, wt
+            assert np.mean(np.argmax(got, -1) == np.argmax(want, -1)) >= 0.75, wt
 
 
 def test_qwen3moe_matches_transformers(tmp_path: Path) -> None:
