@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "strata/engine/mtp.h"
+#include "strata/engine/runner.h"
 #include "strata/engine/window.h"
 #include "strata/util/thread_pool.h"
 #include "test_engine_fallback_kernels.h"
@@ -337,6 +338,40 @@ TEST(mtp_matches_naive_reference_and_batches_bitwise) {
   mtp.run(s1.data(), &chain_toks[0], 1, n, true);
   CHECK(std::memcmp(mtp.draft_logits(0), chain_logits.data() + hp.mtp_vocab, hp.mtp_vocab * 4) == 0);
   CHECK_EQ(mtp.draft_token(0), chain_toks[1]);
+  // encode() writes exactly the cell bytes run() writes.
+  {
+    strata::engine::Mtp full(*model, mc), kvonly(*model, mc);
+    full.run(H.data(), next.data(), n, 0, false);
+    kvonly.encode(H.data(), next.data(), n, 0);
+    std::vector<float> a(hp.head_dim), b(hp.head_dim);
+    bool same = true;
+    for (int c = 0; c < n; ++c)
+      for (int g = 0; g < static_cast<int>(hp.n_head_kv); ++g) {
+        full.kv().read_k(0, c, g, a.data());
+        kvonly.kv().read_k(0, c, g, b.data());
+        same = same && a == b;
+        full.kv().read_v(0, c, g, a.data());
+        kvonly.kv().read_v(0, c, g, b.data());
+        same = same && a == b;
+      }
+    CHECK(same);
+    // run_row with the list the policy would pick equals run(); a different list changes the result.
+    const int64_t p = n - 1;
+    std::vector<int32_t> list = {0, 1, 10, 11, 12, 13};  // sinks 0,1 and window (9, 13]
+    full.run(H.data() + static_cast<std::size_t>(p) * nd, &next[static_cast<std::size_t>(p)], 1, p, true);
+    std::vector<float> by_policy(full.draft_logits(0), full.draft_logits(0) + hp.mtp_vocab);
+    kvonly.run_row(H.data() + static_cast<std::size_t>(p) * nd, next[static_cast<std::size_t>(p)], p, list.data(),
+                   static_cast<int64_t>(list.size()), true);
+    CHECK(std::memcmp(kvonly.draft_logits(0), by_policy.data(), hp.mtp_vocab * 4) == 0);
+    std::vector<int32_t> other = {0, 1, 9, 10, 11, 12, 13};
+    kvonly.run_row(H.data() + static_cast<std::size_t>(p) * nd, next[static_cast<std::size_t>(p)], p, other.data(),
+                   static_cast<int64_t>(other.size()), true);
+    CHECK(std::memcmp(kvonly.draft_logits(0), by_policy.data(), hp.mtp_vocab * 4) != 0);
+    std::vector<int32_t> bad1 = {0, 3, 2}, bad2 = {0, 14};
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad1.data(), 3, true));   // not ascending
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad2.data(), 2, true));   // past the row
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, list.data(), 0, true));   // empty
+  }
   // Contiguous vocab_ids use a view of output.weight: same math.
   TinyOptions oc = o;
   oc.mtp_ids_contiguous = true;
@@ -352,7 +387,7 @@ TEST(no_allocation_per_token) {
   WindowConfig cfg;
   cfg.max_ctx = 64;
   cfg.max_rows = 16;
-  cfg.extra_list = 2 + 4;
+  cfg.extra_list = 2 + 4 + 1;
   cfg.pool = &pool;
   Window w(*model, cfg);
   strata::engine::MtpConfig mc;
@@ -364,6 +399,10 @@ TEST(no_allocation_per_token) {
   strata::engine::Mtp mtp(*model, mc, &w.scratch());
   auto toks = tokens_for(40, 61, 1);
   w.run(toks.data(), 12, 0, LogitRows::Last);
+  // Encode the MTP cells of positions 0..10 (the drafter reads its sinks and window).
+  std::vector<float> H12(static_cast<std::size_t>(12) * 4 * 32);
+  for (int r = 0; r < 12; ++r) std::memcpy(H12.data() + r * 128, w.final_streams(r), 128 * 4);
+  mtp.encode(H12.data(), toks.data() + 1, 11, 0);
   const std::size_t sig = w.scratch().capacity_signature();
   int32_t drafts[3];
   // Warm every path once.
@@ -379,4 +418,26 @@ TEST(no_allocation_per_token) {
   const long after = g_allocs.load();
   CHECK_EQ(after - before, 0L);
   CHECK_EQ(w.scratch().capacity_signature(), sig);
+
+  // The Runner's decode round (eval, MTP encoding, chained drafts, verification, commit) too.
+  strata::engine::RunnerConfig rc;
+  rc.n_threads = 3;
+  rc.max_ctx = 64;
+  rc.max_rows = 16;
+  rc.mtp_sink = 2;
+  rc.mtp_window = 4;
+  strata::engine::Runner run(tiny_model(TinyOptions{}), rc);
+  std::vector<float> logits(61 * 4);
+  run.eval(toks.data(), 10, 0, LogitRows::Last, logits.data());
+  auto round = [&](int32_t t) {
+    run.mtp_draft(nullptr, t, run.n_past() - 1, 3, nullptr, drafts);
+    const int32_t win[4] = {t, drafts[0], drafts[1], drafts[2]};
+    const int64_t base = run.n_past();
+    run.eval(win, 4, base, LogitRows::All, logits.data());
+    run.commit(base + 2);
+  };
+  round(toks[10]);
+  const long before_rounds = g_allocs.load();
+  for (int i = 0; i < 8; ++i) round(toks[static_cast<std::size_t>(11 + i)]);
+  CHECK_EQ(g_allocs.load() - before_rounds, 0L);
 }

@@ -12,31 +12,21 @@
 
 namespace strata::engine {
 
-void attention_forward(const BlockContext& c, int R, int64_t start) {
+void attention_write_kv(const BlockContext& c, int R, int64_t start) {
   const model::HParams& hp = *c.hp;
   const model::AttentionWeights& w = c.w->attn;
   Scratch& s = *c.s;
   KvCells& kv = *c.kv;
-  const int64_t dh = hp.head_dim, hq = hp.n_head, hkv = hp.n_head_kv;
-  const int64_t qrows = hp.q_rows(), kvrows = hp.kv_rows(), rd = hp.rope_dim;
-  const bool gated = hp.attn_gated;
+  const int64_t dh = hp.head_dim, hkv = hp.n_head_kv, kvrows = hp.kv_rows(), rd = hp.rope_dim;
 
-  linear(w.q, s.xn.data(), R, s.q.data(), c.pool);
   linear(w.k, s.xn.data(), R, s.k.data(), c.pool);
   linear(w.v, s.xn.data(), R, s.v.data(), c.pool);
-
-  // Per row: norms, RoPE, K/V write.
+  // Per row: k-norm, RoPE at the row's position (angles kept for the queries), K/V write.
   parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = start + r;
       float* cs = s.rope_cs.data() + r * std::max<int64_t>(rd, 1);
       if (rd > 0) c.rope->angles(p, cs);
-      for (int64_t h = 0; h < hq; ++h) {
-        const float* src = s.q.data() + r * qrows + (gated ? 2 * h * dh : h * dh);
-        float* dst = s.qh.data() + (r * hq + h) * dh;
-        rms_norm(src, dh, hp.rms_eps, w.q_norm, dst);
-        if (rd > 0) c.rope->apply(dst, cs);
-      }
       float* kr = s.k.data() + r * kvrows;
       for (int64_t g = 0; g < hkv; ++g) {
         rms_norm(kr + g * dh, dh, hp.rms_eps, w.k_norm, kr + g * dh);
@@ -45,23 +35,55 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
       kv.write(c.kv_layer, p, kr, s.v.data() + r * kvrows);
     }
   });
-
-  // Indexer: keys cached per cell; queries and head weights of each row.
-  const int hi = static_cast<int>(hp.indexer_heads), di = static_cast<int>(hp.indexer_dim);
   if (c.use_indexer) {
+    const int64_t di = hp.indexer_dim;
     linear(w.idx_k, s.xn.data(), R, s.ik.data(), c.pool);
     for (int64_t r = 0; r < R; ++r)
       std::memcpy(kv.indexer_key(c.kv_layer, start + r), s.ik.data() + r * di, sizeof(float) * static_cast<std::size_t>(di));
+  }
+}
+
+void attention_forward(const BlockContext& c, int R, int64_t start) {
+  const model::HParams& hp = *c.hp;
+  const model::AttentionWeights& w = c.w->attn;
+  Scratch& s = *c.s;
+  KvCells& kv = *c.kv;
+  const int64_t dh = hp.head_dim, hq = hp.n_head, hkv = hp.n_head_kv;
+  const int64_t qrows = hp.q_rows(), rd = hp.rope_dim;
+  const bool gated = hp.attn_gated;
+
+  attention_write_kv(c, R, start);
+  linear(w.q, s.xn.data(), R, s.q.data(), c.pool);
+  // Per row and head: q-norm and RoPE with the row's angles.
+  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* cs = s.rope_cs.data() + r * std::max<int64_t>(rd, 1);
+      for (int64_t h = 0; h < hq; ++h) {
+        const float* src = s.q.data() + r * qrows + (gated ? 2 * h * dh : h * dh);
+        float* dst = s.qh.data() + (r * hq + h) * dh;
+        rms_norm(src, dh, hp.rms_eps, w.q_norm, dst);
+        if (rd > 0) c.rope->apply(dst, cs);
+      }
+    }
+  });
+
+  // Indexer queries and head weights of each row.
+  const int hi = static_cast<int>(hp.indexer_heads), di = static_cast<int>(hp.indexer_dim);
+  if (c.use_indexer) {
     linear(w.idx_q, s.xn.data(), R, s.iq.data(), c.pool);
     linear(w.idx_w, s.xn.data(), R, s.iw.data(), c.pool);
   }
 
   // Cell lists.
   const CellPolicy& pol = c.policy;
-  const bool implicit = pol.window <= 0;
+  const bool implicit = pol.window <= 0 && !c.cell_list;
   const int64_t list_stride = s.shape.max_list;
   const int64_t score_stride = std::max(s.shape.max_ctx, s.shape.max_list);
-  if (implicit) {
+  if (c.cell_list) {
+    // An explicit list from the caller (a single row: the drafter's own cell bookkeeping).
+    std::memcpy(s.cells.data(), c.cell_list, sizeof(int32_t) * static_cast<std::size_t>(c.cell_list_n));
+    s.n_cells[0] = c.cell_list_n;
+  } else if (implicit) {
     for (int64_t r = 0; r < R; ++r) s.n_cells[static_cast<std::size_t>(r)] = start + r + 1;
   } else {
     auto score_range = [&](int64_t r, const Candidates& cand, float* scores, int64_t b, int64_t e) {

@@ -61,6 +61,18 @@ void head_input(const model::HParams& hp, const model::HyperHeadWeights& head, c
   });
 }
 
+void write_block_kv(const BlockContext& c, const float* X, int R, int64_t start) {
+  const model::HParams& hp = *c.hp;
+  Scratch& s = *c.s;
+  const int64_t d = hp.n_embd;
+  hc_enter(hp, c.w->hc_attn, X, R, s, c.pool);
+  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      rms_norm(s.collapsed.data() + r * d, d, hp.rms_eps, c.w->attn.norm, s.xn.data() + r * d);
+  });
+  attention_write_kv(c, R, start);
+}
+
 void run_block(const BlockContext& c, float* X, int R, int64_t start) {
   const model::HParams& hp = *c.hp;
   Scratch& s = *c.s;

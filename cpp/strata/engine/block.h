@@ -32,6 +32,10 @@ struct BlockContext {
   routing::MoceParams moce;
   const uint8_t* resident = nullptr;  // E bytes for this layer, nonzero = resident; nullptr = no map
   int draft_from_row = -1;            // rows >= this are draft rows of a verification window; -1 = none
+  // An explicit attended list for a single-row run (ascending ids <= the row's position, at most
+  // the scratch's max_list entries) instead of `policy`: the drafter's own cell bookkeeping.
+  const int32_t* cell_list = nullptr;
+  int64_t cell_list_n = 0;
 };
 
 // X: [R][n][d] streams, updated in place.
@@ -44,6 +48,11 @@ void hc_enter(const model::HParams& hp, const model::HyperConnWeights& hc, const
               ThreadPool* pool);
 // Attention sub-layer: s.xn -> s.out (writes K/V and indexer keys of the R rows).
 void attention_forward(const BlockContext& c, int R, int64_t start);
+// Its first part alone: the K/V (and indexer keys) of the R rows from s.xn, written to their cells.
+void attention_write_kv(const BlockContext& c, int R, int64_t start);
+// K/V-only rows ("catch-up"): the hyper-connection collapse, attn_norm and attention_write_kv; the
+// streams are not changed. Writes exactly the bytes run_block would write to the cells.
+void write_block_kv(const BlockContext& c, const float* X, int R, int64_t start);
 // MoE sub-layer: s.xn -> s.routed, s.weights, s.shared, s.shared_gate.
 void moe_forward(const BlockContext& c, int R);
 // HyperHead (or n = 1: identity) then RMSNorm_w: rows of X -> out [R][d].

@@ -39,6 +39,14 @@ KvCells::KvCells(int n_layer, int64_t n_cells, int n_head_kv, int head_dim, mode
   if (di_ > 0)
     ik_.resize(mul_checked(mul_checked(static_cast<std::size_t>(n_layer), static_cast<std::size_t>(n_cells), "cell"),
                            static_cast<std::size_t>(di_), "indexer"));
+  // Zeroed once, so a cell nobody wrote reads as zeros (never garbage) whatever a caller does.
+  std::memset(k8_.data(), 0, k8_.size());
+  std::memset(v8_.data(), 0, v8_.size());
+  std::memset(ks_.data(), 0, ks_.size() * sizeof(uint16_t));
+  std::memset(vs_.data(), 0, vs_.size() * sizeof(uint16_t));
+  std::memset(kf_.data(), 0, kf_.size() * sizeof(float));
+  std::memset(vf_.data(), 0, vf_.size() * sizeof(float));
+  std::memset(ik_.data(), 0, ik_.size() * sizeof(float));
 }
 
 std::size_t KvCells::bytes() const {

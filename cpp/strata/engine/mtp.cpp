@@ -46,8 +46,9 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
     throw_error(ErrorKind::Value, "MTP max_rows = " + std::to_string(max_rows_) + " must be in [1, 4096]");
   if (max_ctx_ <= 0 || max_ctx_ > 0x7FFFFFFF)
     throw_error(ErrorKind::Value, "MTP max_ctx = " + std::to_string(max_ctx_) + " must be in [1, 2^31)");
-  // window 0: every causal cell, as an implicit list (no list buffer, scores up to max_ctx).
-  const int64_t list = policy_.window > 0 ? max_cells(policy_, max_ctx_) : 1;
+  // window 0: every causal cell, as an implicit list (no list buffer, scores up to max_ctx). Lists
+  // hold sink + window + 1 entries: the drafter's own lists (run_row) include the row's cell.
+  const int64_t list = policy_.window > 0 ? std::min(max_ctx_, policy_.sink + policy_.window + 1) : 1;
   const int64_t scores = policy_.window > 0 ? list : max_ctx_;
   if (s_) {
     if (s_->shape.max_rows < max_rows_ || s_->shape.max_list < list ||
@@ -92,25 +93,26 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
   chain_streams_.resize(n * d);
 }
 
-void Mtp::run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits) {
+void Mtp::check_rows(const int32_t* tokens, int m, int64_t pos0, bool want_logits) const {
   const model::HParams& hp = m_.hparams();
-  const model::MtpWeights& w = *m_.mtp;
   if (m < 1 || m > max_rows_)
-    throw_error(ErrorKind::Value, "Mtp::run: " + std::to_string(m) + " rows (must be 1.." + std::to_string(max_rows_) + ")");
+    throw_error(ErrorKind::Value, "Mtp: " + std::to_string(m) + " rows (must be 1.." + std::to_string(max_rows_) + ")");
   if (pos0 < 0 || pos0 + m > max_ctx_)
-    throw_error(ErrorKind::Value, "Mtp::run: positions [" + std::to_string(pos0) + ", " + std::to_string(pos0 + m) +
+    throw_error(ErrorKind::Value, "Mtp: positions [" + std::to_string(pos0) + ", " + std::to_string(pos0 + m) +
                                       ") are outside the " + std::to_string(max_ctx_) + " MTP cells");
   if (want_logits && m > max_logit_rows_)
-    throw_error(ErrorKind::Value, "Mtp::run: logits for " + std::to_string(m) + " rows exceed " +
+    throw_error(ErrorKind::Value, "Mtp: logits for " + std::to_string(m) + " rows exceed " +
                                       std::to_string(max_logit_rows_));
   for (int r = 0; r < m; ++r)
     if (tokens[r] < 0 || static_cast<uint32_t>(tokens[r]) >= hp.n_vocab)
-      throw_error(ErrorKind::Value, "Mtp::run: token " + std::to_string(tokens[r]) + " is outside the vocabulary");
-  last_rows_ = 0;
-  last_logits_ = false;
+      throw_error(ErrorKind::Value, "Mtp: token " + std::to_string(tokens[r]) + " is outside the vocabulary");
+}
+
+void Mtp::prepare_inputs(const float* H, const int32_t* tokens, int m) {
+  const model::HParams& hp = m_.hparams();
+  const model::MtpWeights& w = *m_.mtp;
   const int64_t d = hp.n_embd, n = hp.hc_count, nd = n * d;
   Scratch& s = *s_;
-
   // e = fc_embedding @ RMSNorm_enorm(Emb[t']) for every row.
   parallel_ranges(pool_, m, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -132,25 +134,67 @@ void Mtp::run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool w
       }
     }
   });
+}
 
+BlockContext Mtp::context() {
   BlockContext c;
-  c.hp = &hp;
-  c.w = &w.block;
+  c.hp = &m_.hparams();
+  c.w = &m_.mtp->block;
   c.kv = &kv_;
   c.kv_layer = 0;
   c.policy = policy_;
   c.use_indexer = false;
   c.rope = &rope_;
-  c.s = &s;
+  c.s = s_;
   c.pool = pool_;
-  run_block(c, x_.data(), m, pos0);
-  last_rows_ = m;
+  return c;
+}
 
+void Mtp::finish(int m, bool want_logits) {
+  last_rows_ = m;
   if (want_logits) {
-    head_input(hp, w.head_hc, w.shared_head_norm, x_.data(), m, s, s.h.data(), pool_);
-    linear(head_, s.h.data(), m, logits_.data(), pool_);
+    const model::MtpWeights& w = *m_.mtp;
+    head_input(m_.hparams(), w.head_hc, w.shared_head_norm, x_.data(), m, *s_, s_->h.data(), pool_);
+    linear(head_, s_->h.data(), m, logits_.data(), pool_);
     last_logits_ = true;
   }
+}
+
+void Mtp::run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits) {
+  check_rows(tokens, m, pos0, want_logits);
+  last_rows_ = 0;
+  last_logits_ = false;
+  prepare_inputs(H, tokens, m);
+  run_block(context(), x_.data(), m, pos0);
+  finish(m, want_logits);
+}
+
+void Mtp::encode(const float* H, const int32_t* tokens, int m, int64_t pos0) {
+  check_rows(tokens, m, pos0, false);
+  last_rows_ = 0;
+  last_logits_ = false;
+  prepare_inputs(H, tokens, m);
+  write_block_kv(context(), x_.data(), m, pos0);
+}
+
+void Mtp::run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells,
+                  bool want_logits) {
+  check_rows(&token, 1, pos, want_logits);
+  if (n_cells < 1 || n_cells > s_->shape.max_list)
+    throw_error(ErrorKind::Value, "Mtp::run_row: a list of " + std::to_string(n_cells) + " cells (must be 1.." +
+                                      std::to_string(s_->shape.max_list) + ")");
+  for (int64_t i = 0; i < n_cells; ++i)
+    if (cells[i] < 0 || cells[i] > pos || (i > 0 && cells[i] <= cells[i - 1]))
+      throw_error(ErrorKind::Value, "Mtp::run_row: the cell list must be ascending ids in [0, " + std::to_string(pos) +
+                                        "] (entry " + std::to_string(i) + " = " + std::to_string(cells[i]) + ")");
+  last_rows_ = 0;
+  last_logits_ = false;
+  prepare_inputs(H, &token, 1);
+  BlockContext c = context();
+  c.cell_list = cells;
+  c.cell_list_n = n_cells;
+  run_block(c, x_.data(), 1, pos);
+  finish(1, want_logits);
 }
 
 const float* Mtp::out_streams(int r) const {

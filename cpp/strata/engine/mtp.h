@@ -12,11 +12,13 @@
 // vocab_ids is one ascending run of consecutive ids, a view into output.weight is used instead.
 //
 // Cells: an MTP row at position p writes MTP cell p. Which cells hold valid MTP K/V (the rows the
-// drafter has encoded) is the caller's bookkeeping (draft cells, R-9); this class only reads cells
-// <= p from the sink and window ranges.
+// drafter has encoded) is the caller's bookkeeping (draft cells, R-9; engine/runner.h keeps a
+// guard of its own): a row reads cells <= p from the sink and window ranges (run), or exactly the
+// list the caller gives (run_row). Encoding committed rows needs only their K/V (encode).
 #include <cstdint>
 #include <vector>
 
+#include "strata/engine/block.h"
 #include "strata/engine/cell_select.h"
 #include "strata/engine/kv_cells.h"
 #include "strata/engine/rope.h"
@@ -40,8 +42,8 @@ struct MtpConfig {
 
 class Mtp {
  public:
-  // scratch: a Scratch to share (the main window's, created with extra_list >= sink + window and
-  // at least max_rows rows); nullptr = own one.
+  // scratch: a Scratch to share (the main window's, created with extra_list >= sink + window + 1
+  // and at least max_rows rows); nullptr = own one.
   Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch = nullptr);
 
   int vocab_size() const { return static_cast<int>(m_.hparams().mtp_vocab); }
@@ -53,9 +55,15 @@ class Mtp {
   const KvCells& kv() const { return kv_; }
 
   // Runs m rows: row r at position pos0 + r with input streams H + r·n·d and next token tokens[r].
-  // Writes MTP cells pos0 .. pos0+m-1. With want_logits (m <= max_logit_rows), also the draft logits
-  // of every row.
+  // Writes MTP cells pos0 .. pos0+m-1; each row attends by the sink/window policy. With want_logits
+  // (m <= max_logit_rows), also the draft logits of every row.
   void run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits);
+  // K/V-only rows (the drafter encoding committed positions): the same cell bytes as run() writes,
+  // without the attention read, MoE and head. out_streams/draft_logits are not produced.
+  void encode(const float* H, const int32_t* tokens, int m, int64_t pos0);
+  // One row at pos attending to an explicit ascending list of cells (<= pos, at most
+  // sink + window + 1 of them; e.g. from draft::DraftCells::draft_row_cells) instead of the policy.
+  void run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells, bool want_logits);
 
   // Results of the last run.
   const float* out_streams(int r) const;  // [n][d] before the HyperHead
@@ -68,6 +76,11 @@ class Mtp {
   void draft_chain(const float* H, int32_t token, int64_t p, int n_steps, float* logits_out, int32_t* tokens_out);
 
  private:
+  void check_rows(const int32_t* tokens, int m, int64_t pos0, bool want_logits) const;
+  void prepare_inputs(const float* H, const int32_t* tokens, int m);
+  BlockContext context();
+  void finish(int m, bool want_logits);
+
   const model::Model& m_;
   ThreadPool* pool_;
   int max_rows_;

@@ -26,7 +26,7 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
   const bool with_mtp = model_->mtp.has_value();
   if (with_mtp) {
     const int64_t ctx = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 32768);
-    wc.extra_list = cfg.mtp_window > 0 ? std::min(ctx, cfg.mtp_sink + cfg.mtp_window) : 1;
+    wc.extra_list = cfg.mtp_window > 0 ? std::min(ctx, cfg.mtp_sink + cfg.mtp_window + 1) : 1;
   }
   window_ = std::make_unique<Window>(*model_, wc);
   const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
@@ -99,7 +99,7 @@ void Runner::encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int row
     ++m;
   }
   if (m > 0) {
-    mtp_->run(mtp_in_.data(), mtp_tok_.data(), m, q0, false);
+    mtp_->encode(mtp_in_.data(), mtp_tok_.data(), m, q0);
     mtp_wrote(q0, m);
   } else {
     // Nothing encoded, but cells from the chunk on hold no valid MTP K/V for this sequence.
@@ -123,31 +123,41 @@ void Runner::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows whi
                                         std::to_string(hp.n_vocab));
   const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
   const std::size_t V = hp.n_vocab;
-  const int chunk = which == LogitRows::All ? std::min(w.max_rows(), w.max_logit_rows()) : w.max_rows();
-  for (int64_t off = 0; off < n; off += chunk) {
-    const int rows = static_cast<int>(std::min<int64_t>(chunk, n - off));
-    const int64_t pos = start + off;
-    const bool last_chunk = off + rows == n;
-    // Keep the streams of pos-1 (the MTP row that this chunk's first token completes).
-    if (const float* prev = pos > 0 ? streams_at(pos - 1) : nullptr) {
-      if (prev != carry_.data()) std::memcpy(carry_.data(), prev, nd * sizeof(float));
-      carry_pos_ = pos - 1;
-    } else {
-      carry_pos_ = -1;
-    }
-    LogitRows lr = LogitRows::None;
-    if (which == LogitRows::All) lr = LogitRows::All;
-    if (which == LogitRows::Last && last_chunk) lr = LogitRows::Last;
-    w.run(tokens + off, rows, pos, lr);
-    if (logits_out && lr == LogitRows::All)
-      for (int r = 0; r < rows; ++r)
-        std::memcpy(logits_out + static_cast<std::size_t>(off + r) * V, w.logits(r), V * sizeof(float));
-    if (logits_out && lr == LogitRows::Last) std::memcpy(logits_out, w.logits(0), V * sizeof(float));
-    if (mtp_ && cfg_.encode_mtp) encode_mtp_rows(tokens + off, pos, rows);
-    if (mtp_ && !cfg_.encode_mtp) {
+  // The streams of start-1: the MTP row that the first token completes.
+  if (const float* prev = start > 0 ? streams_at(start - 1) : nullptr) {
+    if (prev != carry_.data()) std::memcpy(carry_.data(), prev, nd * sizeof(float));
+    carry_pos_ = start - 1;
+  } else {
+    carry_pos_ = -1;
+  }
+  // After each chunk, while its final streams are readable: encode its MTP rows, then carry its
+  // last row's streams into the next chunk.
+  auto after_chunk = [&](int64_t pos, int rows) {
+    const int32_t* chunk_tokens = tokens + (pos - start);
+    if (mtp_ && cfg_.encode_mtp) {
+      encode_mtp_rows(chunk_tokens, pos, rows);
+    } else if (mtp_) {
       const std::size_t from = static_cast<std::size_t>(std::max<int64_t>(pos - 1, 0));
       std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
     }
+    std::memcpy(carry_.data(), w.final_streams(rows - 1), nd * sizeof(float));
+    carry_pos_ = pos + rows - 1;
+  };
+  if (which != LogitRows::All) {
+    // One reference captured: std::function keeps it inline (no allocation per eval).
+    auto on_chunk = [&after_chunk](int64_t pos, int rows) { after_chunk(pos, rows); };
+    w.prompt_run_rows(tokens, n, start, on_chunk, w.max_rows(), which == LogitRows::Last);
+    if (logits_out && which == LogitRows::Last) std::memcpy(logits_out, w.logits(0), V * sizeof(float));
+    return;
+  }
+  const int chunk = std::min(w.max_rows(), w.max_logit_rows());
+  for (int64_t off = 0; off < n; off += chunk) {
+    const int rows = static_cast<int>(std::min<int64_t>(chunk, n - off));
+    w.run(tokens + off, rows, start + off, LogitRows::All);
+    if (logits_out)
+      for (int r = 0; r < rows; ++r)
+        std::memcpy(logits_out + static_cast<std::size_t>(off + r) * V, w.logits(r), V * sizeof(float));
+    after_chunk(start + off, rows);
   }
 }
 

@@ -134,7 +134,7 @@ const float* Window::final_streams(int r) const {
 }
 
 void Window::prompt_run_rows(const int32_t* tokens, int64_t n, int64_t start, const ChunkCallback& on_chunk,
-                             int chunk_rows) {
+                             int chunk_rows, bool last_logits) {
   if (chunk_rows <= 0) chunk_rows = max_rows_;
   if (chunk_rows > max_rows_)
     throw_error(ErrorKind::Value, "prompt_run_rows: chunk of " + std::to_string(chunk_rows) + " rows exceeds max_rows = " +
@@ -146,7 +146,7 @@ void Window::prompt_run_rows(const int32_t* tokens, int64_t n, int64_t start, co
   for (int64_t off = 0; off < n; off += chunk_rows) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk_rows, n - off));
     const bool last = off + rows == n;
-    run(tokens + off, rows, start + off, last ? LogitRows::Last : LogitRows::None);
+    run(tokens + off, rows, start + off, last && last_logits ? LogitRows::Last : LogitRows::None);
     if (on_chunk) on_chunk(start + off, rows);
   }
 }
