@@ -2,6 +2,9 @@
 // plain top-K with default MoceParams and no residency map) with renormalised weights, then the routed experts expert-major (the rows routed to one expert share one pass over
 // its weights: a GEMM on the expert's slice of the 3-D tensors), and the shared expert with its
 // sigmoid gate. The weighted sum is left to the combine step (hc_combine, R-5).
+// The experts' weights come through an experts::LayerPass (the expert store, docs/experts.md):
+// mmap views in id order, or resident experts first while the misses are read. Each expert's
+// rows are computed the same way whatever the order, so the result does not depend on it.
 #include <algorithm>
 #include <cstring>
 
@@ -9,6 +12,7 @@
 #include "strata/engine/linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
+#include "strata/experts/expert_store.h"
 #include "strata/routing/router.h"
 
 namespace strata::engine {
@@ -43,23 +47,11 @@ void moe_forward(const BlockContext& c, int R) {
     s.entries[static_cast<std::size_t>(offset[e] + count[e]++)] = static_cast<int32_t>(i);
   }
 
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t m = count[e];
-    if (m == 0) continue;
-    const int32_t* ent = s.entries.data() + offset[e];
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(s.xe.data() + i * d, s.xn.data() + (ent[i] / K) * d, sizeof(float) * static_cast<std::size_t>(d));
-    linear(w.gate.expert(e), s.xe.data(), m, s.ge.data(), c.pool);
-    linear(w.up.expert(e), s.xe.data(), m, s.ue.data(), c.pool);
-    parallel_ranges(c.pool, m, 1, [&](int64_t b, int64_t en) {
-      for (int64_t i = b; i < en; ++i) swiglu(s.ge.data() + i * F, s.ue.data() + i * F, s.ge.data() + i * F, F);
-    });
-    linear(w.down.expert(e), s.ge.data(), m, s.de.data(), c.pool);
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(s.routed.data() + static_cast<int64_t>(ent[i]) * d, s.de.data() + i * d,
-                  sizeof(float) * static_cast<std::size_t>(d));
-  }
-
+  if (c.experts && c.experts->trace().on())
+    c.experts->trace().record(c.expert_layer, s.probs.data(), R, s.ids.data(), static_cast<int>(K), c.resident, c.moce,
+                              c.draft_from_row);
+  experts::LayerPass pass(c.experts, c.expert_layer, w, count, E);
+  // The shared expert first: the reads the pass started for missing experts proceed meanwhile.
   if (Fs > 0) {
     linear(w.sh_gate, s.xn.data(), R, s.sg.data(), c.pool);
     linear(w.sh_up, s.xn.data(), R, s.su.data(), c.pool);
@@ -69,6 +61,23 @@ void moe_forward(const BlockContext& c, int R) {
     linear(w.sh_down, s.sg.data(), R, s.shared.data(), c.pool);
     linear(w.sh_gate_inp, s.xn.data(), R, s.shared_gate.data(), c.pool);
     for (int64_t r = 0; r < R; ++r) s.shared_gate[static_cast<std::size_t>(r)] = sigmoid(s.shared_gate[static_cast<std::size_t>(r)]);
+  }
+  while (pass.next()) {
+    const int64_t e = pass.expert();
+    const experts::ExpertView& ew = pass.view();
+    const int64_t m = count[e];
+    const int32_t* ent = s.entries.data() + offset[e];
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(s.xe.data() + i * d, s.xn.data() + (ent[i] / K) * d, sizeof(float) * static_cast<std::size_t>(d));
+    linear(ew.gate, s.xe.data(), m, s.ge.data(), c.pool);
+    linear(ew.up, s.xe.data(), m, s.ue.data(), c.pool);
+    parallel_ranges(c.pool, m, 1, [&](int64_t b, int64_t en) {
+      for (int64_t i = b; i < en; ++i) swiglu(s.ge.data() + i * F, s.ue.data() + i * F, s.ge.data() + i * F, F);
+    });
+    linear(ew.down, s.ge.data(), m, s.de.data(), c.pool);
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(s.routed.data() + static_cast<int64_t>(ent[i]) * d, s.de.data() + i * d,
+                  sizeof(float) * static_cast<std::size_t>(d));
   }
 }
 
