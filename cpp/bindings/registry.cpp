@@ -7,6 +7,8 @@ void bind_all(pybind11::module_& m) {
   bind_gguf(m);
   bind_engine(m);
   bind_decode(m);
+  (void)m;
+  bind_quant(m);
 }
 
 }  // namespace strata::bindings

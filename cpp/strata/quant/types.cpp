@@ -35,6 +35,21 @@ std::optional<GGMLType> type_from_id(uint32_t id) {
   return std::nullopt;
 }
 
+std::optional<GGMLType> type_from_name(std::string_view name) {
+  for (const auto& e : kTypes) {
+    const std::string_view n = e.info.name;
+    if (n.size() != name.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < n.size() && same; ++i) {
+      char c = name[i];
+      if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+      same = c == n[i];
+    }
+    if (same) return static_cast<GGMLType>(e.id);
+  }
+  return std::nullopt;
+}
+
 const TypeInfo& type_info(GGMLType t) {
   for (const auto& e : kTypes)
     if (e.id == static_cast<uint32_t>(t)) return e.info;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace strata::quant {
 
@@ -23,6 +24,8 @@ struct TypeInfo {
 
 // nullopt for ids strata does not know (a GGUF naming one is refused).
 std::optional<GGMLType> type_from_id(uint32_t id);
+// By ggml name ("Q4_0", "IQ4_XS", "BF16" ...), case-insensitive; nullopt when unknown.
+std::optional<GGMLType> type_from_name(std::string_view name);
 const TypeInfo& type_info(GGMLType t);
 inline const char* type_name(GGMLType t) { return type_info(t).name; }
 inline int64_t block_size(GGMLType t) { return type_info(t).block_size; }

@@ -1,0 +1,240 @@
+// AVX2 dots of the 256-value super-block formats (Q2_K, Q4_K, Q6_K, IQ4_XS) with Q8_K activations,
+// after ggml's AVX2 kernels: unsigned weight bytes x signed activations through maddubs, group
+// scales applied with madd in int32, the min terms taken from the activation block sums. IQ4_XS
+// decodes two groups per 256-bit codebook lookup.
+#include <cstring>
+
+#include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/simd_avx2.h"
+#include "strata/quant/blocks.h"
+
+namespace strata::cpu::avx2 {
+namespace {
+
+using quant::BlockIQ4_XS;
+using quant::BlockQ2_K;
+using quant::BlockQ4_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_K;
+
+// Broadcast int16 lane i (0..7) of a 128-bit register pair to every lane.
+inline __m256i broadcast_i16(__m256i v, int i) {
+  const short sel = static_cast<short>(((2 * i + 1) << 8) | (2 * i));
+  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(sel));
+}
+// Lanes 0..7 take int16 lane a, lanes 8..15 int16 lane b (of each 128-bit half's own copy).
+inline __m256i split_i16(__m256i v, int a, int b) {
+  const short sa = static_cast<short>(((2 * a + 1) << 8) | (2 * a));
+  const short sb = static_cast<short>(((2 * b + 1) << 8) | (2 * b));
+  return _mm256_shuffle_epi8(v, _mm256_setr_epi16(sa, sa, sa, sa, sa, sa, sa, sa, sb, sb, sb, sb, sb, sb, sb, sb));
+}
+
+float dot_q2_k(int64_t nb, const BlockQ2_K* x, const BlockQ8_K* y) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m128i m4 = _mm_set1_epi8(0xF);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * fp16(x[i].d);
+    const float dmin = -y[i].d * fp16(x[i].dmin);
+    const uint8_t* q2 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+
+    const __m128i mins_and_scales = loadu128(x[i].scales);
+    const __m128i scales8 = _mm_and_si128(mins_and_scales, m4);
+    const __m128i mins8 = _mm_and_si128(_mm_srli_epi16(mins_and_scales, 4), m4);
+    const __m256i mins = _mm256_cvtepi8_epi16(mins8);
+    const __m256i prod = _mm256_madd_epi16(mins, loadu256(y[i].bsums));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
+
+    const __m256i all_scales = _mm256_cvtepi8_epi16(scales8);
+    const __m128i l_scales = _mm256_extracti128_si256(all_scales, 0);
+    const __m128i h_scales = _mm256_extracti128_si256(all_scales, 1);
+    const __m256i scales[2] = {_mm256_set_m128i(l_scales, l_scales), _mm256_set_m128i(h_scales, h_scales)};
+
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i q2bits = loadu256(q2);
+      q2 += 32;
+      const __m256i q8_0 = loadu256(q8);
+      const __m256i q8_1 = loadu256(q8 + 32);
+      const __m256i q8_2 = loadu256(q8 + 64);
+      const __m256i q8_3 = loadu256(q8 + 96);
+      q8 += 128;
+      const __m256i q2_0 = _mm256_and_si256(q2bits, m3);
+      const __m256i q2_1 = _mm256_and_si256(_mm256_srli_epi16(q2bits, 2), m3);
+      const __m256i q2_2 = _mm256_and_si256(_mm256_srli_epi16(q2bits, 4), m3);
+      const __m256i q2_3 = _mm256_and_si256(_mm256_srli_epi16(q2bits, 6), m3);
+      __m256i p0 = _mm256_maddubs_epi16(q2_0, q8_0);
+      __m256i p1 = _mm256_maddubs_epi16(q2_1, q8_1);
+      __m256i p2 = _mm256_maddubs_epi16(q2_2, q8_2);
+      __m256i p3 = _mm256_maddubs_epi16(q2_3, q8_3);
+      p0 = _mm256_madd_epi16(split_i16(scales[j], 0, 1), p0);
+      p1 = _mm256_madd_epi16(split_i16(scales[j], 2, 3), p1);
+      p2 = _mm256_madd_epi16(split_i16(scales[j], 4, 5), p2);
+      p3 = _mm256_madd_epi16(split_i16(scales[j], 6, 7), p3);
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * fp16(x[i].d);
+    const float dmin = -y[i].d * fp16(x[i].dmin);
+    // Unpack the 12 scale bytes into 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
+    uint32_t utmp[4];
+    std::memcpy(utmp, x[i].scales, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(
+        _mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]),
+                      static_cast<int>(utmp[0])));
+
+    const __m256i q8sums = loadu256(y[i].bsums);
+    const __m128i q8s = _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
+    const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+
+    const __m128i sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
+    const __m256i scales = _mm256_set_m128i(sc128, sc128);
+
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q4bits = loadu256(q4);
+      q4 += 32;
+      const __m256i q4l = _mm256_and_si256(q4bits, m4);
+      const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+      __m256i pl = _mm256_maddubs_epi16(q4l, loadu256(q8));
+      __m256i ph = _mm256_maddubs_epi16(q4h, loadu256(q8 + 32));
+      q8 += 64;
+      pl = _mm256_madd_epi16(broadcast_i16(scales, 2 * j), pl);
+      ph = _mm256_madd_epi16(broadcast_i16(scales, 2 * j + 1), ph);
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+  return hsum(acc) + _mm_cvtss_f32(acc_m);
+}
+
+float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
+  // Σ sc·(q − 32)·a = Σ sc·q·a − 32·Σ sc·bsum: q stays unsigned for maddubs and the offset comes
+  // from the activation block sums, one madd per super-block.
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m2 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * fp16(x[i].d);
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* q8 = y[i].qs;
+    const __m256i scales16 = _mm256_cvtepi8_epi16(loadu128(x[i].scales));
+    const __m256i offset = _mm256_madd_epi16(scales16, loadu256(y[i].bsums));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i q4bits1 = loadu256(ql);
+      const __m256i q4bits2 = loadu256(ql + 32);
+      ql += 64;
+      const __m256i q4bitsH = loadu256(qh);
+      qh += 32;
+      const __m256i q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4);
+      const __m256i q4h_1 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 2)), 2);
+      const __m256i q4h_2 = _mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 4));
+      const __m256i q4h_3 = _mm256_srli_epi16(_mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 6)), 2);
+      const __m256i q4_0 = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0);
+      const __m256i q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
+      const __m256i q4_2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
+      const __m256i q4_3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
+      __m256i p0 = _mm256_maddubs_epi16(q4_0, loadu256(q8));
+      __m256i p1 = _mm256_maddubs_epi16(q4_1, loadu256(q8 + 32));
+      __m256i p2 = _mm256_maddubs_epi16(q4_2, loadu256(q8 + 64));
+      __m256i p3 = _mm256_maddubs_epi16(q4_3, loadu256(q8 + 96));
+      q8 += 128;
+      // This half's eight scales (int16) in both lanes; p_k takes scale 2k on its low lane and
+      // 2k + 1 on its high lane.
+      const __m256i sc =
+          j == 0 ? _mm256_permute4x64_epi64(scales16, 0x44) : _mm256_permute4x64_epi64(scales16, 0xEE);
+      p0 = _mm256_madd_epi16(split_i16(sc, 0, 1), p0);
+      p1 = _mm256_madd_epi16(split_i16(sc, 2, 3), p1);
+      p2 = _mm256_madd_epi16(split_i16(sc, 4, 5), p2);
+      p3 = _mm256_madd_epi16(split_i16(sc, 6, 7), p3);
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+    }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
+  // Two groups per step: their 32 code bytes as one 256-bit load (group g in the low lane, g+1 in
+  // the high lane), looked up through the codebook once for the low and once for the high nibbles,
+  // against the matching 16-value halves of the two groups' activations.
+  const __m256i values = _mm256_broadcastsi128_si256(loadu128(quant::kIQ4NLValues));
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* qs = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    uint32_t sh = x[i].scales_h;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int g = 0; g < 8; g += 2) {
+      const __m256i bits = loadu256(qs + 16 * g);
+      const __m256i lo = _mm256_shuffle_epi8(values, _mm256_and_si256(bits, m4));
+      const __m256i hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
+      // Activations: elements 0..15 of both groups, then 16..31 of both.
+      const __m256i ya = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q8 + 32 * g + 32),
+                                             reinterpret_cast<const __m128i*>(q8 + 32 * g));
+      const __m256i yb = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q8 + 32 * g + 48),
+                                             reinterpret_cast<const __m128i*>(q8 + 32 * g + 16));
+      const int ls1 = ((x[i].scales_l[g / 2] & 0xF) | ((sh << 4) & 0x30)) - 32;
+      const int ls2 = ((x[i].scales_l[g / 2] >> 4) | ((sh << 2) & 0x30)) - 32;
+      sh >>= 4;
+      const __m256i scale =
+          _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(ls2)), _mm_set1_epi16(static_cast<short>(ls1)));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(mul_add_epi8(lo, ya), scale));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(mul_add_epi8(hi, yb), scale));
+    }
+    const float d = fp16(x[i].d) * y[i].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
+void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; ++r)
+    out[r] = Dot(nb, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
+}
+
+}  // namespace
+
+void dot_rows_q2_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<BlockQ2_K, dot_q2_k>(n, w, stride, nrows, act, out);
+}
+void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<BlockQ4_K, dot_q4_k>(n, w, stride, nrows, act, out);
+}
+void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
+}
+void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
+}
+
+}  // namespace strata::cpu::avx2

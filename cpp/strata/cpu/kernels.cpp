@@ -1,0 +1,47 @@
+#include "strata/cpu/kernels.h"
+
+#include <string>
+
+#include "strata/util/error.h"
+
+namespace strata::cpu {
+
+quant::GGMLType activation_type(quant::GGMLType type) {
+  using quant::GGMLType;
+  switch (type) {
+    case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: return GGMLType::F32;
+    case GGMLType::Q4_0: case GGMLType::Q5_0: case GGMLType::Q8_0: return GGMLType::Q8_0;
+    case GGMLType::Q2_K: case GGMLType::Q4_K: case GGMLType::Q6_K: case GGMLType::IQ4_XS: return GGMLType::Q8_K;
+    default: break;
+  }
+  throw_error(ErrorKind::Value, std::string("no dot kernels for type ") + quant::type_name(type));
+}
+
+std::size_t activation_row_bytes(quant::GGMLType type, int64_t n) {
+  (void)quant::row_bytes(type, n);  // n must fit the weight's block too
+  return quant::row_bytes(activation_type(type), n);
+}
+
+const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
+  (void)activation_type(type);  // throws for types without kernels
+  if (!isa_supported(isa)) throw_error(ErrorKind::Value, std::string("ISA not available here: ") + isa_name(isa));
+  const DotKernel* k = nullptr;
+  switch (isa) {
+    case Isa::Scalar: k = scalar::kernel(type); break;
+    case Isa::Avx2:
+#if defined(STRATA_HAVE_AVX2_TU)
+      k = avx2::kernel(type);
+#endif
+      break;
+    case Isa::Neon:
+#if defined(STRATA_HAVE_NEON_TU)
+      k = neon::kernel(type);
+#endif
+      break;
+  }
+  if (k == nullptr)
+    throw_error(ErrorKind::Internal, std::string("no ") + isa_name(isa) + " kernel for " + quant::type_name(type));
+  return *k;
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,51 @@
+#pragma once
+// Dot kernels per weight format and ISA. A kernel multiplies rows of one weight format with an
+// activation row that was first converted to the kernel's activation form:
+//   F32 / F16 / BF16 weights      -> f32 activations, used as given (f32 arithmetic)
+//   Q4_0 / Q5_0 / Q8_0 weights    -> Q8_0 activation blocks (32 values, fp16 scale, int8)
+//   Q2_K / Q4_K / Q6_K / IQ4_XS   -> Q8_K activation blocks (256 values, f32 scale, int8, sums)
+// as ggml does. The integer part of a block dot is exact on every ISA; ISAs differ only in the
+// order of the f32 accumulation. Activation quantization is bitwise identical on every ISA.
+//
+// Per row, a kernel's result does not depend on nrows or on which rows share a call, so any row
+// split (threads, gemm tiles) gives bitwise the same y.
+#include <cstddef>
+#include <cstdint>
+
+#include "strata/cpu/features.h"
+#include "strata/quant/types.h"
+
+namespace strata::cpu {
+
+// out[r] = dot(row r of w, act) for r < nrows; rows are w_stride bytes apart, n elements each.
+using DotRowsFn = void (*)(int64_t n, const void* w, std::size_t w_stride, int64_t nrows, const void* act,
+                           float* out);
+// x (n floats) -> activation form (row_bytes(act_type, n) bytes).
+using QuantizeActFn = void (*)(const float* x, void* act, int64_t n);
+
+struct DotKernel {
+  quant::GGMLType act_type;    // F32, Q8_0 or Q8_K
+  QuantizeActFn quantize_act;  // nullptr when act_type is F32 (x is used as is)
+  DotRowsFn dot_rows;
+};
+
+// The kernel of a weight type on an ISA. Throws strata::Error(Value) when the type has no kernels
+// or the ISA is not supported on this machine.
+const DotKernel& dot_kernel(quant::GGMLType type, Isa isa);
+
+// The activation form a weight type's dots consume, and its bytes for n elements.
+quant::GGMLType activation_type(quant::GGMLType type);
+std::size_t activation_row_bytes(quant::GGMLType type, int64_t n);
+
+// Per-ISA tables (nullptr for a type the ISA lacks). Defined only where the ISA is compiled.
+namespace scalar {
+const DotKernel* kernel(quant::GGMLType type);
+}
+namespace avx2 {
+const DotKernel* kernel(quant::GGMLType type);
+}
+namespace neon {
+const DotKernel* kernel(quant::GGMLType type);
+}
+
+}  // namespace strata::cpu

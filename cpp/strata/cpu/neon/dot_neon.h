@@ -1,0 +1,25 @@
+#pragma once
+// The NEON kernels of this folder, gathered into a table by kernels_neon.cpp.
+#include <cstddef>
+#include <cstdint>
+
+namespace strata::cpu::neon {
+
+#define STRATA_NEON_DOT(name) \
+  void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out)
+STRATA_NEON_DOT(dot_rows_f32);
+STRATA_NEON_DOT(dot_rows_f16);
+STRATA_NEON_DOT(dot_rows_bf16);
+STRATA_NEON_DOT(dot_rows_q4_0);
+STRATA_NEON_DOT(dot_rows_q5_0);
+STRATA_NEON_DOT(dot_rows_q8_0);
+STRATA_NEON_DOT(dot_rows_q2_k);
+STRATA_NEON_DOT(dot_rows_q4_k);
+STRATA_NEON_DOT(dot_rows_q6_k);
+STRATA_NEON_DOT(dot_rows_iq4_xs);
+#undef STRATA_NEON_DOT
+
+void quantize_act_q8_0(const float* x, void* act, int64_t n);
+void quantize_act_q8_k(const float* x, void* act, int64_t n);
+
+}  // namespace strata::cpu::neon

@@ -1,0 +1,26 @@
+#pragma once
+// NEON helpers shared by the files of this folder (compiled only on AArch64, where NEON is
+// baseline). The int8 dot uses the SDOT instruction where the target has it (ARMv8.2 dotprod,
+// every Apple core) and widening multiplies otherwise; both are exact in int32.
+#include <arm_neon.h>
+
+#include <cstdint>
+
+namespace strata::cpu::neon {
+namespace {
+
+inline int32x4_t dot_s8(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32(acc, a, b);
+#else
+  const int16x8_t p0 = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+  const int16x8_t p1 = vmull_high_s8(a, b);
+  return vaddq_s32(acc, vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
+#endif
+}
+
+// Sum of a·b over 16 int8 lanes.
+inline int dot16(int8x16_t a, int8x16_t b) { return vaddvq_s32(dot_s8(vdupq_n_s32(0), a, b)); }
+
+}  // namespace
+}  // namespace strata::cpu::neon
