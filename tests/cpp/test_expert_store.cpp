@@ -2,8 +2,15 @@
 // order, pinning (a layer that needs more experts than there are slots still gets every expert
 // right), counters, the residency map, faults surfacing as errors with the store left consistent,
 // mmap mode, and a randomized stress run with I/O threads checking every byte a view exposes.
+// GCC cannot see that the replaced operator new below pairs with the replaced delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 #define STRATA_TEST_MAIN
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
+#include <new>
 #include <random>
 #include <chrono>
 #include <set>
@@ -14,6 +21,16 @@
 #include "strata/util/error.h"
 #include "strata/util/mmap_file.h"
 #include "test_expert_fixture.h"
+
+// Counts heap allocations so the per-token path can be shown to allocate nothing.
+static std::atomic<long> g_allocs{0};
+void* operator new(std::size_t n) {
+  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace strata;
 using namespace strata::experts;
@@ -347,5 +364,37 @@ TEST(stress_random_passes_with_io_threads) {
     CHECK_EQ(t.hits + t.misses, uses);
     CHECK_EQ(t.bytes_read, t.misses * f.layout.layers[0].expert_bytes());
     CHECK(t.prefetch_hits <= t.misses);
+  }
+}
+
+TEST(no_allocation_per_pass) {
+  Fixture f;
+  for (int threads : {0, 2}) {
+    auto st = f.stream(5, threads);
+    std::vector<model::MoeWeights> w;
+    for (int l = 0; l < kL; ++l) w.push_back(weights_of(st->layout(), l));
+    std::vector<int32_t> count(kE, 0);
+    std::mt19937 g(3);
+    auto run = [&](int passes) {
+      long sum = 0;
+      for (int it = 0; it < passes; ++it) {
+        const int layer = static_cast<int>(g() % kL);
+        for (int e = 0; e < kE; ++e) count[static_cast<std::size_t>(e)] = (g() % 3 == 0) ? 1 : 0;
+        st->begin_window(1);
+        {
+          LayerPass pass(st.get(), layer, w[static_cast<std::size_t>(layer)], count.data(), kE);
+          while (pass.next()) sum += pass.view().gate.data[0];
+        }
+        st->end_window();
+      }
+      return sum;
+    };
+    run(50);  // warm-up
+    const long before = g_allocs.load();
+    const long sum = run(300);
+    const long allocs = g_allocs.load() - before;
+    CHECK_EQ(allocs, 0L);
+    CHECK(sum != 0);
+    CHECK(st->totals().misses > 100);
   }
 }
