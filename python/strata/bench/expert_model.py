@@ -10,6 +10,7 @@ expert-store benchmark needs (routing, misses, bytes and speed).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,7 @@ class ExpertModelShape:
     head_dim: int = 128
     vocab: int = 1024
     mtp: bool = True
+    router_scale: float = 1.0  # router logits' scale: > 1 makes routing peakier, as trained routers are
 
     def hparams(self) -> StrataHParams:
         return StrataHParams(
@@ -68,6 +70,9 @@ class ExpertModelShape:
         per_layer = base.expert_bytes() / (base.layers + 1)
         layers = max(2, round(gigabytes * 1e9 / per_layer) - 1)
         return cls(layers=layers)
+
+    def with_router_scale(self, scale: float) -> ExpertModelShape:
+        return dataclasses.replace(self, router_scale=scale)
 
 
 def _random_q8_0(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> np.ndarray:
@@ -121,6 +126,8 @@ def make_expert_model(path: str | Path, shape: ExpertModelShape | None = None, s
                 writer.add_tensor_info(name, spec.shape, np.dtype(np.float32), nbytes, raw_dtype=q8)
                 continue
             arr = _small_tensor(rng, name, spec.shape, hp)
+            if name.endswith("ffn_gate_inp.weight"):
+                arr = arr * np.float32(shape.router_scale)
             if spec.kind == "weight":
                 data, raw = encode(arr, storage_type(spec.shape, q8))
             else:

@@ -89,6 +89,7 @@ class RunResult:
     tok_s: float
     ppl: float
     io: str
+    selected_mass: float  # mean router probability mass of the selected experts (main layers, decode rows)
 
 
 @dataclass
@@ -163,6 +164,7 @@ def drop_page_cache(path: str | Path) -> None:
         return
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.fsync(fd)  # dirty pages (a file just written) would stay cached
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
@@ -212,17 +214,23 @@ def run_one(path: str | Path, tokens: Sequence[int], cfg: BenchConfig, mode: str
     if mode == "mmap":
         drop_page_cache(path)
     eng = _strata.Engine(str(path), **kw)
+    eng.set_route_trace(True)
+    main_layers = int(eng.hparams["layers"])
     p = cfg.prompt
     eng.eval(list(tokens[:p]), logits="none")
     eng.reset_expert_stats()
     nll = 0.0
+    mass = 0.0
     n = 0
-    t0 = time.perf_counter()
+    seconds = 0.0
     for i in range(p, len(tokens) - 1):
+        t0 = time.perf_counter()
         logits = eng.eval([tokens[i]])
+        seconds += time.perf_counter() - t0  # the trace read below is not decode time
         nll -= _log_softmax_at(logits, tokens[i + 1])
+        for layer in eng.route_trace()[:main_layers]:
+            mass += float(np.take_along_axis(layer["probs"], layer["ids"].astype(np.int64), axis=1).sum())
         n += 1
-    seconds = time.perf_counter() - t0
     st = eng.expert_stats()
     tot = st["total"]
     used = tot["hits"] + tot["misses"]
@@ -234,7 +242,7 @@ def run_one(path: str | Path, tokens: Sequence[int], cfg: BenchConfig, mode: str
         stall_ms_per_token=1e3 * tot["stall_s"] / n,
         prefetch_hit_rate=tot["prefetch_hits"] / tot["misses"] if tot["misses"] else 1.0,
         evictions=int(tot["evictions"]), tok_s=n / seconds if seconds > 0 else 0.0, ppl=math.exp(nll / n),
-        io=str(st["io"]),
+        io=str(st["io"]), selected_mass=mass / (n * main_layers),
     )
 
 
@@ -276,7 +284,7 @@ def run_bench(path: str | Path, cfg: BenchConfig, text: str | Path | None = None
 # --- output ----------------------------------------------------------------------------------------
 
 COLUMNS = ("mode", "resident", "MOCE", "miss rate", "MB read/token", "stall ms/token", "prefetch hits",
-           "tok/s", "perplexity")
+           "tok/s", "perplexity", "selected mass")
 
 
 def table_rows(report: BenchReport) -> list[list[str]]:
@@ -286,7 +294,7 @@ def table_rows(report: BenchReport) -> list[list[str]]:
             r.mode, "-" if r.fraction is None else f"{r.fraction:.0%} ({r.slots})", r.moce,
             f"{r.miss_rate:.3f}",
             f"{r.bytes_per_token / 1e6:.3f}", f"{r.stall_ms_per_token:.2f}", f"{r.prefetch_hit_rate:.2f}",
-            f"{r.tok_s:.2f}", f"{r.ppl:.4f}",
+            f"{r.tok_s:.2f}", f"{r.ppl:.4f}", f"{r.selected_mass:.3f}",
         ])
     return rows
 
@@ -318,6 +326,10 @@ def markdown(report: BenchReport, command: str = "") -> str:
     ]
     if command:
         head.append(f"Command: `{command}`")
+    head.append("Miss rate: misses / experts used (one (layer, expert) per window); MB read: expert bytes "
+                "read from the file per decode token; prefetch hits: misses whose read was done when the "
+                "compute reached them; selected mass: router probability of the chosen experts, per layer "
+                "and token.")
     io = sorted({r.io for r in report.runs if r.mode == "stream"})
     if io:
         head.append(f"Expert reads: {', '.join(io)}; {report.config.io_threads} I/O threads.")
