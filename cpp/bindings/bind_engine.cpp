@@ -105,6 +105,7 @@ py::dict store_dict(experts::ExpertStore& st) {
   d["slot_bytes"] = st.slot_bytes();
   d["capacity_bytes"] = st.capacity_bytes();
   d["resident"] = st.mode() == experts::ExpertMode::Stream ? st.resident_count() : st.total_experts();
+  d["resident_bytes"] = st.resident_bytes();
   d["total"] = counters_dict(st.totals());
   d["last_window"] = counters_dict(st.last_window());
   return d;

@@ -14,6 +14,7 @@ What must hold:
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +109,10 @@ def test_counters_add_up(model: Path) -> None:
     assert total["hits"] > 0  # decode rows reuse experts
     eng.reset_expert_stats()
     assert eng.expert_stats()["total"]["hits"] == 0
+    st = eng.expert_stats()
+    assert st["resident_bytes"] == st["resident"] * st["slot_bytes"] > 0
     eng.clear_expert_cache()
-    assert eng.expert_stats()["resident"] == 0
+    assert eng.expert_stats()["resident"] == 0 and eng.expert_stats()["resident_bytes"] == 0
     eng.eval([3])
     assert eng.expert_stats()["total"]["hits"] == 0  # cold again
 
@@ -121,6 +124,9 @@ def test_counters_add_up(model: Path) -> None:
     s = mm.expert_stats()
     assert s["mode"] == "mmap" and s["io"] == "mmap" and s["slots"] == 0
     assert s["total"]["hits"] + s["total"]["misses"] == used
+    page = os.sysconf("SC_PAGESIZE")
+    slack = 2 * 3 * s["layers"] * page  # partial pages at both ends of each expert tensor
+    assert 0 < s["resident_bytes"] <= s["expert_bytes_total"] + slack  # the file was just written: cached
 
 
 def test_full_cache_hits_after_warmup(model: Path) -> None:

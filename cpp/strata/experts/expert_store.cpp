@@ -130,6 +130,27 @@ int64_t ExpertStore::resident_count() const {
   return n;
 }
 
+uint64_t ExpertStore::resident_bytes() const {
+  if (cfg_.mode == ExpertMode::Stream) return static_cast<uint64_t>(resident_count()) * slot_bytes_;
+  uint64_t bytes = 0;
+  std::vector<unsigned char> vec;
+  for (const ExpertLayer& l : layout_.layers)
+    for (const ExpertTensor& t : l.part) {
+      const auto addr = reinterpret_cast<std::uintptr_t>(t.view.data);
+      const std::size_t len = t.view.expert_stride * static_cast<std::size_t>(layout_.n_expert);
+      const std::uintptr_t start = addr & ~static_cast<std::uintptr_t>(page_ - 1);
+      const std::size_t length = static_cast<std::size_t>(addr + len - start);
+      vec.assign((length + page_ - 1) / page_, 0);
+#if defined(__APPLE__)
+      if (::mincore(reinterpret_cast<void*>(start), length, reinterpret_cast<char*>(vec.data())) != 0) continue;
+#else
+      if (::mincore(reinterpret_cast<void*>(start), length, vec.data()) != 0) continue;
+#endif
+      for (unsigned char v : vec) bytes += (v & 1) ? page_ : 0;
+    }
+  return bytes;
+}
+
 std::vector<int32_t> ExpertStore::lru_keys() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int32_t> out;

@@ -79,6 +79,9 @@ class ExpertStore {
   // LayerPass, so between passes (when the router runs) it is stable. nullptr in mmap mode.
   const uint8_t* resident_map(int layer) const;
   int64_t resident_count() const;
+  // Memory the experts occupy now: stream, the slots in use (slot bytes each); mmap, the expert
+  // tensors' pages in the page cache (mincore; 0 where it cannot tell). Allocates (not per token).
+  uint64_t resident_bytes() const;
   // Resident (layer·E + expert) keys from least to most recently used (tests, inspection).
   std::vector<int32_t> lru_keys() const;
 

@@ -90,6 +90,7 @@ class RunResult:
     ppl: float
     io: str
     selected_mass: float  # mean router probability mass of the selected experts (main layers, decode rows)
+    resident_mb: float    # memory the experts held at the end (stream: slots in use; mmap: page cache)
 
 
 @dataclass
@@ -242,7 +243,7 @@ def run_one(path: str | Path, tokens: Sequence[int], cfg: BenchConfig, mode: str
         stall_ms_per_token=1e3 * tot["stall_s"] / n,
         prefetch_hit_rate=tot["prefetch_hits"] / tot["misses"] if tot["misses"] else 1.0,
         evictions=int(tot["evictions"]), tok_s=n / seconds if seconds > 0 else 0.0, ppl=math.exp(nll / n),
-        io=str(st["io"]), selected_mass=mass / (n * main_layers),
+        io=str(st["io"]), selected_mass=mass / (n * main_layers), resident_mb=st["resident_bytes"] / 1e6,
     )
 
 
@@ -284,7 +285,7 @@ def run_bench(path: str | Path, cfg: BenchConfig, text: str | Path | None = None
 # --- output ----------------------------------------------------------------------------------------
 
 COLUMNS = ("mode", "resident", "MOCE", "miss rate", "MB read/token", "stall ms/token", "prefetch hits",
-           "tok/s", "perplexity", "selected mass")
+           "tok/s", "perplexity", "selected mass", "expert MB held")
 
 
 def table_rows(report: BenchReport) -> list[list[str]]:
@@ -294,7 +295,7 @@ def table_rows(report: BenchReport) -> list[list[str]]:
             r.mode, "-" if r.fraction is None else f"{r.fraction:.0%} ({r.slots})", r.moce,
             f"{r.miss_rate:.3f}",
             f"{r.bytes_per_token / 1e6:.3f}", f"{r.stall_ms_per_token:.2f}", f"{r.prefetch_hit_rate:.2f}",
-            f"{r.tok_s:.2f}", f"{r.ppl:.4f}", f"{r.selected_mass:.3f}",
+            f"{r.tok_s:.2f}", f"{r.ppl:.4f}", f"{r.selected_mass:.3f}", f"{r.resident_mb:.0f}",
         ])
     return rows
 
