@@ -71,6 +71,12 @@ class ExpertModelShape:
         layers = max(2, round(gigabytes * 1e9 / per_layer) - 1)
         return cls(layers=layers)
 
+    @classmethod
+    def demo_scale(cls) -> ExpertModelShape:
+        """About the size of the shipped demo model (experts ~17 MB): 4 layers + MTP, 32 experts, 4 used."""
+        return cls(layers=4, d=256, experts=32, experts_used=4, expert_ffn=128, shared_ffn=128, heads=4,
+                   head_dim=64, vocab=1024)
+
     def with_router_scale(self, scale: float) -> ExpertModelShape:
         return dataclasses.replace(self, router_scale=scale)
 

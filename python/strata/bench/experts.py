@@ -356,7 +356,8 @@ def plot(report: BenchReport, path: str | Path) -> None:
             xs = [100 * (r.fraction or 0.0) for r in rs]
             ax.plot(xs, [getattr(r, key) * scale for r in rs], marker="o", label=f"MOCE {label}")
         if mmap is not None:
-            ax.axhline(getattr(mmap, key) * scale, color="k", linestyle=":", label="mmap (cold page cache)")
+            ax.axhline(getattr(mmap, key) * scale, color="k", linestyle=":",
+                       label="mmap (page cache dropped before the run)")
         ax.set_xlabel("resident experts (% of all)")
         ax.set_title(title)
         ax.grid(alpha=0.3)

@@ -46,7 +46,9 @@ def register(tools: SubParsers) -> None:
     p.add_argument("--model", type=Path, default=None, help="a strata/qwen3moe GGUF file")
     p.add_argument("--generate", type=Path, default=None, metavar="PATH",
                    help="write a random expert-heavy model to PATH (if missing) and benchmark it")
-    p.add_argument("--gb", type=float, default=3.0, help="expert size of the --generate model in GB (3)")
+    p.add_argument("--shape", choices=("big", "demo"), default="big",
+                   help="--generate: 'big' (experts of --gb GB) or 'demo' (demo-model scale, experts ~17 MB)")
+    p.add_argument("--gb", type=float, default=3.0, help="experts of the 'big' --generate model in GB (3)")
     p.add_argument("--router-scale", type=float, default=1.0,
                    help="scale of the --generate model's router weights (1; larger = peakier routing)")
     p.add_argument("--text", type=Path, default=None,
@@ -86,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if args.generate is not None:
         path = args.generate
         if not path.exists():
-            shape = ExpertModelShape.for_size(args.gb).with_router_scale(args.router_scale)
+            demo = args.shape == "demo"
+            base = ExpertModelShape.demo_scale() if demo else ExpertModelShape.for_size(args.gb)
+            shape = base.with_router_scale(args.router_scale)
             print(f"writing {path} ({shape.layers} layers, experts {shape.expert_bytes() / 1e9:.2f} GB) ...",
                   file=sys.stderr)
             make_expert_model(path, shape, seed=args.seed)
