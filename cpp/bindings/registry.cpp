@@ -7,7 +7,6 @@ void bind_all(pybind11::module_& m) {
   bind_gguf(m);
   bind_engine(m);
   bind_decode(m);
-  (void)m;
   bind_quant(m);
 }
 
