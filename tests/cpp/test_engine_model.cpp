@@ -68,6 +68,14 @@ TEST(architecture_and_keys) {
   CHECK_LOAD_ERROR(o, [](MemorySource& s) { s.set_u("strata.block_count", 1); }, "block_count");
   CHECK_LOAD_ERROR(o, [](MemorySource& s) { s.set_u("strata.hyper_connection.sinkhorn_iterations", 0); },
                    "sinkhorn_iterations");
+  // A per-row loop count no tensor bounds is capped (no hang on a hostile file).
+  CHECK_LOAD_ERROR(o, [](MemorySource& s) { s.set_u("strata.hyper_connection.sinkhorn_iterations", 4000000000ull); },
+                   "sinkhorn_iterations = 4000000000");
+  // Sink, window and top-T larger than any context are fine (lists are bounded by the cells).
+  CHECK(load_error(o, [](MemorySource& s) {
+    s.set_u("strata.attention.indexer.top_k", 4000000000ull);
+    s.set_u("strata.attention.sink_count", 4000000000ull);
+  }).empty());
   CHECK_LOAD_ERROR(o, [](MemorySource& s) { s.set_u("strata.embedding_length", 1ull << 33); }, "does not fit");
   CHECK_LOAD_ERROR(o, [](MemorySource& s) { s.set_u("strata.nextn.vocab_size", 100); }, "nextn.vocab_size = 100");
   TinyOptions q;

@@ -288,3 +288,22 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
   }
   CHECK(paths.size() >= 1);
 }
+
+TEST(kv_cells_gap_reads_zero) {
+  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8}) {
+    KvCells kv(2, 32, 2, 70, type, 8);
+    std::vector<float> k(140, 1.5f), v(140, -2.0f), out(70);
+    kv.prepare_write(1, 10, 2);
+    kv.write(1, 10, k.data(), v.data());
+    kv.write(1, 11, k.data(), v.data());
+    for (int c = 0; c < 10; ++c) {
+      kv.read_k(1, c, 1, out.data());
+      CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 0.0f; }));
+      const float* ik = kv.indexer_key(1, c);
+      CHECK(std::all_of(ik, ik + 8, [](float x) { return x == 0.0f; }));
+    }
+    kv.read_v(1, 11, 0, out.data());
+    CHECK_NEAR(out[69], -2.0, 1e-2);
+    CHECK_THROWS(kv.prepare_write(1, 31, 2));  // beyond the store
+  }
+}

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "strata/engine/runner.h"
-#include "test_engine_fallback_kernels.h"
 #include "test_engine_reference.h"
 #include "test_engine_support.h"
 

@@ -15,11 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "strata/cpu/gemv.h"
+#include "strata/engine/linear.h"
 #include "strata/engine/mtp.h"
 #include "strata/engine/runner.h"
 #include "strata/engine/window.h"
 #include "strata/util/thread_pool.h"
-#include "test_engine_fallback_kernels.h"
 #include "test_engine_reference.h"
 #include "test_engine_support.h"
 
@@ -122,6 +123,31 @@ TEST(hparams_are_read) {
   CHECK(mq->hparams().kv_type == strata::model::KvType::F32);
   CHECK_EQ(mq->hparams().hc_count, 1u);
   CHECK(!mq->mtp.has_value());
+}
+
+TEST(huge_sink_window_top_k_stay_bounded) {
+  // Keys no tensor bounds: the lists are bounded by the cells, nothing is sized by the keys.
+  auto src = tiny_source(TinyOptions{});
+  src->set_u("strata.attention.indexer.top_k", 4000000000ull);
+  src->set_u("strata.attention.sink_count", 4000000000ull);
+  src->set_u("strata.attention.sliding_window", 4000000000ull);
+  auto model = strata::model::Model::from_source(std::move(src));
+  WindowConfig cfg;
+  cfg.max_ctx = 32;
+  cfg.max_rows = 8;
+  Window w(*model, cfg);
+  CHECK(w.scratch().shape.max_list <= 32);
+  auto toks = tokens_for(20, 61, 2);
+  w.run(toks.data(), 8, 0, LogitRows::Last);
+  w.run(toks.data() + 8, 8, 8, LogitRows::Last);
+  // Every cell is a sink: the same as full causal attention.
+  TinyOptions full;
+  full.window = 0;
+  auto fm = tiny_model(full);
+  cfg.max_rows = 16;
+  Window wf(*fm, cfg);
+  wf.run(toks.data(), 16, 0, LogitRows::Last);
+  CHECK(std::memcmp(w.logits(0), wf.logits(0), 61 * 4) == 0);
 }
 
 TEST(matches_naive_reference_all_features) { check_against_naive(TinyOptions{}, 20, 1e-4); }
@@ -440,4 +466,23 @@ TEST(no_allocation_per_token) {
   const long before_rounds = g_allocs.load();
   for (int i = 0; i < 8; ++i) round(toks[static_cast<std::size_t>(11 + i)]);
   CHECK_EQ(g_allocs.load() - before_rounds, 0L);
+}
+
+TEST(r10_fc_hidden_one_gemm_equals_n_gemv) {
+  // the MTP applies fc_hidden to the n streams (of all rows) as ONE gemm; each stream's
+  // result must be bitwise what a separate gemv gives — for float and block weights alike.
+  for (auto type : {strata::quant::GGMLType::F32, strata::quant::GGMLType::F16}) {
+    TinyOptions o;
+    o.matrix_type = type;
+    auto model = tiny_model(o);
+    const auto& w = model->mtp->fc_hidden;
+    std::mt19937 g(3);
+    auto X = randn(g, 4 * 3 * 32, 1.0f);  // 3 rows x 4 streams
+    std::vector<float> one(static_cast<std::size_t>(12 * 32)), sep(static_cast<std::size_t>(12 * 32));
+    strata::ThreadPool pool(2);
+    strata::engine::linear(w, X.data(), 12, one.data(), &pool);
+    for (int i = 0; i < 12; ++i)
+      strata::cpu::gemv(w.type, w.data, w.rows, w.cols, X.data() + i * 32, sep.data() + i * 32, nullptr);
+    CHECK(std::memcmp(one.data(), sep.data(), one.size() * 4) == 0);
+  }
 }

@@ -40,9 +40,14 @@ bool isa_supported(Isa isa) {
 #if defined(STRATA_HAVE_AVX2_TU) && (defined(__GNUC__) || defined(__clang__))
     {
       // f16c is read from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports lacks the name.
-      unsigned a = 0, b = 0, c = 0, d = 0;
-      const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+      // Detected once: CPUID is slow (a VM exit under virtualisation) and this runs on every
+      // kernel dispatch.
+      static const bool ok = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+      }();
+      return ok;
     }
 #else
       return false;

@@ -7,21 +7,53 @@
 #include "strata/engine/attention_head.h"
 #include "strata/engine/block.h"
 #include "strata/engine/linear.h"
+#include "strata/engine/multi_linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
 
 namespace strata::engine {
 
-void attention_write_kv(const BlockContext& c, int R, int64_t start) {
+namespace {
+
+// The projections of the R rows of s.xn in one dispatch: k, v and the indexer key always; with
+// queries also q and the indexer's queries and head weights.
+void project(const BlockContext& c, int R, bool queries) {
+  const model::HParams& hp = *c.hp;
+  const model::AttentionWeights& w = c.w->attn;
+  Scratch& s = *c.s;
+  s.prep_x.reset(s.xn.data(), R, hp.n_embd, s.act_x.data());
+  LinearTask* tasks = s.tasks.data();
+  int nt = 0;
+  auto add = [&](const model::Weight& wt, float* y) {
+    LinearTask t;
+    t.w = wt;
+    t.act = s.prep_x.get(wt.type, &t.act_stride);
+    t.nx = R;
+    t.y = y;
+    t.y_stride = wt.rows;
+    tasks[nt++] = t;
+  };
+  add(w.k, s.k.data());
+  add(w.v, s.v.data());
+  if (c.use_indexer) add(w.idx_k, s.ik.data());
+  if (queries) {
+    add(w.q, s.q.data());
+    if (c.use_indexer) {
+      add(w.idx_q, s.iq.data());
+      add(w.idx_w, s.iw.data());
+    }
+  }
+  run_linear_tasks(tasks, nt, c.pool);
+}
+
+// k-norm and RoPE at the row's position (angles kept for the queries), K/V and indexer-key writes.
+void store_kv(const BlockContext& c, int R, int64_t start) {
   const model::HParams& hp = *c.hp;
   const model::AttentionWeights& w = c.w->attn;
   Scratch& s = *c.s;
   KvCells& kv = *c.kv;
   const int64_t dh = hp.head_dim, hkv = hp.n_head_kv, kvrows = hp.kv_rows(), rd = hp.rope_dim;
-
-  linear(w.k, s.xn.data(), R, s.k.data(), c.pool);
-  linear(w.v, s.xn.data(), R, s.v.data(), c.pool);
-  // Per row: k-norm, RoPE at the row's position (angles kept for the queries), K/V write.
+  kv.prepare_write(c.kv_layer, start, R);
   parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = start + r;
@@ -37,10 +69,16 @@ void attention_write_kv(const BlockContext& c, int R, int64_t start) {
   });
   if (c.use_indexer) {
     const int64_t di = hp.indexer_dim;
-    linear(w.idx_k, s.xn.data(), R, s.ik.data(), c.pool);
     for (int64_t r = 0; r < R; ++r)
       std::memcpy(kv.indexer_key(c.kv_layer, start + r), s.ik.data() + r * di, sizeof(float) * static_cast<std::size_t>(di));
   }
+}
+
+}  // namespace
+
+void attention_write_kv(const BlockContext& c, int R, int64_t start) {
+  project(c, R, false);
+  store_kv(c, R, start);
 }
 
 void attention_forward(const BlockContext& c, int R, int64_t start) {
@@ -52,8 +90,8 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
   const int64_t qrows = hp.q_rows(), rd = hp.rope_dim;
   const bool gated = hp.attn_gated;
 
-  attention_write_kv(c, R, start);
-  linear(w.q, s.xn.data(), R, s.q.data(), c.pool);
+  project(c, R, true);
+  store_kv(c, R, start);
   // Per row and head: q-norm and RoPE with the row's angles.
   parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -66,13 +104,7 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
       }
     }
   });
-
-  // Indexer queries and head weights of each row.
   const int hi = static_cast<int>(hp.indexer_heads), di = static_cast<int>(hp.indexer_dim);
-  if (c.use_indexer) {
-    linear(w.idx_q, s.xn.data(), R, s.iq.data(), c.pool);
-    linear(w.idx_w, s.xn.data(), R, s.iw.data(), c.pool);
-  }
 
   // Cell lists.
   const CellPolicy& pol = c.policy;

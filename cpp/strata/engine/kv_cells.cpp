@@ -1,5 +1,6 @@
 #include "strata/engine/kv_cells.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -39,19 +40,37 @@ KvCells::KvCells(int n_layer, int64_t n_cells, int n_head_kv, int head_dim, mode
   if (di_ > 0)
     ik_.resize(mul_checked(mul_checked(static_cast<std::size_t>(n_layer), static_cast<std::size_t>(n_cells), "cell"),
                            static_cast<std::size_t>(di_), "indexer"));
-  // Zeroed once, so a cell nobody wrote reads as zeros (never garbage) whatever a caller does.
-  std::memset(k8_.data(), 0, k8_.size());
-  std::memset(v8_.data(), 0, v8_.size());
-  std::memset(ks_.data(), 0, ks_.size() * sizeof(uint16_t));
-  std::memset(vs_.data(), 0, vs_.size() * sizeof(uint16_t));
-  std::memset(kf_.data(), 0, kf_.size() * sizeof(float));
-  std::memset(vf_.data(), 0, vf_.size() * sizeof(float));
-  std::memset(ik_.data(), 0, ik_.size() * sizeof(float));
+  high_water_.resize(static_cast<std::size_t>(n_layer));
+  for (int l = 0; l < n_layer; ++l) high_water_[static_cast<std::size_t>(l)] = 0;
 }
 
 std::size_t KvCells::bytes() const {
   return k8_.capacity() + v8_.capacity() + 2 * (ks_.capacity() + vs_.capacity()) +
          4 * (kf_.capacity() + vf_.capacity() + ik_.capacity());
+}
+
+void KvCells::zero_cells(int layer, int64_t c0, int64_t c1) {
+  if (c1 <= c0) return;
+  const std::size_t s0 = slot(layer, c0, 0), s1 = slot(layer, c1, 0);
+  if (type_ == model::KvType::Int8) {
+    std::memset(&k8_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_));
+    std::memset(&v8_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_));
+    std::memset(&ks_[s0 * nb_], 0, (s1 - s0) * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
+    std::memset(&vs_[s0 * nb_], 0, (s1 - s0) * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
+  } else {
+    std::memset(&kf_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_) * sizeof(float));
+    std::memset(&vf_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_) * sizeof(float));
+  }
+  if (di_ > 0) std::memset(indexer_key(layer, c0), 0, static_cast<std::size_t>(c1 - c0) * di_ * sizeof(float));
+}
+
+void KvCells::prepare_write(int layer, int64_t c0, int64_t n) {
+  if (layer < 0 || layer >= n_layer_ || c0 < 0 || n < 0 || c0 + n > n_cells_)
+    throw_error(ErrorKind::Internal, "KvCells::prepare_write: cells [" + std::to_string(c0) + ", " +
+                                         std::to_string(c0 + n) + ") outside the store");
+  int64_t& hw = high_water_[static_cast<std::size_t>(layer)];
+  if (c0 > hw) zero_cells(layer, hw, c0);
+  hw = std::max(hw, c0 + n);
 }
 
 void KvCells::write(int layer, int64_t cell, const float* k, const float* v) {

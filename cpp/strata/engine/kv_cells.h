@@ -2,7 +2,8 @@
 // K/V storage of the main model (or of the MTP block) indexed by cell id. In this single-sequence
 // engine cell id = absolute position. Per layer and cell, each KV head holds Dh keys and Dh values:
 // int8 with one fp16 scale per 64 elements (strata) or f32 (qwen3moe); indexer keys, when the
-// model has an indexer, are kept per cell in f32. Allocated once for n_cells; nothing per token.
+// model has an indexer, are kept per cell in f32. Allocated once for n_cells (pages committed as
+// cells get used); nothing per token.
 #include <cstdint>
 
 #include "strata/engine/kv_quant.h"
@@ -20,7 +21,13 @@ class KvCells {
   model::KvType type() const { return type_; }
   std::size_t bytes() const;
 
+  // Before writing cells [c0, c0 + n) of a layer (single-threaded, ahead of the parallel writes):
+  // cells between the layer's high-water mark and c0 that nobody wrote are zeroed, so every cell
+  // below the mark reads as written data or zeros — never garbage — while memory beyond the mark
+  // stays untouched (not committed) until used.
+  void prepare_write(int layer, int64_t c0, int64_t n);
   // Stores the (normed, rotated) keys and values of all KV heads of one row: k, v are [Hkv·Dh].
+  // The cell must lie in a range announced by prepare_write.
   void write(int layer, int64_t cell, const float* k, const float* v);
 
   // q · k̂ of one head of one cell (k̂ the stored key as the attention reads it).
@@ -56,6 +63,8 @@ class KvCells {
            static_cast<std::size_t>(head);
   }
 
+  void zero_cells(int layer, int64_t c0, int64_t c1);
+
   int n_layer_;
   int64_t n_cells_;
   int hkv_, dh_, nb_, di_;
@@ -64,6 +73,7 @@ class KvCells {
   AlignedBuffer<uint16_t> ks_, vs_;
   AlignedBuffer<float> kf_, vf_;
   AlignedBuffer<float> ik_;
+  AlignedBuffer<int64_t> high_water_;  // [n_layer] 1 + the highest cell written or zeroed
 };
 
 }  // namespace strata::engine

@@ -1,9 +1,6 @@
 #include "strata/engine/linear.h"
 
-// TODO(merge quant): include "strata/quant/dequantize.h" once it lands; declared here meanwhile.
-namespace strata::quant {
-void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
-}
+#include "strata/quant/dequantize.h"
 
 namespace strata::engine {
 

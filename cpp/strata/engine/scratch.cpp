@@ -40,17 +40,21 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   weights.resize(R * K);
   expert_count.resize(E);
   expert_offset.resize(E + 1);
+  expert_order.resize(E);
   entries.resize(R * K);
-  xe.resize(R * d);
-  ge.resize(R * F);
-  ue.resize(R * F);
-  de.resize(R * d);
+  entry_rows.resize(R * K);
+  ge.resize(R * K * F);
+  ue.resize(R * K * F);
   routed.resize(R * K * d);
   sg.resize(R * z(hp.ff_shared));
   su.resize(R * z(hp.ff_shared));
   shared.resize(R * d);
   shared_gate.resize(R);
   h.resize(R * d);
+  act_x.resize(PreparedInput::arena_bytes(static_cast<int64_t>(R), static_cast<int64_t>(d)));
+  act_h.resize(R * K * F * 4);
+  act_hs.resize(R * z(hp.ff_shared) * 4);
+  tasks.resize(2 * E + 16);
 }
 
 std::size_t Scratch::capacity_signature() const {
@@ -59,9 +63,11 @@ std::size_t Scratch::capacity_signature() const {
          att.capacity() + rope_cs.capacity() + iq.capacity() + iw.capacity() + ik.capacity() +
          cells.capacity() + n_cells.capacity() + slot_scores.capacity() + slot_order.capacity() +
          slot_chunk.capacity() + out.capacity() + one.capacity() + probs.capacity() + ids.capacity() +
-         weights.capacity() + expert_count.capacity() + expert_offset.capacity() + entries.capacity() +
-         xe.capacity() + ge.capacity() + ue.capacity() + de.capacity() + routed.capacity() + sg.capacity() +
-         su.capacity() + shared.capacity() + shared_gate.capacity() + h.capacity();
+         weights.capacity() + expert_count.capacity() + expert_offset.capacity() + expert_order.capacity() +
+         entries.capacity() +
+         entry_rows.capacity() + ge.capacity() + ue.capacity() + routed.capacity() + sg.capacity() +
+         su.capacity() + shared.capacity() + shared_gate.capacity() + h.capacity() +
+         act_x.capacity() + act_h.capacity() + act_hs.capacity() + tasks.capacity();
 }
 
 std::size_t Scratch::bytes() const { return capacity_signature() * 4; }

@@ -3,6 +3,9 @@
 // and reused by every run: nothing on the per-token path allocates. One Scratch may serve the main
 // window and the MTP block (they never run at the same time).
 #include <cstdint>
+#include <vector>
+
+#include "strata/engine/multi_linear.h"
 
 #include "strata/model/hparams.h"
 #include "strata/util/aligned.h"
@@ -54,11 +57,11 @@ struct Scratch {
   AlignedBuffer<float> weights;    // [R][K]
   AlignedBuffer<int32_t> expert_count;   // [E]
   AlignedBuffer<int32_t> expert_offset;  // [E+1]
-  AlignedBuffer<int32_t> entries;  // [R·K] (row·K + slot) sorted by expert
-  AlignedBuffer<float> xe;         // [R][d] rows routed to one expert
-  AlignedBuffer<float> ge;         // [R][F]
-  AlignedBuffer<float> ue;         // [R][F]
-  AlignedBuffer<float> de;         // [R][d]
+  AlignedBuffer<int32_t> expert_order;   // [E] experts in compute order (experts::LayerPass)
+  AlignedBuffer<int32_t> entries;  // [R·K] entry ids (row·K + slot) sorted by expert
+  AlignedBuffer<int32_t> entry_rows;  // [R·K] the row of each sorted entry
+  AlignedBuffer<float> ge;         // [R·K][F] gate outputs per entry, then silu(gate)·up
+  AlignedBuffer<float> ue;         // [R·K][F]
   AlignedBuffer<float> routed;     // [R][K][d]
   AlignedBuffer<float> sg;         // [R][Fs]
   AlignedBuffer<float> su;         // [R][Fs]
@@ -66,6 +69,12 @@ struct Scratch {
   AlignedBuffer<float> shared_gate;  // [R]
   // Heads.
   AlignedBuffer<float> h;          // [R][d] collapsed, normed head input
+  // Prepared activations and the task list of the fused linear dispatches (multi_linear.h).
+  AlignedBuffer<uint8_t> act_x;    // xn in up to three activation forms
+  AlignedBuffer<uint8_t> act_h;    // [R·K] expert hidden rows in the down weights' form
+  AlignedBuffer<uint8_t> act_hs;   // [R] shared-expert hidden rows
+  PreparedInput prep_x;
+  std::vector<LinearTask> tasks;   // capacity fixed at creation (2E + 16)
 };
 
 }  // namespace strata::engine

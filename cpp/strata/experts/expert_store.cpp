@@ -46,7 +46,6 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   if (!(cfg.cache_fraction >= 0.0 && cfg.cache_fraction <= 1.0))
     throw_error(ErrorKind::Config, "expert store: cache fraction " + std::to_string(cfg.cache_fraction) +
                                        " must be in [0, 1]");
-  order_.assign(static_cast<std::size_t>(E), -1);
   order_slot_.assign(static_cast<std::size_t>(E), -1);
   order_held_.assign(static_cast<std::size_t>(E), 0);
 
@@ -369,47 +368,45 @@ void ExpertStore::probe_page_cache(const ExpertView& v, int layer) {
 
 // ---- LayerPass
 
-LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert)
-    : store_(store),
-      stream_(store && store->mode() == ExpertMode::Stream),
-      layer_(layer),
-      w_(w),
-      count_(count),
-      E_(n_expert) {
-  if (!store_) return;
-  if (layer < 0 || layer >= store_->n_layers() || n_expert != store_->n_expert())
+LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count,
+                     int64_t n_expert, int32_t* order)
+    : store_(store), stream_(store && store->mode() == ExpertMode::Stream), layer_(layer), w_(w), order_(order) {
+  if (store_ && (layer < 0 || layer >= store_->n_layers() || n_expert != store_->n_expert()))
     throw_error(ErrorKind::Internal, "LayerPass: layer " + std::to_string(layer) + " / " + std::to_string(n_expert) +
                                          " experts do not match the expert store");
-  if (!stream_) return;
+  if (!stream_) {
+    for (int64_t e = 0; e < n_expert; ++e)
+      if (count[e] > 0) order_[n_++] = static_cast<int32_t>(e);
+    return;
+  }
   ExpertStore& st = *store_;
   {
     std::lock_guard<std::mutex> lock(st.mu_);
     if (st.pass_open_) throw_error(ErrorKind::Internal, "LayerPass: another layer pass is open");
-    const uint8_t* res = st.resident_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(E_);
-    int n = 0;
-    for (int64_t e = 0; e < E_; ++e)
-      if (count[e] > 0 && res[e]) st.order_[static_cast<std::size_t>(n++)] = static_cast<int32_t>(e);
-    const int hits = n;
-    for (int64_t e = 0; e < E_; ++e)
-      if (count[e] > 0 && !res[e]) st.order_[static_cast<std::size_t>(n++)] = static_cast<int32_t>(e);
-    for (int i = 0; i < n; ++i) {
+    const uint8_t* res = st.resident_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(n_expert);
+    for (int64_t e = 0; e < n_expert; ++e)
+      if (count[e] > 0 && res[e]) order_[n_++] = static_cast<int32_t>(e);
+    const int hits = n_;
+    for (int64_t e = 0; e < n_expert; ++e)
+      if (count[e] > 0 && !res[e]) order_[n_++] = static_cast<int32_t>(e);
+    for (int i = 0; i < n_; ++i) {
       st.order_slot_[static_cast<std::size_t>(i)] = -1;
       st.order_held_[static_cast<std::size_t>(i)] = 0;
     }
     for (int i = 0; i < hits; ++i) {
-      const int32_t key = static_cast<int32_t>(layer * E_ + st.order_[static_cast<std::size_t>(i)]);
+      const int32_t key = static_cast<int32_t>(layer * n_expert + order_[i]);
       const int32_t s = st.where_[static_cast<std::size_t>(key)];
-      ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
       st.lru_remove(s);
-      ++sl.pins;
+      ++st.slots_[static_cast<std::size_t>(s)].pins;
       st.order_slot_[static_cast<std::size_t>(i)] = s;
       st.order_held_[static_cast<std::size_t>(i)] = 1;
     }
     st.totals_.hits += static_cast<uint64_t>(hits);
-    st.totals_.misses += static_cast<uint64_t>(n - hits);
+    st.totals_.misses += static_cast<uint64_t>(n_ - hits);
+    st.order_ = order_;
     st.pass_open_ = true;
     st.pass_layer_ = layer;
-    st.pass_n_ = n;
+    st.pass_n_ = n_;
     st.pass_hits_ = hits;
     st.pass_next_issue_ = hits;
     st.issue_more();
@@ -435,71 +432,85 @@ LayerPass::~LayerPass() {
   }
   st.pass_open_ = false;
   st.pass_n_ = 0;
+  st.order_ = nullptr;
 }
 
-void LayerPass::release_current() {
-  if (!stream_ || cur_ < 0) return;
+void LayerPass::release_batch() {
+  if (!stream_ || end_ <= begin_) return;
   ExpertStore& st = *store_;
-  if (cur_ >= st.pass_n_ || !st.order_held_[static_cast<std::size_t>(cur_)]) return;
   {
     std::lock_guard<std::mutex> lock(st.mu_);
-    const int32_t s = st.order_slot_[static_cast<std::size_t>(cur_)];
-    if (--st.slots_[static_cast<std::size_t>(s)].pins == 0) st.lru_push_back(s);
-    st.order_held_[static_cast<std::size_t>(cur_)] = 0;
+    for (int j = begin_; j < end_; ++j) {
+      if (!st.order_held_[static_cast<std::size_t>(j)]) continue;
+      const int32_t s = st.order_slot_[static_cast<std::size_t>(j)];
+      if (--st.slots_[static_cast<std::size_t>(s)].pins == 0) st.lru_push_back(s);
+      st.order_held_[static_cast<std::size_t>(j)] = 0;
+    }
     st.issue_more();
   }
   st.submit_queued();
 }
 
-bool LayerPass::next() {
+bool LayerPass::next_batch() {
   if (!stream_) {
-    // Expert ids in ascending order, straight from the mapping.
-    do ++cur_;
-    while (cur_ < E_ && count_[cur_] <= 0);
-    if (cur_ >= E_) {
-      expert_ = -1;
-      return false;
-    }
-    expert_ = cur_;
-    view_ = ExpertView{w_.gate.expert(cur_), w_.up.expert(cur_), w_.down.expert(cur_)};
-    if (store_) store_->probe_page_cache(view_, layer_);
+    // One batch of every expert, straight from the mapping.
+    if (end_ > 0 || n_ == 0) return false;
+    begin_ = 0;
+    end_ = n_;
+    if (store_)
+      for (int j = 0; j < n_; ++j) store_->probe_page_cache(view(j), layer_);
     return true;
   }
   ExpertStore& st = *store_;
-  release_current();
-  ++cur_;
-  if (cur_ >= st.pass_n_) {
-    expert_ = -1;
-    return false;
-  }
-  const std::size_t i = static_cast<std::size_t>(cur_);
+  release_batch();
+  if (end_ >= n_) return false;
+  begin_ = end_;
   std::unique_lock<std::mutex> lock(st.mu_);
-  if (st.order_slot_[i] < 0) {
+  if (begin_ < st.pass_hits_) {  // the resident experts, pinned since the pass began
+    end_ = st.pass_hits_;
+    return true;
+  }
+  const std::size_t b = static_cast<std::size_t>(begin_);
+  if (st.order_slot_[b] < 0) {
     // A miss deferred for want of a free slot: every earlier expert has been released by now.
     st.issue_more();
-    if (st.order_slot_[i] < 0) throw_error(ErrorKind::Internal, "expert store: no slot for a deferred expert");
+    if (st.order_slot_[b] < 0) throw_error(ErrorKind::Internal, "expert store: no slot for a deferred expert");
     lock.unlock();
     st.submit_queued();
     lock.lock();
   }
-  const int32_t s = st.order_slot_[i];
-  ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
-  if (sl.state == ExpertStore::kLoading) {
+  ExpertStore::Slot& first = st.slots_[static_cast<std::size_t>(st.order_slot_[b])];
+  if (first.state == ExpertStore::kLoading) {
     const uint64_t t0 = now_ns();
-    st.cv_.wait(lock, [&] { return sl.state != ExpertStore::kLoading; });
+    st.cv_.wait(lock, [&] { return first.state != ExpertStore::kLoading; });
     st.totals_.stall_ns += now_ns() - t0;
-  } else if (cur_ >= st.pass_hits_) {
+  } else {
     ++st.totals_.prefetch_hits;
   }
-  expert_ = st.order_[i];
-  if (sl.state == ExpertStore::kFailed) {
+  // The batch: the first miss and every following issued miss whose read is already done.
+  end_ = begin_ + 1;
+  while (end_ < st.pass_next_issue_) {
+    const int32_t s = st.order_slot_[static_cast<std::size_t>(end_)];
+    if (st.slots_[static_cast<std::size_t>(s)].state == ExpertStore::kLoading) break;
+    ++st.totals_.prefetch_hits;
+    ++end_;
+  }
+  for (int j = begin_; j < end_; ++j) {
+    const int32_t s = st.order_slot_[static_cast<std::size_t>(j)];
+    ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
+    if (sl.state != ExpertStore::kFailed) continue;
     std::exception_ptr err = sl.error;
     st.reset_slot(s);
-    st.order_held_[i] = 0;
+    st.order_held_[static_cast<std::size_t>(j)] = 0;
     std::rethrow_exception(err);
   }
-  view_ = st.slot_view(s, layer_, expert_);
   return true;
+}
+
+ExpertView LayerPass::view(int j) const {
+  const int64_t e = order_[j];
+  if (!stream_) return ExpertView{w_.gate.expert(e), w_.up.expert(e), w_.down.expert(e)};
+  return store_->slot_view(store_->order_slot_[static_cast<std::size_t>(j)], layer_, e);
 }
 
 }  // namespace strata::experts

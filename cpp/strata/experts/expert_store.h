@@ -13,10 +13,11 @@
 // A MoE layer uses the store through a LayerPass (one per layer and window): constructed after the
 // router has run, it orders the layer's experts resident first (the R-2 plan's order), pins the
 // resident ones and starts the reads of the missing ones at once, so the compute works through the
-// resident experts while the misses load. next() releases the previous expert (it becomes the most
-// recently used) and waits, if it must, for the next one (stall time). When the layer needs more
-// experts than there are free slots, later misses start as earlier experts are released. The
-// destructor waits for every read it started, also when an exception unwinds the layer.
+// resident experts (the first batch) while the misses load; later batches are runs of loaded misses.
+// Releasing a batch makes its experts the most recently used; waiting for a read is stall time.
+// When the layer needs more experts than there are free slots, later misses start as earlier
+// batches are released. The destructor waits for every read it started, also when an exception
+// unwinds the layer.
 //
 // Nothing is allocated per token. One thread drives the store at a time (the engine's mutex).
 #include <condition_variable>
@@ -143,7 +144,7 @@ class ExpertStore {
   int pass_n_ = 0;
   int pass_hits_ = 0;
   int pass_next_issue_ = 0;
-  std::vector<int32_t> order_;       // [E] experts in compute order
+  int32_t* order_ = nullptr;         // the pass's order (the caller's buffer)
   std::vector<int32_t> order_slot_;  // [E] slot once issued or hit, -1 before
   std::vector<uint8_t> order_held_;  // [E] 1 while the pass holds a pin on it
   std::vector<uint32_t> queued_;     // jobs collected under the lock, submitted after it
@@ -162,32 +163,41 @@ class ExpertStore {
 };
 
 // The experts of one MoE layer in one window. store may be nullptr (plain mmap views, nothing
-// counted). count[e] > 0 marks the experts the window's rows were routed to.
+// counted). count[e] > 0 marks the experts the window's rows were routed to; `order` (E ints of the
+// caller's scratch) receives them in compute order: ascending id, or with a streaming store the
+// resident ones first. The compute walks batches — contiguous ranges of `order` whose weights are
+// ready — so a fused dispatch can run a whole batch: without a store or in mmap mode there is one
+// batch of every expert; in stream mode the resident experts form the first batch (computed while
+// the misses load), then each batch is the longest run of loaded misses (waiting for the first).
 class LayerPass {
  public:
-  LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert);
+  LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert,
+            int32_t* order);
   ~LayerPass();
   LayerPass(const LayerPass&) = delete;
   LayerPass& operator=(const LayerPass&) = delete;
 
-  // Releases the current expert and makes the next one current, waiting until its weights are
-  // ready. False when every expert has been visited. Throws Error(IO) when its read failed.
-  bool next();
-  int32_t expert() const { return expert_; }
-  const ExpertView& view() const { return view_; }
+  int size() const { return n_; }
+  const int32_t* order() const { return order_; }
+  // Releases the current batch (its experts become the most recently used) and makes the next one
+  // current, waiting until at least its first expert is loaded. False when every expert has been
+  // visited. Throws Error(IO) when a read of the batch failed.
+  bool next_batch();
+  int batch_begin() const { return begin_; }
+  int batch_end() const { return end_; }
+  // The weights of order[j], j in the current batch.
+  ExpertView view(int j) const;
 
  private:
-  void release_current();
+  void release_batch();
 
   ExpertStore* store_;
   bool stream_;
   int layer_;
   const model::MoeWeights& w_;
-  const int32_t* count_;
-  int64_t E_;
-  int cur_ = -1;  // index in the store's pass order (stream) or the expert id (otherwise)
-  int32_t expert_ = -1;
-  ExpertView view_;
+  int32_t* order_;
+  int n_ = 0;
+  int begin_ = 0, end_ = 0;  // the current batch; end_ = 0 before the first
 };
 
 }  // namespace strata::experts

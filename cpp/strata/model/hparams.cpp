@@ -159,8 +159,9 @@ void validate_hparams(const HParams& hp, const std::string& origin) {
                     " exceeds the 64 experts per token strata supports");
   if (hp.hc_count == 0) bad(origin, "key " + p + "hyper_connection.count must be >= 1");
   if (hp.hc_count > 64) bad(origin, "key " + p + "hyper_connection.count = " + std::to_string(hp.hc_count) + " (max 64)");
-  if (hp.hc_count > 1 && hp.hc_sinkhorn_iters == 0)
-    bad(origin, "key " + p + "hyper_connection.sinkhorn_iterations must be >= 1 when hyper_connection.count > 1");
+  if (hp.hc_count > 1 && (hp.hc_sinkhorn_iters == 0 || hp.hc_sinkhorn_iters > 1000))
+    bad(origin, "key " + p + "hyper_connection.sinkhorn_iterations = " + std::to_string(hp.hc_sinkhorn_iters) +
+                    " must be in [1, 1000] when hyper_connection.count > 1");
   if (hp.indexer_heads > 0) {
     positive(hp.indexer_dim, "attention.indexer.key_length");
     positive(hp.indexer_top_k, "attention.indexer.top_k");
