@@ -293,8 +293,10 @@ def table_rows(report: BenchReport) -> list[list[str]]:
     for r in report.runs:
         rows.append([
             r.mode, "-" if r.fraction is None else f"{r.fraction:.0%} ({r.slots})", r.moce,
-            f"{r.miss_rate:.3f}",
-            f"{r.bytes_per_token / 1e6:.3f}", f"{r.stall_ms_per_token:.2f}", f"{r.prefetch_hit_rate:.2f}",
+            f"{r.miss_rate:.3f}", f"{r.bytes_per_token / 1e6:.3f}",
+            # mmap mode has no reads of its own to wait for: page faults are compute time there.
+            "-" if r.mode == "mmap" else f"{r.stall_ms_per_token:.2f}",
+            "-" if r.mode == "mmap" else f"{r.prefetch_hit_rate:.2f}",
             f"{r.tok_s:.2f}", f"{r.ppl:.4f}", f"{r.selected_mass:.3f}", f"{r.resident_mb:.0f}",
         ])
     return rows
