@@ -38,8 +38,9 @@ struct PyCheckpoint {
 // ---- expert store (docs/experts.md)
 
 experts::ExpertStoreConfig expert_config(const std::string& mode, const py::object& cache, const std::string& direct,
-                                         int io_threads) {
+                                         int io_threads, bool page_cache_probe) {
   experts::ExpertStoreConfig c;
+  c.page_cache_probe = page_cache_probe;
   if (mode == "mmap")
     c.mode = experts::ExpertMode::Mmap;
   else if (mode == "stream")
@@ -115,9 +116,10 @@ class PyEngine {
  public:
   PyEngine(const std::string& path, int n_threads, int64_t max_ctx, int max_rows, int64_t mtp_sink, int64_t mtp_window,
            bool encode_mtp, const std::string& expert_mode, const py::object& expert_cache,
-           const std::string& expert_direct_io, int expert_io_threads, std::optional<routing::MoceParams> moce) {
+           const std::string& expert_direct_io, int expert_io_threads, std::optional<routing::MoceParams> moce,
+           bool expert_page_cache_probe) {
     RunnerConfig cfg;
-    cfg.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads);
+    cfg.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
     if (moce) cfg.moce = *moce;
     cfg.n_threads = n_threads;
     cfg.max_ctx = max_ctx;
@@ -353,15 +355,16 @@ void bind_engine(py::module_& m) {
                        "A GGUF model (strata or qwen3moe) evaluated on the CPU over one sequence: the main "
                        "window (KV cells indexed by position) and, when the model has one, the MTP drafter.")
       .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&, const py::object&,
-                    const std::string&, int, std::optional<routing::MoceParams>>(),
+                    const std::string&, int, std::optional<routing::MoceParams>, bool>(),
            py::arg("path"), py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512,
            py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
            py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
-           py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(),
+           py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
            "expert_mode: 'mmap' (weights from the file mapping) or 'stream' (a bounded resident set read with "
            "positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' "
            "(None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main "
-           "window's routing (default plain top-K). See docs/experts.md.")
+           "window's routing (default plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages "
+           "were not in the page cache as misses (mincore). See docs/experts.md.")
       .def_property_readonly("arch", [](const PyEngine& e) { return e.hp().arch_name; })
       .def_property_readonly("hparams", &PyEngine::hparams)
       .def_property_readonly("vocab_size", [](const PyEngine& e) { return e.hp().n_vocab; })

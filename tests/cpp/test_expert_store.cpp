@@ -322,6 +322,7 @@ TEST(mmap_mode_views_and_counts) {
   uint64_t size = 0;
   ExpertLayout lay = make_layout(f.file->path(), kL, kE, kRows, kCols, &size, map.data());
   ExpertStoreConfig c;  // mmap
+  c.page_cache_probe = true;
   ExpertStore st(lay, c);
   CHECK(st.resident_map(0) == nullptr);
   CHECK_EQ(st.n_slots(), 0);

@@ -117,7 +117,7 @@ def test_counters_add_up(model: Path) -> None:
     assert eng.expert_stats()["total"]["hits"] == 0  # cold again
 
     # mmap mode counts uses too (page-cache misses when the file's pages are not cached).
-    mm = _engine(model)
+    mm = _engine(model, expert_page_cache_probe=True)
     mm.set_route_trace(True)
     mm.eval(PROMPT[:3])
     used = sum(len(np.unique(layer["ids"])) for layer in mm.route_trace()[:N_MAIN])

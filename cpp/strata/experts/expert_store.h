@@ -2,8 +2,8 @@
 // The expert store (SPEC §2.5): where the routed experts' weights come from.
 //
 //   mmap   — "trust the OS": the weights are views into the file's mapping (today's behaviour). No
-//            residency map goes to the router. Counters count every use; with the page-cache probe
-//            (mincore) a use whose pages were not all in the page cache counts as a miss.
+//            residency map goes to the router. Counters count every use ("touches", as hits); with
+//            the page-cache probe on (mincore) a use whose pages were not all cached is a miss.
 //   stream — a bounded resident set: an arena of slots allocated once (capacity in bytes → slots of
 //            one expert each, the three matrices of a (layer, expert) side by side). Misses are read
 //            with positioned reads (ExpertReader: direct I/O where allowed) on a few I/O threads,
@@ -46,7 +46,8 @@ struct ExpertStoreConfig {
   double cache_fraction = 0.0;   // stream: when > 0, ceil(fraction × all experts) slots (cache_bytes ignored)
   DirectIo direct_io = DirectIo::Auto;
   int io_threads = 4;            // stream: reader threads; 0 = read on the compute thread (no overlap)
-  bool page_cache_probe = true;  // mmap: count uses whose pages were not in the page cache (mincore)
+  bool page_cache_probe = false;  // mmap: count uses whose pages were not in the page cache (mincore,
+                                  // ~3 µs per expert use; the benchmark's mmap run turns it on)
 };
 
 // The weights of one expert: views into the mapping (mmap) or into a slot (stream).

@@ -214,6 +214,7 @@ def run_one(path: str | Path, tokens: Sequence[int], cfg: BenchConfig, mode: str
         kw["moce"] = moce.params()
     if mode == "mmap":
         drop_page_cache(path)
+        kw["expert_page_cache_probe"] = True  # misses = uses whose pages were not in the page cache
     eng = _strata.Engine(str(path), **kw)
     eng.set_route_trace(True)
     main_layers = int(eng.hparams["layers"])
