@@ -8,12 +8,15 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bindings/bindings.h"
 #include "strata/engine/runner.h"
+#include "strata/experts/expert_settings.h"
+#include "strata/experts/expert_store.h"
 #include "strata/model/model.h"
 #include "strata/util/error.h"
 
@@ -32,11 +35,92 @@ struct PyCheckpoint {
   const void* owner;
 };
 
+// ---- expert store (docs/experts.md)
+
+experts::ExpertStoreConfig expert_config(const std::string& mode, const py::object& cache, const std::string& direct,
+                                         int io_threads, bool page_cache_probe) {
+  experts::ExpertStoreConfig c;
+  c.page_cache_probe = page_cache_probe;
+  if (mode == "mmap")
+    c.mode = experts::ExpertMode::Mmap;
+  else if (mode == "stream")
+    c.mode = experts::ExpertMode::Stream;
+  else
+    throw_error(ErrorKind::Value, "expert_mode must be 'mmap' or 'stream', not '" + mode + "'");
+  if (direct == "auto")
+    c.direct_io = experts::DirectIo::Auto;
+  else if (direct == "on")
+    c.direct_io = experts::DirectIo::On;
+  else if (direct == "off")
+    c.direct_io = experts::DirectIo::Off;
+  else
+    throw_error(ErrorKind::Value, "expert_direct_io must be 'auto', 'on' or 'off', not '" + direct + "'");
+  c.io_threads = io_threads;
+  if (cache.is_none()) return c;
+  if (py::isinstance<py::bool_>(cache)) throw_error(ErrorKind::Value, "expert_cache: a size, a fraction or a string");
+  if (py::isinstance<py::int_>(cache)) {
+    const long long b = cache.cast<long long>();
+    if (b < 0) throw_error(ErrorKind::Value, "expert_cache: " + std::to_string(b) + " bytes is negative");
+    c.cache_bytes = static_cast<uint64_t>(b);
+  } else if (py::isinstance<py::float_>(cache)) {
+    const double f = cache.cast<double>();
+    if (!(f > 0.0 && f <= 1.0))
+      throw_error(ErrorKind::Value, "expert_cache: a float is a fraction of all experts in (0, 1], not " + std::to_string(f));
+    c.cache_fraction = f;
+  } else if (py::isinstance<py::str>(cache)) {
+    const config::Parsed<experts::CacheSize> p = experts::parse_cache_size(cache.cast<std::string>());
+    if (!p.value) throw_error(ErrorKind::Value, "expert_cache: " + p.error);
+    c.cache_bytes = p.value->bytes;
+    c.cache_fraction = p.value->fraction;
+  } else {
+    throw_error(ErrorKind::Value, "expert_cache: bytes (int), a fraction of all experts (float) or a string like '25%'");
+  }
+  return c;
+}
+
+py::dict counters_dict(const experts::ExpertCounters& k) {
+  py::dict d;
+  d["windows"] = k.windows;
+  d["rows"] = k.rows;
+  d["hits"] = k.hits;
+  d["misses"] = k.misses;
+  d["prefetch_hits"] = k.prefetch_hits;
+  d["bytes_read"] = k.bytes_read;
+  d["io_bytes"] = k.io_bytes;
+  d["stall_s"] = static_cast<double>(k.stall_ns) * 1e-9;
+  d["evictions"] = k.evictions;
+  return d;
+}
+
+py::dict store_dict(experts::ExpertStore& st) {
+  py::dict d;
+  d["mode"] = experts::expert_mode_name(st.mode());
+  d["io"] = st.io_note();
+  d["direct_io"] = st.direct_io();
+  d["io_threads"] = st.io_threads();
+  d["layers"] = st.n_layers();
+  d["experts_per_layer"] = st.n_expert();
+  d["total_experts"] = st.total_experts();
+  d["expert_bytes_total"] = st.layout().total_bytes();
+  d["slots"] = st.n_slots();
+  d["slot_bytes"] = st.slot_bytes();
+  d["capacity_bytes"] = st.capacity_bytes();
+  d["resident"] = st.mode() == experts::ExpertMode::Stream ? st.resident_count() : st.total_experts();
+  d["resident_bytes"] = st.resident_bytes();
+  d["total"] = counters_dict(st.totals());
+  d["last_window"] = counters_dict(st.last_window());
+  return d;
+}
+
 class PyEngine {
  public:
   PyEngine(const std::string& path, int n_threads, int64_t max_ctx, int max_rows, int64_t mtp_sink, int64_t mtp_window,
-           bool encode_mtp) {
+           bool encode_mtp, const std::string& expert_mode, const py::object& expert_cache,
+           const std::string& expert_direct_io, int expert_io_threads, std::optional<routing::MoceParams> moce,
+           bool expert_page_cache_probe) {
     RunnerConfig cfg;
+    cfg.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
+    if (moce) cfg.moce = *moce;
     cfg.n_threads = n_threads;
     cfg.max_ctx = max_ctx;
     cfg.max_rows = max_rows;
@@ -197,6 +281,64 @@ class PyEngine {
 
   Runner& runner() { return *runner_; }
 
+  py::dict expert_stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_dict(runner_->expert_store());
+  }
+  void reset_expert_stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->expert_store().reset_counters();
+  }
+  void clear_expert_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->expert_store().clear();
+  }
+  routing::MoceParams moce() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return runner_->window().moce();
+  }
+  void set_moce(const routing::MoceParams& p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->set_moce(p);
+  }
+  void set_route_trace(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    experts::ExpertStore& st = runner_->expert_store();
+    if (on)
+      st.trace().enable(st.n_layers(), st.n_expert());
+    else
+      st.trace().disable();
+  }
+  py::list route_trace() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const experts::RouteTrace& t = runner_->expert_store().trace();
+    if (!t.on()) throw_error(ErrorKind::Value, "route_trace: tracing is off (set_route_trace(True) first)");
+    const py::ssize_t E = static_cast<py::ssize_t>(t.n_expert());
+    py::list out;
+    for (const experts::RouteTrace::Layer& l : t.layers()) {
+      py::dict d;
+      d["rows"] = l.rows;
+      d["k"] = l.k;
+      d["draft_from_row"] = l.draft_from_row;
+      d["moce"] = l.moce;
+      py::array_t<float> probs(std::vector<py::ssize_t>{l.rows, E});
+      if (!l.probs.empty()) std::memcpy(probs.mutable_data(), l.probs.data(), l.probs.size() * sizeof(float));
+      d["probs"] = probs;
+      py::array_t<int32_t> ids(std::vector<py::ssize_t>{l.rows, l.k});
+      if (!l.ids.empty()) std::memcpy(ids.mutable_data(), l.ids.data(), l.ids.size() * sizeof(int32_t));
+      d["ids"] = ids;
+      if (l.has_map) {
+        py::array_t<uint8_t> res(std::vector<py::ssize_t>{E});
+        std::memcpy(res.mutable_data(), l.resident.data(), l.resident.size());
+        d["resident"] = res;
+      } else {
+        d["resident"] = py::none();
+      }
+      out.append(d);
+    }
+    return out;
+  }
+
  private:
   std::unique_ptr<Runner> runner_;
   std::mutex mu_;
@@ -212,9 +354,17 @@ void bind_engine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine",
                        "A GGUF model (strata or qwen3moe) evaluated on the CPU over one sequence: the main "
                        "window (KV cells indexed by position) and, when the model has one, the MTP drafter.")
-      .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool>(), py::arg("path"),
-           py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512, py::arg("mtp_sink") = 64,
-           py::arg("mtp_window") = 256, py::arg("encode_mtp") = true)
+      .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&, const py::object&,
+                    const std::string&, int, std::optional<routing::MoceParams>, bool>(),
+           py::arg("path"), py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512,
+           py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
+           py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
+           py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
+           "expert_mode: 'mmap' (weights from the file mapping) or 'stream' (a bounded resident set read with "
+           "positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' "
+           "(None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main "
+           "window's routing (default plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages "
+           "were not in the page cache as misses (mincore). See docs/experts.md.")
       .def_property_readonly("arch", [](const PyEngine& e) { return e.hp().arch_name; })
       .def_property_readonly("hparams", &PyEngine::hparams)
       .def_property_readonly("vocab_size", [](const PyEngine& e) { return e.hp().n_vocab; })
@@ -237,7 +387,33 @@ void bind_engine(py::module_& m) {
            py::arg("pos") = py::none(), py::arg("streams") = py::none(),
            "Chained MTP draft from the streams of position pos (default n_past-1) and the token at pos+1. "
            "Returns (logits [n_steps, Vr] over the restricted vocabulary, token ids [n_steps]).")
-      .def("mtp_cell_valid", &PyEngine::mtp_cell_valid, py::arg("cell"));
+      .def("mtp_cell_valid", &PyEngine::mtp_cell_valid, py::arg("cell"))
+      .def("expert_stats", &PyEngine::expert_stats,
+           "The expert store: mode, I/O path, slots, and counters ('total' since the last reset, 'last_window' of the "
+           "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, windows, rows")
+      .def("reset_expert_stats", &PyEngine::reset_expert_stats)
+      .def("clear_expert_cache", &PyEngine::clear_expert_cache, "Drop every resident expert (stream mode)")
+      .def_property("moce", &PyEngine::moce, &PyEngine::set_moce, "MoceParams of the main window's expert selection")
+      .def("set_route_trace", &PyEngine::set_route_trace, py::arg("on"),
+           "Record, per MoE layer of the last window, the router's probabilities, residency map and chosen ids (tests)")
+      .def("route_trace", &PyEngine::route_trace);
+
+  m.def(
+      "parse_expert_settings",
+      [](const std::map<std::string, std::string>& env) {
+        const experts::ExpertSettingsResult r = experts::parse_expert_settings(env);
+        py::dict d;
+        d["mode"] = experts::expert_mode_name(r.config.mode);
+        d["cache_bytes"] = r.config.cache_bytes;
+        d["cache_fraction"] = r.config.cache_fraction;
+        d["direct_io"] = experts::direct_io_name(r.config.direct_io);
+        d["io_threads"] = r.config.io_threads;
+        d["diagnostic"] = r.diagnostic ? py::object(py::str(*r.diagnostic)) : py::object(py::none());
+        return d;
+      },
+      py::arg("env"),
+      "Validate the STRATA_EXPERT_* settings of an environment map (one group: any bad value gives a diagnostic "
+      "and the defaults).");
 }
 
 }  // namespace strata::bindings

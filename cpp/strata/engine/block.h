@@ -15,6 +15,9 @@
 namespace strata {
 class ThreadPool;
 }
+namespace strata::experts {
+class ExpertStore;
+}
 
 namespace strata::engine {
 
@@ -32,6 +35,9 @@ struct BlockContext {
   routing::MoceParams moce;
   const uint8_t* resident = nullptr;  // E bytes for this layer, nonzero = resident; nullptr = no map
   int draft_from_row = -1;            // rows >= this are draft rows of a verification window; -1 = none
+  // Where the routed experts' weights come from (experts/expert_store.h); nullptr = the mmap views.
+  experts::ExpertStore* experts = nullptr;
+  int expert_layer = 0;               // this block's layer in the store (main layers, then the MTP)
   // An explicit attended list for a single-row run (ascending ids <= the row's position, at most
   // the scratch's max_list entries) instead of `policy`: the drafter's own cell bookkeeping.
   const int32_t* cell_list = nullptr;

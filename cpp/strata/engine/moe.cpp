@@ -7,6 +7,11 @@
 //   then silu(gate)·up per entry (and for the shared expert), prepared for the down weights;
 //   3. down of every entry and of the shared expert.
 // The weighted sum is left to the combine step (hc_combine, R-5).
+// The routed experts' weights come through an experts::LayerPass (the expert store,
+// docs/experts.md): steps 2 and 3 run once per batch of experts whose weights are ready — one batch
+// of every expert from the mapping (mmap), or the resident experts first while the misses load
+// (stream). Each entry's rows are computed the same way in any batch, so batching does not change
+// the result.
 #include <algorithm>
 #include <cstring>
 
@@ -14,6 +19,7 @@
 #include "strata/engine/multi_linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
+#include "strata/experts/expert_store.h"
 #include "strata/routing/router.h"
 #include "strata/util/error.h"
 
@@ -55,14 +61,23 @@ void moe_forward(const BlockContext& c, int R) {
     }
   });
 
-  // Group the (row, slot) entries by expert, rows ascending within an expert.
+  // Group the (row, slot) entries by expert, experts in the pass's compute order, rows ascending
+  // within an expert; each batch of the pass is then one contiguous run of entries.
   int32_t* count = s.expert_count.data();
   int32_t* offset = s.expert_offset.data();
   const int64_t n_entries = R * K;
   std::memset(count, 0, sizeof(int32_t) * static_cast<std::size_t>(E));
   for (int64_t i = 0; i < n_entries; ++i) ++count[s.ids[static_cast<std::size_t>(i)]];
-  offset[0] = 0;
-  for (int64_t e = 0; e < E; ++e) offset[e + 1] = offset[e] + count[e];
+  if (c.experts && c.experts->trace().on())
+    c.experts->trace().record(c.expert_layer, s.probs.data(), R, s.ids.data(), static_cast<int>(K), c.resident, c.moce,
+                              c.draft_from_row);
+  experts::LayerPass pass(c.experts, c.expert_layer, w, count, E, s.expert_order.data());
+  const int32_t* order = pass.order();
+  int32_t first_entry = 0;
+  for (int j = 0; j < pass.size(); ++j) {
+    offset[order[j]] = first_entry;
+    first_entry += count[order[j]];
+  }
   for (int64_t e = 0; e < E; ++e) count[e] = 0;
   for (int64_t i = 0; i < n_entries; ++i) {
     const int32_t e = s.ids[static_cast<std::size_t>(i)];
@@ -71,79 +86,90 @@ void moe_forward(const BlockContext& c, int R) {
     s.entry_rows[at] = static_cast<int32_t>(i / K);
   }
 
-  // 2. Gate and up of every entry.
-  nt = 0;
   std::size_t gate_stride = 0, up_stride = 0;
   const uint8_t* act_gate = s.prep_x.get(w.gate.type, &gate_stride);
   const uint8_t* act_up = s.prep_x.get(w.up.type, &up_stride);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t m = count[e];
-    if (m == 0) continue;
-    LinearTask g;
-    g.w = w.gate.expert(e);
-    g.act = act_gate;
-    g.act_stride = gate_stride;
-    g.act_rows = s.entry_rows.data() + offset[e];
-    g.nx = m;
-    g.y = s.ge.data();
-    g.y_stride = F;
-    g.y_rows = s.entries.data() + offset[e];
-    LinearTask u = g;
-    u.w = w.up.expert(e);
-    u.act = act_up;
-    u.act_stride = up_stride;
-    u.y = s.ue.data();
-    tasks[nt++] = g;
-    tasks[nt++] = u;
-  }
-  run_linear_tasks(tasks, nt, c.pool);
-
-  // silu(gate)·up per entry and for the shared expert, prepared for the down weights.
   const std::size_t down_stride = activation_bytes(w.down.type, F);
   const std::size_t sh_down_stride = Fs > 0 ? activation_bytes(w.sh_down.type, Fs) : 0;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(F, 1));
-  parallel_ranges(c.pool, n_entries + (Fs > 0 ? R : 0), grain, [&](int64_t b, int64_t en) {
-    for (int64_t i = b; i < en; ++i) {
-      if (i < n_entries) {
-        float* h = s.ge.data() + i * F;
-        swiglu(h, s.ue.data() + i * F, h, F);
-        prepare_activations(w.down.type, h, 1, F, s.act_h.data() + static_cast<std::size_t>(i) * down_stride);
-      } else {
-        const int64_t r = i - n_entries;
-        float* h = s.sg.data() + r * Fs;
-        swiglu(h, s.su.data() + r * Fs, h, Fs);
-        prepare_activations(w.sh_down.type, h, 1, Fs, s.act_hs.data() + static_cast<std::size_t>(r) * sh_down_stride);
-      }
-    }
-  });
+  bool shared_pending = Fs > 0;  // the shared expert's second half runs with the first batch
+  while (pass.next_batch()) {
+    const int j0 = pass.batch_begin(), j1 = pass.batch_end();
+    // The batch's entries are the sorted positions [p0, p1).
+    const int64_t p0 = offset[order[j0]], p1 = offset[order[j1 - 1]] + count[order[j1 - 1]];
+    const int64_t n_shared = shared_pending ? R : 0;
 
-  // 3. Down of every entry (into routed[entry]) and of the shared expert.
-  nt = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t m = count[e];
-    if (m == 0) continue;
-    LinearTask t;
-    t.w = w.down.expert(e);
-    t.act = s.act_h.data();
-    t.act_stride = down_stride;
-    t.act_rows = s.entries.data() + offset[e];
-    t.nx = m;
-    t.y = s.routed.data();
-    t.y_stride = d;
-    t.y_rows = s.entries.data() + offset[e];
-    tasks[nt++] = t;
+    // 2. Gate and up of the batch's entries.
+    nt = 0;
+    for (int j = j0; j < j1; ++j) {
+      const int64_t e = order[j];
+      const int64_t m = count[e];
+      const experts::ExpertView ew = pass.view(j);
+      LinearTask g;
+      g.w = ew.gate;
+      g.act = act_gate;
+      g.act_stride = gate_stride;
+      g.act_rows = s.entry_rows.data() + offset[e];
+      g.nx = m;
+      g.y = s.ge.data();
+      g.y_stride = F;
+      g.y_rows = s.entries.data() + offset[e];
+      LinearTask u = g;
+      u.w = ew.up;
+      u.act = act_up;
+      u.act_stride = up_stride;
+      u.y = s.ue.data();
+      tasks[nt++] = g;
+      tasks[nt++] = u;
+    }
+    run_linear_tasks(tasks, nt, c.pool);
+
+    // silu(gate)·up per entry and for the shared expert, prepared for the down weights.
+    parallel_ranges(c.pool, (p1 - p0) + n_shared, grain, [&](int64_t b, int64_t en) {
+      for (int64_t q = b; q < en; ++q) {
+        if (q < p1 - p0) {
+          const int64_t i = s.entries[static_cast<std::size_t>(p0 + q)];
+          float* h = s.ge.data() + i * F;
+          swiglu(h, s.ue.data() + i * F, h, F);
+          prepare_activations(w.down.type, h, 1, F, s.act_h.data() + static_cast<std::size_t>(i) * down_stride);
+        } else {
+          const int64_t r = q - (p1 - p0);
+          float* h = s.sg.data() + r * Fs;
+          swiglu(h, s.su.data() + r * Fs, h, Fs);
+          prepare_activations(w.sh_down.type, h, 1, Fs, s.act_hs.data() + static_cast<std::size_t>(r) * sh_down_stride);
+        }
+      }
+    });
+
+    // 3. Down of the batch's entries (into routed[entry]) and of the shared expert.
+    nt = 0;
+    for (int j = j0; j < j1; ++j) {
+      const int64_t e = order[j];
+      const int64_t m = count[e];
+      LinearTask t;
+      t.w = pass.view(j).down;
+      t.act = s.act_h.data();
+      t.act_stride = down_stride;
+      t.act_rows = s.entries.data() + offset[e];
+      t.nx = m;
+      t.y = s.routed.data();
+      t.y_stride = d;
+      t.y_rows = s.entries.data() + offset[e];
+      tasks[nt++] = t;
+    }
+    if (shared_pending) {
+      LinearTask t;
+      t.w = w.sh_down;
+      t.act = s.act_hs.data();
+      t.act_stride = sh_down_stride;
+      t.nx = R;
+      t.y = s.shared.data();
+      t.y_stride = d;
+      tasks[nt++] = t;
+    }
+    run_linear_tasks(tasks, nt, c.pool);
+    shared_pending = false;
   }
-  if (Fs > 0) {
-    LinearTask t;
-    t.w = w.sh_down;
-    t.act = s.act_hs.data();
-    t.act_stride = sh_down_stride;
-    t.nx = R;
-    t.y = s.shared.data();
-    t.y_stride = d;
-    tasks[nt++] = t;
-  }
-  run_linear_tasks(tasks, nt, c.pool);
   if (Fs > 0)
     for (int64_t r = 0; r < R; ++r) s.shared_gate[static_cast<std::size_t>(r)] = sigmoid(s.shared_gate[static_cast<std::size_t>(r)]);
 }

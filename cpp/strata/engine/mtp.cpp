@@ -29,6 +29,8 @@ const model::Model& require_mtp(const model::Model& m) {
 Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
     : m_(require_mtp(m)),
       pool_(cfg.pool ? cfg.pool : &ThreadPool::global()),
+      experts_(cfg.experts),
+      expert_layer_(cfg.expert_layer),
       max_rows_(cfg.max_rows),
       max_logit_rows_(0),
       max_ctx_(mtp_ctx(m.hparams(), cfg.max_ctx)),
@@ -147,6 +149,8 @@ BlockContext Mtp::context() {
   c.rope = &rope_;
   c.s = s_;
   c.pool = pool_;
+  c.experts = experts_;  // plain top-K routing (no residency map), experts through the store
+  c.expert_layer = expert_layer_;
   return c;
 }
 

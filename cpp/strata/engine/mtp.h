@@ -29,6 +29,9 @@
 namespace strata {
 class ThreadPool;
 }
+namespace strata::experts {
+class ExpertStore;
+}
 
 namespace strata::engine {
 
@@ -38,6 +41,8 @@ struct MtpConfig {
   int64_t max_ctx = 0;   // cells; 0 = min(context_length, 32768)
   int max_rows = 512;    // rows per run (encoding a prompt chunk)
   ThreadPool* pool = nullptr;  // nullptr = ThreadPool::global()
+  experts::ExpertStore* experts = nullptr;  // not owned; nullptr = the mmap views
+  int expert_layer = 0;                     // the MTP block's layer in the store (= n_layer)
 };
 
 class Mtp {
@@ -83,6 +88,8 @@ class Mtp {
 
   const model::Model& m_;
   ThreadPool* pool_;
+  experts::ExpertStore* experts_;
+  int expert_layer_;
   int max_rows_;
   int max_logit_rows_;
   int64_t max_ctx_;

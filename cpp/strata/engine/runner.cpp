@@ -19,10 +19,13 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
     pool = own_pool_.get();
   }
   const model::HParams& hp = model_->hparams();
+  experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), cfg.experts);
   WindowConfig wc;
   wc.max_ctx = cfg.max_ctx;
   wc.max_rows = cfg.max_rows;
   wc.pool = pool;
+  wc.experts = experts_.get();
+  wc.moce = cfg.moce;
   const bool with_mtp = model_->mtp.has_value();
   if (with_mtp) {
     const int64_t ctx = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 32768);
@@ -38,6 +41,8 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
     mc.max_ctx = window_->max_ctx();
     mc.max_rows = cfg.max_rows;
     mc.pool = pool;
+    mc.experts = experts_.get();
+    mc.expert_layer = static_cast<int>(hp.n_layer);  // expert_layout puts the MTP block after the main layers
     mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
     mtp_in_.resize(static_cast<std::size_t>(cfg.max_rows) * nd);
     mtp_tok_.resize(static_cast<std::size_t>(cfg.max_rows));

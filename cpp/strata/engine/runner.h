@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "strata/engine/mtp.h"
+#include "strata/experts/expert_store.h"
 #include "strata/engine/window.h"
 #include "strata/model/model.h"
 #include "strata/util/aligned.h"
@@ -33,6 +34,8 @@ struct RunnerConfig {
   int64_t mtp_sink = 64;     // MTP sink cells (STRATA_METAL_MTP_SINK)
   int64_t mtp_window = 256;  // MTP window (STRATA_METAL_MTP_WIN); 0 = every causal cell
   bool encode_mtp = true;    // encode MTP cells during eval (no effect without an MTP layer)
+  experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
+  routing::MoceParams moce;            // expert selection of the main window
 };
 
 struct RunnerCheckpoint {
@@ -52,6 +55,8 @@ class Runner {
   bool has_mtp() const { return mtp_ != nullptr; }
   Mtp& mtp();
   const RunnerConfig& config() const { return cfg_; }
+  experts::ExpertStore& expert_store() { return *experts_; }
+  void set_moce(const routing::MoceParams& p) { window_->set_moce(p); }
 
   // Runs tokens[0..n) at positions start.. (start <= n_past). logits_out: nullptr, V floats
   // (LogitRows::Last: the last row) or n·V floats (LogitRows::All).
@@ -80,6 +85,7 @@ class Runner {
   std::unique_ptr<model::Model> model_;
   RunnerConfig cfg_;
   std::unique_ptr<ThreadPool> own_pool_;
+  std::unique_ptr<experts::ExpertStore> experts_;  // before the window and MTP that use it
   std::unique_ptr<Window> window_;
   std::unique_ptr<Mtp> mtp_;
   AlignedBuffer<float> carry_;      // [n][d] streams of position carry_pos_

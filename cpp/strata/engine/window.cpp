@@ -7,6 +7,7 @@
 #include "strata/engine/block.h"
 #include "strata/engine/linear.h"
 #include "strata/engine/parallel.h"
+#include "strata/experts/expert_store.h"
 #include "strata/util/error.h"
 #include "strata/util/thread_pool.h"
 
@@ -27,6 +28,8 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
       max_rows_(cfg.max_rows),
       max_logit_rows_(0),
       policy_{m.hparams().sink_count, m.hparams().sliding_window, m.hparams().uses_indexer() ? m.hparams().indexer_top_k : 0},
+      experts_(cfg.experts),
+      moce_(cfg.moce),
       kv_(static_cast<int>(m.hparams().n_layer), std::max<int64_t>(max_ctx_, 1), static_cast<int>(m.hparams().n_head_kv),
           static_cast<int>(m.hparams().head_dim), m.hparams().kv_type,
           m.hparams().uses_indexer() ? static_cast<int>(m.hparams().indexer_dim) : 0),
@@ -99,11 +102,17 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which) {
   c.rope = &rope_;
   c.s = &s;
   c.pool = pool_;
+  c.moce = moce_;
+  c.experts = experts_;
+  if (experts_) experts_->begin_window(n);
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     c.w = &m_.layers[l];
     c.kv_layer = static_cast<int>(l);
+    c.expert_layer = static_cast<int>(l);
+    c.resident = experts_ ? experts_->resident_map(static_cast<int>(l)) : nullptr;  // nullptr in mmap mode
     run_block(c, X, n, start);
   }
+  if (experts_) experts_->end_window();
 
   n_past_ = start + n;
   last_rows_ = n;

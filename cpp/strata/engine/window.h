@@ -19,10 +19,14 @@
 #include "strata/engine/rope.h"
 #include "strata/engine/scratch.h"
 #include "strata/model/model.h"
+#include "strata/routing/router.h"
 #include "strata/util/aligned.h"
 
 namespace strata {
 class ThreadPool;
+}
+namespace strata::experts {
+class ExpertStore;
 }
 
 namespace strata::engine {
@@ -33,6 +37,8 @@ struct WindowConfig {
   int max_logit_rows = 0;  // rows that may ask for logits in one run; 0 = auto (≈64 MiB of logits, >= 16)
   int64_t extra_list = 0;  // a longer attended list another user of the scratch needs (the MTP)
   ThreadPool* pool = nullptr;  // nullptr = ThreadPool::global()
+  experts::ExpertStore* experts = nullptr;  // not owned; nullptr = the mmap views, nothing counted
+  routing::MoceParams moce;                 // expert selection; the store's residency map feeds it
 };
 
 enum class LogitRows { None, Last, All };
@@ -84,6 +90,11 @@ class Window {
   Checkpoint checkpoint() const { return Checkpoint{n_past_, n_committed_, stamp_}; }
   void restore(const Checkpoint& cp);
 
+  // Expert selection and the expert store (docs/experts.md).
+  void set_moce(const routing::MoceParams& p) { moce_ = p; }
+  const routing::MoceParams& moce() const { return moce_; }
+  experts::ExpertStore* experts() const { return experts_; }
+
  private:
   const model::Model& m_;
   ThreadPool* pool_;
@@ -91,6 +102,8 @@ class Window {
   int max_rows_;
   int max_logit_rows_;
   CellPolicy policy_;
+  experts::ExpertStore* experts_;
+  routing::MoceParams moce_;
   KvCells kv_;
   Rope rope_;
   std::unique_ptr<Scratch> scratch_;

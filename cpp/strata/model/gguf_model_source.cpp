@@ -43,6 +43,11 @@ class GgufSource : public ModelSource {
     auto it = tensors_.find(name);
     return it == tensors_.end() ? nullptr : &it->second;
   }
+  std::optional<uint64_t> file_offset(const uint8_t* p) const override {
+    const uint8_t* base = file_->data();
+    if (!base || p < base || p >= base + file_->size()) return std::nullopt;
+    return static_cast<uint64_t>(p - base);
+  }
 
  private:
   std::unique_ptr<gguf::File> file_;

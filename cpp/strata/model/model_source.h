@@ -32,6 +32,12 @@ class ModelSource {
   virtual std::optional<std::string> find_string(const std::string& key) const = 0;
   // nullptr when absent.
   virtual const TensorRef* find_tensor(const std::string& name) const = 0;
+  // The absolute file offset of tensor bytes at p when this source is a file (the expert store
+  // reads experts with positioned reads); nullopt for in-memory sources or a p outside the file.
+  virtual std::optional<uint64_t> file_offset(const uint8_t* p) const {
+    (void)p;
+    return std::nullopt;
+  }
 };
 
 // Opens a GGUF file (mmap) as a model source.
