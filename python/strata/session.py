@@ -22,6 +22,8 @@ starting a new ``generate``/``chat`` makes any unfinished iterator of the same s
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,8 +33,9 @@ import numpy as np
 
 from strata._strata import decode
 from strata.config import Config
-from strata.errors import ConfigError, InvalidArgument
+from strata.errors import ConfigError, FormatError, InvalidArgument
 from strata.sampling import SamplingPolicy
+from strata.session_file import SessionState, model_fingerprint, read_session_file, write_session_file
 from strata.stats import GenerationStats
 
 if TYPE_CHECKING:
@@ -114,13 +117,85 @@ class Session:
 
     # ---------------------------------------------------------------------------------- lifecycle
     def reset(self) -> None:
-        """Forget everything: tokens, KV and MTP cells, stats; the RNG restarts from the session's seed."""
+        """Forget everything: tokens, KV and MTP cells (the drafter's too: ``rollback(0)`` invalidates every
+        MTP cell), stats; the RNG restarts from the session's seed. A reset session repeats a fresh one."""
         with self._lock:
             self._active = None
             self._tokens = []
             self._engine.rollback(0)
             self._rng.reseed(self._seed)
             self._stats = GenerationStats(speculative=self._speculative)
+
+    # ------------------------------------------------------------------------------- save / load
+    def save(self, path: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> None:
+        """Write the session to ``path`` (docs/sessions.md): tokens, how many of them the KV cells hold,
+        seed and RNG state, sampling policy, config and stats, tied to this model's fingerprint,
+        checksummed and written atomically (a failed write leaves an existing file as it was).
+        ``extra`` is any JSON-ready mapping stored alongside (``chat`` keeps its messages there);
+        :meth:`load` returns it. Saving between the pieces of an unfinished generation is fine: the
+        session is consistent after every piece, and that generation can go on afterwards."""
+        if extra is not None and not isinstance(extra, Mapping):
+            raise InvalidArgument(f"extra must be a mapping, got {type(extra).__name__}")
+        fingerprint = model_fingerprint(self._model.path)
+        with self._lock:
+            state = SessionState(
+                tokens=list(self._tokens),
+                n_past=int(self._engine.n_past),
+                seed=self._seed,
+                rng_state=tuple(int(w) for w in self._rng.state()),  # type: ignore[arg-type]
+                sampling=dataclasses.asdict(self._sampling),
+                config=dataclasses.asdict(self._config),
+                stats=dataclasses.asdict(self._stats),
+                model_name=self._model.name,
+                extra=dict(extra or {}),
+            )
+        write_session_file(path, fingerprint, state)
+
+    def load(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Replace this session with the one saved in ``path`` and return the ``extra`` saved with it.
+
+        The file must have been made for this model (same fingerprint). The loaded session continues
+        exactly as the saved one would have: same tokens, the same KV and MTP cells (rebuilt by
+        evaluating the saved tokens again, bitwise equal to the originals — docs/sessions.md), the same
+        RNG state, seed, sampling policy and config (except ``threads``, which stays this session's:
+        results do not depend on it). Everything is read, checked and rebuilt in a new session first;
+        only then is it swapped in, so a refused file (``FormatError`` naming the file and the problem)
+        or any other error leaves this session untouched. An unfinished generation is superseded.
+        """
+        state = read_session_file(path, model_fingerprint(self._model.path), self._model.name)
+        name = os.fspath(path)
+        fresh = self._restored(state, name)
+        with self._lock:
+            self._active = None
+            for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_seed", "_rng",
+                         "_tokens", "_stats", "_retention_env"):
+                setattr(self, attr, getattr(fresh, attr))
+        return dict(state.extra)
+
+    def _restored(self, state: SessionState, name: str) -> Session:
+        """A new session holding `state` (checked against this model), built without touching self."""
+        try:
+            config = Config(**_known_fields(Config, state.config, tuple_lists=True)).replace(
+                threads=self._config.threads)
+            sampling = SamplingPolicy(**_known_fields(SamplingPolicy, state.sampling))
+            stats = GenerationStats(**_known_fields(GenerationStats, state.stats))
+        except (TypeError, ValueError) as exc:  # ConfigError and InvalidArgument are ValueErrors
+            raise FormatError(f"{name}: the saved settings are invalid: {exc}") from None
+        vocab = self._model.vocab_size
+        bad = next((t for t in state.tokens if t >= vocab), None)
+        if bad is not None:
+            raise FormatError(f"{name}: token id {bad} is outside this model's vocabulary [0, {vocab})")
+        fresh = Session(self._model, config, sampling)
+        if len(state.tokens) >= fresh._n_ctx or state.n_past >= fresh._n_ctx:
+            raise FormatError(f"{name}: the session holds {len(state.tokens)} tokens, more than its context "
+                              f"of {fresh._n_ctx} cells can continue from")
+        if state.n_past > 0:  # prefill is bitwise independent of chunking: these are the saved cells
+            fresh._engine.eval(state.tokens[: state.n_past], start_pos=0, logits="none")
+        fresh._tokens = list(state.tokens)
+        fresh._seed = state.seed
+        fresh._rng.set_state(list(state.rng_state))
+        fresh._stats = stats
+        return fresh
 
     # --------------------------------------------------------------------------------- generation
     def generate(
@@ -449,6 +524,16 @@ class _TextStream:
                     break
         self.held = text[len(text) - keep :]
         return text[: len(text) - keep], False
+
+
+def _known_fields(cls: type, saved: Mapping[str, Any], tuple_lists: bool = False) -> dict[str, Any]:
+    """The saved values of the dataclass fields `cls` has (newer fields keep their defaults)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    out = {}
+    for k, v in saved.items():
+        if k in names:
+            out[k] = tuple(v) if tuple_lists and isinstance(v, list) else v
+    return out
 
 
 def _stop_list(stop: str | Sequence[str] | None) -> list[str]:

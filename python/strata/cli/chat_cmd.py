@@ -18,10 +18,12 @@ from strata.cli.generate_cmd import (
     open_session,
     write,
 )
-from strata.errors import InvalidArgument
+from strata.errors import InvalidArgument, StrataError
 
 HELP = """commands:
   /reset   forget the conversation (keeps the system prompt)
+  /save FILE   save the conversation and session to FILE
+  /load FILE   continue the conversation saved in FILE
   /quit    leave (also /exit or Ctrl-D)
   /help    this text
 Ctrl-C stops the reply being generated."""
@@ -60,6 +62,30 @@ def _read_line(interactive: bool) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
+def _save_or_load(session: Any, command: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """/save FILE or /load FILE; the messages to continue with. Errors are printed, the chat goes on."""
+    verb, _, path = command.partition(" ")
+    path = path.strip()
+    if not path:
+        print(f"usage: {verb} FILE", file=sys.stderr)
+        return messages
+    try:
+        if verb == "/save":
+            session.save(path, extra={"chat_messages": messages})
+            print(f"(saved to {path})", file=sys.stderr)
+            return messages
+        extra = session.load(path)
+    except StrataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return messages
+    loaded = extra.get("chat_messages")
+    ok = isinstance(loaded, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in loaded)
+    print(f"(loaded {path}: {len(loaded) if ok else 0} messages)", file=sys.stderr)  # type: ignore[arg-type]
+    return [dict(m) for m in loaded] if ok else []  # type: ignore[union-attr]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise InvalidArgument(f"--max-tokens must be >= 1, got {args.max_tokens}")
@@ -87,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
             messages = list(start)
             session.reset()
             print("(conversation cleared)", file=sys.stderr)
+            continue
+        if command.split(maxsplit=1)[0] in ("/save", "/load"):
+            messages = _save_or_load(session, command, messages)
             continue
         if not command:
             continue

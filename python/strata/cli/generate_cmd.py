@@ -58,6 +58,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--echo", action="store_true", help="print the prompt before the generated text")
     p.add_argument("--stats", action="store_true",
                    help="print token counts, speeds and speculative acceptance to stderr afterwards")
+    p.add_argument("--load", type=Path, default=None, metavar="FILE",
+                   help="continue the session saved in FILE (its tokens, RNG, sampling and engine "
+                   "settings; the flags for those are ignored); without PROMPT it just continues")
+    p.add_argument("--save", type=Path, default=None, metavar="FILE",
+                   help="save the session to FILE afterwards (docs/sessions.md)")
     add_sampling_arguments(p)
     add_engine_arguments(p)
     p.set_defaults(func=run)
@@ -178,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_tokens < 0:
         raise InvalidArgument(f"--max-tokens must be >= 0, got {args.max_tokens}")
     session = open_session(args)
-    prompt = _read_prompt(args)
+    if args.load is not None:
+        session.load(args.load)
+    prompt = "" if args.load is not None and args.prompt is None else _read_prompt(args)
     stream = session.generate(prompt, max_tokens=args.max_tokens, stop=args.stop)
     out = sys.stdout
     last = ""
@@ -198,7 +205,11 @@ def run(args: argparse.Namespace) -> int:
         write(out, "\n")
         if args.stats:
             print(session.stats.summary(), file=sys.stderr)
+        if args.save is not None:
+            session.save(args.save)
         return 130
     if args.stats:
         print(session.stats.summary(), file=sys.stderr)
+    if args.save is not None:
+        session.save(args.save)
     return 0
