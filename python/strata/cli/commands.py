@@ -15,6 +15,7 @@ _MODULES = [
     "inspect_cmd",
     "convert_cmd",
     "bench_cmd",
+    "serve_cmd",
 ]
 
 ALL: list[ModuleType] = [importlib.import_module(f"strata.cli.{name}") for name in dict.fromkeys(_MODULES)]

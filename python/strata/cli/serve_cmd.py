@@ -1,0 +1,64 @@
+"""``python -m strata.cli serve``: an OpenAI-compatible HTTP server for a model (docs/server.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from strata.cli.generate_cmd import add_engine_arguments, add_model_argument, config_from, load_model
+from strata.errors import InvalidArgument
+
+EPILOG = """\
+examples:
+  python -m strata.cli serve                                  (the demo model on 127.0.0.1:8080)
+  python -m strata.cli serve --model m.gguf --port 9000 --sessions 4
+  curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\
+       -d '{"prompt": "def fibonacci(n):", "max_tokens": 64, "temperature": 0}'
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="serve a model over OpenAI-compatible HTTP",
+        description="Serve a model over HTTP: /v1/models, /v1/completions, /v1/chat/completions\n"
+        "(streaming with server-sent events or not), /health and /metrics. Requests are queued\n"
+        "and decoded one at a time; a repeated prompt prefix reuses cached KV cells.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_model_argument(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 = any free)")
+    p.add_argument("--sessions", type=int, default=2, metavar="N",
+                   help="sessions kept for prefix reuse, each with its own KV cells (default 2)")
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                   help="uvicorn's log level (default info)")
+    add_engine_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise InvalidArgument(f"--port must be in [0, 65535], got {args.port}")
+    if args.sessions < 1:
+        raise InvalidArgument(f"--sessions must be >= 1, got {args.sessions}")
+    try:
+        import uvicorn
+
+        from strata.server import EngineWorker, create_app
+    except ImportError as exc:
+        raise InvalidArgument(
+            f"the server needs fastapi and uvicorn (pip install 'strata[server]'): {exc}") from None
+    model = load_model(args)
+    if not model.has_tokenizer:
+        raise InvalidArgument(f"{model.path} has no tokenizer; the server needs one to turn text into tokens")
+    worker = EngineWorker(model, config_from(args), sessions=args.sessions)
+    print(f"serving '{worker.model_id}' (context {worker.context_length}) on http://{args.host}:{args.port}",
+          file=sys.stderr)
+    try:
+        uvicorn.run(create_app(worker), host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        worker.close()
+    return 0
