@@ -5,6 +5,8 @@
 namespace strata::bindings {
 void bind_all(pybind11::module_& m);
 void bind_gguf(pybind11::module_& m);
-void bind_decode(pybind11::module_& m);
 void bind_quant(pybind11::module_& m);
+void bind_engine(pybind11::module_& m);
+void bind_decode(pybind11::module_& m);
+void bind_metal(pybind11::module_& m);
 }  // namespace strata::bindings

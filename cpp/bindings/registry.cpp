@@ -5,8 +5,10 @@ namespace strata::bindings {
 
 void bind_all(pybind11::module_& m) {
   bind_gguf(m);
-  bind_decode(m);
   bind_quant(m);
+  bind_engine(m);
+  bind_decode(m);
+  bind_metal(m);
 }
 
 }  // namespace strata::bindings

@@ -16,8 +16,7 @@ PYTHON_DIR = str(Path(__file__).resolve().parents[2] / "python")
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
+    env = dict(os.environ)  # conftest's PYTHONPATH reaches the strata under test
     return subprocess.run([sys.executable, "-m", "strata.cli", "inspect", *args],
                           capture_output=True, text=True, env=env, timeout=60)
 

@@ -168,7 +168,7 @@ def test_no_tests_and_cap(fake_stdlib: Path) -> None:
 
 
 def test_cli(fake_stdlib: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    env = dict(os.environ)  # conftest's PYTHONPATH reaches strata and strata_train
     out = tmp_path / "cli"
     cmd = [
         sys.executable,

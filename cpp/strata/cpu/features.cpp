@@ -33,42 +33,25 @@ std::vector<Isa> compiled_isas() {
   return v;
 }
 
-namespace {
-
-// Probes the processor once. CPUID traps to the hypervisor in a virtual machine (microseconds
-// each), and active_isa() runs on every kernel call, so nothing here may execute it per call.
-bool probe_avx2() {
-#if defined(STRATA_HAVE_AVX2_TU) && (defined(__GNUC__) || defined(__clang__))
-  // f16c is read from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports lacks the name.
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-#else
-  return false;
-#endif
-}
-
-struct Support {
-  bool avx2 = probe_avx2();
-  Isa best = avx2 ? Isa::Avx2
-#if defined(STRATA_HAVE_NEON_TU)
-                  : Isa::Neon;
-#else
-                  : Isa::Scalar;
-#endif
-};
-
-const Support& support() {
-  static const Support s;
-  return s;
-}
-
-}  // namespace
-
 bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;
-    case Isa::Avx2: return support().avx2;
+    case Isa::Avx2:
+#if defined(STRATA_HAVE_AVX2_TU) && (defined(__GNUC__) || defined(__clang__))
+    {
+      // f16c is read from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports lacks the name.
+      // Detected once: CPUID is slow (a VM exit under virtualisation) and this runs on every
+      // kernel dispatch.
+      static const bool ok = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+      }();
+      return ok;
+    }
+#else
+      return false;
+#endif
     case Isa::Neon:
 #if defined(STRATA_HAVE_NEON_TU)
       return true;  // NEON is mandatory on AArch64
@@ -79,7 +62,11 @@ bool isa_supported(Isa isa) {
   return false;
 }
 
-Isa best_isa() { return support().best; }
+Isa best_isa() {
+  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
+  if (isa_supported(Isa::Neon)) return Isa::Neon;
+  return Isa::Scalar;
+}
 
 Isa active_isa() {
   const int f = g_forced.load(std::memory_order_relaxed);

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.bench import retention as rt
+from strata.cli import bench_experts_cmd
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -323,4 +324,4 @@ def plot_report(report: rt.RetentionReport, path: Path) -> None:
         plt.close(fig)
 
 
-BENCH_TOOLS: list[BenchRegister] = [register_retention]
+BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.register]

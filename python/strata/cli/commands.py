@@ -9,6 +9,9 @@ import importlib
 from types import ModuleType
 
 _MODULES = [
+    "generate_cmd",
+    "chat_cmd",
+    "perplexity_cmd",
     "inspect_cmd",
     "convert_cmd",
     "bench_cmd",

@@ -1,0 +1,419 @@
+// strata._strata.Engine: one sequence through a model's main window and MTP drafter
+// (engine/runner.h). Compute releases the GIL; one engine serves one caller at a time (a mutex
+// serialises concurrent calls from several Python threads).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings/bindings.h"
+#include "strata/engine/runner.h"
+#include "strata/experts/expert_settings.h"
+#include "strata/experts/expert_store.h"
+#include "strata/model/model.h"
+#include "strata/util/error.h"
+
+namespace py = pybind11;
+
+namespace strata::bindings {
+namespace {
+
+using engine::LogitRows;
+using engine::Runner;
+using engine::RunnerCheckpoint;
+using engine::RunnerConfig;
+
+struct PyCheckpoint {
+  RunnerCheckpoint cp;
+  const void* owner;
+};
+
+// ---- expert store (docs/experts.md)
+
+experts::ExpertStoreConfig expert_config(const std::string& mode, const py::object& cache, const std::string& direct,
+                                         int io_threads, bool page_cache_probe) {
+  experts::ExpertStoreConfig c;
+  c.page_cache_probe = page_cache_probe;
+  if (mode == "mmap")
+    c.mode = experts::ExpertMode::Mmap;
+  else if (mode == "stream")
+    c.mode = experts::ExpertMode::Stream;
+  else
+    throw_error(ErrorKind::Value, "expert_mode must be 'mmap' or 'stream', not '" + mode + "'");
+  if (direct == "auto")
+    c.direct_io = experts::DirectIo::Auto;
+  else if (direct == "on")
+    c.direct_io = experts::DirectIo::On;
+  else if (direct == "off")
+    c.direct_io = experts::DirectIo::Off;
+  else
+    throw_error(ErrorKind::Value, "expert_direct_io must be 'auto', 'on' or 'off', not '" + direct + "'");
+  c.io_threads = io_threads;
+  if (cache.is_none()) return c;
+  if (py::isinstance<py::bool_>(cache)) throw_error(ErrorKind::Value, "expert_cache: a size, a fraction or a string");
+  if (py::isinstance<py::int_>(cache)) {
+    const long long b = cache.cast<long long>();
+    if (b < 0) throw_error(ErrorKind::Value, "expert_cache: " + std::to_string(b) + " bytes is negative");
+    c.cache_bytes = static_cast<uint64_t>(b);
+  } else if (py::isinstance<py::float_>(cache)) {
+    const double f = cache.cast<double>();
+    if (!(f > 0.0 && f <= 1.0))
+      throw_error(ErrorKind::Value, "expert_cache: a float is a fraction of all experts in (0, 1], not " + std::to_string(f));
+    c.cache_fraction = f;
+  } else if (py::isinstance<py::str>(cache)) {
+    const config::Parsed<experts::CacheSize> p = experts::parse_cache_size(cache.cast<std::string>());
+    if (!p.value) throw_error(ErrorKind::Value, "expert_cache: " + p.error);
+    c.cache_bytes = p.value->bytes;
+    c.cache_fraction = p.value->fraction;
+  } else {
+    throw_error(ErrorKind::Value, "expert_cache: bytes (int), a fraction of all experts (float) or a string like '25%'");
+  }
+  return c;
+}
+
+py::dict counters_dict(const experts::ExpertCounters& k) {
+  py::dict d;
+  d["windows"] = k.windows;
+  d["rows"] = k.rows;
+  d["hits"] = k.hits;
+  d["misses"] = k.misses;
+  d["prefetch_hits"] = k.prefetch_hits;
+  d["bytes_read"] = k.bytes_read;
+  d["io_bytes"] = k.io_bytes;
+  d["stall_s"] = static_cast<double>(k.stall_ns) * 1e-9;
+  d["evictions"] = k.evictions;
+  return d;
+}
+
+py::dict store_dict(experts::ExpertStore& st) {
+  py::dict d;
+  d["mode"] = experts::expert_mode_name(st.mode());
+  d["io"] = st.io_note();
+  d["direct_io"] = st.direct_io();
+  d["io_threads"] = st.io_threads();
+  d["layers"] = st.n_layers();
+  d["experts_per_layer"] = st.n_expert();
+  d["total_experts"] = st.total_experts();
+  d["expert_bytes_total"] = st.layout().total_bytes();
+  d["slots"] = st.n_slots();
+  d["slot_bytes"] = st.slot_bytes();
+  d["capacity_bytes"] = st.capacity_bytes();
+  d["resident"] = st.mode() == experts::ExpertMode::Stream ? st.resident_count() : st.total_experts();
+  d["resident_bytes"] = st.resident_bytes();
+  d["total"] = counters_dict(st.totals());
+  d["last_window"] = counters_dict(st.last_window());
+  return d;
+}
+
+class PyEngine {
+ public:
+  PyEngine(const std::string& path, int n_threads, int64_t max_ctx, int max_rows, int64_t mtp_sink, int64_t mtp_window,
+           bool encode_mtp, const std::string& expert_mode, const py::object& expert_cache,
+           const std::string& expert_direct_io, int expert_io_threads, std::optional<routing::MoceParams> moce,
+           bool expert_page_cache_probe) {
+    RunnerConfig cfg;
+    cfg.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
+    if (moce) cfg.moce = *moce;
+    cfg.n_threads = n_threads;
+    cfg.max_ctx = max_ctx;
+    cfg.max_rows = max_rows;
+    cfg.mtp_sink = mtp_sink;
+    cfg.mtp_window = mtp_window;
+    cfg.encode_mtp = encode_mtp;
+    py::gil_scoped_release release;
+    runner_ = std::make_unique<Runner>(model::Model::load(path), cfg);
+  }
+
+  const model::HParams& hp() const { return runner_->hparams(); }
+
+  py::dict hparams() const {
+    const model::HParams& h = hp();
+    py::dict d;
+    d["arch"] = h.arch_name;
+    d["context_length"] = h.context_length;
+    d["embedding_length"] = h.n_embd;
+    d["vocab_size"] = h.n_vocab;
+    d["block_count"] = h.n_block;
+    d["layers"] = h.n_layer;
+    d["nextn_predict_layers"] = h.n_nextn;
+    d["head_count"] = h.n_head;
+    d["head_count_kv"] = h.n_head_kv;
+    d["key_length"] = h.head_dim;
+    d["layer_norm_rms_epsilon"] = h.rms_eps;
+    d["gated"] = h.attn_gated;
+    d["sink_count"] = h.sink_count;
+    d["sliding_window"] = h.sliding_window;
+    d["indexer_head_count"] = h.indexer_heads;
+    d["indexer_key_length"] = h.indexer_dim;
+    d["indexer_top_k"] = h.indexer_top_k;
+    d["rope_freq_base"] = h.rope_base;
+    d["rope_dimension_count"] = h.rope_dim;
+    d["expert_count"] = h.n_expert;
+    d["expert_used_count"] = h.n_expert_used;
+    d["expert_feed_forward_length"] = h.ff_expert;
+    d["expert_shared_feed_forward_length"] = h.ff_shared;
+    d["hyper_connection_count"] = h.hc_count;
+    d["hyper_connection_sinkhorn_iterations"] = h.hc_sinkhorn_iters;
+    d["hyper_connection_epsilon"] = h.hc_eps;
+    d["nextn_vocab_size"] = h.mtp_vocab;
+    d["kv_type"] = h.kv_type == model::KvType::Int8 ? "int8" : "f32";
+    return d;
+  }
+
+  py::object eval(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
+                  std::optional<int64_t> start_pos, const std::string& logits) {
+    LogitRows which;
+    if (logits == "last")
+      which = LogitRows::Last;
+    else if (logits == "all")
+      which = LogitRows::All;
+    else if (logits == "none")
+      which = LogitRows::None;
+    else
+      throw_error(ErrorKind::Value, "eval: logits must be 'last', 'all' or 'none', not '" + logits + "'");
+    if (tokens.ndim() != 1) throw_error(ErrorKind::Value, "eval: tokens must be a 1-D sequence of token ids");
+    const int64_t n = tokens.shape(0);
+    if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
+    std::vector<int32_t> ids(static_cast<std::size_t>(n));
+    const int64_t* src = tokens.data();
+    for (int64_t i = 0; i < n; ++i) {
+      if (src[i] < 0 || src[i] >= static_cast<int64_t>(hp().n_vocab))
+        throw_error(ErrorKind::Value, "eval: token " + std::to_string(src[i]) + " at index " + std::to_string(i) +
+                                          " is outside the vocabulary of " + std::to_string(hp().n_vocab));
+      ids[static_cast<std::size_t>(i)] = static_cast<int32_t>(src[i]);
+    }
+    const int64_t V = hp().n_vocab;
+    py::array_t<float> out;
+    float* dst = nullptr;
+    if (which == LogitRows::Last) {
+      out = py::array_t<float>(std::vector<py::ssize_t>{V});
+      dst = out.mutable_data();
+    } else if (which == LogitRows::All) {
+      out = py::array_t<float>(std::vector<py::ssize_t>{n, V});
+      dst = out.mutable_data();
+    }
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      const int64_t start = start_pos ? *start_pos : runner_->n_past();
+      runner_->eval(ids.data(), n, start, which, dst);
+    }
+    if (which == LogitRows::None) return py::none();
+    return out;
+  }
+
+  py::array_t<float> final_streams(int64_t pos) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pos < 0) pos += runner_->n_past();
+    const float* s = runner_->streams_at(pos);
+    if (!s)
+      throw_error(ErrorKind::Value, "final_streams: position " + std::to_string(pos) +
+                                        " is not held (only the rows of the last eval are)");
+    const int64_t n = hp().hc_count, d = hp().n_embd;
+    py::array_t<float> out(std::vector<py::ssize_t>{n, d});
+    std::memcpy(out.mutable_data(), s, static_cast<std::size_t>(n * d) * sizeof(float));
+    return out;
+  }
+
+  py::tuple mtp_draft(int64_t next_token, int n_steps, std::optional<int64_t> pos,
+                      std::optional<py::array_t<float, py::array::c_style | py::array::forcecast>> streams) {
+    if (!runner_->has_mtp()) throw_error(ErrorKind::Value, "this model has no MTP layer (nextn_predict_layers = 0)");
+    if (next_token < 0 || next_token >= static_cast<int64_t>(hp().n_vocab))
+      throw_error(ErrorKind::Value, "mtp_draft: next_token " + std::to_string(next_token) + " is outside the vocabulary");
+    if (n_steps < 1 || n_steps > 256) throw_error(ErrorKind::Value, "mtp_draft: n_steps must be in [1, 256]");
+    const int64_t n = hp().hc_count, d = hp().n_embd, Vr = hp().mtp_vocab;
+    const float* H = nullptr;
+    if (streams) {
+      if (streams->ndim() != 2 || streams->shape(0) != n || streams->shape(1) != d)
+        throw_error(ErrorKind::Value, "mtp_draft: streams must have shape (" + std::to_string(n) + ", " +
+                                          std::to_string(d) + ")");
+      H = streams->data();
+    }
+    py::array_t<float> logits(std::vector<py::ssize_t>{n_steps, Vr});
+    py::array_t<int32_t> toks(std::vector<py::ssize_t>{n_steps});
+    float* lp = logits.mutable_data();
+    int32_t* tp = toks.mutable_data();
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      const int64_t p = pos ? *pos : runner_->n_past() - 1;
+      runner_->mtp_draft(H, static_cast<int32_t>(next_token), p, n_steps, lp, tp);
+    }
+    return py::make_tuple(logits, toks);
+  }
+
+  py::array_t<int32_t> mtp_vocab_ids() const {
+    if (!runner_->has_mtp()) throw_error(ErrorKind::Value, "this model has no MTP layer");
+    const int64_t Vr = hp().mtp_vocab;
+    py::array_t<int32_t> out(std::vector<py::ssize_t>{Vr});
+    std::memcpy(out.mutable_data(), runner_->model().mtp->vocab_ids, static_cast<std::size_t>(Vr) * sizeof(int32_t));
+    return out;
+  }
+
+  void commit(int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->commit(n);
+  }
+  void rollback(int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->rollback(n);
+  }
+  PyCheckpoint checkpoint() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return PyCheckpoint{runner_->checkpoint(), this};
+  }
+  void restore(const PyCheckpoint& cp) {
+    if (cp.owner != this) throw_error(ErrorKind::Value, "restore: the checkpoint belongs to another engine");
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->restore(cp.cp);
+  }
+  bool mtp_cell_valid(int64_t c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return runner_->mtp_cell_valid(c);
+  }
+
+  Runner& runner() { return *runner_; }
+
+  py::dict expert_stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_dict(runner_->expert_store());
+  }
+  void reset_expert_stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->expert_store().reset_counters();
+  }
+  void clear_expert_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->expert_store().clear();
+  }
+  routing::MoceParams moce() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return runner_->window().moce();
+  }
+  void set_moce(const routing::MoceParams& p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runner_->set_moce(p);
+  }
+  void set_route_trace(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    experts::ExpertStore& st = runner_->expert_store();
+    if (on)
+      st.trace().enable(st.n_layers(), st.n_expert());
+    else
+      st.trace().disable();
+  }
+  py::list route_trace() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const experts::RouteTrace& t = runner_->expert_store().trace();
+    if (!t.on()) throw_error(ErrorKind::Value, "route_trace: tracing is off (set_route_trace(True) first)");
+    const py::ssize_t E = static_cast<py::ssize_t>(t.n_expert());
+    py::list out;
+    for (const experts::RouteTrace::Layer& l : t.layers()) {
+      py::dict d;
+      d["rows"] = l.rows;
+      d["k"] = l.k;
+      d["draft_from_row"] = l.draft_from_row;
+      d["moce"] = l.moce;
+      py::array_t<float> probs(std::vector<py::ssize_t>{l.rows, E});
+      if (!l.probs.empty()) std::memcpy(probs.mutable_data(), l.probs.data(), l.probs.size() * sizeof(float));
+      d["probs"] = probs;
+      py::array_t<int32_t> ids(std::vector<py::ssize_t>{l.rows, l.k});
+      if (!l.ids.empty()) std::memcpy(ids.mutable_data(), l.ids.data(), l.ids.size() * sizeof(int32_t));
+      d["ids"] = ids;
+      if (l.has_map) {
+        py::array_t<uint8_t> res(std::vector<py::ssize_t>{E});
+        std::memcpy(res.mutable_data(), l.resident.data(), l.resident.size());
+        d["resident"] = res;
+      } else {
+        d["resident"] = py::none();
+      }
+      out.append(d);
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<Runner> runner_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+  py::class_<PyCheckpoint>(m, "EngineCheckpoint", "Opaque state of an Engine (lengths and write stamps)")
+      .def_property_readonly("n_past", [](const PyCheckpoint& c) { return c.cp.window.n_past; })
+      .def_property_readonly("n_committed", [](const PyCheckpoint& c) { return c.cp.window.n_committed; });
+
+  py::class_<PyEngine>(m, "Engine",
+                       "A GGUF model (strata or qwen3moe) evaluated on the CPU over one sequence: the main "
+                       "window (KV cells indexed by position) and, when the model has one, the MTP drafter.")
+      .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&, const py::object&,
+                    const std::string&, int, std::optional<routing::MoceParams>, bool>(),
+           py::arg("path"), py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512,
+           py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
+           py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
+           py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
+           "expert_mode: 'mmap' (weights from the file mapping) or 'stream' (a bounded resident set read with "
+           "positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' "
+           "(None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main "
+           "window's routing (default plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages "
+           "were not in the page cache as misses (mincore). See docs/experts.md.")
+      .def_property_readonly("arch", [](const PyEngine& e) { return e.hp().arch_name; })
+      .def_property_readonly("hparams", &PyEngine::hparams)
+      .def_property_readonly("vocab_size", [](const PyEngine& e) { return e.hp().n_vocab; })
+      .def_property_readonly("max_ctx", [](PyEngine& e) { return e.runner().window().max_ctx(); })
+      .def_property_readonly("max_rows", [](PyEngine& e) { return e.runner().window().max_rows(); })
+      .def_property_readonly("n_past", [](PyEngine& e) { return e.runner().n_past(); })
+      .def_property_readonly("n_committed", [](PyEngine& e) { return e.runner().n_committed(); })
+      .def_property_readonly("has_mtp", [](PyEngine& e) { return e.runner().has_mtp(); })
+      .def_property_readonly("mtp_vocab_ids", &PyEngine::mtp_vocab_ids)
+      .def("eval", &PyEngine::eval, py::arg("tokens"), py::arg("start_pos") = py::none(), py::arg("logits") = "last",
+           "Run tokens at positions start_pos.. (default n_past; start_pos <= n_past). Returns float32 logits: "
+           "[V] for logits='last', [n, V] for 'all', None for 'none'.")
+      .def("commit", &PyEngine::commit, py::arg("n"), "Keep exactly n cells and mark them committed")
+      .def("rollback", &PyEngine::rollback, py::arg("n"), "Drop back to n cells (n <= n_past)")
+      .def("checkpoint", &PyEngine::checkpoint)
+      .def("restore", &PyEngine::restore, py::arg("checkpoint"))
+      .def("final_streams", &PyEngine::final_streams, py::arg("pos") = -1,
+           "Final main-model streams [n, d] (before the HyperHead) of a position of the last eval")
+      .def("mtp_draft", &PyEngine::mtp_draft, py::arg("next_token"), py::arg("n_steps") = 1,
+           py::arg("pos") = py::none(), py::arg("streams") = py::none(),
+           "Chained MTP draft from the streams of position pos (default n_past-1) and the token at pos+1. "
+           "Returns (logits [n_steps, Vr] over the restricted vocabulary, token ids [n_steps]).")
+      .def("mtp_cell_valid", &PyEngine::mtp_cell_valid, py::arg("cell"))
+      .def("expert_stats", &PyEngine::expert_stats,
+           "The expert store: mode, I/O path, slots, and counters ('total' since the last reset, 'last_window' of the "
+           "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, windows, rows")
+      .def("reset_expert_stats", &PyEngine::reset_expert_stats)
+      .def("clear_expert_cache", &PyEngine::clear_expert_cache, "Drop every resident expert (stream mode)")
+      .def_property("moce", &PyEngine::moce, &PyEngine::set_moce, "MoceParams of the main window's expert selection")
+      .def("set_route_trace", &PyEngine::set_route_trace, py::arg("on"),
+           "Record, per MoE layer of the last window, the router's probabilities, residency map and chosen ids (tests)")
+      .def("route_trace", &PyEngine::route_trace);
+
+  m.def(
+      "parse_expert_settings",
+      [](const std::map<std::string, std::string>& env) {
+        const experts::ExpertSettingsResult r = experts::parse_expert_settings(env);
+        py::dict d;
+        d["mode"] = experts::expert_mode_name(r.config.mode);
+        d["cache_bytes"] = r.config.cache_bytes;
+        d["cache_fraction"] = r.config.cache_fraction;
+        d["direct_io"] = experts::direct_io_name(r.config.direct_io);
+        d["io_threads"] = r.config.io_threads;
+        d["diagnostic"] = r.diagnostic ? py::object(py::str(*r.diagnostic)) : py::object(py::none());
+        return d;
+      },
+      py::arg("env"),
+      "Validate the STRATA_EXPERT_* settings of an environment map (one group: any bad value gives a diagnostic "
+      "and the defaults).");
+}
+
+}  // namespace strata::bindings

@@ -1,0 +1,174 @@
+// The attention sub-layer ("QSA", docs/gguf.md §2): projections, per-head q/k RMSNorm, NEOX RoPE
+// at the row's position, K/V (and indexer key) writes into the row's cell, cell selection, chunked
+// softmax attention per head, the σ(gate) and the output projection.
+#include <algorithm>
+#include <cstring>
+
+#include "strata/engine/attention_head.h"
+#include "strata/engine/block.h"
+#include "strata/engine/linear.h"
+#include "strata/engine/multi_linear.h"
+#include "strata/engine/ops.h"
+#include "strata/engine/parallel.h"
+
+namespace strata::engine {
+
+namespace {
+
+// The projections of the R rows of s.xn in one dispatch: k, v and the indexer key always; with
+// queries also q and the indexer's queries and head weights.
+void project(const BlockContext& c, int R, bool queries) {
+  const model::HParams& hp = *c.hp;
+  const model::AttentionWeights& w = c.w->attn;
+  Scratch& s = *c.s;
+  s.prep_x.reset(s.xn.data(), R, hp.n_embd, s.act_x.data());
+  LinearTask* tasks = s.tasks.data();
+  int nt = 0;
+  auto add = [&](const model::Weight& wt, float* y) {
+    LinearTask t;
+    t.w = wt;
+    t.act = s.prep_x.get(wt.type, &t.act_stride);
+    t.nx = R;
+    t.y = y;
+    t.y_stride = wt.rows;
+    tasks[nt++] = t;
+  };
+  add(w.k, s.k.data());
+  add(w.v, s.v.data());
+  if (c.use_indexer) add(w.idx_k, s.ik.data());
+  if (queries) {
+    add(w.q, s.q.data());
+    if (c.use_indexer) {
+      add(w.idx_q, s.iq.data());
+      add(w.idx_w, s.iw.data());
+    }
+  }
+  run_linear_tasks(tasks, nt, c.pool);
+}
+
+// k-norm and RoPE at the row's position (angles kept for the queries), K/V and indexer-key writes.
+void store_kv(const BlockContext& c, int R, int64_t start) {
+  const model::HParams& hp = *c.hp;
+  const model::AttentionWeights& w = c.w->attn;
+  Scratch& s = *c.s;
+  KvCells& kv = *c.kv;
+  const int64_t dh = hp.head_dim, hkv = hp.n_head_kv, kvrows = hp.kv_rows(), rd = hp.rope_dim;
+  kv.prepare_write(c.kv_layer, start, R);
+  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t p = start + r;
+      float* cs = s.rope_cs.data() + r * std::max<int64_t>(rd, 1);
+      if (rd > 0) c.rope->angles(p, cs);
+      float* kr = s.k.data() + r * kvrows;
+      for (int64_t g = 0; g < hkv; ++g) {
+        rms_norm(kr + g * dh, dh, hp.rms_eps, w.k_norm, kr + g * dh);
+        if (rd > 0) c.rope->apply(kr + g * dh, cs);
+      }
+      kv.write(c.kv_layer, p, kr, s.v.data() + r * kvrows);
+    }
+  });
+  if (c.use_indexer) {
+    const int64_t di = hp.indexer_dim;
+    for (int64_t r = 0; r < R; ++r)
+      std::memcpy(kv.indexer_key(c.kv_layer, start + r), s.ik.data() + r * di, sizeof(float) * static_cast<std::size_t>(di));
+  }
+}
+
+}  // namespace
+
+void attention_write_kv(const BlockContext& c, int R, int64_t start) {
+  project(c, R, false);
+  store_kv(c, R, start);
+}
+
+void attention_forward(const BlockContext& c, int R, int64_t start) {
+  const model::HParams& hp = *c.hp;
+  const model::AttentionWeights& w = c.w->attn;
+  Scratch& s = *c.s;
+  KvCells& kv = *c.kv;
+  const int64_t dh = hp.head_dim, hq = hp.n_head, hkv = hp.n_head_kv;
+  const int64_t qrows = hp.q_rows(), rd = hp.rope_dim;
+  const bool gated = hp.attn_gated;
+
+  project(c, R, true);
+  store_kv(c, R, start);
+  // Per row and head: q-norm and RoPE with the row's angles.
+  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* cs = s.rope_cs.data() + r * std::max<int64_t>(rd, 1);
+      for (int64_t h = 0; h < hq; ++h) {
+        const float* src = s.q.data() + r * qrows + (gated ? 2 * h * dh : h * dh);
+        float* dst = s.qh.data() + (r * hq + h) * dh;
+        rms_norm(src, dh, hp.rms_eps, w.q_norm, dst);
+        if (rd > 0) c.rope->apply(dst, cs);
+      }
+    }
+  });
+  const int hi = static_cast<int>(hp.indexer_heads), di = static_cast<int>(hp.indexer_dim);
+
+  // Cell lists.
+  const CellPolicy& pol = c.policy;
+  const bool implicit = pol.window <= 0 && !c.cell_list;
+  const int64_t list_stride = s.shape.max_list;
+  const int64_t score_stride = std::max(s.shape.max_ctx, s.shape.max_list);
+  if (c.cell_list) {
+    // An explicit list from the caller (a single row: the drafter's own cell bookkeeping).
+    std::memcpy(s.cells.data(), c.cell_list, sizeof(int32_t) * static_cast<std::size_t>(c.cell_list_n));
+    s.n_cells[0] = c.cell_list_n;
+  } else if (implicit) {
+    for (int64_t r = 0; r < R; ++r) s.n_cells[static_cast<std::size_t>(r)] = start + r + 1;
+  } else {
+    auto score_range = [&](int64_t r, const Candidates& cand, float* scores, int64_t b, int64_t e) {
+      const float* qi = s.iq.data() + r * hi * di;
+      const float* wi = s.iw.data() + r * hi;
+      const VecKernels& vk = vec_kernels();
+      for (int64_t i = b; i < e; ++i)
+        scores[i] = indexer_score(vk, qi, wi, hi, di, kv.indexer_key(c.kv_layer, cand.begin + i));
+    };
+    auto needs_scores = [&](const Candidates& cand) {
+      return c.use_indexer && pol.top_k > 0 && cand.size() > pol.top_k;
+    };
+    const bool few_rows = R < parallel_slots_count(c.pool);
+    if (few_rows) {
+      // Decode and short windows: score each row's candidates across the pool.
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t p = start + r;
+        const Candidates cand = indexer_candidates(pol, p);
+        float* scores = s.slot_scores.data();
+        if (needs_scores(cand))
+          parallel_ranges(c.pool, cand.size(), 256, [&](int64_t b, int64_t e) { score_range(r, cand, scores, b, e); });
+        s.n_cells[static_cast<std::size_t>(r)] = select_cells(
+            pol, p, c.use_indexer ? scores : nullptr, s.slot_order.data(), s.cells.data() + r * list_stride);
+      }
+    } else {
+      parallel_items(c.pool, R, [&](int slot, int64_t r) {
+        const int64_t p = start + r;
+        const Candidates cand = indexer_candidates(pol, p);
+        float* scores = s.slot_scores.data() + slot * score_stride;
+        if (needs_scores(cand)) score_range(r, cand, scores, 0, cand.size());
+        s.n_cells[static_cast<std::size_t>(r)] =
+            select_cells(pol, p, c.use_indexer ? scores : nullptr, s.slot_order.data() + slot * s.shape.max_ctx,
+                         s.cells.data() + r * list_stride);
+      });
+    }
+  }
+
+  // Attention per (row, head).
+  const int64_t group = hq / hkv;
+  parallel_items(c.pool, R * hq, [&](int slot, int64_t item) {
+    const int64_t r = item / hq, h = item % hq;
+    const int32_t* list = implicit ? nullptr : s.cells.data() + r * list_stride;
+    float* out = s.att.data() + (r * hq + h) * dh;
+    attend_head(kv, c.kv_layer, static_cast<int>(h / group), s.qh.data() + (r * hq + h) * dh, list,
+                s.n_cells[static_cast<std::size_t>(r)], s.slot_scores.data() + slot * score_stride,
+                s.slot_chunk.data() + slot * dh, out);
+    if (gated) {
+      const float* g = s.q.data() + r * qrows + 2 * h * dh + dh;
+      for (int64_t i = 0; i < dh; ++i) out[i] *= sigmoid(g[i]);
+    }
+  });
+
+  linear(w.o, s.att.data(), R, s.out.data(), c.pool);
+}
+
+}  // namespace strata::engine

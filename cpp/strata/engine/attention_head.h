@@ -1,0 +1,18 @@
+#pragma once
+// One query head attending to a list of cells with the chunked softmax of docs/gguf.md §2:
+// scores s = (q·k)/sqrt(Dh); per chunk of 64 list entries m = max, l = Σ e^{s-m}, o = Σ e^{s-m}·v;
+// merged max-first: M = max m_c, out = Σ e^{m_c-M}·o_c / Σ e^{m_c-M}·l_c.
+#include <cstdint>
+
+#include "strata/engine/kv_cells.h"
+
+namespace strata::engine {
+
+inline constexpr int kSoftmaxChunk = 64;
+
+// cells == nullptr means the implicit list 0, 1, ..., n-1. scores: scratch of n floats; chunk_o:
+// scratch of Dh floats; out: Dh floats.
+void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, const int32_t* cells, int64_t n,
+                 float* scores, float* chunk_o, float* out);
+
+}  // namespace strata::engine

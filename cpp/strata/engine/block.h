@@ -1,0 +1,68 @@
+#pragma once
+// One strata block (attention then MoE, each inside its hyper-connection) over R rows at
+// positions start .. start+R-1. Used by the main window for every layer and by the MTP drafter for
+// its block; qwen3moe is the same with n = 1 and the optional features off.
+#include <cstdint>
+
+#include "strata/engine/cell_select.h"
+#include "strata/engine/kv_cells.h"
+#include "strata/engine/rope.h"
+#include "strata/engine/scratch.h"
+#include "strata/model/hparams.h"
+#include "strata/model/weights.h"
+#include "strata/routing/router.h"
+
+namespace strata {
+class ThreadPool;
+}
+namespace strata::experts {
+class ExpertStore;
+}
+
+namespace strata::engine {
+
+struct BlockContext {
+  const model::HParams* hp = nullptr;
+  const model::LayerWeights* w = nullptr;
+  KvCells* kv = nullptr;
+  int kv_layer = 0;            // layer index inside kv
+  CellPolicy policy;           // which cells a row attends to
+  bool use_indexer = false;    // compute and cache indexer keys, pick top-T with them
+  const Rope* rope = nullptr;
+  Scratch* s = nullptr;
+  ThreadPool* pool = nullptr;
+  // Expert selection (routing/router.h): defaults give plain top-K by probability.
+  routing::MoceParams moce;
+  const uint8_t* resident = nullptr;  // E bytes for this layer, nonzero = resident; nullptr = no map
+  int draft_from_row = -1;            // rows >= this are draft rows of a verification window; -1 = none
+  // Where the routed experts' weights come from (experts/expert_store.h); nullptr = the mmap views.
+  experts::ExpertStore* experts = nullptr;
+  int expert_layer = 0;               // this block's layer in the store (main layers, then the MTP)
+  // An explicit attended list for a single-row run (ascending ids <= the row's position, at most
+  // the scratch's max_list entries) instead of `policy`: the drafter's own cell bookkeeping.
+  const int32_t* cell_list = nullptr;
+  int64_t cell_list_n = 0;
+};
+
+// X: [R][n][d] streams, updated in place.
+void run_block(const BlockContext& c, float* X, int R, int64_t start);
+
+// The pieces (tests and the MTP reuse them).
+// Hyper-connection entry: coefficients (s.pre/post/comb) and the collapsed input (s.collapsed);
+// n = 1: collapsed = X, post = comb = 1.
+void hc_enter(const model::HParams& hp, const model::HyperConnWeights& hc, const float* X, int R, Scratch& s,
+              ThreadPool* pool);
+// Attention sub-layer: s.xn -> s.out (writes K/V and indexer keys of the R rows).
+void attention_forward(const BlockContext& c, int R, int64_t start);
+// Its first part alone: the K/V (and indexer keys) of the R rows from s.xn, written to their cells.
+void attention_write_kv(const BlockContext& c, int R, int64_t start);
+// K/V-only rows ("catch-up"): the hyper-connection collapse, attn_norm and attention_write_kv; the
+// streams are not changed. Writes exactly the bytes run_block would write to the cells.
+void write_block_kv(const BlockContext& c, const float* X, int R, int64_t start);
+// MoE sub-layer: s.xn -> s.routed, s.weights, s.shared, s.shared_gate.
+void moe_forward(const BlockContext& c, int R);
+// HyperHead (or n = 1: identity) then RMSNorm_w: rows of X -> out [R][d].
+void head_input(const model::HParams& hp, const model::HyperHeadWeights& head, const float* norm_w, const float* X,
+                int R, Scratch& s, float* out, ThreadPool* pool);
+
+}  // namespace strata::engine

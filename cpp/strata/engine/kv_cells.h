@@ -1,0 +1,79 @@
+#pragma once
+// K/V storage of the main model (or of the MTP block) indexed by cell id. In this single-sequence
+// engine cell id = absolute position. Per layer and cell, each KV head holds Dh keys and Dh values:
+// int8 with one fp16 scale per 64 elements (strata) or f32 (qwen3moe); indexer keys, when the
+// model has an indexer, are kept per cell in f32. Allocated once for n_cells (pages committed as
+// cells get used); nothing per token.
+#include <cstdint>
+
+#include "strata/engine/kv_quant.h"
+#include "strata/model/hparams.h"
+#include "strata/util/aligned.h"
+
+namespace strata::engine {
+
+class KvCells {
+ public:
+  KvCells(int n_layer, int64_t n_cells, int n_head_kv, int head_dim, model::KvType type, int indexer_dim);
+
+  int64_t n_cells() const { return n_cells_; }
+  int head_dim() const { return dh_; }
+  model::KvType type() const { return type_; }
+  std::size_t bytes() const;
+
+  // Before writing cells [c0, c0 + n) of a layer (single-threaded, ahead of the parallel writes):
+  // cells between the layer's high-water mark and c0 that nobody wrote are zeroed, so every cell
+  // below the mark reads as written data or zeros — never garbage — while memory beyond the mark
+  // stays untouched (not committed) until used.
+  void prepare_write(int layer, int64_t c0, int64_t n);
+  // Stores the (normed, rotated) keys and values of all KV heads of one row: k, v are [Hkv·Dh].
+  // The cell must lie in a range announced by prepare_write.
+  void write(int layer, int64_t cell, const float* k, const float* v);
+
+  // q · k̂ of one head of one cell (k̂ the stored key as the attention reads it).
+  float dot_k(const VecKernels& vk, int layer, int64_t cell, int head, const float* q) const {
+    const std::size_t h = slot(layer, cell, head);
+    if (type_ == model::KvType::Int8) return kv_dot(vk, q, &k8_[h * dh_], &ks_[h * nb_], dh_);
+    return vk.dot_f32(q, &kf_[h * dh_], dh_);
+  }
+  // out += w · v̂ of one head of one cell.
+  void axpy_v(const VecKernels& vk, int layer, int64_t cell, int head, float w, float* out) const {
+    const std::size_t h = slot(layer, cell, head);
+    if (type_ == model::KvType::Int8)
+      kv_axpy(vk, w, &v8_[h * dh_], &vs_[h * nb_], dh_, out);
+    else
+      vk.axpy_f32(w, &vf_[h * dh_], dh_, out);
+  }
+  // The stored key / value of one head as floats (tests, debugging).
+  void read_k(int layer, int64_t cell, int head, float* out) const;
+  void read_v(int layer, int64_t cell, int head, float* out) const;
+
+  bool has_indexer() const { return di_ > 0; }
+  int indexer_dim() const { return di_; }
+  float* indexer_key(int layer, int64_t cell) {
+    return &ik_[(static_cast<std::size_t>(layer) * n_cells_ + static_cast<std::size_t>(cell)) * di_];
+  }
+  const float* indexer_key(int layer, int64_t cell) const {
+    return &ik_[(static_cast<std::size_t>(layer) * n_cells_ + static_cast<std::size_t>(cell)) * di_];
+  }
+
+ private:
+  std::size_t slot(int layer, int64_t cell, int head) const {
+    return (static_cast<std::size_t>(layer) * n_cells_ + static_cast<std::size_t>(cell)) * hkv_ +
+           static_cast<std::size_t>(head);
+  }
+
+  void zero_cells(int layer, int64_t c0, int64_t c1);
+
+  int n_layer_;
+  int64_t n_cells_;
+  int hkv_, dh_, nb_, di_;
+  model::KvType type_;
+  AlignedBuffer<int8_t> k8_, v8_;
+  AlignedBuffer<uint16_t> ks_, vs_;
+  AlignedBuffer<float> kf_, vf_;
+  AlignedBuffer<float> ik_;
+  AlignedBuffer<int64_t> high_water_;  // [n_layer] 1 + the highest cell written or zeroed
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,241 @@
+#include "strata/engine/mtp.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "strata/engine/block.h"
+#include "strata/engine/linear.h"
+#include "strata/engine/ops.h"
+#include "strata/engine/parallel.h"
+#include "strata/util/error.h"
+#include "strata/util/thread_pool.h"
+
+namespace strata::engine {
+namespace {
+
+int64_t mtp_ctx(const model::HParams& hp, int64_t asked) {
+  if (asked > 0) return asked;
+  return std::min<int64_t>(hp.context_length, 32768);
+}
+
+const model::Model& require_mtp(const model::Model& m) {
+  if (!m.mtp) throw_error(ErrorKind::Value, "this model has no MTP layer (nextn_predict_layers = 0)");
+  return m;
+}
+
+}  // namespace
+
+Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
+    : m_(require_mtp(m)),
+      pool_(cfg.pool ? cfg.pool : &ThreadPool::global()),
+      experts_(cfg.experts),
+      expert_layer_(cfg.expert_layer),
+      max_rows_(cfg.max_rows),
+      max_logit_rows_(0),
+      max_ctx_(mtp_ctx(m.hparams(), cfg.max_ctx)),
+      policy_{cfg.sink, cfg.window, 0},
+      kv_(1, std::max<int64_t>(max_ctx_, 1), static_cast<int>(m.hparams().n_head_kv),
+          static_cast<int>(m.hparams().head_dim), model::KvType::Int8, 0),
+      rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base),
+      s_(scratch) {
+  const model::HParams& hp = m.hparams();
+  if (cfg.sink < 0 || cfg.sink > 1024)
+    throw_error(ErrorKind::Value, "MTP sink = " + std::to_string(cfg.sink) + " must be in [0, 1024]");
+  if (cfg.window < 0 || cfg.window > 65536)
+    throw_error(ErrorKind::Value, "MTP window = " + std::to_string(cfg.window) + " must be in [0, 65536]");
+  if (max_rows_ < 1 || max_rows_ > 4096)
+    throw_error(ErrorKind::Value, "MTP max_rows = " + std::to_string(max_rows_) + " must be in [1, 4096]");
+  if (max_ctx_ <= 0 || max_ctx_ > 0x7FFFFFFF)
+    throw_error(ErrorKind::Value, "MTP max_ctx = " + std::to_string(max_ctx_) + " must be in [1, 2^31)");
+  // window 0: every causal cell, as an implicit list (no list buffer, scores up to max_ctx). Lists
+  // hold sink + window + 1 entries: the drafter's own lists (run_row) include the row's cell.
+  const int64_t list = policy_.window > 0 ? std::min(max_ctx_, policy_.sink + policy_.window + 1) : 1;
+  const int64_t scores = policy_.window > 0 ? list : max_ctx_;
+  if (s_) {
+    if (s_->shape.max_rows < max_rows_ || s_->shape.max_list < list ||
+        std::max(s_->shape.max_ctx, s_->shape.max_list) < scores || s_->shape.n_slots < parallel_slots_count(pool_))
+      throw_error(ErrorKind::Value, "MTP: the shared scratch is too small (create the window with extra_list >= " +
+                                        std::to_string(list) + ")");
+  } else {
+    ScratchShape shape;
+    shape.max_rows = max_rows_;
+    shape.max_ctx = scores;  // the MTP never scores indexer candidates: attention scores only
+    shape.max_list = list;
+    shape.n_slots = parallel_slots_count(pool_);
+    own_scratch_ = std::make_unique<Scratch>(hp, shape);
+    s_ = own_scratch_.get();
+  }
+  const int64_t Vr = hp.mtp_vocab;
+  max_logit_rows_ = static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / (4 * Vr), 16, max_rows_));
+  max_logit_rows_ = std::min(max_logit_rows_, max_rows_);
+
+  // Restricted-vocab head: a view when vocab_ids is one ascending run, else a gathered copy.
+  const int32_t* ids = m.mtp->vocab_ids;
+  bool one_run = true;
+  for (int64_t i = 1; i < Vr; ++i)
+    if (ids[i] != ids[i - 1] + 1) {
+      one_run = false;
+      break;
+    }
+  if (one_run) {
+    head_ = m.output.rows_slice(ids[0], Vr);
+  } else {
+    const std::size_t rb = m.output.row_stride;
+    head_copy_.resize(rb * static_cast<std::size_t>(Vr));
+    for (int64_t i = 0; i < Vr; ++i) std::memcpy(head_copy_.data() + rb * static_cast<std::size_t>(i), m.output.row(ids[i]), rb);
+    head_ = model::Weight{m.output.type, head_copy_.data(), Vr, m.output.cols, rb};
+  }
+
+  const std::size_t R = static_cast<std::size_t>(max_rows_), d = hp.n_embd, n = hp.hc_count;
+  emb_.resize(R * d);
+  hn_.resize(R * n * d);
+  x_.resize(R * n * d);
+  logits_.resize(static_cast<std::size_t>(max_logit_rows_) * static_cast<std::size_t>(Vr));
+  chain_streams_.resize(n * d);
+}
+
+void Mtp::check_rows(const int32_t* tokens, int m, int64_t pos0, bool want_logits) const {
+  const model::HParams& hp = m_.hparams();
+  if (m < 1 || m > max_rows_)
+    throw_error(ErrorKind::Value, "Mtp: " + std::to_string(m) + " rows (must be 1.." + std::to_string(max_rows_) + ")");
+  if (pos0 < 0 || pos0 + m > max_ctx_)
+    throw_error(ErrorKind::Value, "Mtp: positions [" + std::to_string(pos0) + ", " + std::to_string(pos0 + m) +
+                                      ") are outside the " + std::to_string(max_ctx_) + " MTP cells");
+  if (want_logits && m > max_logit_rows_)
+    throw_error(ErrorKind::Value, "Mtp: logits for " + std::to_string(m) + " rows exceed " +
+                                      std::to_string(max_logit_rows_));
+  for (int r = 0; r < m; ++r)
+    if (tokens[r] < 0 || static_cast<uint32_t>(tokens[r]) >= hp.n_vocab)
+      throw_error(ErrorKind::Value, "Mtp: token " + std::to_string(tokens[r]) + " is outside the vocabulary");
+}
+
+void Mtp::prepare_inputs(const float* H, const int32_t* tokens, int m) {
+  const model::HParams& hp = m_.hparams();
+  const model::MtpWeights& w = *m_.mtp;
+  const int64_t d = hp.n_embd, n = hp.hc_count, nd = n * d;
+  Scratch& s = *s_;
+  // e = fc_embedding @ RMSNorm_enorm(Emb[t']) for every row.
+  parallel_ranges(pool_, m, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* er = emb_.data() + r * d;
+      dequantize_weight_row(m_.tok_embd, tokens[r], er);
+      rms_norm(er, d, hp.rms_eps, w.enorm, er);
+      for (int64_t k = 0; k < n; ++k) rms_norm(H + r * nd + k * d, d, hp.rms_eps, w.hnorm, hn_.data() + r * nd + k * d);
+    }
+  });
+  linear(w.fc_embedding, emb_.data(), m, s.out.data(), pool_);
+  // fc_hidden over every stream of every row: one GEMM of m·n rows.
+  linear(w.fc_hidden, hn_.data(), m * n, x_.data(), pool_);
+  parallel_ranges(pool_, m, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* er = s.out.data() + r * d;
+      for (int64_t k = 0; k < n; ++k) {
+        float* xs = x_.data() + r * nd + k * d;
+        for (int64_t i = 0; i < d; ++i) xs[i] = er[i] + xs[i];
+      }
+    }
+  });
+}
+
+BlockContext Mtp::context() {
+  BlockContext c;
+  c.hp = &m_.hparams();
+  c.w = &m_.mtp->block;
+  c.kv = &kv_;
+  c.kv_layer = 0;
+  c.policy = policy_;
+  c.use_indexer = false;
+  c.rope = &rope_;
+  c.s = s_;
+  c.pool = pool_;
+  c.experts = experts_;  // plain top-K routing (no residency map), experts through the store
+  c.expert_layer = expert_layer_;
+  return c;
+}
+
+void Mtp::finish(int m, bool want_logits) {
+  last_rows_ = m;
+  if (want_logits) {
+    const model::MtpWeights& w = *m_.mtp;
+    head_input(m_.hparams(), w.head_hc, w.shared_head_norm, x_.data(), m, *s_, s_->h.data(), pool_);
+    linear(head_, s_->h.data(), m, logits_.data(), pool_);
+    last_logits_ = true;
+  }
+}
+
+void Mtp::run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits) {
+  check_rows(tokens, m, pos0, want_logits);
+  last_rows_ = 0;
+  last_logits_ = false;
+  prepare_inputs(H, tokens, m);
+  run_block(context(), x_.data(), m, pos0);
+  finish(m, want_logits);
+}
+
+void Mtp::encode(const float* H, const int32_t* tokens, int m, int64_t pos0) {
+  check_rows(tokens, m, pos0, false);
+  last_rows_ = 0;
+  last_logits_ = false;
+  prepare_inputs(H, tokens, m);
+  write_block_kv(context(), x_.data(), m, pos0);
+}
+
+void Mtp::run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells,
+                  bool want_logits) {
+  check_rows(&token, 1, pos, want_logits);
+  if (n_cells < 1 || n_cells > s_->shape.max_list)
+    throw_error(ErrorKind::Value, "Mtp::run_row: a list of " + std::to_string(n_cells) + " cells (must be 1.." +
+                                      std::to_string(s_->shape.max_list) + ")");
+  for (int64_t i = 0; i < n_cells; ++i)
+    if (cells[i] < 0 || cells[i] > pos || (i > 0 && cells[i] <= cells[i - 1]))
+      throw_error(ErrorKind::Value, "Mtp::run_row: the cell list must be ascending ids in [0, " + std::to_string(pos) +
+                                        "] (entry " + std::to_string(i) + " = " + std::to_string(cells[i]) + ")");
+  last_rows_ = 0;
+  last_logits_ = false;
+  prepare_inputs(H, &token, 1);
+  BlockContext c = context();
+  c.cell_list = cells;
+  c.cell_list_n = n_cells;
+  run_block(c, x_.data(), 1, pos);
+  finish(1, want_logits);
+}
+
+const float* Mtp::out_streams(int r) const {
+  if (r < 0 || r >= last_rows_) throw_error(ErrorKind::Value, "Mtp::out_streams: row " + std::to_string(r) + " not in the last run");
+  const model::HParams& hp = m_.hparams();
+  return x_.data() + static_cast<std::size_t>(r) * hp.hc_count * hp.n_embd;
+}
+
+const float* Mtp::draft_logits(int r) const {
+  if (!last_logits_ || r < 0 || r >= last_rows_)
+    throw_error(ErrorKind::Value, "Mtp::draft_logits: row " + std::to_string(r) + " has no logits");
+  return logits_.data() + static_cast<std::size_t>(r) * m_.hparams().mtp_vocab;
+}
+
+int32_t Mtp::draft_token(int r) const {
+  const float* l = draft_logits(r);
+  const int64_t Vr = m_.hparams().mtp_vocab;
+  int64_t best = 0;
+  for (int64_t i = 1; i < Vr; ++i)
+    if (l[i] > l[best]) best = i;
+  return m_.mtp->vocab_ids[best];
+}
+
+void Mtp::draft_chain(const float* H, int32_t token, int64_t p, int n_steps, float* logits_out, int32_t* tokens_out) {
+  if (n_steps < 1) throw_error(ErrorKind::Value, "Mtp::draft_chain: n_steps must be >= 1");
+  const model::HParams& hp = m_.hparams();
+  const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
+  const int64_t Vr = hp.mtp_vocab;
+  std::memcpy(chain_streams_.data(), H, sizeof(float) * nd);
+  int32_t t = token;
+  for (int j = 0; j < n_steps; ++j) {
+    run(chain_streams_.data(), &t, 1, p + j, true);
+    if (logits_out) std::memcpy(logits_out + j * Vr, draft_logits(0), sizeof(float) * static_cast<std::size_t>(Vr));
+    t = draft_token(0);
+    tokens_out[j] = t;
+    std::memcpy(chain_streams_.data(), out_streams(0), sizeof(float) * nd);
+  }
+}
+
+}  // namespace strata::engine

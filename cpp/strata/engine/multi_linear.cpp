@@ -1,0 +1,94 @@
+#include "strata/engine/multi_linear.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "strata/cpu/gemv.h"
+#include "strata/cpu/kernels.h"
+#include "strata/engine/parallel.h"
+#include "strata/util/error.h"
+#include "strata/util/thread_pool.h"
+
+namespace strata::engine {
+namespace {
+
+// Weight bytes per claimed block: big enough to amortise the claim, small enough to balance.
+constexpr int64_t kBlockBytes = 32 * 1024;
+constexpr int64_t kMaxBlocks = int64_t{1} << 24;
+
+}  // namespace
+
+std::size_t activation_bytes(quant::GGMLType type, int64_t cols) { return cpu::activation_row_bytes(type, cols); }
+
+void prepare_activations(quant::GGMLType type, const float* X, int64_t nx, int64_t cols, uint8_t* act) {
+  cpu::quantize_activations(type, X, nx, cols, act);
+}
+
+bool same_activation(quant::GGMLType a, quant::GGMLType b) {
+  return cpu::activation_type(a) == cpu::activation_type(b);
+}
+
+void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
+  int64_t total_bytes = 0, n_blocks = 0;
+  for (int t = 0; t < n_tasks; ++t) {
+    LinearTask& k = tasks[t];
+    const int64_t stride = static_cast<int64_t>(std::max<std::size_t>(k.w.row_stride, 1));
+    k.rows_per_block = std::max<int64_t>(1, kBlockBytes / stride);
+    k.first_block = n_blocks;
+    n_blocks += (k.w.rows + k.rows_per_block - 1) / k.rows_per_block;
+    total_bytes += k.w.rows * stride * std::max<int64_t>(1, k.nx);
+  }
+  if (n_blocks > kMaxBlocks) throw_error(ErrorKind::Internal, "run_linear_tasks: too many blocks");
+  auto block = [tasks, n_tasks](int64_t b) {
+    // The task holding block b: the last one whose first block is <= b.
+    int lo = 0, hi = n_tasks - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (tasks[mid].first_block <= b) lo = mid; else hi = mid - 1;
+    }
+    const LinearTask& k = tasks[lo];
+    const int64_t r0 = (b - k.first_block) * k.rows_per_block;
+    const int64_t nr = std::min(k.rows_per_block, k.w.rows - r0);
+    const uint8_t* wb = k.w.row(r0);
+    for (int64_t i = 0; i < k.nx; ++i) {
+      const int64_t ar = k.act_rows ? k.act_rows[i] : i;
+      const int64_t yr = k.y_rows ? k.y_rows[i] : i;
+      cpu::gemm_prepared(k.w.type, wb, nr, k.w.cols, k.act + static_cast<std::size_t>(ar) * k.act_stride, 1,
+                         k.y + yr * k.y_stride + r0, nullptr);
+    }
+  };
+  if (!pool || pool->size() == 1 || total_bytes < cpu::kParallelMinBytes) {
+    for (int64_t b = 0; b < n_blocks; ++b) block(b);
+    return;
+  }
+  parallel_ranges(pool, n_blocks, 1, [&block](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) block(b);
+  });
+}
+
+std::size_t PreparedInput::arena_bytes(int64_t rows, int64_t cols) {
+  // The f32 form is the largest (4 bytes per element); q8 forms are smaller.
+  return static_cast<std::size_t>(std::max<int64_t>(rows, 1)) * 3 * static_cast<std::size_t>(std::max<int64_t>(cols, 1)) * 4;
+}
+
+void PreparedInput::reset(const float* X, int64_t nx, int64_t cols, uint8_t* arena) {
+  x_ = X;
+  nx_ = nx;
+  cols_ = cols;
+  arena_ = arena;
+  slot_bytes_ = static_cast<std::size_t>(std::max<int64_t>(nx, 1)) * static_cast<std::size_t>(std::max<int64_t>(cols, 1)) * 4;
+  n_forms_ = 0;
+}
+
+const uint8_t* PreparedInput::get(quant::GGMLType type, std::size_t* stride) {
+  *stride = activation_bytes(type, cols_);
+  for (int f = 0; f < n_forms_; ++f)
+    if (same_activation(forms_[f], type)) return arena_ + static_cast<std::size_t>(f) * slot_bytes_;
+  if (n_forms_ == 3) throw_error(ErrorKind::Internal, "PreparedInput: more than three activation forms");
+  uint8_t* out = arena_ + static_cast<std::size_t>(n_forms_) * slot_bytes_;
+  prepare_activations(type, x_, nx_, cols_, out);
+  forms_[n_forms_++] = type;
+  return out;
+}
+
+}  // namespace strata::engine

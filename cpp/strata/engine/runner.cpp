@@ -1,0 +1,241 @@
+#include "strata/engine/runner.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "strata/util/error.h"
+#include "strata/util/thread_pool.h"
+
+namespace strata::engine {
+
+Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : model_(std::move(model)), cfg_(cfg) {
+  if (!model_) throw_error(ErrorKind::Value, "Runner: no model");
+  if (cfg.n_threads < 0 || cfg.n_threads > 1024)
+    throw_error(ErrorKind::Value, "Runner: n_threads = " + std::to_string(cfg.n_threads) + " must be in [0, 1024]");
+  ThreadPool* pool = &ThreadPool::global();
+  if (cfg.n_threads > 0) {
+    own_pool_ = std::make_unique<ThreadPool>(cfg.n_threads);
+    pool = own_pool_.get();
+  }
+  const model::HParams& hp = model_->hparams();
+  experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), cfg.experts);
+  WindowConfig wc;
+  wc.max_ctx = cfg.max_ctx;
+  wc.max_rows = cfg.max_rows;
+  wc.pool = pool;
+  wc.experts = experts_.get();
+  wc.moce = cfg.moce;
+  const bool with_mtp = model_->mtp.has_value();
+  if (with_mtp) {
+    const int64_t ctx = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 32768);
+    wc.extra_list = cfg.mtp_window > 0 ? std::min(ctx, cfg.mtp_sink + cfg.mtp_window + 1) : 1;
+  }
+  window_ = std::make_unique<Window>(*model_, wc);
+  const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
+  carry_.resize(nd);
+  if (with_mtp) {
+    MtpConfig mc;
+    mc.sink = cfg.mtp_sink;
+    mc.window = cfg.mtp_window;
+    mc.max_ctx = window_->max_ctx();
+    mc.max_rows = cfg.max_rows;
+    mc.pool = pool;
+    mc.experts = experts_.get();
+    mc.expert_layer = static_cast<int>(hp.n_layer);  // expert_layout puts the MTP block after the main layers
+    mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
+    mtp_in_.resize(static_cast<std::size_t>(cfg.max_rows) * nd);
+    mtp_tok_.resize(static_cast<std::size_t>(cfg.max_rows));
+    mtp_valid_.resize(static_cast<std::size_t>(window_->max_ctx()));
+    mtp_stamp_.resize(static_cast<std::size_t>(window_->max_ctx()));
+    std::memset(mtp_valid_.data(), 0, mtp_valid_.size());
+    std::memset(mtp_stamp_.data(), 0, mtp_stamp_.size() * sizeof(uint64_t));
+  }
+}
+
+Runner::~Runner() = default;
+
+Mtp& Runner::mtp() {
+  if (!mtp_) throw_error(ErrorKind::Value, "this model has no MTP layer (nextn_predict_layers = 0)");
+  return *mtp_;
+}
+
+const float* Runner::streams_at(int64_t p) const {
+  const Window& w = *window_;
+  if (p >= 0 && p < w.n_past() && w.rows() > 0 && p >= w.rows_start() && p < w.rows_start() + w.rows())
+    return w.final_streams(static_cast<int>(p - w.rows_start()));
+  if (p >= 0 && p == carry_pos_ && p < w.n_past()) return carry_.data();
+  return nullptr;
+}
+
+void Runner::mtp_wrote(int64_t c0, int64_t n) {
+  ++mtp_clock_;
+  for (int64_t c = c0; c < c0 + n; ++c) {
+    mtp_valid_[static_cast<std::size_t>(c)] = 1;
+    mtp_stamp_[static_cast<std::size_t>(c)] = mtp_clock_;
+  }
+  const std::size_t from = static_cast<std::size_t>(c0 + n);
+  if (from < mtp_valid_.size()) std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
+}
+
+bool Runner::mtp_cell_valid(int64_t c) const {
+  return mtp_ && c >= 0 && c < static_cast<int64_t>(mtp_valid_.size()) && mtp_valid_[static_cast<std::size_t>(c)] != 0;
+}
+
+void Runner::encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int rows) {
+  // Rows q = chunk_start-1 .. chunk_start+rows-2: streams of q with token q+1.
+  const model::HParams& hp = model_->hparams();
+  const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
+  int m = 0;
+  int64_t q0 = chunk_start;
+  if (chunk_start > 0) {
+    if (carry_pos_ == chunk_start - 1) {
+      std::memcpy(mtp_in_.data(), carry_.data(), nd * sizeof(float));
+      mtp_tok_[0] = tokens[0];
+      m = 1;
+      q0 = chunk_start - 1;
+    } else {
+      mtp_valid_[static_cast<std::size_t>(chunk_start - 1)] = 0;  // its next token changed; cannot re-encode
+    }
+  }
+  for (int r = 0; r + 1 < rows; ++r) {
+    std::memcpy(mtp_in_.data() + static_cast<std::size_t>(m) * nd, window_->final_streams(r), nd * sizeof(float));
+    mtp_tok_[static_cast<std::size_t>(m)] = tokens[r + 1];
+    ++m;
+  }
+  if (m > 0) {
+    mtp_->encode(mtp_in_.data(), mtp_tok_.data(), m, q0);
+    mtp_wrote(q0, m);
+  } else {
+    // Nothing encoded, but cells from the chunk on hold no valid MTP K/V for this sequence.
+    const std::size_t from = static_cast<std::size_t>(std::max<int64_t>(chunk_start - 1, 0));
+    if (from < mtp_valid_.size()) std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
+  }
+}
+
+void Runner::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out) {
+  Window& w = *window_;
+  const model::HParams& hp = model_->hparams();
+  if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
+  if (start < 0 || start > w.n_past())
+    throw_error(ErrorKind::Value, "eval: start " + std::to_string(start) + " is beyond n_past = " + std::to_string(w.n_past()));
+  if (start + n > w.max_ctx())
+    throw_error(ErrorKind::Value, "eval: positions up to " + std::to_string(start + n) + " exceed the context of " +
+                                      std::to_string(w.max_ctx()) + " cells");
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= hp.n_vocab)
+      throw_error(ErrorKind::Value, "eval: token " + std::to_string(tokens[i]) + " is outside the vocabulary of " +
+                                        std::to_string(hp.n_vocab));
+  const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
+  const std::size_t V = hp.n_vocab;
+  // The streams of start-1: the MTP row that the first token completes.
+  if (const float* prev = start > 0 ? streams_at(start - 1) : nullptr) {
+    if (prev != carry_.data()) std::memcpy(carry_.data(), prev, nd * sizeof(float));
+    carry_pos_ = start - 1;
+  } else {
+    carry_pos_ = -1;
+  }
+  // After each chunk, while its final streams are readable: encode its MTP rows, then carry its
+  // last row's streams into the next chunk.
+  auto after_chunk = [&](int64_t pos, int rows) {
+    const int32_t* chunk_tokens = tokens + (pos - start);
+    if (mtp_ && cfg_.encode_mtp) {
+      encode_mtp_rows(chunk_tokens, pos, rows);
+    } else if (mtp_) {
+      const std::size_t from = static_cast<std::size_t>(std::max<int64_t>(pos - 1, 0));
+      std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
+    }
+    std::memcpy(carry_.data(), w.final_streams(rows - 1), nd * sizeof(float));
+    carry_pos_ = pos + rows - 1;
+  };
+  if (which != LogitRows::All) {
+    // One reference captured: std::function keeps it inline (no allocation per eval).
+    auto on_chunk = [&after_chunk](int64_t pos, int rows) { after_chunk(pos, rows); };
+    w.prompt_run_rows(tokens, n, start, on_chunk, w.max_rows(), which == LogitRows::Last);
+    if (logits_out && which == LogitRows::Last) std::memcpy(logits_out, w.logits(0), V * sizeof(float));
+    return;
+  }
+  const int chunk = std::min(w.max_rows(), w.max_logit_rows());
+  for (int64_t off = 0; off < n; off += chunk) {
+    const int rows = static_cast<int>(std::min<int64_t>(chunk, n - off));
+    w.run(tokens + off, rows, start + off, LogitRows::All);
+    if (logits_out)
+      for (int r = 0; r < rows; ++r)
+        std::memcpy(logits_out + static_cast<std::size_t>(off + r) * V, w.logits(r), V * sizeof(float));
+    after_chunk(start + off, rows);
+  }
+}
+
+void Runner::commit(int64_t n) {
+  window_->commit(n);
+  if (mtp_ && n >= 1) {
+    const std::size_t from = static_cast<std::size_t>(n - 1);
+    std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
+  }
+}
+
+void Runner::rollback(int64_t n) {
+  window_->rollback(n);
+  if (mtp_) {
+    const std::size_t from = static_cast<std::size_t>(std::max<int64_t>(n - 1, 0));
+    std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
+  }
+  if (carry_pos_ >= n) carry_pos_ = -1;
+}
+
+void Runner::restore(const RunnerCheckpoint& cp) {
+  window_->restore(cp.window);
+  if (mtp_) {
+    for (std::size_t c = 0; c < mtp_valid_.size(); ++c)
+      if (mtp_stamp_[c] > cp.mtp_clock || static_cast<int64_t>(c) + 1 >= cp.window.n_past) mtp_valid_[c] = 0;
+  }
+  carry_pos_ = -1;
+}
+
+void Runner::check_mtp_readable(int64_t p) const {
+  // Every cell the step at p reads, other than p itself (which it writes), must hold MTP K/V.
+  const int64_t S = mtp_->sink(), W = mtp_->window();
+  auto need = [&](int64_t c) {
+    if (c != p && !mtp_cell_valid(c))
+      throw_error(ErrorKind::Value, "mtp_draft at position " + std::to_string(p) + " would read MTP cell " +
+                                        std::to_string(c) + ", which holds no valid K/V (encode the prompt first)");
+  };
+  if (W <= 0) {
+    for (int64_t c = 0; c < p; ++c) need(c);
+    return;
+  }
+  for (int64_t c = 0; c < std::min(S, p + 1); ++c) need(c);
+  for (int64_t c = std::max<int64_t>(p - W + 1, 0); c <= p; ++c) need(c);
+}
+
+void Runner::mtp_draft(const float* H, int32_t next_token, int64_t p, int n_steps, float* logits_out,
+                       int32_t* tokens_out) {
+  Mtp& m = mtp();
+  if (n_steps < 1) throw_error(ErrorKind::Value, "mtp_draft: n_steps must be >= 1");
+  if (p < 0 || p + n_steps > window_->max_ctx())
+    throw_error(ErrorKind::Value, "mtp_draft: positions " + std::to_string(p) + ".." + std::to_string(p + n_steps - 1) +
+                                      " are outside the context");
+  if (!H) {
+    H = streams_at(p);
+    if (!H)
+      throw_error(ErrorKind::Value, "mtp_draft: the final streams of position " + std::to_string(p) +
+                                        " are no longer held (evaluate it again)");
+  }
+  // Step by step so every read is checked; each step writes its cell (and invalidates later ones).
+  const model::HParams& hp = model_->hparams();
+  const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
+  const std::size_t Vr = hp.mtp_vocab;
+  std::memcpy(mtp_in_.data(), H, nd * sizeof(float));
+  int32_t t = next_token;
+  for (int j = 0; j < n_steps; ++j) {
+    check_mtp_readable(p + j);
+    m.run(mtp_in_.data(), &t, 1, p + j, true);
+    mtp_wrote(p + j, 1);
+    if (logits_out) std::memcpy(logits_out + static_cast<std::size_t>(j) * Vr, m.draft_logits(0), Vr * sizeof(float));
+    t = m.draft_token(0);
+    tokens_out[j] = t;
+    std::memcpy(mtp_in_.data(), m.out_streams(0), nd * sizeof(float));
+  }
+}
+
+}  // namespace strata::engine

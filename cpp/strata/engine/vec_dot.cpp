@@ -1,0 +1,76 @@
+// Multiplies and adds stay separate (no FMA contraction) so the AVX2 path can match bit for bit.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "strata/engine/vec_dot.h"
+
+#include "strata/cpu/features.h"
+
+namespace strata::engine {
+namespace {
+
+inline float reduce8(const float* acc) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+float dot_f32_scalar(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      const float p = a[i + l] * b[i + l];
+      acc[l] = acc[l] + p;
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float p = a[i] * b[i];
+    acc[l] = acc[l] + p;
+  }
+  return reduce8(acc);
+}
+
+float dot_i8_scalar(const float* a, const int8_t* q, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      const float p = a[i + l] * static_cast<float>(q[i + l]);
+      acc[l] = acc[l] + p;
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float p = a[i] * static_cast<float>(q[i]);
+    acc[l] = acc[l] + p;
+  }
+  return reduce8(acc);
+}
+
+void axpy_f32_scalar(float w, const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float p = w * x[i];
+    out[i] = out[i] + p;
+  }
+}
+
+void axpy_i8_scalar(float w, const int8_t* q, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float p = w * static_cast<float>(q[i]);
+    out[i] = out[i] + p;
+  }
+}
+
+const VecKernels kScalar{dot_f32_scalar, dot_i8_scalar, axpy_f32_scalar, axpy_i8_scalar};
+
+}  // namespace
+
+const VecKernels& vec_kernels_scalar() { return kScalar; }
+
+const VecKernels& vec_kernels() {
+#if defined(STRATA_HAVE_AVX2_TU)
+  if (cpu::active_isa() == cpu::Isa::Avx2) return vec_kernels_avx2();
+#endif
+  return kScalar;
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,27 @@
+#pragma once
+// Short-vector kernels of the attention and norms (head-sized dots over float or int8 K/V, axpy).
+// Every dot uses one fixed order — 8 interleaved partial sums (lane l takes elements i ≡ l mod 8,
+// the tail continuing lanes 0, 1, ...), then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — and separate
+// multiplies and adds, so the AVX2 path is bitwise equal to the portable one (tests/cpp/
+// test_engine_ops.cpp checks it) and results never depend on the ISA.
+#include <cstdint>
+
+namespace strata::engine {
+
+struct VecKernels {
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+  float (*dot_i8)(const float* a, const int8_t* q, int64_t n);        // Σ a[i]·float(q[i])
+  void (*axpy_f32)(float w, const float* x, int64_t n, float* out);   // out[i] += w·x[i]
+  void (*axpy_i8)(float w, const int8_t* q, int64_t n, float* out);   // out[i] += w·float(q[i])
+};
+
+// The kernels of cpu::active_isa() (looked up on every call: cheap, follows force_isa()).
+const VecKernels& vec_kernels();
+const VecKernels& vec_kernels_scalar();
+#if defined(STRATA_HAVE_AVX2_TU)
+const VecKernels& vec_kernels_avx2();
+#endif
+
+inline float dot_f32(const float* a, const float* b, int64_t n) { return vec_kernels().dot_f32(a, b, n); }
+
+}  // namespace strata::engine

@@ -1,0 +1,204 @@
+#pragma once
+// The expert store (SPEC §2.5): where the routed experts' weights come from.
+//
+//   mmap   — "trust the OS": the weights are views into the file's mapping (today's behaviour). No
+//            residency map goes to the router. Counters count every use ("touches", as hits); with
+//            the page-cache probe on (mincore) a use whose pages were not all cached is a miss.
+//   stream — a bounded resident set: an arena of slots allocated once (capacity in bytes → slots of
+//            one expert each, the three matrices of a (layer, expert) side by side). Misses are read
+//            with positioned reads (ExpertReader: direct I/O where allowed) on a few I/O threads,
+//            eviction is LRU among unpinned slots, and the residency map (one byte per expert and
+//            layer) is what the router reads.
+//
+// A MoE layer uses the store through a LayerPass (one per layer and window): constructed after the
+// router has run, it orders the layer's experts resident first (the R-2 plan's order), pins the
+// resident ones and starts the reads of the missing ones at once, so the compute works through the
+// resident experts (the first batch) while the misses load; later batches are runs of loaded misses.
+// Releasing a batch makes its experts the most recently used; waiting for a read is stall time.
+// When the layer needs more experts than there are free slots, later misses start as earlier
+// batches are released. The destructor waits for every read it started, also when an exception
+// unwinds the layer.
+//
+// Nothing is allocated per token. One thread drives the store at a time (the engine's mutex).
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "strata/experts/expert_counters.h"
+#include "strata/experts/expert_layout.h"
+#include "strata/experts/expert_reader.h"
+#include "strata/experts/io_pool.h"
+#include "strata/experts/route_trace.h"
+#include "strata/model/weights.h"
+
+namespace strata::experts {
+
+enum class ExpertMode { Mmap, Stream };
+const char* expert_mode_name(ExpertMode m);  // "mmap", "stream"
+
+struct ExpertStoreConfig {
+  ExpertMode mode = ExpertMode::Mmap;
+  uint64_t cache_bytes = 0;      // stream: resident-set capacity in bytes; 0 = room for every expert
+  double cache_fraction = 0.0;   // stream: when > 0, ceil(fraction × all experts) slots (cache_bytes ignored)
+  DirectIo direct_io = DirectIo::Auto;
+  int io_threads = 4;            // stream: reader threads; 0 = read on the compute thread (no overlap)
+  bool page_cache_probe = false;  // mmap: count uses whose pages were not in the page cache (mincore,
+                                  // ~3 µs per expert use; the benchmark's mmap run turns it on)
+};
+
+// The weights of one expert: views into the mapping (mmap) or into a slot (stream).
+struct ExpertView {
+  model::Weight gate, up, down;
+};
+
+class ExpertStore {
+ public:
+  ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg);
+  ~ExpertStore();
+  ExpertStore(const ExpertStore&) = delete;
+  ExpertStore& operator=(const ExpertStore&) = delete;
+
+  ExpertMode mode() const { return cfg_.mode; }
+  const ExpertStoreConfig& config() const { return cfg_; }
+  const ExpertLayout& layout() const { return layout_; }
+  int n_layers() const { return layout_.n_layers(); }
+  int64_t n_expert() const { return layout_.n_expert; }
+  int64_t total_experts() const { return static_cast<int64_t>(n_layers()) * n_expert(); }
+  // stream: bytes of one slot (the three matrices, each padded to whole 4 KiB blocks for direct I/O);
+  // the slots; their total. mmap: 0.
+  std::size_t slot_bytes() const { return slot_bytes_; }
+  int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
+  uint64_t capacity_bytes() const { return static_cast<uint64_t>(slot_bytes_) * slots_.size(); }
+  bool direct_io() const { return reader_ && reader_->direct(); }
+  std::string io_note() const;  // "direct I/O (O_DIRECT)", "buffered pread (...)", "mmap"
+  int io_threads() const { return io_ ? io_->threads() : 0; }
+
+  // The router's residency map of a layer: E bytes, 1 = resident. It changes only inside a
+  // LayerPass, so between passes (when the router runs) it is stable. nullptr in mmap mode.
+  const uint8_t* resident_map(int layer) const;
+  int64_t resident_count() const;
+  // Memory the experts occupy now: stream, the slots in use (slot bytes each); mmap, the expert
+  // tensors' pages in the page cache (mincore; 0 where it cannot tell). Allocates (not per token).
+  uint64_t resident_bytes() const;
+  // Resident (layer·E + expert) keys from least to most recently used (tests, inspection).
+  std::vector<int32_t> lru_keys() const;
+
+  // Counters. The window calls begin_window(rows) / end_window() around each run.
+  void begin_window(int rows);
+  void end_window();
+  ExpertCounters totals() const;
+  ExpertCounters last_window() const;  // the counters of the last completed window
+  void reset_counters();
+
+  // Test hooks: the reader (stream mode; nullptr in mmap mode) and the routing trace.
+  ExpertReader* reader() { return reader_.get(); }
+  RouteTrace& trace() { return trace_; }
+  // Drops every resident expert (stream), e.g. to start a measurement cold.
+  void clear();
+
+ private:
+  friend class LayerPass;
+  enum SlotState : uint8_t { kEmpty, kLoading, kReady, kFailed };
+  struct Slot {
+    int32_t key = -1;
+    SlotState state = kEmpty;
+    int32_t pins = 0;
+    int32_t prev = -1, next = -1;  // LRU links while unpinned and ready
+    bool in_lru = false;
+    int pending = 0;               // parts still being read
+    std::exception_ptr error;
+  };
+
+  // stream internals (all under mu_)
+  void lru_remove(int32_t s);
+  void lru_push_back(int32_t s);
+  int32_t take_victim();          // a free slot or the least recently used unpinned one; -1 if none
+  bool issue(int i);              // starts the read of pass entry i; false when no slot is free
+  void issue_more();              // starts deferred misses while slots are free
+  void submit_queued();           // hands collected jobs to the I/O pool (without the lock)
+  void reset_slot(int32_t s);     // back to empty and free
+  void run_job(uint32_t job);     // I/O thread: one part of one expert
+  uint8_t* slot_part(int32_t s, int layer, int part, int64_t e) const;
+  ExpertView slot_view(int32_t s, int layer, int64_t e) const;
+  ExpertView mmap_view(int layer, int64_t e) const;
+  void probe_page_cache(const ExpertView& v, int layer);
+
+  ExpertLayout layout_;
+  ExpertStoreConfig cfg_;
+  std::unique_ptr<ExpertReader> reader_;
+  std::size_t slot_bytes_ = 0;
+  std::vector<std::size_t> part_offset_;  // [layer][part] byte offset of a part's region in a slot
+  uint8_t* arena_ = nullptr;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> where_;     // key -> slot, -1
+  std::vector<uint8_t> resident_;  // key -> 1 when resident
+  std::vector<int32_t> free_;      // empty slots (a stack)
+  int32_t lru_head_ = -1, lru_tail_ = -1;
+
+  // The pass in progress (one at a time).
+  bool pass_open_ = false;
+  int pass_layer_ = -1;
+  int pass_n_ = 0;
+  int pass_hits_ = 0;
+  int pass_next_issue_ = 0;
+  int32_t* order_ = nullptr;         // the pass's order (the caller's buffer)
+  std::vector<int32_t> order_slot_;  // [E] slot once issued or hit, -1 before
+  std::vector<uint8_t> order_held_;  // [E] 1 while the pass holds a pin on it
+  std::vector<uint32_t> queued_;     // jobs collected under the lock, submitted after it
+  std::size_t n_queued_ = 0;
+  int in_flight_ = 0;                // parts being read
+
+  // mmap page-cache probe
+  std::size_t page_ = 4096;
+  std::vector<unsigned char> mincore_vec_;
+
+  ExpertCounters totals_, window_start_, last_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  RouteTrace trace_;
+  std::unique_ptr<IoPool> io_;  // last: its threads stop before the rest is destroyed
+};
+
+// The experts of one MoE layer in one window. store may be nullptr (plain mmap views, nothing
+// counted). count[e] > 0 marks the experts the window's rows were routed to; `order` (E ints of the
+// caller's scratch) receives them in compute order: ascending id, or with a streaming store the
+// resident ones first. The compute walks batches — contiguous ranges of `order` whose weights are
+// ready — so a fused dispatch can run a whole batch: without a store or in mmap mode there is one
+// batch of every expert; in stream mode the resident experts form the first batch (computed while
+// the misses load), then each batch is the longest run of loaded misses (waiting for the first).
+class LayerPass {
+ public:
+  LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert,
+            int32_t* order);
+  ~LayerPass();
+  LayerPass(const LayerPass&) = delete;
+  LayerPass& operator=(const LayerPass&) = delete;
+
+  int size() const { return n_; }
+  const int32_t* order() const { return order_; }
+  // Releases the current batch (its experts become the most recently used) and makes the next one
+  // current, waiting until at least its first expert is loaded. False when every expert has been
+  // visited. Throws Error(IO) when a read of the batch failed.
+  bool next_batch();
+  int batch_begin() const { return begin_; }
+  int batch_end() const { return end_; }
+  // The weights of order[j], j in the current batch.
+  ExpertView view(int j) const;
+
+ private:
+  void release_batch();
+
+  ExpertStore* store_;
+  bool stream_;
+  int layer_;
+  const model::MoeWeights& w_;
+  int32_t* order_;
+  int n_ = 0;
+  int begin_ = 0, end_ = 0;  // the current batch; end_ = 0 before the first
+};
+
+}  // namespace strata::experts

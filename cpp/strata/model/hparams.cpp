@@ -1,0 +1,188 @@
+#include "strata/model/hparams.h"
+
+#include <string>
+
+#include "strata/util/error.h"
+
+namespace strata::model {
+namespace {
+
+// Typed key access with the error messages every caller wants.
+class KeyReader {
+ public:
+  KeyReader(const ModelSource& src, std::string prefix) : src_(src), prefix_(std::move(prefix)) {}
+
+  uint32_t u32(const std::string& key) const {
+    auto v = src_.find_uint(prefix_ + key);
+    if (!v) fail(key, "is missing");
+    return checked(key, *v);
+  }
+  uint32_t u32(const std::string& key, uint32_t def) const {
+    auto v = src_.find_uint(prefix_ + key);
+    return v ? checked(key, *v) : def;
+  }
+  float f32(const std::string& key) const {
+    auto v = src_.find_float(prefix_ + key);
+    if (!v) fail(key, "is missing");
+    return *v;
+  }
+  float f32(const std::string& key, float def) const {
+    auto v = src_.find_float(prefix_ + key);
+    return v ? *v : def;
+  }
+  bool flag(const std::string& key, bool def) const {
+    auto v = src_.find_bool(prefix_ + key);
+    return v ? *v : def;
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw_file_error(ErrorKind::Format, src_.origin(), "key " + prefix_ + key + " " + what);
+  }
+
+ private:
+  uint32_t checked(const std::string& key, uint64_t v) const {
+    if (v > 0xFFFFFFFFull) fail(key, "= " + std::to_string(v) + " does not fit in u32");
+    return static_cast<uint32_t>(v);
+  }
+  const ModelSource& src_;
+  std::string prefix_;
+};
+
+HParams read_strata(const ModelSource& src) {
+  KeyReader k(src, "strata.");
+  HParams hp;
+  hp.arch = Arch::Strata;
+  hp.arch_name = "strata";
+  hp.kv_type = KvType::Int8;
+  hp.context_length = k.u32("context_length");
+  hp.n_embd = k.u32("embedding_length");
+  hp.n_block = k.u32("block_count");
+  hp.n_nextn = k.u32("nextn_predict_layers", 0);
+  hp.n_head = k.u32("attention.head_count");
+  hp.n_head_kv = k.u32("attention.head_count_kv");
+  hp.head_dim = k.u32("attention.key_length");
+  const uint32_t value_length = k.u32("attention.value_length", hp.head_dim);
+  if (value_length != hp.head_dim)
+    k.fail("attention.value_length", "= " + std::to_string(value_length) + " must equal attention.key_length = " +
+                                         std::to_string(hp.head_dim));
+  hp.rms_eps = k.f32("attention.layer_norm_rms_epsilon");
+  hp.attn_gated = k.flag("attention.gated", false);
+  hp.sink_count = k.u32("attention.sink_count", 0);
+  hp.sliding_window = k.u32("attention.sliding_window", 0);
+  hp.indexer_heads = k.u32("attention.indexer.head_count", 0);
+  if (hp.indexer_heads > 0) {
+    hp.indexer_dim = k.u32("attention.indexer.key_length");
+    hp.indexer_top_k = k.u32("attention.indexer.top_k");
+  }
+  hp.rope_base = k.f32("rope.freq_base");
+  hp.rope_dim = k.u32("rope.dimension_count", hp.head_dim);
+  hp.n_expert = k.u32("expert_count");
+  hp.n_expert_used = k.u32("expert_used_count");
+  hp.ff_expert = k.u32("expert_feed_forward_length");
+  hp.ff_shared = k.u32("expert_shared_feed_forward_length", 0);
+  hp.hc_count = k.u32("hyper_connection.count", 1);
+  if (hp.hc_count > 1) {
+    hp.hc_sinkhorn_iters = k.u32("hyper_connection.sinkhorn_iterations");
+    hp.hc_eps = k.f32("hyper_connection.epsilon");
+  }
+  if (hp.n_nextn == 1) hp.mtp_vocab = k.u32("nextn.vocab_size");
+  if (hp.n_nextn > 1) k.fail("nextn_predict_layers", "= " + std::to_string(hp.n_nextn) + " (only 0 or 1 supported)");
+  if (hp.n_block <= hp.n_nextn)
+    k.fail("block_count", "= " + std::to_string(hp.n_block) + " leaves no main layer (nextn_predict_layers = " +
+                              std::to_string(hp.n_nextn) + ")");
+  hp.n_layer = hp.n_block - hp.n_nextn;
+  return hp;
+}
+
+HParams read_qwen3moe(const ModelSource& src) {
+  KeyReader k(src, "qwen3moe.");
+  HParams hp;
+  hp.arch = Arch::Qwen3Moe;
+  hp.arch_name = "qwen3moe";
+  hp.kv_type = KvType::F32;
+  hp.context_length = k.u32("context_length");
+  hp.n_embd = k.u32("embedding_length");
+  hp.n_block = k.u32("block_count");
+  hp.n_layer = hp.n_block;
+  hp.n_head = k.u32("attention.head_count");
+  hp.n_head_kv = k.u32("attention.head_count_kv", hp.n_head);
+  if (hp.n_head == 0) k.fail("attention.head_count", "must be > 0");
+  hp.head_dim = k.u32("attention.key_length", hp.n_embd / hp.n_head);
+  const uint32_t value_length = k.u32("attention.value_length", hp.head_dim);
+  if (value_length != hp.head_dim)
+    k.fail("attention.value_length", "= " + std::to_string(value_length) + " must equal attention.key_length = " +
+                                         std::to_string(hp.head_dim));
+  hp.rms_eps = k.f32("attention.layer_norm_rms_epsilon");
+  hp.rope_base = k.f32("rope.freq_base", 10000.0f);
+  hp.rope_dim = k.u32("rope.dimension_count", hp.head_dim);
+  hp.n_expert = k.u32("expert_count");
+  hp.n_expert_used = k.u32("expert_used_count");
+  hp.ff_expert = k.u32("expert_feed_forward_length");
+  hp.hc_count = 1;
+  return hp;
+}
+
+[[noreturn]] void bad(const std::string& origin, const std::string& what) {
+  throw_file_error(ErrorKind::Format, origin, what);
+}
+
+}  // namespace
+
+const char* arch_name(Arch a) { return a == Arch::Strata ? "strata" : "qwen3moe"; }
+
+void validate_hparams(const HParams& hp, const std::string& origin) {
+  const std::string p = hp.arch_name + ".";
+  auto positive = [&](uint32_t v, const char* key) {
+    if (v == 0) bad(origin, "key " + p + key + " must be > 0");
+  };
+  positive(hp.n_embd, "embedding_length");
+  positive(hp.n_layer, "block_count");
+  positive(hp.n_head, "attention.head_count");
+  positive(hp.n_head_kv, "attention.head_count_kv");
+  positive(hp.head_dim, "attention.key_length");
+  positive(hp.n_expert, "expert_count");
+  positive(hp.n_expert_used, "expert_used_count");
+  positive(hp.ff_expert, "expert_feed_forward_length");
+  positive(hp.context_length, "context_length");
+  if (hp.n_head % hp.n_head_kv != 0)
+    bad(origin, "key " + p + "attention.head_count = " + std::to_string(hp.n_head) +
+                    " is not a multiple of attention.head_count_kv = " + std::to_string(hp.n_head_kv));
+  if (hp.rope_dim % 2 != 0 || hp.rope_dim > hp.head_dim)
+    bad(origin, "key " + p + "rope.dimension_count = " + std::to_string(hp.rope_dim) +
+                    " must be even and <= attention.key_length = " + std::to_string(hp.head_dim));
+  if (!(hp.rope_base > 0.0f)) bad(origin, "key " + p + "rope.freq_base must be > 0");
+  if (!(hp.rms_eps >= 0.0f)) bad(origin, "key " + p + "attention.layer_norm_rms_epsilon must be >= 0");
+  if (hp.n_expert_used > hp.n_expert)
+    bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) + " exceeds expert_count = " +
+                    std::to_string(hp.n_expert));
+  if (hp.n_expert_used > 64)
+    bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) +
+                    " exceeds the 64 experts per token strata supports");
+  if (hp.hc_count == 0) bad(origin, "key " + p + "hyper_connection.count must be >= 1");
+  if (hp.hc_count > 64) bad(origin, "key " + p + "hyper_connection.count = " + std::to_string(hp.hc_count) + " (max 64)");
+  if (hp.hc_count > 1 && (hp.hc_sinkhorn_iters == 0 || hp.hc_sinkhorn_iters > 1000))
+    bad(origin, "key " + p + "hyper_connection.sinkhorn_iterations = " + std::to_string(hp.hc_sinkhorn_iters) +
+                    " must be in [1, 1000] when hyper_connection.count > 1");
+  if (hp.indexer_heads > 0) {
+    positive(hp.indexer_dim, "attention.indexer.key_length");
+    positive(hp.indexer_top_k, "attention.indexer.top_k");
+  }
+  if (hp.n_nextn == 1 && hp.mtp_vocab == 0) bad(origin, "key " + p + "nextn.vocab_size must be > 0");
+}
+
+HParams read_hparams(const ModelSource& src) {
+  auto arch = src.find_string("general.architecture");
+  if (!arch) throw_file_error(ErrorKind::Format, src.origin(), "key general.architecture is missing");
+  HParams hp;
+  if (*arch == "strata") {
+    hp = read_strata(src);
+  } else if (*arch == "qwen3moe") {
+    hp = read_qwen3moe(src);
+  } else {
+    throw_file_error(ErrorKind::Format, src.origin(),
+                     "general.architecture = '" + *arch + "' is not supported (expected 'strata' or 'qwen3moe')");
+  }
+  validate_hparams(hp, src.origin());
+  return hp;
+}
+
+}  // namespace strata::model

@@ -1,0 +1,60 @@
+#pragma once
+// The hyper-parameters of a model, read from its metadata and validated once at load (docs/gguf.md).
+// One struct for both architectures: qwen3moe is strata with features off.
+#include <cstdint>
+#include <string>
+
+#include "strata/model/model_source.h"
+
+namespace strata::model {
+
+enum class Arch { Strata, Qwen3Moe };
+enum class KvType { Int8, F32 };
+
+struct HParams {
+  Arch arch = Arch::Strata;
+  std::string arch_name;
+  uint32_t context_length = 0;
+  uint32_t n_embd = 0;          // d
+  uint32_t n_vocab = 0;         // V: rows of token_embd (filled by the weight binding)
+  uint32_t n_block = 0;         // block_count as stored (main layers + nextn layers)
+  uint32_t n_layer = 0;         // L main layers
+  uint32_t n_nextn = 0;         // 0 or 1 MTP layers
+  uint32_t n_head = 0;          // Hq
+  uint32_t n_head_kv = 0;       // Hkv
+  uint32_t head_dim = 0;        // Dh
+  float rms_eps = 1e-6f;
+  bool attn_gated = false;
+  uint32_t sink_count = 0;      // S
+  uint32_t sliding_window = 0;  // W (0 = full causal attention)
+  uint32_t indexer_heads = 0;   // Hi (0 = no indexer)
+  uint32_t indexer_dim = 0;     // Di
+  uint32_t indexer_top_k = 0;   // T
+  float rope_base = 10000.0f;
+  uint32_t rope_dim = 0;        // rotated dims per head, NEOX pairing
+  uint32_t n_expert = 0;        // E
+  uint32_t n_expert_used = 0;   // K
+  uint32_t ff_expert = 0;       // F
+  uint32_t ff_shared = 0;       // Fs (0 = no shared expert)
+  uint32_t hc_count = 1;        // n streams
+  uint32_t hc_sinkhorn_iters = 0;
+  float hc_eps = 0.0f;
+  uint32_t mtp_vocab = 0;       // Vr (when n_nextn = 1)
+  KvType kv_type = KvType::Int8;
+
+  // Derived helpers.
+  uint32_t q_rows() const { return n_head * head_dim * (attn_gated ? 2u : 1u); }
+  uint32_t kv_rows() const { return n_head_kv * head_dim; }
+  bool uses_indexer() const { return indexer_heads > 0 && sliding_window > 0; }
+};
+
+// Reads and validates the hyper-parameters of `src` for its general.architecture. Unknown
+// architectures, missing keys and inconsistent values are Format errors naming the key.
+HParams read_hparams(const ModelSource& src);
+
+// Checks the relations between hyper-parameters (called by read_hparams; public for tests).
+void validate_hparams(const HParams& hp, const std::string& origin);
+
+const char* arch_name(Arch a);
+
+}  // namespace strata::model

@@ -1,0 +1,45 @@
+#pragma once
+// A loaded model: validated hyper-parameters plus weight views into the source's memory (no
+// copies). Built per architecture by bind_strata / bind_qwen3moe; immutable after load and safe
+// to share between windows.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/model/hparams.h"
+#include "strata/model/model_source.h"
+#include "strata/model/weights.h"
+
+namespace strata::model {
+
+class Model {
+ public:
+  // Opens a GGUF file and binds it.
+  static std::unique_ptr<Model> load(const std::string& path);
+  // Binds an already opened source (tests build sources in memory). Takes ownership.
+  static std::unique_ptr<Model> from_source(std::unique_ptr<ModelSource> src);
+
+  const HParams& hparams() const { return hp_; }
+  const ModelSource& source() const { return *src_; }
+
+  Weight tok_embd;                // [V, d]
+  Weight output;                  // [V, d] (qwen3moe without output.weight: token_embd, tied)
+  const float* output_norm = nullptr;
+  HyperHeadWeights head_hc;       // absent when n = 1
+  std::vector<LayerWeights> layers;
+  std::optional<MtpWeights> mtp;  // when nextn_predict_layers = 1
+
+ private:
+  Model() = default;
+  HParams hp_;
+  std::unique_ptr<ModelSource> src_;
+
+  friend void bind_strata(Model& m);
+  friend void bind_qwen3moe(Model& m);
+};
+
+void bind_strata(Model& m);
+void bind_qwen3moe(Model& m);
+
+}  // namespace strata::model

@@ -1,0 +1,397 @@
+"""``strata.Config``: the one typed view of every ``STRATA_*`` setting (SPEC §2.11).
+
+Two ways to get one:
+
+- ``Config(threads=4, draft_steps=2, ...)``: explicit. A bad value raises :class:`ConfigError` naming
+  the field, the variable it stands for and the rule.
+- ``Config.from_env()``: from the process environment (or any mapping). Settings are validated in
+  groups, as the C++ core does (SPEC R-3): a group with any malformed, non-finite, out-of-range,
+  too-long or empty value is rejected as a whole with ONE diagnostic (a :class:`ConfigWarning`) and
+  falls back to its defaults; a group is never half-applied. ``strict=True`` raises instead.
+
+The settings the C++ core knows (retention, MTP cells, verification rule, MOCE routing) are validated
+by the C++ parser itself (``strata._strata.decode.parse_settings``), so Python and C++ can never
+disagree on what a value means. The settings the Python layer adds (threads, backend, context,
+speculation) follow the same rules here. Every setting, its type, default and range:
+``docs/settings.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from strata.errors import ConfigError
+
+__all__ = ["SETTINGS", "Config", "ConfigWarning", "Setting"]
+
+
+class ConfigWarning(UserWarning):
+    """A ``STRATA_*`` environment setting was rejected (its group fell back to defaults) or unknown."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``STRATA_*`` variable: the Config field it fills, its group and its rule."""
+
+    env: str
+    field: str
+    group: str
+    default: str
+    rule: str
+    native: bool  # validated by the C++ settings parser (else by this module)
+
+
+# Groups validated by the C++ parser: retention, mtp, sampling, moce. Groups of this module: threads,
+# backend, context, speculation. The order is the order of docs/settings.md.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("STRATA_THREADS", "threads", "threads", "0",
+            "integer 0..1024; worker threads of each session's engine (0 = the shared pool, one per core)",
+            False),
+    Setting("STRATA_BACKEND", "backend", "backend", "cpu", "cpu (the only backend of this build)", False),
+    Setting("STRATA_CONTEXT", "context_length", "context", "0",
+            "integer 0 or 16..1048576; KV cells per session (0 = the model's context length, at most 32768)",
+            False),
+    Setting("STRATA_SPECULATIVE", "speculative", "speculation", "auto",
+            "auto | on | off (also 1/0, true/false, yes/no); MTP speculative decoding (auto = on when the "
+            "model has an MTP layer)", False),
+    Setting("STRATA_DRAFT_STEPS", "draft_steps", "speculation", "3",
+            "integer 1..16; drafts the MTP chain proposes per round", False),
+    Setting("STRATA_SPEC_SAMPLE", "spec_sample", "sampling", "exact",
+            "exact | greedy; verification rule for temperature > 0 (greedy = legacy greedy-match)", True),
+    Setting("STRATA_METAL_SPEC_MIN_P_SCHEDULE", "spec_min_p_schedule", "retention", "unset",
+            "1 to 8 comma-separated probabilities in [0, 1]; per-step draft floor, the last repeats; a valid "
+            "value (even \"0\") turns the retention policy on", True),
+    Setting("STRATA_METAL_SPEC_MIN_CUM_P", "spec_min_cum_p", "retention", "unset",
+            "probability in [0, 1]; keep draft j only while p0·…·pj >= it (0 disables the gate); a valid "
+            "value turns the retention policy on", True),
+    Setting("STRATA_METAL_MTP_SINK", "mtp_sink", "mtp", "64", "integer 0..1024; drafter attention sink cells "
+            "(0 = off)", True),
+    Setting("STRATA_METAL_MTP_WIN", "mtp_window", "mtp", "256", "integer 1..2051; drafter attention window "
+            "in cells", True),
+    Setting("STRATA_MOCE_BONUS", "moce_bonus", "moce", "0",
+            "log-bonus λ in [-8, 8]; resident expert scores are scaled by e^λ when e^λ > 1", True),
+    Setting("STRATA_MOCE_RANK1", "moce_rank1", "moce", "1",
+            "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1", True),
+    Setting("STRATA_MOCE_PROTECT", "moce_protect", "moce", "0",
+            "integer 0..64 (r_prot); the first rank that gets the bonus is max(1, r_prot)", True),
+    Setting("STRATA_MOCE_DRAFT", "moce_draft", "moce", "0",
+            "boolean (1/0, true/false, on/off, yes/no); draft rows get the squared bonus and r_prot = 1",
+            True),
+)
+
+_BY_ENV = {s.env: s for s in SETTINGS}
+_BY_FIELD = {s.field: s for s in SETTINGS}
+
+MAX_THREADS = 1024
+MIN_CONTEXT = 16
+MAX_CONTEXT = 1 << 20
+MAX_DRAFT_STEPS = 16
+
+_FALLBACK = {
+    "threads": "the shared thread pool applies",
+    "backend": "the cpu backend applies",
+    "context": "the model's context length applies",
+    "speculation": "speculation settings ignored, defaults auto / 3 drafts apply",
+}
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_TRUE = {"1", "true", "on", "yes"}
+_FALSE = {"0", "false", "off", "no"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Engine and decoding settings of a session; each field is one ``STRATA_*`` variable.
+
+    Attributes:
+        threads: worker threads of each session's engine; 0 = the process-wide pool (one per core).
+        backend: compute backend; only ``"cpu"`` in this build.
+        context_length: KV cells per session; 0 = the model's context length (at most 32768).
+        speculative: MTP speculative decoding: ``None`` = on when the model has an MTP layer.
+        draft_steps: drafts the MTP chain proposes per round (1..16).
+        spec_sample: verification rule at temperature > 0: ``"exact"`` speculative sampling (the output
+            distribution is exactly the model's) or ``"greedy"`` (legacy greedy-match, for comparison).
+        spec_min_p_schedule: per-step draft floor (R-3), 1 to 8 probabilities; ``None`` = unset.
+        spec_min_cum_p: cumulative draft floor (R-3) in [0, 1]; ``None`` = unset.
+        mtp_sink: drafter attention sink cells (0..1024).
+        mtp_window: drafter attention window in cells (1..2051).
+        moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware routing (R-1); they take effect
+            with the expert store (this build routes plain top-K, which is what the defaults mean).
+    """
+
+    threads: int = 0
+    backend: Literal["cpu"] = "cpu"
+    context_length: int = 0
+    speculative: bool | None = None
+    draft_steps: int = 3
+    spec_sample: Literal["exact", "greedy"] = "exact"
+    spec_min_p_schedule: tuple[float, ...] | None = None
+    spec_min_cum_p: float | None = None
+    mtp_sink: int = 64
+    mtp_window: int = 256
+    moce_bonus: float = 0.0
+    moce_rank1: float = 1.0
+    moce_protect: int = 0
+    moce_draft: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.spec_min_p_schedule, (list, tuple)):
+            object.__setattr__(self, "spec_min_p_schedule", tuple(self.spec_min_p_schedule))
+        if isinstance(self.spec_sample, str):
+            object.__setattr__(self, "spec_sample", self.spec_sample.strip().lower())
+        if isinstance(self.backend, str):
+            object.__setattr__(self, "backend", self.backend.strip().lower())
+        self._check_types()
+        problems = _python_groups(self._python_env())
+        if problems:
+            raise ConfigError(_field_message(problems[0][1]))
+        from strata._strata import decode
+
+        _, diagnostics = decode.parse_settings(self._native_env(), strict=False)
+        if diagnostics:
+            raise ConfigError(_field_message(str(diagnostics[0])))
+
+    # ------------------------------------------------------------------------------ construction
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, strict: bool = False) -> Config:
+        """The settings of ``environ`` (default ``os.environ``); only ``STRATA_*`` keys are read.
+
+        Each rejected group gives one :class:`ConfigWarning` and falls back to its defaults; unknown
+        ``STRATA_*`` variables give one warning naming them. ``strict=True`` raises
+        :class:`ConfigError` with every diagnostic instead.
+        """
+        config, diagnostics = cls.parse_env(environ)
+        if diagnostics and strict:
+            raise ConfigError("; ".join(diagnostics))
+        for d in diagnostics:
+            warnings.warn(d, ConfigWarning, stacklevel=2)
+        return config
+
+    @classmethod
+    def parse_env(cls, environ: Mapping[str, str] | None = None) -> tuple[Config, list[str]]:
+        """``(config, diagnostics)`` of ``environ`` without warning: the pure form of :meth:`from_env`."""
+        env = {k: str(v) for k, v in (os.environ if environ is None else environ).items()
+               if k.startswith("STRATA_")}
+        from strata._strata import decode
+
+        native_env = {k: v for k, v in env.items() if k in _BY_ENV and _BY_ENV[k].native}
+        native, diagnostics = decode.parse_settings(native_env, strict=False)
+        diagnostics = [str(d) for d in diagnostics]
+        values: dict[str, Any] = {
+            "spec_sample": native["spec_sample"],
+            "mtp_sink": int(native["mtp"]["sink"]),
+            "mtp_window": int(native["mtp"]["window"]),
+            "moce_bonus": float(native["moce"]["log_bonus"]),
+            "moce_rank1": float(native["moce"]["rank1"]),
+            "moce_protect": int(native["moce"]["protect"]),
+            "moce_draft": bool(native["moce"]["draft"]),
+        }
+        # The C++ settings hold float32; keep the text's own value when the group was accepted.
+        if "retention" not in _rejected_groups(diagnostics):
+            if "STRATA_METAL_SPEC_MIN_P_SCHEDULE" in env:
+                values["spec_min_p_schedule"] = tuple(
+                    float(p) for p in env["STRATA_METAL_SPEC_MIN_P_SCHEDULE"].split(","))
+            if "STRATA_METAL_SPEC_MIN_CUM_P" in env:
+                values["spec_min_cum_p"] = float(env["STRATA_METAL_SPEC_MIN_CUM_P"])
+        if "moce" not in _rejected_groups(diagnostics):
+            for name, key in (("STRATA_MOCE_BONUS", "moce_bonus"), ("STRATA_MOCE_RANK1", "moce_rank1")):
+                if name in env:
+                    values[key] = float(env[name])
+        problems = _python_groups(env)
+        rejected = {group for group, _ in problems}
+        diagnostics += [d for _, d in problems]
+        values.update(_python_values(env, rejected))
+        unknown = sorted(k for k in env if k not in _BY_ENV)
+        if unknown:
+            diagnostics.append(_unknown_message(unknown))
+        return cls(**values), diagnostics
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some fields changed (validated like the constructor)."""
+        return dataclasses.replace(self, **changes)
+
+    # --------------------------------------------------------------------------------- exporting
+    def to_env(self) -> dict[str, str]:
+        """The ``STRATA_*`` variables that reproduce this config (unset retention settings are left out).
+
+        ``Config.from_env(config.to_env()) == config`` for every valid config.
+        """
+        return {**self._python_env(), **self._native_env()}
+
+    def _python_env(self) -> dict[str, str]:
+        return {
+            "STRATA_THREADS": str(self.threads),
+            "STRATA_BACKEND": str(self.backend),
+            "STRATA_CONTEXT": str(self.context_length),
+            "STRATA_SPECULATIVE": {None: "auto", True: "on", False: "off"}[self.speculative],
+            "STRATA_DRAFT_STEPS": str(self.draft_steps),
+        }
+
+    def _native_env(self) -> dict[str, str]:
+        env = {
+            "STRATA_SPEC_SAMPLE": str(self.spec_sample),
+            "STRATA_METAL_MTP_SINK": str(self.mtp_sink),
+            "STRATA_METAL_MTP_WIN": str(self.mtp_window),
+            "STRATA_MOCE_BONUS": _num(self.moce_bonus),
+            "STRATA_MOCE_RANK1": _num(self.moce_rank1),
+            "STRATA_MOCE_PROTECT": str(self.moce_protect),
+            "STRATA_MOCE_DRAFT": "1" if self.moce_draft else "0",
+        }
+        if self.spec_min_p_schedule is not None:
+            env["STRATA_METAL_SPEC_MIN_P_SCHEDULE"] = ",".join(_num(p) for p in self.spec_min_p_schedule)
+        if self.spec_min_cum_p is not None:
+            env["STRATA_METAL_SPEC_MIN_CUM_P"] = _num(self.spec_min_cum_p)
+        return env
+
+    def retention_env(self) -> dict[str, str]:
+        """Only the retention variables (what the draft-retention gate reads)."""
+        return {k: v for k, v in self._native_env().items() if _BY_ENV[k].group == "retention"}
+
+    @property
+    def retention_on(self) -> bool:
+        """Whether the R-3 retention policy is on (either retention setting is set)."""
+        return self.spec_min_p_schedule is not None or self.spec_min_cum_p is not None
+
+    # ------------------------------------------------------------------------------------ checks
+    def _check_types(self) -> None:
+        def need(ok: bool, field: str, what: str) -> None:
+            if not ok:
+                s = _BY_FIELD[field]
+                raise ConfigError(f"Config.{field} ({s.env}) must be {what}, got {getattr(self, field)!r}")
+
+        for field in ("threads", "context_length", "draft_steps", "mtp_sink", "mtp_window", "moce_protect"):
+            need(_is_int(getattr(self, field)), field, "an integer")
+        for field in ("moce_bonus", "moce_rank1"):
+            need(_is_number(getattr(self, field)), field, "a number")
+        need(isinstance(self.moce_draft, bool), "moce_draft", "True or False")
+        need(self.speculative is None or isinstance(self.speculative, bool), "speculative",
+             "None (auto), True or False")
+        need(isinstance(self.spec_sample, str), "spec_sample", "'exact' or 'greedy'")
+        need(isinstance(self.backend, str), "backend", "'cpu'")
+        need(self.spec_min_cum_p is None or _is_number(self.spec_min_cum_p), "spec_min_cum_p",
+             "None or a number in [0, 1]")
+        sched = self.spec_min_p_schedule
+        need(sched is None or (isinstance(sched, tuple) and all(_is_number(p) for p in sched)),
+             "spec_min_p_schedule", "None or a sequence of 1 to 8 probabilities")
+        # Values the text form cannot carry faithfully are refused here rather than by the parser.
+        for field in ("moce_bonus", "moce_rank1", "spec_min_cum_p"):
+            v = getattr(self, field)
+            need(v is None or math.isfinite(v), field, "finite")
+        need(sched is None or all(math.isfinite(p) for p in sched), "spec_min_p_schedule",
+             "finite probabilities")
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """``(variable, value, default)`` for every setting, for display."""
+        env = self.to_env()
+        return [(s.env, env.get(s.env, "unset"), s.default) for s in SETTINGS]
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _num(v: float) -> str:
+    return repr(float(v))
+
+
+def _parse_int(text: str, lo: int, hi: int) -> tuple[int | None, str]:
+    t = text.strip()
+    if not _INT_RE.fullmatch(t):
+        return None, f'not an integer: "{text}"'
+    v = int(t)
+    if not lo <= v <= hi:
+        return None, f"{t} is outside [{lo}, {hi}]"
+    return v, ""
+
+
+def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(group, diagnostic) of each rejected Python-side group, in settings order."""
+    problems: dict[str, str] = {}
+
+    def reject(group: str, name: str, why: str) -> None:
+        problems.setdefault(group, f"{name}: {why} — {_FALLBACK[group]}")
+
+    if "STRATA_THREADS" in env:
+        v, why = _parse_int(env["STRATA_THREADS"], 0, MAX_THREADS)
+        if v is None:
+            reject("threads", "STRATA_THREADS", why)
+    if "STRATA_BACKEND" in env:
+        b = env["STRATA_BACKEND"].strip().lower()
+        if b != "cpu":
+            reject("backend", "STRATA_BACKEND", f'"{env["STRATA_BACKEND"]}" is not a backend of this build '
+                   "(available: cpu)")
+    if "STRATA_CONTEXT" in env:
+        v, why = _parse_int(env["STRATA_CONTEXT"], 0, MAX_CONTEXT)
+        if v is None:
+            reject("context", "STRATA_CONTEXT", why)
+        elif 0 < v < MIN_CONTEXT:
+            reject("context", "STRATA_CONTEXT",
+                   f"{v} is below the minimum of {MIN_CONTEXT} (0 = the model's)")
+    if "STRATA_SPECULATIVE" in env:
+        s = env["STRATA_SPECULATIVE"].strip().lower()
+        if s != "auto" and s not in _TRUE and s not in _FALSE:
+            reject("speculation", "STRATA_SPECULATIVE",
+                   f'expected auto, on or off, got "{env["STRATA_SPECULATIVE"]}"')
+    if "STRATA_DRAFT_STEPS" in env:
+        v, why = _parse_int(env["STRATA_DRAFT_STEPS"], 1, MAX_DRAFT_STEPS)
+        if v is None:
+            reject("speculation", "STRATA_DRAFT_STEPS", why)
+    order = ["threads", "backend", "context", "speculation"]
+    return [(g, problems[g]) for g in order if g in problems]
+
+
+def _python_values(env: Mapping[str, str], rejected: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "threads" not in rejected and "STRATA_THREADS" in env:
+        out["threads"] = int(env["STRATA_THREADS"].strip())
+    if "backend" not in rejected and "STRATA_BACKEND" in env:
+        out["backend"] = env["STRATA_BACKEND"].strip().lower()
+    if "context" not in rejected and "STRATA_CONTEXT" in env:
+        out["context_length"] = int(env["STRATA_CONTEXT"].strip())
+    if "speculation" not in rejected:
+        if "STRATA_SPECULATIVE" in env:
+            s = env["STRATA_SPECULATIVE"].strip().lower()
+            out["speculative"] = None if s == "auto" else s in _TRUE
+        if "STRATA_DRAFT_STEPS" in env:
+            out["draft_steps"] = int(env["STRATA_DRAFT_STEPS"].strip())
+    return out
+
+
+def _rejected_groups(diagnostics: list[str]) -> set[str]:
+    groups = set()
+    for d in diagnostics:
+        name = d.split(":", 1)[0]
+        if name in _BY_ENV:
+            groups.add(_BY_ENV[name].group)
+    return groups
+
+
+def _field_message(diagnostic: str) -> str:
+    """A parser diagnostic rephrased for explicit construction: the field first, no fallback clause."""
+    name, _, rest = diagnostic.partition(":")
+    why = rest.split(" — ")[0].strip()
+    setting = _BY_ENV.get(name)
+    if setting is None:
+        return diagnostic
+    return f"Config.{setting.field} ({name}): {why}; allowed: {setting.rule}"
+
+
+def _unknown_message(unknown: list[str]) -> str:
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(_BY_ENV), n=1)
+        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return f"unknown setting{'s' if len(unknown) > 1 else ''} ignored: {', '.join(parts)}"

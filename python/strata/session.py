@@ -1,0 +1,461 @@
+"""``strata.Session``: one conversation with a model — its tokens, KV cells, sampler history and RNG.
+
+A session owns its own native engine (``strata._strata.Engine``): KV cells of the main model and the
+MTP drafter for ``Config.context_length`` tokens. Calls continue the session: ``generate`` appends the
+prompt to what is already there, ``chat`` renders the whole conversation and reuses the KV cells of the
+longest common token prefix (so a multi-turn chat only evaluates the new turn). ``reset()`` empties it.
+
+Decoding (SPEC §2.8):
+
+- each token is chosen by the C++ sampler (``sample_logits``) under the :class:`SamplingPolicy`, with
+  the penalties over every token in the session; temperature 0 is greedy;
+- with speculation on (``Config.speculative``; default: when the model has an MTP layer) every round
+  drafts ``Config.draft_steps`` tokens with the MTP chain, keeps the prefix the retention settings
+  allow (R-3), evaluates the pending token and the drafts in ONE window of k+1 rows, and keeps what
+  ``verify_window`` accepts: greedy verification at temperature 0 (the output is identical to plain
+  decoding), exact speculative sampling at temperature > 0 (the output distribution is the model's;
+  the random stream differs from plain decoding, so seeded outputs differ between the two modes).
+
+A session is safe to share between threads (one step runs at a time) but it is one conversation:
+starting a new ``generate``/``chat`` makes any unfinished iterator of the same session invalid.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from strata._strata import decode
+from strata.config import Config
+from strata.errors import ConfigError, InvalidArgument
+from strata.sampling import SamplingPolicy
+from strata.stats import GenerationStats
+
+if TYPE_CHECKING:
+    from strata.model import Model
+    from strata.tokenizer import Tokenizer
+
+__all__ = ["Session"]
+
+Prompt = str | Sequence[int]
+
+
+class Session:
+    """A generation session; make one with :meth:`strata.Model.session`."""
+
+    def __init__(self, model: Model, config: Config, sampling: SamplingPolicy) -> None:
+        if not isinstance(config, Config):
+            raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
+        if not isinstance(sampling, SamplingPolicy):
+            raise InvalidArgument(f"sampling must be a strata.SamplingPolicy, got {type(sampling).__name__}")
+        if config.speculative and not model.has_mtp:
+            raise ConfigError(f"Config.speculative is on but {model.path} has no MTP layer to draft with; "
+                              "use speculative=None (auto) or False")
+        self._model = model
+        self._config = config
+        self._sampling = sampling
+        self._speculative = model.has_mtp if config.speculative is None else config.speculative
+        self._engine: Any = model._engine(config, encode_mtp=self._speculative)
+        self._n_ctx = int(self._engine.max_ctx)
+        self._seed = sampling.resolve_seed()
+        self._rng = decode.Rng(self._seed)
+        self._tokens: list[int] = []
+        self._stats = GenerationStats(speculative=self._speculative)
+        self._lock = threading.RLock()
+        self._active: object | None = None
+        self._retention_env = config.retention_env()
+
+    # ----------------------------------------------------------------------------------- properties
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def sampling(self) -> SamplingPolicy:
+        return self._sampling
+
+    @property
+    def seed(self) -> int:
+        """The seed the session's RNG started from (``sampling.seed`` or the random one drawn for it)."""
+        return self._seed
+
+    @property
+    def speculative(self) -> bool:
+        """Whether this session decodes speculatively with the MTP drafter."""
+        return self._speculative
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """Every token in the session: prompts and generated tokens, in order."""
+        with self._lock:
+            return tuple(self._tokens)
+
+    @property
+    def context_length(self) -> int:
+        """How many tokens the session can hold (its KV cells)."""
+        return self._n_ctx
+
+    @property
+    def stats(self) -> GenerationStats:
+        """Counters and timings of the latest ``generate``/``chat`` call (updated while it streams)."""
+        return self._stats
+
+    def __repr__(self) -> str:
+        return (f"Session(model={self._model.name!r}, tokens={len(self._tokens)}/{self._n_ctx}, "
+                f"speculative={self._speculative})")
+
+    # ---------------------------------------------------------------------------------- lifecycle
+    def reset(self) -> None:
+        """Forget everything: tokens, KV and MTP cells, stats; the RNG restarts from the session's seed."""
+        with self._lock:
+            self._active = None
+            self._tokens = []
+            self._engine.rollback(0)
+            self._rng.reseed(self._seed)
+            self._stats = GenerationStats(speculative=self._speculative)
+
+    # --------------------------------------------------------------------------------- generation
+    def generate(
+        self,
+        prompt: Prompt = "",
+        *,
+        max_tokens: int = 256,
+        stop: str | Sequence[str] | None = None,
+        sampling: SamplingPolicy | None = None,
+    ) -> Iterator[str]:
+        """Continue the session with ``prompt`` and stream the generated text.
+
+        Args:
+            prompt: text (tokenized with the model's tokenizer; BOS is added when the model asks for it
+                and the session is empty) or token ids. ``""`` continues from what the session holds;
+                in an empty session it starts from BOS (or EOS, the document separator, without BOS).
+            max_tokens: at most this many tokens are generated (0 only evaluates the prompt).
+            stop: a string or strings that end generation; the text before the first occurrence is
+                returned, the stop string itself is not.
+            sampling: a policy for this call only (default: the session's). When it has a seed, the RNG
+                restarts from that seed.
+
+        Returns:
+            An iterator of text pieces (UTF-8 characters are never split); ``"".join(...)`` is the
+            generated text. Generation runs as the iterator is consumed. ``session.stats`` tells why it
+            stopped (``finish_reason``).
+        """
+        tok = self._model.tokenizer
+        new = self._prompt_ids(prompt, tok)
+        return self._stream(lambda current: self._continuation(current, new, tok), max_tokens, stop, sampling)
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int = 512,
+        stop: str | Sequence[str] | None = None,
+        sampling: SamplingPolicy | None = None,
+        **template_args: Any,
+    ) -> Iterator[str]:
+        """Stream the assistant's reply to ``messages`` (``[{"role": ..., "content": ...}, ...]``).
+
+        The conversation is rendered with the model's chat template (ChatML when the file has none) and
+        replaces the session's context; the KV cells of the longest common token prefix are reused, so
+        passing the growing message list turn after turn evaluates only the new turn. Generation stops
+        at the template's end-of-turn token. ``template_args`` go to the template (e.g.
+        ``enable_thinking=False``). Other arguments as for :meth:`generate`.
+        """
+        tok = self._model.tokenizer
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, **template_args)
+        ids = tok.encode(text, add_special=True, parse_special=True)
+        if tok.bos_id is not None and len(ids) >= 2 and ids[0] == ids[1] == tok.bos_id:
+            ids = ids[1:]  # the template wrote BOS itself
+        stops = _stop_list(stop)
+        if tok.chat_template is None and tok.token_to_id("<|im_end|>") is None:
+            stops.append("<|im_end|>")  # ChatML rendered for a vocabulary without its end-of-turn token
+        return self._stream(lambda _current: list(ids), max_tokens, stops, sampling)
+
+    # ----------------------------------------------------------------------------- internals: prompt
+    def _prompt_ids(self, prompt: Prompt, tok: Tokenizer) -> list[int]:
+        if isinstance(prompt, str):
+            return [] if prompt == "" else tok.encode(prompt, add_special=False, parse_special=True)
+        if isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Sequence):
+            raise InvalidArgument(
+                f"prompt must be a str or a sequence of token ids, got {type(prompt).__name__}")
+        ids = []
+        vocab = self._model.vocab_size
+        for i, t in enumerate(prompt):
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= int(t) < vocab:
+                raise InvalidArgument(f"prompt[{i}] = {t!r} is not a token id in [0, {vocab})")
+            ids.append(int(t))
+        return ids
+
+    def _continuation(self, current: list[int], new: list[int], tok: Tokenizer) -> list[int]:
+        if current:
+            return current + new
+        start: list[int] = []
+        if tok.add_bos and tok.bos_id is not None:
+            start = [tok.bos_id]
+        elif not new:
+            first = tok.bos_id if tok.bos_id is not None else tok.eos_id
+            if first is None:
+                raise InvalidArgument("the prompt is empty and the session holds no tokens; give a prompt "
+                                      "(this model has no BOS or EOS token to start from)")
+            start = [first]
+        return start + new
+
+    # --------------------------------------------------------------------------- internals: decoding
+    def _stream(
+        self,
+        build_target: Callable[[list[int]], list[int]],
+        max_tokens: int,
+        stop: str | Sequence[str] | None,
+        sampling: SamplingPolicy | None,
+    ) -> Iterator[str]:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise InvalidArgument(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
+        if sampling is not None and not isinstance(sampling, SamplingPolicy):
+            raise InvalidArgument(f"sampling must be a strata.SamplingPolicy, got {type(sampling).__name__}")
+        stops = _stop_list(stop)
+        policy = self._sampling if sampling is None else sampling
+        return self._run(build_target, max_tokens, stops, policy, reseed=sampling is not None)
+
+    def _run(
+        self,
+        build_target: Callable[[list[int]], list[int]],
+        max_tokens: int,
+        stops: list[str],
+        policy: SamplingPolicy,
+        reseed: bool,
+    ) -> Iterator[str]:
+        me = object()
+        with self._lock:
+            self._active = me
+            run = _Run(self, policy, max_tokens, stops)
+            if reseed and policy.seed is not None:
+                self._rng.reseed(policy.seed)
+            pieces = run.prefill(build_target(list(self._tokens)))
+        yield from pieces
+        while not run.done:
+            with self._lock:
+                if self._active is not me:
+                    raise InvalidArgument("this generation was superseded by a later generate(), chat() or "
+                                          "reset() on the same session")
+                pieces = run.step()
+            yield from pieces
+
+
+class _Run:
+    """The state of one generate/chat call; every method runs under the session's lock and leaves the
+    session consistent (tokens and engine agree) when it returns."""
+
+    def __init__(self, session: Session, policy: SamplingPolicy, max_tokens: int, stops: list[str]) -> None:
+        self.s = session
+        self.engine = session._engine
+        self.policy = policy.native()
+        self.temperature = policy.temperature
+        self.min_p = policy.min_p
+        self.penalized = policy.repetition_penalty != 1.0 or policy.presence_penalty != 0.0
+        self.penalty_last_n = policy.penalty_last_n
+        self.max_tokens = max_tokens
+        tok = session._model.tokenizer
+        self.eog = tok.eog_ids
+        self.text = _TextStream(tok, stops)
+        self.stats = GenerationStats(speculative=session._speculative)
+        session._stats = self.stats
+        self.done = False
+        self.spec_mode = session._config.spec_sample
+        self.use_retention = session._config.retention_on or policy.min_p > 0.0
+
+    # ------------------------------------------------------------------------------------ helpers
+    def history(self) -> list[int]:
+        """What the penalties look at (nothing when they are off)."""
+        toks = self.s._tokens
+        if not self.penalized or self.penalty_last_n == 0:
+            return []
+        return toks if self.penalty_last_n < 0 else toks[-self.penalty_last_n :]
+
+    def sample(self, logits: np.ndarray) -> int:
+        return int(decode.sample_logits(logits, self.policy, self.history(), [], self.s._rng))
+
+    def finish(self, reason: str, out: list[str], flush: bool = True) -> None:
+        if flush:
+            tail = self.text.finish()
+            if tail:
+                out.append(tail)
+        self.stats.finish_reason = reason
+        self.done = True
+        eng, n = self.engine, len(self.s._tokens)
+        if eng.n_past > n:  # a stop inside a verified window: drop the cells of the discarded tokens
+            eng.rollback(n)
+
+    def emit(self, tokens: Sequence[int], out: list[str]) -> None:
+        """Append tokens one by one, stopping at the first end condition."""
+        s = self.s
+        for t in tokens:
+            s._tokens.append(t)
+            self.stats.generated_tokens += 1
+            piece, hit = self.text.push(t)
+            if piece:
+                out.append(piece)
+            if hit:
+                return self.finish("stop", out, flush=False)
+            if t in self.eog:
+                return self.finish("stop", out)
+            if self.stats.generated_tokens >= self.max_tokens or len(s._tokens) >= s._n_ctx:
+                return self.finish("length", out)
+        return None
+
+    # ------------------------------------------------------------------------------------ prefill
+    def prefill(self, target: list[int]) -> list[str]:
+        s, eng = self.s, self.engine
+        if not target:
+            raise InvalidArgument("nothing to evaluate: the prompt is empty")
+        if len(target) >= s._n_ctx:
+            raise InvalidArgument(
+                f"the prompt needs {len(target)} tokens (with what the session already holds) but the "
+                f"session holds at most {s._n_ctx - 1} before generating; shorten it, call reset(), or "
+                "create the session with a larger Config(context_length=...)")
+        t0 = time.perf_counter()
+        common = 0
+        for a, b in zip(s._tokens, target, strict=False):
+            if a != b:
+                break
+            common += 1
+        keep = min(common, int(eng.n_past), len(target) - 1)
+        if keep < eng.n_past:
+            eng.rollback(keep)
+        start = 0 if self.drafter_cell_lost(keep, len(target)) else keep
+        if start < keep:
+            eng.rollback(start)
+        s._tokens = target[:start]
+        try:
+            logits = eng.eval(target[start:], start_pos=start, logits="last")
+        except BaseException:
+            eng.rollback(min(int(eng.n_past), start))
+            raise
+        s._tokens = list(target)
+        self.stats.prompt_tokens = len(target)
+        self.stats.cached_tokens = start
+        self.stats.prefill_tokens = len(target) - start
+        out: list[str] = []
+        if self.max_tokens == 0:
+            self.finish("length", out)
+        else:
+            t = self.sample(logits)
+            self.emit([t], out)
+        t1 = time.perf_counter()
+        self.stats.prefill_seconds = t1 - t0
+        self.t_decode = t1
+        return out
+
+    def drafter_cell_lost(self, keep: int, n_target: int) -> bool:
+        """Whether continuing at `keep` would leave a hole the drafter must read.
+
+        The drafter's cell keep-1 is encoded from the main model's final streams at keep-1, which the
+        engine holds only for the rows of its last evaluation. After a rollback further back (a chat
+        whose re-rendered history differs from the generated tokens) that cell stays invalid; if it lies
+        in the drafter's sink or in the window of a position still to come, the only way to re-encode it
+        is to evaluate the context again from the start.
+        """
+        s, eng = self.s, self.engine
+        if not s._speculative or keep == 0 or eng.mtp_cell_valid(keep - 1):
+            return False
+        try:
+            eng.final_streams(keep - 1)
+            return False  # held: the evaluation from `keep` encodes the cell itself
+        except InvalidArgument:
+            pass
+        c = keep - 1
+        return c < s._config.mtp_sink or c > n_target - 1 - s._config.mtp_window
+
+    # ------------------------------------------------------------------------------------- decode
+    def step(self) -> list[str]:
+        out: list[str] = []
+        round_ = self.spec_round() if self.s._speculative else None
+        if round_ is None:
+            logits = self.engine.eval([self.s._tokens[-1]], start_pos=len(self.s._tokens) - 1, logits="last")
+            self.emit([self.sample(logits)], out)
+        else:
+            new, n_drafts, n_accepted = round_
+            before = self.stats.generated_tokens
+            self.emit(new, out)
+            self.stats.record_round(n_drafts, n_accepted, self.stats.generated_tokens - before)
+        self.stats.steps += 1
+        self.stats.decode_seconds = time.perf_counter() - self.t_decode
+        return out
+
+    def spec_round(self) -> tuple[list[int], int, int] | None:
+        """One draft + verify round: (tokens to commit, drafts verified, drafts accepted); None when no
+        draft fits or survives retention (then a plain step runs)."""
+        s, eng = self.s, self.engine
+        p = len(s._tokens) - 1  # position of the pending token
+        k = min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1, s._n_ctx - 1 - p)
+        if k < 1 or p < 1:
+            return None
+        t = s._tokens[-1]
+        draft_logits, draft_ids = eng.mtp_draft(t, n_steps=k, pos=p - 1)
+        drafts = [int(x) for x in draft_ids]
+        if self.use_retention:
+            drafts = drafts[: self.retained(draft_logits)]
+        if not drafts:
+            return None
+        window = eng.eval([t, *drafts], start_pos=p, logits="all")
+        history = self.history() or [t]  # ends with the window's first input, as verify_window expects
+        accepted, nxt = decode.verify_window(window, drafts, self.policy, history, s._rng, self.spec_mode)
+        eng.rollback(p + 1 + int(accepted))
+        return drafts[: int(accepted)] + [int(nxt)], len(drafts), int(accepted)
+
+    def retained(self, draft_logits: np.ndarray) -> int:
+        """How many leading drafts the retention gate keeps (R-3), from each step's draft probability."""
+        x = draft_logits.astype(np.float64)
+        probs = 1.0 / np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1)  # softmax at the argmax
+        return int(decode.retain_chained(self.s._retention_env, self.min_p, [float(p) for p in probs]))
+
+
+class _TextStream:
+    """Token ids -> text pieces, holding back what could be the start of a stop string."""
+
+    def __init__(self, tokenizer: Tokenizer, stops: list[str]) -> None:
+        self.decoder = tokenizer.stream_decoder()
+        self.stops = stops
+        self.held = ""
+
+    def push(self, token: int) -> tuple[str, bool]:
+        """(text that can be emitted now, whether a stop string was reached)."""
+        return self._scan(self.held + self.decoder.push(token))
+
+    def finish(self) -> str:
+        text, _ = self._scan(self.held + self.decoder.flush(), final=True)
+        return text
+
+    def _scan(self, text: str, final: bool = False) -> tuple[str, bool]:
+        if not self.stops:
+            self.held = ""
+            return text, False
+        hits = [i for i in (text.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            self.held = ""
+            return text[: min(hits)], True
+        keep = 0
+        if not final:
+            for k in range(min(len(text), max(len(s) for s in self.stops) - 1), 0, -1):
+                if any(s.startswith(text[-k:]) for s in self.stops):
+                    keep = k
+                    break
+        self.held = text[len(text) - keep :]
+        return text[: len(text) - keep], False
+
+
+def _stop_list(stop: str | Sequence[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    for i, s in enumerate(stops):
+        if not isinstance(s, str) or not s:
+            raise InvalidArgument(f"stop[{i}] must be a non-empty string, got {s!r}")
+    return stops

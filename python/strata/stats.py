@@ -1,0 +1,130 @@
+"""``GenerationStats``: what one ``generate`` / ``chat`` call did and how fast.
+
+A session's ``stats`` is the record of its latest call; it is updated while the call streams, so it can
+be read mid-generation. Speculative fields are zero / empty when speculation was off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["GenerationStats"]
+
+
+@dataclass
+class GenerationStats:
+    """Counters and timings of one generation.
+
+    Attributes:
+        prompt_tokens: tokens of the prompt (the new text plus, for chat, the re-rendered conversation).
+        cached_tokens: prompt tokens whose KV cells were already in the session and were reused.
+        prefill_tokens: tokens evaluated before the first generated one (prompt minus cache, plus the
+            pending last token of the previous call).
+        generated_tokens: tokens produced, including an end-of-generation token.
+        prefill_seconds: wall time of the prefill (evaluation of the prompt and the first sample).
+        decode_seconds: wall time from the first generated token to the last.
+        finish_reason: ``"stop"`` (end-of-generation token or stop string), ``"length"`` (max_tokens or
+            the context is full), or None while streaming / when the caller stopped early.
+        speculative: whether MTP speculative decoding was used.
+        rounds: speculative rounds (draft + verification windows).
+        round_tokens: tokens committed by those rounds (accepted drafts + one each, fewer when generation
+            ended inside a round).
+        drafted: per draft step j, how many rounds proposed a draft at step j (after retention).
+        accepted: per draft step j, how many of those drafts the verifier accepted.
+        steps: decode evaluations (rounds plus single-token steps).
+    """
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    prefill_tokens: int = 0
+    generated_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    finish_reason: str | None = None
+    speculative: bool = False
+    rounds: int = 0
+    round_tokens: int = 0
+    drafted: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    steps: int = 0
+
+    # ------------------------------------------------------------------------------------ derived
+    @property
+    def total_seconds(self) -> float:
+        return self.prefill_seconds + self.decode_seconds
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        return self.prefill_tokens / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Generated tokens after the first, per second of decoding (the first comes from the prefill)."""
+        n = self.generated_tokens - 1
+        return n / self.decode_seconds if n > 0 and self.decode_seconds > 0 else 0.0
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Committed tokens per speculative round (1 + accepted drafts); 0 without rounds."""
+        return self.round_tokens / self.rounds if self.rounds else 0.0
+
+    @property
+    def acceptance(self) -> list[float]:
+        """Per draft step j: the fraction of step-j drafts the verifier accepted."""
+        return [a / d if d else 0.0 for a, d in zip(self.accepted, self.drafted, strict=True)]
+
+    # ----------------------------------------------------------------------------------- updating
+    def record_round(self, n_drafts: int, n_accepted: int, committed: int) -> None:
+        """One speculative round: n_drafts verified, the first n_accepted accepted, `committed` tokens
+        kept (n_accepted + 1, fewer when generation ended inside the round)."""
+        while len(self.drafted) < n_drafts:
+            self.drafted.append(0)
+            self.accepted.append(0)
+        for j in range(n_drafts):
+            self.drafted[j] += 1
+            if j < n_accepted:
+                self.accepted[j] += 1
+        self.rounds += 1
+        self.round_tokens += committed
+
+    # ------------------------------------------------------------------------------------ display
+    def as_dict(self) -> dict[str, Any]:
+        """Every counter and derived rate as plain values (JSON-ready)."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "prefill_tokens": self.prefill_tokens,
+            "generated_tokens": self.generated_tokens,
+            "prefill_seconds": self.prefill_seconds,
+            "decode_seconds": self.decode_seconds,
+            "total_seconds": self.total_seconds,
+            "prefill_tokens_per_second": self.prefill_tokens_per_second,
+            "decode_tokens_per_second": self.decode_tokens_per_second,
+            "finish_reason": self.finish_reason,
+            "speculative": self.speculative,
+            "steps": self.steps,
+            "rounds": self.rounds,
+            "round_tokens": self.round_tokens,
+            "tokens_per_round": self.tokens_per_round,
+            "drafted": list(self.drafted),
+            "accepted": list(self.accepted),
+            "acceptance": self.acceptance,
+        }
+
+    def summary(self) -> str:
+        """A few human-readable lines (what ``--stats`` prints)."""
+        lines = [
+            f"prompt: {self.prompt_tokens} tokens ({self.cached_tokens} cached), "
+            f"prefill {self.prefill_tokens} tokens in {self.prefill_seconds:.3f} s "
+            f"({self.prefill_tokens_per_second:.1f} tok/s)",
+            f"generated: {self.generated_tokens} tokens in {self.decode_seconds:.3f} s "
+            f"({self.decode_tokens_per_second:.1f} tok/s), finish: {self.finish_reason or 'interrupted'}",
+        ]
+        if self.speculative:
+            acc = ", ".join(f"{a:.2f}" for a in self.acceptance) or "-"
+            lines.append(f"speculative: {self.rounds} rounds, {self.tokens_per_round:.2f} tokens/round, "
+                         f"acceptance per draft step [{acc}]")
+        else:
+            lines.append("speculative: off")
+        return "\n".join(lines)

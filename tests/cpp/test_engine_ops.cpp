@@ -1,0 +1,309 @@
+// Unit tests of the engine's numeric pieces: RMSNorm, NEOX RoPE, the int8 K/V rule, the chunked
+// softmax merge, and cell selection (incl. indexer ties).
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "strata/engine/attention_head.h"
+#include "strata/engine/cell_select.h"
+#include "strata/engine/kv_cells.h"
+#include "strata/engine/kv_quant.h"
+#include "strata/engine/ops.h"
+#include "strata/engine/rope.h"
+#include "strata/engine/vec_dot.h"
+#include "strata/cpu/features.h"
+#include "strata/util/fp16.h"
+
+using namespace strata::engine;
+
+namespace {
+std::vector<float> rnd(std::mt19937& g, std::size_t n, float s = 1.0f) {
+  std::normal_distribution<float> d(0.0f, s);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+}  // namespace
+
+TEST(rms_norm_matches_formula) {
+  std::mt19937 g(3);
+  for (int n : {1, 7, 8, 64, 255, 2560}) {
+    auto x = rnd(g, static_cast<std::size_t>(n), 3.0f);
+    auto w = rnd(g, static_cast<std::size_t>(n));
+    std::vector<float> out(static_cast<std::size_t>(n)), out_u(static_cast<std::size_t>(n));
+    rms_norm(x.data(), n, 1e-6f, w.data(), out.data());
+    rms_norm(x.data(), n, 1e-6f, nullptr, out_u.data());
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double r = 1.0 / std::sqrt(ss / n + 1e-6);
+    for (int i = 0; i < n; ++i) {
+      CHECK_NEAR(out[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)] * r * w[static_cast<std::size_t>(i)], 1e-5);
+      CHECK_NEAR(out_u[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)] * r, 1e-5);
+    }
+    // In place gives the same bits.
+    std::vector<float> y = x;
+    rms_norm(y.data(), n, 1e-6f, w.data(), y.data());
+    CHECK(y == out);
+  }
+}
+
+TEST(rope_neox_matches_formula_and_leaves_tail) {
+  std::mt19937 g(5);
+  const int dh = 24, rd = 16;
+  Rope rope(rd, 10000.0f);
+  for (int64_t pos : {0, 1, 17, 1000, 30000}) {
+    auto x = rnd(g, dh);
+    std::vector<float> y = x, cs(rd);
+    rope.angles(pos, cs.data());
+    rope.apply(y.data(), cs.data());
+    for (int i = 0; i < rd / 2; ++i) {
+      const double th = double(pos) * double(1.0f / std::pow(10000.0f, float(2 * i) / float(rd)));
+      const double a = x[static_cast<std::size_t>(i)], b = x[static_cast<std::size_t>(i + rd / 2)];
+      CHECK_NEAR(y[static_cast<std::size_t>(i)], a * std::cos(th) - b * std::sin(th), 2e-4);
+      CHECK_NEAR(y[static_cast<std::size_t>(i + rd / 2)], b * std::cos(th) + a * std::sin(th), 2e-4);
+    }
+    for (int i = rd; i < dh; ++i) CHECK_EQ(y[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)]);
+  }
+  // Position 0 is the identity.
+  auto x = rnd(g, dh);
+  std::vector<float> y = x, cs(rd);
+  rope.angles(0, cs.data());
+  rope.apply(y.data(), cs.data());
+  CHECK(y == x);
+}
+
+TEST(kv_int8_rule_exact) {
+  // Block 0: absmax 63.5 -> s = 0.5 exactly; 1.25/0.5 = 2.5 -> 2 (half to even), 1.75 -> 3.5 -> 4,
+  // -0.75 -> -1.5 -> -2. Block 1 (16 elements, the short tail of Dh = 80): all zero -> s = 0, q = 0.
+  std::vector<float> x(80, 0.0f);
+  x[0] = 63.5f;
+  x[1] = 1.25f;
+  x[2] = 1.75f;
+  x[3] = -0.75f;
+  x[4] = -63.5f;
+  std::vector<int8_t> q(80);
+  std::vector<uint16_t> s(2);
+  kv_quantize(x.data(), 80, q.data(), s.data());
+  CHECK_EQ(strata::fp16_to_fp32(s[0]), 0.5f);
+  CHECK_EQ(int(q[0]), 127);
+  CHECK_EQ(int(q[1]), 2);
+  CHECK_EQ(int(q[2]), 4);
+  CHECK_EQ(int(q[3]), -2);
+  CHECK_EQ(int(q[4]), -127);
+  CHECK_EQ(s[1], uint16_t{0});
+  for (int i = 64; i < 80; ++i) CHECK_EQ(int(q[static_cast<std::size_t>(i)]), 0);
+  // Clamp: a tiny block whose scale is an fp16 subnormal rounded down (1e-5/127 -> 2^-24), so
+  // absmax/s = 167.8 is clamped to 127; the negative side likewise.
+  std::vector<float> y(64, 0.0f);
+  y[0] = 1e-5f;
+  y[1] = -1e-5f;
+  kv_quantize(y.data(), 64, q.data(), s.data());
+  CHECK(y[0] / strata::fp16_to_fp32(s[0]) > 127.5f);
+  CHECK_EQ(int(q[0]), 127);
+  CHECK_EQ(int(q[1]), -127);
+  // General rule on random data, against a direct transcription of the contract.
+  std::mt19937 g(9);
+  for (int dh : {64, 100, 128, 256}) {
+    auto v = rnd(g, static_cast<std::size_t>(dh), 2.0f);
+    std::vector<int8_t> qq(static_cast<std::size_t>(dh));
+    std::vector<uint16_t> ss(static_cast<std::size_t>(kv_blocks(dh)));
+    kv_quantize(v.data(), dh, qq.data(), ss.data());
+    std::vector<float> back(static_cast<std::size_t>(dh));
+    kv_dequantize(qq.data(), ss.data(), dh, back.data());
+    for (int b0 = 0; b0 < dh; b0 += 64) {
+      const int b1 = std::min(dh, b0 + 64);
+      float amax = 0;
+      for (int i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(v[static_cast<std::size_t>(i)]));
+      const float sc = strata::fp16_to_fp32(strata::fp32_to_fp16(amax / 127.0f));
+      CHECK_EQ(strata::fp16_to_fp32(ss[static_cast<std::size_t>(b0 / 64)]), sc);
+      for (int i = b0; i < b1; ++i) {
+        const float expect = std::clamp(std::nearbyint(v[static_cast<std::size_t>(i)] / sc), -127.0f, 127.0f);
+        CHECK_EQ(float(qq[static_cast<std::size_t>(i)]), expect);
+        CHECK_EQ(back[static_cast<std::size_t>(i)], expect * sc);
+      }
+    }
+    // kv_dot equals the dot with the dequantized vector up to rounding.
+    auto a = rnd(g, static_cast<std::size_t>(dh));
+    double ref = 0;
+    for (int i = 0; i < dh; ++i) ref += double(a[static_cast<std::size_t>(i)]) * back[static_cast<std::size_t>(i)];
+    CHECK_NEAR(kv_dot(vec_kernels(), a.data(), qq.data(), ss.data(), dh), ref, 1e-4 * (1 + std::fabs(ref)));
+  }
+}
+
+// Plain softmax attention in double over the stored (dequantized) K/V.
+static std::vector<double> plain_attention(const KvCells& kv, int layer, int head, const std::vector<float>& q,
+                                           const std::vector<int32_t>& cells) {
+  const int dh = kv.head_dim();
+  std::vector<double> s(cells.size());
+  std::vector<float> k(static_cast<std::size_t>(dh)), v(static_cast<std::size_t>(dh));
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    kv.read_k(layer, cells[i], head, k.data());
+    double dot = 0;
+    for (int j = 0; j < dh; ++j) dot += double(q[static_cast<std::size_t>(j)]) * k[static_cast<std::size_t>(j)];
+    s[i] = dot / std::sqrt(double(dh));
+  }
+  const double m = *std::max_element(s.begin(), s.end());
+  double den = 0;
+  std::vector<double> out(static_cast<std::size_t>(dh), 0.0);
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const double e = std::exp(s[i] - m);
+    den += e;
+    kv.read_v(layer, cells[i], head, v.data());
+    for (int j = 0; j < dh; ++j) out[static_cast<std::size_t>(j)] += e * v[static_cast<std::size_t>(j)];
+  }
+  for (auto& o : out) o /= den;
+  return out;
+}
+
+TEST(chunked_softmax_merge_matches_plain_softmax) {
+  std::mt19937 g(11);
+  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8}) {
+    const int dh = 40, hkv = 2, cells = 300;
+    KvCells kv(2, cells, hkv, dh, type, 0);
+    for (int c = 0; c < cells; ++c) {
+      // Keys with very different magnitudes so chunk maxima differ widely.
+      auto k = rnd(g, static_cast<std::size_t>(hkv * dh), c % 97 == 0 ? 6.0f : 1.0f);
+      auto v = rnd(g, static_cast<std::size_t>(hkv * dh));
+      kv.write(1, c, k.data(), v.data());
+    }
+    for (int len : {1, 63, 64, 65, 200, 300}) {
+      std::vector<int32_t> list;
+      for (int c = 0; c < cells && static_cast<int>(list.size()) < len; c += (len < 150 ? 2 : 1)) list.push_back(c);
+      auto q = rnd(g, static_cast<std::size_t>(dh), 2.0f);
+      std::vector<float> scores(list.size()), chunk(static_cast<std::size_t>(dh)), out(static_cast<std::size_t>(dh));
+      attend_head(kv, 1, 1, q.data(), list.data(), static_cast<int64_t>(list.size()), scores.data(), chunk.data(),
+                  out.data());
+      auto ref = plain_attention(kv, 1, 1, q, list);
+      for (int j = 0; j < dh; ++j) CHECK_NEAR(out[static_cast<std::size_t>(j)], ref[static_cast<std::size_t>(j)], 1e-5);
+    }
+    // Implicit list 0..n-1 equals the explicit one bitwise.
+    std::vector<int32_t> all(130);
+    std::iota(all.begin(), all.end(), 0);
+    auto q = rnd(g, static_cast<std::size_t>(dh));
+    std::vector<float> sc(130), ch(static_cast<std::size_t>(dh)), o1(static_cast<std::size_t>(dh)), o2(static_cast<std::size_t>(dh));
+    attend_head(kv, 1, 0, q.data(), all.data(), 130, sc.data(), ch.data(), o1.data());
+    attend_head(kv, 1, 0, q.data(), nullptr, 130, sc.data(), ch.data(), o2.data());
+    CHECK(o1 == o2);
+  }
+}
+
+static std::vector<int32_t> select(const CellPolicy& pol, int64_t p, const std::vector<float>* scores) {
+  std::vector<int32_t> out(static_cast<std::size_t>(p + 1) + 8), order(static_cast<std::size_t>(p + 1) + 8);
+  const int64_t n = select_cells(pol, p, scores ? scores->data() : nullptr, order.data(), out.data());
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+TEST(cell_selection_rules) {
+  // W = 0: every causal cell.
+  CHECK((select({0, 0, 0}, 4, nullptr) == std::vector<int32_t>{0, 1, 2, 3, 4}));
+  // Sinks and window overlapping at small p: each cell once, ascending.
+  CellPolicy pol{3, 4, 2};
+  CHECK((select(pol, 0, nullptr) == std::vector<int32_t>{0}));
+  CHECK((select(pol, 5, nullptr) == std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  // p = 10: sinks 0..2, window 7..10, candidates 3..6; no indexer -> no picks.
+  CHECK((select(pol, 10, nullptr) == std::vector<int32_t>{0, 1, 2, 7, 8, 9, 10}));
+  auto cand = indexer_candidates(pol, 10);
+  CHECK_EQ(cand.begin, int64_t{3});
+  CHECK_EQ(cand.end, int64_t{7});
+  // Indexer picks: scores of cells 3,4,5,6 = 1, 5, 5, 2 -> top-2 = {4, 5}.
+  std::vector<float> s1 = {1, 5, 5, 2};
+  CHECK((select(pol, 10, &s1) == std::vector<int32_t>{0, 1, 2, 4, 5, 7, 8, 9, 10}));
+  // Ties go to the lower cell id: all equal -> {3, 4}.
+  std::vector<float> s2 = {7, 7, 7, 7};
+  CHECK((select(pol, 10, &s2) == std::vector<int32_t>{0, 1, 2, 3, 4, 7, 8, 9, 10}));
+  // A tie at the boundary: 9, 3, 3, 3 -> {3, 4}.
+  std::vector<float> s3 = {9, 3, 3, 3};
+  CHECK((select(pol, 10, &s3) == std::vector<int32_t>{0, 1, 2, 3, 4, 7, 8, 9, 10}));
+  // NaN ranks last.
+  std::vector<float> s4 = {NAN, 0, NAN, -1};
+  CHECK((select(pol, 10, &s4) == std::vector<int32_t>{0, 1, 2, 4, 6, 7, 8, 9, 10}));
+  // Fewer than T remaining candidates: all of them. p = 8: candidates 3..4.
+  std::vector<float> s5 = {0, 0};
+  CHECK((select(pol, 8, &s5) == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  // No sinks.
+  CellPolicy nos{0, 2, 1};
+  std::vector<float> s6 = {0, 3, 1};
+  CHECK((select(nos, 4, &s6) == std::vector<int32_t>{1, 3, 4}));
+  CHECK(max_cells(pol, 1000) == 9);
+  CHECK(max_cells({0, 0, 0}, 1000) == 1000);
+}
+
+TEST(indexer_score_formula) {
+  std::mt19937 g(2);
+  const int hi = 3, di = 10;
+  auto q = rnd(g, hi * di), w = rnd(g, hi), k = rnd(g, di);
+  double ref = 0;
+  for (int j = 0; j < hi; ++j) {
+    double dot = 0;
+    for (int i = 0; i < di; ++i) dot += double(q[static_cast<std::size_t>(j * di + i)]) * k[static_cast<std::size_t>(i)];
+    ref += w[static_cast<std::size_t>(j)] * std::max(dot, 0.0);
+  }
+  CHECK_NEAR(indexer_score(vec_kernels(), q.data(), w.data(), hi, di, k.data()), ref, 1e-5);
+}
+
+TEST(softmax_and_activations) {
+  std::vector<float> x = {1.0f, 2.0f, 3.0f, -100.0f};
+  softmax(x.data(), 4);
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(-100.0);
+  CHECK_NEAR(x[2], std::exp(3.0) / z, 1e-7);
+  CHECK_NEAR(sigmoid(0.0f), 0.5, 1e-7);
+  CHECK_NEAR(silu(2.0f), 2.0 / (1.0 + std::exp(-2.0)), 1e-6);
+}
+
+TEST(vec_kernels_isa_paths_are_bitwise_equal) {
+  std::mt19937 g(13);
+  const VecKernels& sc = vec_kernels_scalar();
+  std::vector<const VecKernels*> paths = {&sc};
+#if defined(STRATA_HAVE_AVX2_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
+#endif
+  for (int64_t n : {0, 1, 7, 8, 9, 63, 64, 65, 100, 256}) {
+    auto a = rnd(g, static_cast<std::size_t>(n) + 1), b = rnd(g, static_cast<std::size_t>(n) + 1);
+    std::vector<int8_t> q(static_cast<std::size_t>(n) + 1);
+    for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(g() % 255) - 127);
+    // The documented order, written out.
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; ++i) {
+      const float p = a[static_cast<std::size_t>(i)] * b[static_cast<std::size_t>(i)];
+      acc[i < (n / 8) * 8 ? i % 8 : i - (n / 8) * 8] += p;
+    }
+    const float want = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (const VecKernels* k : paths) {
+      CHECK_EQ(k->dot_f32(a.data(), b.data(), n), want);
+      CHECK_EQ(k->dot_i8(a.data(), q.data(), n), sc.dot_i8(a.data(), q.data(), n));
+      std::vector<float> o1 = b, o2 = b;
+      k->axpy_f32(0.37f, a.data(), n, o1.data());
+      sc.axpy_f32(0.37f, a.data(), n, o2.data());
+      CHECK(o1 == o2);
+      k->axpy_i8(-1.25f, q.data(), n, o1.data());
+      sc.axpy_i8(-1.25f, q.data(), n, o2.data());
+      CHECK(o1 == o2);
+    }
+  }
+  CHECK(paths.size() >= 1);
+}
+
+TEST(kv_cells_gap_reads_zero) {
+  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8}) {
+    KvCells kv(2, 32, 2, 70, type, 8);
+    std::vector<float> k(140, 1.5f), v(140, -2.0f), out(70);
+    kv.prepare_write(1, 10, 2);
+    kv.write(1, 10, k.data(), v.data());
+    kv.write(1, 11, k.data(), v.data());
+    for (int c = 0; c < 10; ++c) {
+      kv.read_k(1, c, 1, out.data());
+      CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 0.0f; }));
+      const float* ik = kv.indexer_key(1, c);
+      CHECK(std::all_of(ik, ik + 8, [](float x) { return x == 0.0f; }));
+    }
+    kv.read_v(1, 11, 0, out.data());
+    CHECK_NEAR(out[69], -2.0, 1e-2);
+    CHECK_THROWS(kv.prepare_write(1, 31, 2));  // beyond the store
+  }
+}

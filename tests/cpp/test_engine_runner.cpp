@@ -1,0 +1,133 @@
+// The Runner: eval in chunks with MTP encoding (the ReferenceRunner's semantics), MTP cell
+// validity through rollback / commit / restore, and draft parity with the naive reference.
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <cstring>
+#include <vector>
+
+#include "strata/engine/runner.h"
+#include "test_engine_reference.h"
+#include "test_engine_support.h"
+
+using namespace strata_test;
+using strata::engine::LogitRows;
+using strata::engine::Runner;
+using strata::engine::RunnerConfig;
+
+namespace {
+std::vector<int32_t> toks_for(int n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<int32_t> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(g() % 61u);
+  return t;
+}
+RunnerConfig cfg_for(int max_rows) {
+  RunnerConfig c;
+  c.n_threads = 2;
+  c.max_ctx = 48;
+  c.max_rows = max_rows;
+  c.mtp_sink = 2;
+  c.mtp_window = 4;
+  return c;
+}
+}  // namespace
+
+TEST(eval_encodes_mtp_and_drafts_match_reference) {
+  TinyOptions o;
+  o.seed = 21;
+  auto toks = toks_for(16, 5);
+  const int P = 14;
+  // Reference: main streams of 0..P-1, MTP over rows 0..P-1 with next tokens 1..P.
+  auto model_ref = tiny_model(o);
+  const auto& hp = model_ref->hparams();
+  NaiveModel ref(dynamic_cast<const MemorySource&>(model_ref->source()), hp);
+  NaiveModel::Streams X, out;
+  std::vector<Vec> logits, dl;
+  ref.forward(std::vector<int32_t>(toks.begin(), toks.begin() + P), X, logits);
+  ref.mtp(X, std::vector<int32_t>(toks.begin() + 1, toks.begin() + P + 1), 2, 4, out, dl);
+
+  std::vector<std::vector<float>> drafts;
+  for (int max_rows : {16, 4, 1}) {
+    Runner run(tiny_model(o), cfg_for(max_rows));
+    std::vector<float> last(hp.n_vocab);
+    run.eval(toks.data(), P, 0, LogitRows::Last, last.data());
+    for (int c = 0; c < P - 1; ++c) CHECK(run.mtp_cell_valid(c));
+    CHECK(!run.mtp_cell_valid(P - 1));
+    std::vector<float> dlog(2 * hp.mtp_vocab);
+    int32_t dt[2];
+    run.mtp_draft(nullptr, toks[P], P - 1, 2, dlog.data(), dt);
+    CHECK(run.mtp_cell_valid(P - 1));
+    CHECK(run.mtp_cell_valid(P));  // the chained step's (speculative) cell
+    double worst = 0;
+    for (uint32_t v = 0; v < hp.mtp_vocab; ++v) worst = std::max(worst, std::fabs(dlog[v] - dl[P - 1][v]));
+    CHECK_MSG(worst < 1e-4, "draft vs reference " + std::to_string(worst));
+    drafts.push_back(dlog);
+  }
+  // Chunking of the prompt (and of the MTP encoding) does not change a bit.
+  CHECK(drafts[0] == drafts[1]);
+  CHECK(drafts[0] == drafts[2]);
+}
+
+TEST(mtp_validity_follows_rollback_commit_restore) {
+  TinyOptions o;
+  auto toks = toks_for(30, 8);
+  Runner run(tiny_model(o), cfg_for(8));
+  run.eval(toks.data(), 12, 0, LogitRows::Last, nullptr);
+  int32_t dt[3];
+  run.mtp_draft(nullptr, toks[12], 11, 3, nullptr, dt);
+  // Verification window: the true token then the drafts.
+  std::vector<int32_t> win = {toks[12], dt[0], dt[1], dt[2]};
+  std::vector<float> lg(4 * 61);
+  run.eval(win.data(), 4, 12, LogitRows::All, lg.data());
+  CHECK_EQ(run.n_past(), int64_t{16});
+  for (int c = 0; c <= 14; ++c) CHECK(run.mtp_cell_valid(c));
+  CHECK(!run.mtp_cell_valid(15));
+  // Accept two rows: keep 14 cells; MTP cell 13 (whose next token is unknown now) is invalid.
+  run.commit(14);
+  CHECK(run.mtp_cell_valid(12));
+  CHECK(!run.mtp_cell_valid(13));
+  // The streams of 13 are still held (rows of the last run): drafting from there works.
+  CHECK(run.streams_at(13) != nullptr);
+  run.mtp_draft(nullptr, toks[14], 13, 2, nullptr, dt);
+  auto cp = run.checkpoint();
+  run.eval(toks.data() + 14, 3, 14, LogitRows::Last, nullptr);
+  CHECK(run.mtp_cell_valid(15));
+  run.restore(cp);
+  CHECK_EQ(run.n_past(), int64_t{14});
+  CHECK(run.mtp_cell_valid(12));
+  CHECK(!run.mtp_cell_valid(13));  // written after the checkpoint
+  // After a rollback further back than the last run, the streams of 9 are gone: cell 9 cannot be
+  // re-encoded and a draft that would read it is refused.
+  run.rollback(10);
+  run.eval(toks.data() + 10, 2, 10, LogitRows::Last, nullptr);
+  CHECK(!run.mtp_cell_valid(9));
+  CHECK(run.mtp_cell_valid(10));
+  // Drafting at 11 reads cells 0,1 (sinks) and 8..10 (window): 9 is invalid.
+  CHECK_THROWS(run.mtp_draft(nullptr, toks[12], 11, 1, nullptr, dt));
+  // Without encoding, nothing is readable.
+  RunnerConfig c = cfg_for(8);
+  c.encode_mtp = false;
+  Runner raw(tiny_model(o), c);
+  raw.eval(toks.data(), 10, 0, LogitRows::Last, nullptr);
+  CHECK(!raw.mtp_cell_valid(0));
+  CHECK_THROWS(raw.mtp_draft(nullptr, toks[10], 9, 1, nullptr, dt));
+  // A model without MTP refuses drafting.
+  TinyOptions nm;
+  nm.mtp = false;
+  Runner plain(tiny_model(nm), cfg_for(8));
+  plain.eval(toks.data(), 4, 0, LogitRows::Last, nullptr);
+  CHECK(!plain.has_mtp());
+  CHECK_THROWS(plain.mtp_draft(nullptr, 1, 3, 1, nullptr, dt));
+}
+
+TEST(eval_all_logits_in_chunks_equal_rows) {
+  TinyOptions o;
+  auto toks = toks_for(20, 3);
+  Runner a(tiny_model(o), cfg_for(20));
+  Runner b(tiny_model(o), cfg_for(3));
+  std::vector<float> la(20 * 61), lb(20 * 61);
+  a.eval(toks.data(), 20, 0, LogitRows::All, la.data());
+  b.eval(toks.data(), 20, 0, LogitRows::All, lb.data());
+  CHECK(la == lb);
+}

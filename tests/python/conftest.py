@@ -1,0 +1,28 @@
+"""pytest setup shared by the Python tests.
+
+`strata_train` (the PyTorch reference and training recipe) is not part of the installed `strata`
+package, so the tests reach it from the source tree without letting `python/strata` (which has no
+native extension in a clean checkout) shadow the installed `strata`:
+
+- in this process the source folder is appended to sys.path, after site-packages;
+- subprocesses get PYTHONPATH = the folder holding the imported `strata`, then a temporary folder
+  with a link to `strata_train` alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+_SOURCE = Path(__file__).resolve().parents[2] / "python"
+if str(_SOURCE) not in sys.path:
+    sys.path.append(str(_SOURCE))
+
+import strata  # noqa: E402  (after the path set-up above)
+
+_TRAIN_ONLY = Path(tempfile.mkdtemp(prefix="strata-train-path-"))
+(_TRAIN_ONLY / "strata_train").symlink_to(_SOURCE / "strata_train", target_is_directory=True)
+SUBPROCESS_PYTHONPATH = os.pathsep.join([str(Path(strata.__file__).resolve().parents[1]), str(_TRAIN_ONLY)])
+os.environ["PYTHONPATH"] = SUBPROCESS_PYTHONPATH

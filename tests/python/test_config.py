@@ -1,0 +1,171 @@
+"""strata.Config: explicit construction, Config.from_env with good and bad values (one diagnostic per
+rejected group, whole-group fallback, never half-applied), strict mode, round trips, and the settings
+table against the C++ parser's list."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import pytest
+
+import strata
+from strata import _strata
+from strata.config import SETTINGS, Config, ConfigWarning
+
+GOOD_ENV = {
+    "STRATA_THREADS": "3",
+    "STRATA_BACKEND": " CPU ",
+    "STRATA_CONTEXT": "512",
+    "STRATA_SPECULATIVE": "off",
+    "STRATA_DRAFT_STEPS": "5",
+    "STRATA_SPEC_SAMPLE": "greedy",
+    "STRATA_METAL_SPEC_MIN_P_SCHEDULE": " 0.5, 0.25 ,0.125",
+    "STRATA_METAL_SPEC_MIN_CUM_P": "0.1",
+    "STRATA_METAL_MTP_SINK": "16",
+    "STRATA_METAL_MTP_WIN": "128",
+    "STRATA_MOCE_BONUS": "0.85",
+    "STRATA_MOCE_RANK1": "1.5",
+    "STRATA_MOCE_PROTECT": "2",
+    "STRATA_MOCE_DRAFT": "yes",
+}
+
+
+def parse(env: dict[str, str]) -> tuple[Config, list[str]]:
+    return Config.parse_env(env)
+
+
+def test_defaults() -> None:
+    c = Config()
+    assert (c.threads, c.backend, c.context_length, c.speculative, c.draft_steps) == (0, "cpu", 0, None, 3)
+    assert (c.spec_sample, c.spec_min_p_schedule, c.spec_min_cum_p) == ("exact", None, None)
+    assert (c.mtp_sink, c.mtp_window) == (64, 256)
+    assert (c.moce_bonus, c.moce_rank1, c.moce_protect, c.moce_draft) == (0.0, 1.0, 0, False)
+    assert not c.retention_on and c.retention_env() == {}
+    assert Config.from_env({}) == c and parse({"PATH": "/bin", "HOME": "/root"}) == (c, [])
+
+
+def test_from_env_good_values() -> None:
+    c, diagnostics = parse(GOOD_ENV)
+    assert diagnostics == []
+    assert c == Config(threads=3, backend="cpu", context_length=512, speculative=False, draft_steps=5,
+                       spec_sample="greedy", spec_min_p_schedule=(0.5, 0.25, 0.125), spec_min_cum_p=0.1,
+                       mtp_sink=16, mtp_window=128, moce_bonus=0.85, moce_rank1=1.5, moce_protect=2,
+                       moce_draft=True)
+    assert c.retention_on
+    assert parse({"STRATA_SPECULATIVE": "auto"})[0].speculative is None
+    assert parse({"STRATA_SPECULATIVE": "1"})[0].speculative is True
+    assert parse({"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0"})[0].retention_on  # a valid "0" opts in
+
+
+def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATA_DRAFT_STEPS", "2")
+    monkeypatch.setenv("STRATA_METAL_MTP_WIN", "64")
+    c = Config.from_env()
+    assert c.draft_steps == 2 and c.mtp_window == 64
+
+
+@pytest.mark.parametrize(("env", "group_fields", "message"), [
+    ({"STRATA_THREADS": "many"}, ["threads"], "STRATA_THREADS: not an integer"),
+    ({"STRATA_THREADS": "2000"}, ["threads"], "outside [0, 1024]"),
+    ({"STRATA_BACKEND": "metal"}, ["backend"], "not a backend of this build"),
+    ({"STRATA_CONTEXT": "8"}, ["context_length"], "below the minimum of 16"),
+    ({"STRATA_CONTEXT": "1e3"}, ["context_length"], "not an integer"),
+    ({"STRATA_SPECULATIVE": "maybe", "STRATA_DRAFT_STEPS": "2"}, ["speculative", "draft_steps"],
+     "expected auto, on or off"),
+    ({"STRATA_SPECULATIVE": "on", "STRATA_DRAFT_STEPS": "0"}, ["speculative", "draft_steps"],
+     "outside [1, 16]"),
+    ({"STRATA_SPEC_SAMPLE": "fast"}, ["spec_sample"], "expected exact or greedy"),
+    ({"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0.5,1.5", "STRATA_METAL_SPEC_MIN_CUM_P": "0.2"},
+     ["spec_min_p_schedule", "spec_min_cum_p"], "STRATA_METAL_SPEC_MIN_P_SCHEDULE"),
+    ({"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0.5", "STRATA_METAL_SPEC_MIN_CUM_P": "nan"},
+     ["spec_min_p_schedule", "spec_min_cum_p"], "STRATA_METAL_SPEC_MIN_CUM_P"),
+    ({"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1"},
+     ["spec_min_p_schedule", "spec_min_cum_p"], "STRATA_METAL_SPEC_MIN_P_SCHEDULE"),
+    ({"STRATA_METAL_MTP_SINK": "32", "STRATA_METAL_MTP_WIN": "4096"}, ["mtp_sink", "mtp_window"],
+     "STRATA_METAL_MTP_WIN"),
+    ({"STRATA_MOCE_BONUS": "0.5", "STRATA_MOCE_PROTECT": "3", "STRATA_MOCE_DRAFT": "perhaps"},
+     ["moce_bonus", "moce_rank1", "moce_protect", "moce_draft"], "STRATA_MOCE_DRAFT"),
+    ({"STRATA_MOCE_BONUS": "9", "STRATA_MOCE_DRAFT": "1"},
+     ["moce_bonus", "moce_rank1", "moce_protect", "moce_draft"], "outside [-8, 8]"),
+])
+def test_bad_values_reject_their_whole_group(env: dict[str, str], group_fields: list[str],
+                                             message: str) -> None:
+    good_rest = {k: v for k, v in GOOD_ENV.items()
+                 if next(s.field for s in SETTINGS if s.env == k) not in group_fields}
+    c, diagnostics = parse({**good_rest, **env})
+    assert len(diagnostics) == 1 and message in diagnostics[0]
+    assert " — " in diagnostics[0]  # says what applies instead
+    defaults = Config()
+    for field in group_fields:  # the whole group at its defaults, never half-applied
+        assert getattr(c, field) == getattr(defaults, field), field
+    good = parse(GOOD_ENV)[0]
+    for f in dataclasses.fields(Config):
+        if f.name not in group_fields:  # other groups unaffected
+            assert getattr(c, f.name) == getattr(good, f.name), f.name
+
+
+def test_from_env_warns_once_per_group_and_strict_raises() -> None:
+    env = {"STRATA_THREADS": "x", "STRATA_METAL_MTP_SINK": "-1", "STRATA_METAL_MTP_WIN": "0"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c = Config.from_env(env)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+    assert len(messages) == 2 and c == Config()
+    with pytest.raises(strata.ConfigError, match="STRATA_METAL_MTP_SINK.*; STRATA_THREADS"):
+        Config.from_env(env, strict=True)
+    assert Config.from_env(GOOD_ENV, strict=True) == parse(GOOD_ENV)[0]
+
+
+def test_unknown_settings_are_reported_with_a_suggestion() -> None:
+    c, diagnostics = parse({"STRATA_DRAFTSTEPS": "4", "STRATA_ZZZ": "1"})
+    assert c == Config()
+    assert diagnostics == ["unknown settings ignored: STRATA_DRAFTSTEPS (did you mean STRATA_DRAFT_STEPS?), "
+                           "STRATA_ZZZ"]
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"threads": -1}, r"Config.threads \(STRATA_THREADS\): -1 is outside \[0, 1024\]"),
+    ({"threads": 2.0}, "Config.threads .* must be an integer"),
+    ({"backend": "metal"}, "Config.backend"),
+    ({"context_length": 4}, "Config.context_length"),
+    ({"speculative": "yes"}, "Config.speculative"),
+    ({"draft_steps": 17}, r"Config.draft_steps \(STRATA_DRAFT_STEPS\): 17 is outside \[1, 16\]"),
+    ({"spec_sample": "fast"}, "Config.spec_sample"),
+    ({"spec_min_p_schedule": ()}, "Config.spec_min_p_schedule"),
+    ({"spec_min_p_schedule": (0.5, 2.0)}, "Config.spec_min_p_schedule"),
+    ({"spec_min_p_schedule": (float("nan"),)}, "Config.spec_min_p_schedule"),
+    ({"spec_min_cum_p": 1.5}, "Config.spec_min_cum_p"),
+    ({"mtp_sink": 2000}, "Config.mtp_sink"),
+    ({"mtp_window": 0}, "Config.mtp_window"),
+    ({"moce_bonus": 9.0}, "Config.moce_bonus"),
+    ({"moce_rank1": 0.0}, "Config.moce_rank1"),
+    ({"moce_protect": 65}, "Config.moce_protect"),
+    ({"moce_draft": 1}, "Config.moce_draft"),
+])
+def test_explicit_construction_names_the_field(changes: dict, message: str) -> None:
+    with pytest.raises(strata.ConfigError, match=message) as exc:
+        Config(**changes)
+    assert isinstance(exc.value, ValueError)
+    assert " — " not in str(exc.value)  # no fallback: explicit values are not silently replaced
+
+
+def test_round_trip_and_replace() -> None:
+    for c in (Config(), parse(GOOD_ENV)[0], Config(speculative=True, spec_min_cum_p=0.0, moce_bonus=-1e-3)):
+        assert Config.from_env(c.to_env(), strict=True) == c
+    c = Config().replace(draft_steps=4, spec_min_p_schedule=[0.2, 0.1])
+    assert c.draft_steps == 4 and c.spec_min_p_schedule == (0.2, 0.1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.threads = 2  # type: ignore[misc]
+    assert c.retention_env() == {"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0.2,0.1"}
+    names = [name for name, _, _ in c.describe()]
+    assert names == [s.env for s in SETTINGS]
+
+
+def test_settings_table_covers_the_native_parser() -> None:
+    native = {s["name"] for s in _strata.decode.known_settings()}
+    mine = {s.env for s in SETTINGS if s.native}
+    assert mine == native
+    assert {s.env for s in SETTINGS if not s.native} == {
+        "STRATA_THREADS", "STRATA_BACKEND", "STRATA_CONTEXT", "STRATA_SPECULATIVE", "STRATA_DRAFT_STEPS"}
+    assert len({s.field for s in SETTINGS}) == len(SETTINGS) == len(dataclasses.fields(Config))
