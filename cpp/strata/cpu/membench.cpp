@@ -24,11 +24,12 @@ uint64_t sum_words_portable(const uint64_t* p, std::size_t n) {
 }
 
 // The widest loads the kernels use here (AVX2 when it is the active ISA).
-uint64_t sum_words(const uint64_t* p, std::size_t n) {
+using SumFn = uint64_t (*)(const uint64_t*, std::size_t);
+SumFn pick_sum() {
 #if defined(STRATA_HAVE_AVX2_TU)
-  if (active_isa() == Isa::Avx2) return avx2::read_sum(p, n);
+  if (active_isa() == Isa::Avx2) return avx2::read_sum;
 #endif
-  return sum_words_portable(p, n);
+  return sum_words_portable;
 }
 
 }  // namespace
@@ -42,6 +43,7 @@ ReadBandwidth measure_read_bandwidth(std::size_t bytes, int threads, int reps) {
   ThreadPool pool(threads);
   const int64_t lines = static_cast<int64_t>(words / 8);
   std::vector<uint64_t> partial(static_cast<std::size_t>(lines / 1024 + 1));
+  const SumFn sum_words = pick_sum();
   double best = 0.0;
   uint64_t total = 0;
   for (int r = 0; r < reps; ++r) {
