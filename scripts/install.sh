@@ -10,3 +10,11 @@ if ! $PY -c "import torch" >/dev/null 2>&1; then
     || $PY -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 fi
 $PY -m pip install -q ".[test]"
+
+# The NEON kernels are tested on x86-64 hosts by cross-compiling for AArch64 and running under
+# qemu (tests/cross/run-neon.sh); Debian packages, installed when missing and apt is usable.
+if [ "$(uname -m)" = "x86_64" ] && ! command -v qemu-aarch64 >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+   && [ "$(id -u)" = "0" ]; then
+  apt-get update -qq >/dev/null && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++-aarch64-linux-gnu qemu-user >/dev/null
+fi

@@ -13,6 +13,11 @@ cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON 
 cmake --build build/ctest -j "$JOBS"
 ctest --test-dir build/ctest --output-on-failure -j "$JOBS" --no-tests=error
 
+# NEON paths, cross-compiled and run under qemu-aarch64 (x86-64 hosts with the cross tools).
+if [ "$(uname -m)" = "x86_64" ]; then
+  bash tests/cross/run-neon.sh
+fi
+
 $PY -m ruff check python tests/python bench
 # Run pytest from the tests folder so `import strata` resolves to the installed package.
 (cd tests/python && $PY -m pytest -q -p no:cacheprovider --rootdir=../.. -c ../../pyproject.toml .)
