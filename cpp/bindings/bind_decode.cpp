@@ -59,6 +59,7 @@ py::dict settings_dict(const config::Settings& s) {
   moce["rank1"] = s.moce.rank1;
   moce["protect"] = s.moce.protect;
   moce["draft"] = s.moce.draft;
+  moce["params"] = s.moce.params();  // the engine's MoceParams (m = fl32(e^λ) computed here, once)
   py::dict mtp;
   mtp["sink"] = s.mtp.sink;
   mtp["window"] = s.mtp.window;

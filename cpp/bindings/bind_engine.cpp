@@ -168,7 +168,7 @@ class PyEngine {
   }
 
   py::object eval(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
-                  std::optional<int64_t> start_pos, const std::string& logits) {
+                  std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {
     LogitRows which;
     if (logits == "last")
       which = LogitRows::Last;
@@ -181,6 +181,9 @@ class PyEngine {
     if (tokens.ndim() != 1) throw_error(ErrorKind::Value, "eval: tokens must be a 1-D sequence of token ids");
     const int64_t n = tokens.shape(0);
     if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
+    if (draft_from_row && *draft_from_row < 0)
+      throw_error(ErrorKind::Value, "eval: draft_from_row must be >= 0 (None = no draft rows), not " +
+                                        std::to_string(*draft_from_row));
     std::vector<int32_t> ids(static_cast<std::size_t>(n));
     const int64_t* src = tokens.data();
     for (int64_t i = 0; i < n; ++i) {
@@ -203,7 +206,7 @@ class PyEngine {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
       const int64_t start = start_pos ? *start_pos : runner_->n_past();
-      runner_->eval(ids.data(), n, start, which, dst);
+      runner_->eval(ids.data(), n, start, which, dst, draft_from_row ? *draft_from_row : -1);
     }
     if (which == LogitRows::None) return py::none();
     return out;
@@ -375,8 +378,10 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("has_mtp", [](PyEngine& e) { return e.runner().has_mtp(); })
       .def_property_readonly("mtp_vocab_ids", &PyEngine::mtp_vocab_ids)
       .def("eval", &PyEngine::eval, py::arg("tokens"), py::arg("start_pos") = py::none(), py::arg("logits") = "last",
+           py::arg("draft_from_row") = py::none(),
            "Run tokens at positions start_pos.. (default n_past; start_pos <= n_past). Returns float32 logits: "
-           "[V] for logits='last', [n, V] for 'all', None for 'none'.")
+           "[V] for logits='last', [n, V] for 'all', None for 'none'. draft_from_row: rows >= it are draft rows of "
+           "a verification window (MOCE draft flag, docs/experts.md); None = no draft rows.")
       .def("commit", &PyEngine::commit, py::arg("n"), "Keep exactly n cells and mark them committed")
       .def("rollback", &PyEngine::rollback, py::arg("n"), "Drop back to n cells (n <= n_past)")
       .def("checkpoint", &PyEngine::checkpoint)

@@ -46,11 +46,13 @@ class Setting:
     group: str
     default: str
     rule: str
-    native: bool  # validated by the C++ settings parser (else by this module)
+    native: bool  # validated by the C++ settings parser decode.parse_settings (else by this module or,
+    # for the experts group, by the C++ expert-store parser _strata.parse_expert_settings)
 
 
-# Groups validated by the C++ parser: retention, mtp, sampling, moce. Groups of this module: threads,
-# backend, context, speculation. The order is the order of docs/settings.md.
+# Groups validated by the C++ parser: retention, mtp, sampling, moce; by the C++ expert-store parser:
+# experts. Groups of this module: threads, backend, context, speculation. The order is the order of
+# docs/settings.md.
 SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_THREADS", "threads", "threads", "0",
             "integer 0..1024; worker threads of each session's engine (0 = the shared pool, one per core)",
@@ -85,10 +87,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_MOCE_DRAFT", "moce_draft", "moce", "0",
             "boolean (1/0, true/false, on/off, yes/no); draft rows get the squared bonus and r_prot = 1",
             True),
+    Setting("STRATA_EXPERT_MODE", "expert_mode", "experts", "mmap",
+            "mmap | stream; routed experts from the file mapping or a bounded resident set", False),
+    Setting("STRATA_EXPERT_CACHE", "expert_cache", "experts", "0",
+            "resident-set size: bytes with an optional K/M/G/T suffix (\"512M\"), a percentage of all "
+            "experts (\"25%\") or 0 = every expert", False),
+    Setting("STRATA_EXPERT_DIRECT_IO", "expert_direct_io", "experts", "auto", "auto | on | off", False),
+    Setting("STRATA_EXPERT_IO_THREADS", "expert_io_threads", "experts", "4",
+            "integer 0..64; expert reader threads (0 = read on the compute thread)", False),
 )
 
 _BY_ENV = {s.env: s for s in SETTINGS}
 _BY_FIELD = {s.field: s for s in SETTINGS}
+_EXPERT_ENVS = tuple(s.env for s in SETTINGS if s.group == "experts")
 
 MAX_THREADS = 1024
 MIN_CONTEXT = 16
@@ -123,8 +134,13 @@ class Config:
         spec_min_cum_p: cumulative draft floor (R-3) in [0, 1]; ``None`` = unset.
         mtp_sink: drafter attention sink cells (0..1024).
         mtp_window: drafter attention window in cells (1..2051).
-        moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware routing (R-1); they take effect
-            with the expert store (this build routes plain top-K, which is what the defaults mean).
+        moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware routing (R-1); they change the
+            selection only where there is a residency map (``expert_mode="stream"``).
+        expert_mode: ``"mmap"`` (experts from the file mapping) or ``"stream"`` (a bounded resident set).
+        expert_cache: the resident set's size: ``"30%"`` of all experts, ``"512M"``, bytes, or ``"0"`` =
+            every expert (an int is bytes).
+        expert_direct_io: ``"auto"``, ``"on"`` or ``"off"`` (O_DIRECT reads of the stream mode).
+        expert_io_threads: expert reader threads (0..64; 0 = read on the compute thread).
     """
 
     threads: int = 0
@@ -141,6 +157,10 @@ class Config:
     moce_rank1: float = 1.0
     moce_protect: int = 0
     moce_draft: bool = False
+    expert_mode: Literal["mmap", "stream"] = "mmap"
+    expert_cache: str = "0"
+    expert_direct_io: Literal["auto", "on", "off"] = "auto"
+    expert_io_threads: int = 4
 
     def __post_init__(self) -> None:
         if isinstance(self.spec_min_p_schedule, (list, tuple)):
@@ -149,15 +169,28 @@ class Config:
             object.__setattr__(self, "spec_sample", self.spec_sample.strip().lower())
         if isinstance(self.backend, str):
             object.__setattr__(self, "backend", self.backend.strip().lower())
+        for field in ("expert_mode", "expert_direct_io"):
+            if isinstance(getattr(self, field), str):
+                object.__setattr__(self, field, getattr(self, field).strip().lower())
+        if _is_int(self.expert_cache):
+            object.__setattr__(self, "expert_cache", str(self.expert_cache))
+        if isinstance(self.expert_cache, str):
+            object.__setattr__(self, "expert_cache", self.expert_cache.strip())
         self._check_types()
         problems = _python_groups(self._python_env())
         if problems:
             raise ConfigError(_field_message(problems[0][1]))
+        from strata import _strata
         from strata._strata import decode
 
         _, diagnostics = decode.parse_settings(self._native_env(), strict=False)
         if diagnostics:
             raise ConfigError(_field_message(str(diagnostics[0])))
+        experts = _strata.parse_expert_settings(self._expert_env())
+        if experts["diagnostic"]:
+            raise ConfigError(_field_message(str(experts["diagnostic"])))
+        object.__setattr__(self, "expert_mode", experts["mode"])  # canonical: "1" -> "on", ...
+        object.__setattr__(self, "expert_direct_io", experts["direct_io"])
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -209,6 +242,16 @@ class Config:
         rejected = {group for group, _ in problems}
         diagnostics += [d for _, d in problems]
         values.update(_python_values(env, rejected))
+        experts = _strata_module().parse_expert_settings({k: v for k, v in env.items() if k in _EXPERT_ENVS})
+        if experts["diagnostic"]:
+            diagnostics.append(str(experts["diagnostic"]))
+        else:
+            # The parser's canonical names for mode / direct I/O; the cache keeps its text (its meaning).
+            values["expert_mode"] = experts["mode"]
+            values["expert_direct_io"] = experts["direct_io"]
+            values["expert_io_threads"] = int(experts["io_threads"])
+            if "STRATA_EXPERT_CACHE" in env:
+                values["expert_cache"] = env["STRATA_EXPERT_CACHE"].strip()
         unknown = sorted(k for k in env if k not in _BY_ENV)
         if unknown:
             diagnostics.append(_unknown_message(unknown))
@@ -224,7 +267,7 @@ class Config:
 
         ``Config.from_env(config.to_env()) == config`` for every valid config.
         """
-        return {**self._python_env(), **self._native_env()}
+        return {**self._python_env(), **self._native_env(), **self._expert_env()}
 
     def _python_env(self) -> dict[str, str]:
         return {
@@ -251,6 +294,29 @@ class Config:
             env["STRATA_METAL_SPEC_MIN_CUM_P"] = _num(self.spec_min_cum_p)
         return env
 
+    def _expert_env(self) -> dict[str, str]:
+        return {
+            "STRATA_EXPERT_MODE": str(self.expert_mode),
+            "STRATA_EXPERT_CACHE": str(self.expert_cache),
+            "STRATA_EXPERT_DIRECT_IO": str(self.expert_direct_io),
+            "STRATA_EXPERT_IO_THREADS": str(self.expert_io_threads),
+        }
+
+    def moce_params(self) -> Any:
+        """The engine's ``_strata.decode.MoceParams`` of the MOCE settings (m = e^λ, as the C++ core
+        computes it)."""
+        from strata._strata import decode
+
+        native, _ = decode.parse_settings({k: v for k, v in self._native_env().items()
+                                           if _BY_ENV[k].group == "moce"}, strict=False)
+        return native["moce"]["params"]
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The expert-store and routing keyword arguments of ``_strata.Engine`` for this config."""
+        return {"expert_mode": self.expert_mode, "expert_cache": self.expert_cache,
+                "expert_direct_io": self.expert_direct_io, "expert_io_threads": self.expert_io_threads,
+                "moce": self.moce_params()}
+
     def retention_env(self) -> dict[str, str]:
         """Only the retention variables (what the draft-retention gate reads)."""
         return {k: v for k, v in self._native_env().items() if _BY_ENV[k].group == "retention"}
@@ -267,7 +333,8 @@ class Config:
                 s = _BY_FIELD[field]
                 raise ConfigError(f"Config.{field} ({s.env}) must be {what}, got {getattr(self, field)!r}")
 
-        for field in ("threads", "context_length", "draft_steps", "mtp_sink", "mtp_window", "moce_protect"):
+        for field in ("threads", "context_length", "draft_steps", "mtp_sink", "mtp_window", "moce_protect",
+                      "expert_io_threads"):
             need(_is_int(getattr(self, field)), field, "an integer")
         for field in ("moce_bonus", "moce_rank1"):
             need(_is_number(getattr(self, field)), field, "a number")
@@ -276,6 +343,10 @@ class Config:
              "None (auto), True or False")
         need(isinstance(self.spec_sample, str), "spec_sample", "'exact' or 'greedy'")
         need(isinstance(self.backend, str), "backend", "'cpu'")
+        need(isinstance(self.expert_mode, str), "expert_mode", "'mmap' or 'stream'")
+        need(isinstance(self.expert_cache, str), "expert_cache",
+             "a size string ('30%', '512M', '0') or bytes")
+        need(isinstance(self.expert_direct_io, str), "expert_direct_io", "'auto', 'on' or 'off'")
         need(self.spec_min_cum_p is None or _is_number(self.spec_min_cum_p), "spec_min_cum_p",
              "None or a number in [0, 1]")
         sched = self.spec_min_p_schedule
@@ -368,6 +439,12 @@ def _python_values(env: Mapping[str, str], rejected: set[str]) -> dict[str, Any]
         if "STRATA_DRAFT_STEPS" in env:
             out["draft_steps"] = int(env["STRATA_DRAFT_STEPS"].strip())
     return out
+
+
+def _strata_module() -> Any:
+    from strata import _strata
+
+    return _strata
 
 
 def _rejected_groups(diagnostics: list[str]) -> set[str]:

@@ -226,12 +226,13 @@ class Model:
                        SamplingPolicy() if sampling is None else sampling)
 
     def _engine(self, config: Config, *, encode_mtp: bool) -> Any:
-        """A native engine over this file with the config's threads, context and MTP cells."""
+        """A native engine over this file with the config's threads, context, MTP cells, expert store and
+        MOCE routing."""
         if not isinstance(config, Config):
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
         return _strata.Engine(self._path, n_threads=config.threads, max_ctx=config.context_length,
                               mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
-                              encode_mtp=encode_mtp and self._has_mtp)
+                              encode_mtp=encode_mtp and self._has_mtp, **config.engine_kwargs())
 
     # --------------------------------------------------------------------------------- perplexity
     def perplexity(

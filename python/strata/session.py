@@ -345,6 +345,10 @@ class _Run:
         self.done = False
         self.spec_mode = session._config.spec_sample
         self.use_retention = session._config.retention_on or policy.min_p > 0.0
+        # Expert-store counters of this call: snapshots of the engine's running totals.
+        self.expert_mode = session._config.expert_mode
+        self.experts_start = self.engine.expert_stats()["total"]
+        self.experts_after_prefill: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------------------------ helpers
     def history(self) -> list[int]:
@@ -356,6 +360,10 @@ class _Run:
 
     def sample(self, logits: np.ndarray) -> int:
         return int(decode.sample_logits(logits, self.policy, self.history(), [], self.s._rng))
+
+    def record_experts(self) -> None:
+        now = self.engine.expert_stats()["total"]
+        self.stats.record_experts(self.experts_start, now, self.experts_after_prefill, self.expert_mode)
 
     def finish(self, reason: str, out: list[str], flush: bool = True) -> None:
         if flush:
@@ -417,6 +425,8 @@ class _Run:
         self.stats.prompt_tokens = len(target)
         self.stats.cached_tokens = start
         self.stats.prefill_tokens = len(target) - start
+        self.record_experts()
+        self.experts_after_prefill = self.engine.expert_stats()["total"]
         out: list[str] = []
         if self.max_tokens == 0:
             self.finish("length", out)
@@ -462,6 +472,7 @@ class _Run:
             self.stats.record_round(n_drafts, n_accepted, self.stats.generated_tokens - before)
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
+        self.record_experts()
         return out
 
     def spec_round(self) -> tuple[list[int], int, int] | None:
@@ -479,7 +490,8 @@ class _Run:
             drafts = drafts[: self.retained(draft_logits)]
         if not drafts:
             return None
-        window = eng.eval([t, *drafts], start_pos=p, logits="all")
+        # Rows after the first are draft rows: MOCE routes them with its draft parameters.
+        window = eng.eval([t, *drafts], start_pos=p, logits="all", draft_from_row=1)
         history = self.history() or [t]  # ends with the window's first input, as verify_window expects
         accepted, nxt = decode.verify_window(window, drafts, self.policy, history, s._rng, self.spec_mode)
         eng.rollback(p + 1 + int(accepted))

@@ -33,6 +33,14 @@ class GenerationStats:
         drafted: per draft step j, how many rounds proposed a draft at step j (after retention).
         accepted: per draft step j, how many of those drafts the verifier accepted.
         steps: decode evaluations (rounds plus single-token steps).
+        expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
+        expert_hits, expert_misses: routed-expert uses of this call found resident / not resident
+            (prefill and decode; in mmap mode misses are counted only with the page-cache probe).
+        expert_prefetch_hits: misses whose read a prefetch had already started.
+        expert_bytes_read: expert bytes read by this call (stream mode).
+        expert_stall_seconds: time the compute waited for expert reads.
+        expert_decode_misses, expert_decode_bytes_read: the part of misses / bytes read after the
+            prefill (what the per-token averages divide).
     """
 
     prompt_tokens: int = 0
@@ -48,6 +56,14 @@ class GenerationStats:
     drafted: list[int] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)
     steps: int = 0
+    expert_mode: str = "mmap"
+    expert_hits: int = 0
+    expert_misses: int = 0
+    expert_prefetch_hits: int = 0
+    expert_bytes_read: int = 0
+    expert_stall_seconds: float = 0.0
+    expert_decode_misses: int = 0
+    expert_decode_bytes_read: int = 0
 
     # ------------------------------------------------------------------------------------ derived
     @property
@@ -73,6 +89,25 @@ class GenerationStats:
     def acceptance(self) -> list[float]:
         """Per draft step j: the fraction of step-j drafts the verifier accepted."""
         return [a / d if d else 0.0 for a, d in zip(self.accepted, self.drafted, strict=True)]
+
+    @property
+    def expert_misses_per_token(self) -> float:
+        """Expert misses per generated token after the first (decode only; the first comes from the
+        prefill)."""
+        n = self.generated_tokens - 1
+        return self.expert_decode_misses / n if n > 0 else 0.0
+
+    @property
+    def expert_bytes_per_token(self) -> float:
+        """Expert bytes read per generated token after the first (decode only)."""
+        n = self.generated_tokens - 1
+        return self.expert_decode_bytes_read / n if n > 0 else 0.0
+
+    @property
+    def expert_hit_rate(self) -> float:
+        """hits / (hits + misses) of this call; 0 when no expert was used."""
+        used = self.expert_hits + self.expert_misses
+        return self.expert_hits / used if used else 0.0
 
     # ----------------------------------------------------------------------------------- updating
     def record_round(self, n_drafts: int, n_accepted: int, committed: int) -> None:
@@ -110,6 +145,17 @@ class GenerationStats:
             "drafted": list(self.drafted),
             "accepted": list(self.accepted),
             "acceptance": self.acceptance,
+            "expert_mode": self.expert_mode,
+            "expert_hits": self.expert_hits,
+            "expert_misses": self.expert_misses,
+            "expert_prefetch_hits": self.expert_prefetch_hits,
+            "expert_bytes_read": self.expert_bytes_read,
+            "expert_stall_seconds": self.expert_stall_seconds,
+            "expert_decode_misses": self.expert_decode_misses,
+            "expert_decode_bytes_read": self.expert_decode_bytes_read,
+            "expert_hit_rate": self.expert_hit_rate,
+            "expert_misses_per_token": self.expert_misses_per_token,
+            "expert_bytes_per_token": self.expert_bytes_per_token,
         }
 
     def summary(self) -> str:
@@ -127,4 +173,27 @@ class GenerationStats:
                          f"acceptance per draft step [{acc}]")
         else:
             lines.append("speculative: off")
+        lines.append(f"experts ({self.expert_mode}): {self.expert_hits} hits, {self.expert_misses} misses "
+                     f"({self.expert_prefetch_hits} prefetched), {_mib(self.expert_bytes_read)} read, "
+                     f"stall {self.expert_stall_seconds:.3f} s; per decoded token "
+                     f"{self.expert_misses_per_token:.2f} misses, {_mib(self.expert_bytes_per_token)}")
         return "\n".join(lines)
+
+    # ----------------------------------------------------------------------------------- experts
+    def record_experts(self, start: dict[str, Any], now: dict[str, Any], after_prefill: dict[str, Any] | None,
+                       mode: str) -> None:
+        """Set the expert counters from engine ``expert_stats()["total"]`` snapshots: at the call's
+        start, now, and after the prefill (None while prefilling)."""
+        self.expert_mode = mode
+        self.expert_hits = int(now["hits"] - start["hits"])
+        self.expert_misses = int(now["misses"] - start["misses"])
+        self.expert_prefetch_hits = int(now["prefetch_hits"] - start["prefetch_hits"])
+        self.expert_bytes_read = int(now["bytes_read"] - start["bytes_read"])
+        self.expert_stall_seconds = float(now["stall_s"] - start["stall_s"])
+        if after_prefill is not None:
+            self.expert_decode_misses = int(now["misses"] - after_prefill["misses"])
+            self.expert_decode_bytes_read = int(now["bytes_read"] - after_prefill["bytes_read"])
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):.2f} MiB"

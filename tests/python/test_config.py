@@ -5,6 +5,7 @@ table against the C++ parser's list."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 
 import pytest
@@ -28,6 +29,10 @@ GOOD_ENV = {
     "STRATA_MOCE_RANK1": "1.5",
     "STRATA_MOCE_PROTECT": "2",
     "STRATA_MOCE_DRAFT": "yes",
+    "STRATA_EXPERT_MODE": "Stream",
+    "STRATA_EXPERT_CACHE": " 30% ",
+    "STRATA_EXPERT_DIRECT_IO": "off",
+    "STRATA_EXPERT_IO_THREADS": "2",
 }
 
 
@@ -41,6 +46,8 @@ def test_defaults() -> None:
     assert (c.spec_sample, c.spec_min_p_schedule, c.spec_min_cum_p) == ("exact", None, None)
     assert (c.mtp_sink, c.mtp_window) == (64, 256)
     assert (c.moce_bonus, c.moce_rank1, c.moce_protect, c.moce_draft) == (0.0, 1.0, 0, False)
+    assert (c.expert_mode, c.expert_cache, c.expert_direct_io, c.expert_io_threads) == (
+        "mmap", "0", "auto", 4)
     assert not c.retention_on and c.retention_env() == {}
     assert Config.from_env({}) == c and parse({"PATH": "/bin", "HOME": "/root"}) == (c, [])
 
@@ -51,7 +58,8 @@ def test_from_env_good_values() -> None:
     assert c == Config(threads=3, backend="cpu", context_length=512, speculative=False, draft_steps=5,
                        spec_sample="greedy", spec_min_p_schedule=(0.5, 0.25, 0.125), spec_min_cum_p=0.1,
                        mtp_sink=16, mtp_window=128, moce_bonus=0.85, moce_rank1=1.5, moce_protect=2,
-                       moce_draft=True)
+                       moce_draft=True, expert_mode="stream", expert_cache="30%", expert_direct_io="off",
+                       expert_io_threads=2)
     assert c.retention_on
     assert parse({"STRATA_SPECULATIVE": "auto"})[0].speculative is None
     assert parse({"STRATA_SPECULATIVE": "1"})[0].speculative is True
@@ -88,6 +96,10 @@ def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch)
      ["moce_bonus", "moce_rank1", "moce_protect", "moce_draft"], "STRATA_MOCE_DRAFT"),
     ({"STRATA_MOCE_BONUS": "9", "STRATA_MOCE_DRAFT": "1"},
      ["moce_bonus", "moce_rank1", "moce_protect", "moce_draft"], "outside [-8, 8]"),
+    ({"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_CACHE": "lots"},
+     ["expert_mode", "expert_cache", "expert_direct_io", "expert_io_threads"], "STRATA_EXPERT_CACHE"),
+    ({"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_IO_THREADS": "65"},
+     ["expert_mode", "expert_cache", "expert_direct_io", "expert_io_threads"], "STRATA_EXPERT_IO_THREADS"),
 ])
 def test_bad_values_reject_their_whole_group(env: dict[str, str], group_fields: list[str],
                                              message: str) -> None:
@@ -142,6 +154,11 @@ def test_unknown_settings_are_reported_with_a_suggestion() -> None:
     ({"moce_rank1": 0.0}, "Config.moce_rank1"),
     ({"moce_protect": 65}, "Config.moce_protect"),
     ({"moce_draft": 1}, "Config.moce_draft"),
+    ({"expert_mode": "disk"}, r"Config.expert_mode \(STRATA_EXPERT_MODE\)"),
+    ({"expert_cache": "150%"}, r"Config.expert_cache \(STRATA_EXPERT_CACHE\)"),
+    ({"expert_cache": 1.5}, "Config.expert_cache .* must be"),
+    ({"expert_direct_io": "maybe"}, "Config.expert_direct_io"),
+    ({"expert_io_threads": 65}, "Config.expert_io_threads"),
 ])
 def test_explicit_construction_names_the_field(changes: dict, message: str) -> None:
     with pytest.raises(strata.ConfigError, match=message) as exc:
@@ -167,5 +184,20 @@ def test_settings_table_covers_the_native_parser() -> None:
     mine = {s.env for s in SETTINGS if s.native}
     assert mine == native
     assert {s.env for s in SETTINGS if not s.native} == {
-        "STRATA_THREADS", "STRATA_BACKEND", "STRATA_CONTEXT", "STRATA_SPECULATIVE", "STRATA_DRAFT_STEPS"}
+        "STRATA_THREADS", "STRATA_BACKEND", "STRATA_CONTEXT", "STRATA_SPECULATIVE", "STRATA_DRAFT_STEPS",
+        "STRATA_EXPERT_MODE", "STRATA_EXPERT_CACHE", "STRATA_EXPERT_DIRECT_IO", "STRATA_EXPERT_IO_THREADS"}
     assert len({s.field for s in SETTINGS}) == len(SETTINGS) == len(dataclasses.fields(Config))
+
+
+def test_expert_settings_and_engine_arguments() -> None:
+    c = Config(expert_mode="STREAM", expert_cache=1 << 20, expert_direct_io="1", moce_bonus=1.5,
+               moce_draft=True)
+    assert (c.expert_mode, c.expert_cache, c.expert_direct_io) == ("stream", "1048576", "on")  # canonical
+    assert Config.from_env(c.to_env(), strict=True) == c
+    kw = c.engine_kwargs()
+    assert {k: kw[k] for k in ("expert_mode", "expert_cache", "expert_direct_io", "expert_io_threads")} == {
+        "expert_mode": "stream", "expert_cache": "1048576", "expert_direct_io": "on", "expert_io_threads": 4}
+    p = kw["moce"]
+    assert p.draft and p.protect == 0 and p.rank1_scale == 1.0
+    assert math.isclose(p.resident_bonus, math.exp(1.5), rel_tol=1e-6)
+    assert Config().moce_params().resident_bonus == 1.0

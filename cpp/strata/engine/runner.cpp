@@ -113,7 +113,8 @@ void Runner::encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int row
   }
 }
 
-void Runner::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out) {
+void Runner::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
+                  int64_t draft_from_row) {
   Window& w = *window_;
   const model::HParams& hp = model_->hparams();
   if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
@@ -148,20 +149,27 @@ void Runner::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows whi
     std::memcpy(carry_.data(), w.final_streams(rows - 1), nd * sizeof(float));
     carry_pos_ = pos + rows - 1;
   };
-  if (which != LogitRows::All) {
+  if (which != LogitRows::All && draft_from_row < 0) {
     // One reference captured: std::function keeps it inline (no allocation per eval).
     auto on_chunk = [&after_chunk](int64_t pos, int rows) { after_chunk(pos, rows); };
     w.prompt_run_rows(tokens, n, start, on_chunk, w.max_rows(), which == LogitRows::Last);
     if (logits_out && which == LogitRows::Last) std::memcpy(logits_out, w.logits(0), V * sizeof(float));
     return;
   }
-  const int chunk = std::min(w.max_rows(), w.max_logit_rows());
+  const int chunk = which == LogitRows::All ? std::min(w.max_rows(), w.max_logit_rows()) : w.max_rows();
   for (int64_t off = 0; off < n; off += chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk, n - off));
-    w.run(tokens + off, rows, start + off, LogitRows::All);
-    if (logits_out)
+    const bool last = off + rows == n;
+    const LogitRows rw = which == LogitRows::All ? LogitRows::All : (last ? which : LogitRows::None);
+    // The chunk's own row index of the first draft row (rows past the chunk: none of it is draft).
+    int chunk_draft = -1;
+    if (draft_from_row >= 0 && draft_from_row < off + rows)
+      chunk_draft = static_cast<int>(std::max<int64_t>(draft_from_row - off, 0));
+    w.run(tokens + off, rows, start + off, rw, chunk_draft);
+    if (logits_out && which == LogitRows::All)
       for (int r = 0; r < rows; ++r)
         std::memcpy(logits_out + static_cast<std::size_t>(off + r) * V, w.logits(r), V * sizeof(float));
+    if (logits_out && which == LogitRows::Last && last) std::memcpy(logits_out, w.logits(0), V * sizeof(float));
     after_chunk(start + off, rows);
   }
 }

@@ -59,8 +59,11 @@ class Runner {
   void set_moce(const routing::MoceParams& p) { window_->set_moce(p); }
 
   // Runs tokens[0..n) at positions start.. (start <= n_past). logits_out: nullptr, V floats
-  // (LogitRows::Last: the last row) or n·V floats (LogitRows::All).
-  void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out);
+  // (LogitRows::Last: the last row) or n·V floats (LogitRows::All). draft_from_row >= 0: rows >= it
+  // (0-based in tokens) are draft rows of a verification window, routed with the MOCE draft
+  // parameters when the draft flag is on; -1 = none.
+  void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
+            int64_t draft_from_row = -1);
 
   int64_t n_past() const { return window_->n_past(); }
   int64_t n_committed() const { return window_->n_committed(); }

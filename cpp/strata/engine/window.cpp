@@ -57,7 +57,7 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
   std::memset(cell_stamp_.data(), 0, sizeof(uint64_t) * cell_stamp_.size());
 }
 
-void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which) {
+void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row) {
   const model::HParams& hp = m_.hparams();
   if (n < 1 || n > max_rows_)
     throw_error(ErrorKind::Value, "Window::run: " + std::to_string(n) + " rows (must be 1.." + std::to_string(max_rows_) + ")");
@@ -103,6 +103,7 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which) {
   c.s = &s;
   c.pool = pool_;
   c.moce = moce_;
+  c.draft_from_row = draft_from_row < 0 ? -1 : draft_from_row;
   c.experts = experts_;
   if (experts_) experts_->begin_window(n);
   for (uint32_t l = 0; l < hp.n_layer; ++l) {

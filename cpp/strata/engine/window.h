@@ -64,7 +64,9 @@ class Window {
 
   // Runs tokens[0..n) at positions start..start+n-1. 1 <= n <= max_rows, start <= n_past,
   // start + n <= max_ctx, every token < vocab. LogitRows::All needs n <= max_logit_rows.
-  void run(const int32_t* tokens, int n, int64_t start, LogitRows which);
+  // draft_from_row >= 0: rows >= it are draft rows of a verification window (MOCE R-1 draft flag);
+  // -1 = none.
+  void run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row = -1);
 
   // Rows and logits of the last run. logits(i) is the i-th row that has logits (Last: i = 0 is the
   // last row; All: i = row).

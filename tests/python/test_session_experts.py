@@ -1,0 +1,207 @@
+"""The expert store and MOCE routing through the Python API (Config -> Model/Session -> Engine).
+
+What must hold:
+- a session in stream mode with a small cache and MOCE off generates exactly the tokens of mmap mode;
+- the MOCE settings of the Config reach the engine (its ``moce`` property);
+- ``session.stats`` counts the call's expert hits / misses / bytes / stall, derives per-token averages,
+  and ``generate --stats`` prints them;
+- a verification window marks rows >= 1 as draft rows (``Engine.eval(draft_from_row=)``): with the MOCE
+  draft flag on they are routed with the draft parameters, with it off exactly as non-draft rows.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import strata
+from strata import _strata
+from strata.cli.__main__ import main
+from strata.convert import make_random_strata
+
+CFG = dict(vocab_size=300, d=64, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=16, gated=True,
+           sink_count=2, sliding_window=4, indexer_heads=2, indexer_dim=8, indexer_top_k=3,
+           rope_theta=10000.0, rope_dim=8,
+           n_experts=16, n_experts_used=4, expert_ffn=32, shared_ffn=32, hc_count=4, hc_sinkhorn_iters=3,
+           hc_eps=1e-6, rms_eps=1e-6, mtp=True, mtp_vocab_ids=None, context_length=256)
+N_MAIN = 3
+STREAM = dict(expert_mode="stream", expert_cache="30%", expert_io_threads=2)
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_random_strata(CFG, seed=31, path=tmp_path_factory.mktemp("sx") / "m.gguf", expert_type="Q8_0")
+
+
+@pytest.fixture(scope="module")
+def model(path: Path) -> strata.Model:
+    return strata.Model(path)
+
+
+def _generate(model: strata.Model, config: strata.Config, n: int = 24) -> strata.Session:
+    s = model.session(config)
+    "".join(s.generate("hello world", max_tokens=n))
+    return s
+
+
+# ----------------------------------------------------------------------------------- 1. settings
+@pytest.mark.parametrize("speculative", [False, True])
+def test_stream_mode_generates_the_mmap_tokens(model: strata.Model, speculative: bool) -> None:
+    mmap = _generate(model, strata.Config(speculative=speculative))
+    stream = _generate(model, strata.Config(speculative=speculative, **STREAM))
+    assert stream.tokens == mmap.tokens
+    assert stream._engine.expert_stats()["mode"] == "stream" and mmap._engine.expert_stats()["mode"] == "mmap"
+    st = stream._engine.expert_stats()
+    assert 0 < st["slots"] < st["total_experts"]  # a real 30% cache, not every expert
+
+
+def test_moce_settings_reach_the_engine(model: strata.Model) -> None:
+    config = strata.Config(moce_bonus=1.5, moce_rank1=2.0, moce_protect=2, moce_draft=True, **STREAM)
+    moce = model.session(config)._engine.moce
+    want = config.moce_params()
+    assert (moce.resident_bonus, moce.rank1_scale, moce.protect, moce.draft) == (
+        want.resident_bonus, 2.0, 2, True)
+    assert abs(moce.resident_bonus - np.exp(1.5)) < 1e-5
+    off = model.session(strata.Config())._engine.moce
+    assert (off.resident_bonus, off.protect, off.draft) == (1.0, 0, False)
+
+
+# -------------------------------------------------------------------------------------- 2. stats
+def test_session_stats_count_the_experts(model: strata.Model) -> None:
+    s = model.session(strata.Config(speculative=False, **STREAM))
+    eng = s._engine
+    before = eng.expert_stats()["total"]
+    "".join(s.generate("hello world", max_tokens=12))
+    after = eng.expert_stats()["total"]
+    st = s.stats
+    assert st.expert_mode == "stream"
+    assert st.expert_hits == after["hits"] - before["hits"]
+    assert st.expert_misses == after["misses"] - before["misses"]
+    assert st.expert_hits > 0 and st.expert_misses > 0
+    slot = eng.expert_stats()["slot_bytes"]
+    assert st.expert_bytes_read == after["bytes_read"] - before["bytes_read"] > 0
+    assert st.expert_bytes_read <= st.expert_misses * slot
+    assert st.expert_stall_seconds >= 0.0 and 0 <= st.expert_prefetch_hits <= st.expert_misses
+    assert 0 < st.expert_decode_misses <= st.expert_misses
+    assert st.expert_misses_per_token == st.expert_decode_misses / (st.generated_tokens - 1)
+    assert st.expert_bytes_per_token == st.expert_decode_bytes_read / (st.generated_tokens - 1)
+    d = st.as_dict()
+    assert d["expert_misses"] == st.expert_misses and d["expert_bytes_per_token"] == st.expert_bytes_per_token
+    assert "experts (stream):" in st.summary()
+    # The next call counts only itself.
+    mid = eng.expert_stats()["total"]
+    "".join(s.generate(" more", max_tokens=4))
+    end = eng.expert_stats()["total"]
+    used = end["hits"] + end["misses"] - mid["hits"] - mid["misses"]
+    assert s.stats.expert_hits + s.stats.expert_misses == used
+
+
+def test_generate_stats_prints_the_expert_line(path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("STRATA_EXPERT_MODE", "stream")
+    monkeypatch.setenv("STRATA_EXPERT_CACHE", "30%")
+    rc = main(["generate", "-m", str(path), "--max-tokens", "8", "--stats", "hello"])
+    err = capsys.readouterr().err
+    assert rc == 0
+    line = re.search(r"experts \(stream\): (\d+) hits, (\d+) misses \((\d+) prefetched\), [0-9.]+ MiB read, "
+                     r"stall [0-9.]+ s; per decoded token [0-9.]+ misses, [0-9.]+ MiB", err)
+    assert line is not None, err
+    assert int(line.group(2)) > 0
+
+
+# --------------------------------------------------------------------------------- 3. draft rows
+def _engine(path: Path, **kw: Any) -> Any:
+    # Half the experts: small enough that LRU evicts, large enough that a layer's router still finds some
+    # of its experts resident after a 4-row window (at 30% the other layers' loads evict them all).
+    return _strata.Engine(str(path), n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
+                          expert_cache=0.5, expert_io_threads=2, **kw)
+
+
+def _moce(draft: bool) -> Any:
+    return _strata.decode.MoceParams(resident_bonus=float(np.exp(0.7)), rank1_scale=2.0, protect=3,
+                                     draft=draft)
+
+
+PROMPT = [int(t) for t in np.random.default_rng(7).integers(0, 300, 12)]
+
+
+def _verify_window(eng: Any, draft_from_row: int | None) -> list[dict]:
+    eng.rollback(0)
+    t = int(eng.eval(PROMPT).argmax())
+    _, drafts = eng.mtp_draft(t, n_steps=3)
+    eng.set_route_trace(True)
+    eng.eval([t, *(int(d) for d in drafts)], logits="all", draft_from_row=draft_from_row)
+    return eng.route_trace()[:N_MAIN]
+
+
+def test_verification_rows_are_routed_as_draft_rows(path: Path) -> None:
+    params = _moce(draft=True)
+    eng = _engine(path, moce=params)
+    differs = resident_rows = 0
+    for layer in _verify_window(eng, 1):
+        assert layer["draft_from_row"] == 1 and layer["rows"] == 4
+        probs, ids, res, k = layer["probs"], layer["ids"], layer["resident"], layer["k"]
+        assert res is not None and res.sum() < len(res)
+        resident_rows += int(res.sum() > 0)
+        for r in range(layer["rows"]):
+            want, _ = _strata.decode.route_row(probs[r], k, res, params, r >= 1)
+            assert np.array_equal(ids[r], want), (r, ids[r], want)
+            as_plain, _ = _strata.decode.route_row(probs[r], k, res, params, False)
+            differs += r >= 1 and not np.array_equal(want, as_plain)
+    assert resident_rows > 0 and differs > 0  # the draft parameters changed a selection: marking observable
+    # Without draft_from_row no row is a draft row.
+    for layer in _verify_window(eng, None):
+        assert layer["draft_from_row"] == -1
+        for r in range(layer["rows"]):
+            want, _ = _strata.decode.route_row(layer["probs"][r], layer["k"], layer["resident"], params)
+            assert np.array_equal(layer["ids"][r], want)
+
+
+def test_draft_flag_off_routes_draft_rows_as_plain_rows(path: Path) -> None:
+    params = _moce(draft=False)
+    a = _engine(path, moce=params)
+    b = _engine(path, moce=params)
+    marked, unmarked = _verify_window(a, 1), _verify_window(b, None)
+    for la, lb in zip(marked, unmarked, strict=True):
+        assert la["draft_from_row"] == 1
+        assert np.array_equal(la["ids"], lb["ids"]) and np.array_equal(la["probs"], lb["probs"])
+
+
+def test_draft_from_row_across_chunks_and_errors(path: Path) -> None:
+    eng = _strata.Engine(str(path), n_threads=2, max_ctx=96, max_rows=4, mtp_sink=2, mtp_window=4)
+    plain = eng.eval(PROMPT[:10], logits="last")
+    eng.set_route_trace(True)
+    marked = eng.eval(PROMPT[:10], start_pos=0, logits="last", draft_from_row=6)  # flag off: same logits
+    assert np.array_equal(plain, marked)
+    assert eng.route_trace()[0]["draft_from_row"] == 0  # the last chunk (rows 8, 9) is all draft rows
+    eng.eval(PROMPT[:10], start_pos=0, logits="none", draft_from_row=9)
+    assert eng.route_trace()[0]["draft_from_row"] == 1
+    with pytest.raises(strata.InvalidArgument, match="draft_from_row"):
+        eng.eval(PROMPT[:3], start_pos=0, draft_from_row=-1)
+
+
+def test_session_verification_marks_draft_rows(model: strata.Model) -> None:
+    s = model.session(strata.Config(speculative=True, moce_bonus=0.7, moce_draft=True, **STREAM))
+    calls: list[tuple[int, Any]] = []
+
+    class Recorder:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def eval(self, tokens: Any, **kw: Any) -> Any:
+            calls.append((len(tokens), kw.get("draft_from_row")))
+            return self.inner.eval(tokens, **kw)
+
+    s._engine = Recorder(s._engine)
+    "".join(s.generate("hello world", max_tokens=16))
+    assert s.stats.rounds > 0
+    windows = [d for n, d in calls[1:] if n > 1]  # after the prefill: verification windows
+    assert len(windows) == s.stats.rounds and all(d == 1 for d in windows)
+    assert all(d is None for n, d in calls[1:] if n == 1)
