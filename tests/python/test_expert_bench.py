@@ -69,7 +69,7 @@ def test_bench_report(small_model: Path) -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
+    # conftest.py sets PYTHONPATH to reach the strata under test (installed or dev build).
     return subprocess.run([sys.executable, "-m", "strata.cli", "bench", "experts", *args],
                           capture_output=True, text=True, env=env, timeout=300, check=False)
 
