@@ -231,7 +231,7 @@ class Model:
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
         return _strata.Engine(self._path, n_threads=config.threads, max_ctx=config.context_length,
                               mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
-                              encode_mtp=encode_mtp and self._has_mtp)
+                              encode_mtp=encode_mtp and self._has_mtp, mtp_requant=config.mtp_requant)
 
     # --------------------------------------------------------------------------------- perplexity
     def perplexity(
