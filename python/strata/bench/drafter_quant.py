@@ -107,7 +107,7 @@ def draft_step_bytes(path: str, setting: str | None) -> tuple[int, int]:
     fmt = {"q4": "Q4_0", "q5": "Q5_0"}.get(setting or "")
     total = 0
     requant = 0
-    for t in g.tensors():
+    for t in g.tensors:
         if not t.name.startswith(prefix):
             continue
         base = t.name[len(prefix):].removeprefix("nextn.").removesuffix(".weight")
