@@ -145,6 +145,12 @@ def measure_costs(engine: Any, tokens: list[int], k: int, reps: int = 15) -> dic
     engine.rollback(0)
     engine.eval(tokens, start_pos=0, logits="none")
     t = tokens[-1]
+    steps = []
+    for n in (1, k):  # drafts from the last prompt row, as a round does
+        def draft(n: int = n) -> None:
+            engine.mtp_draft(t, n_steps=n, pos=p - 1)
+        draft()
+        steps.append(_median_ms(draft, reps))
     verifier = []
     for r in range(1, k + 2):
         def window(r: int = r) -> None:
@@ -152,13 +158,6 @@ def measure_costs(engine: Any, tokens: list[int], k: int, reps: int = 15) -> dic
             engine.rollback(p)
         window()
         verifier.append(_median_ms(window, reps))
-    engine.eval([t], start_pos=p, logits="none")
-    steps = []
-    for n in (1, k):
-        def draft(n: int = n) -> None:
-            engine.mtp_draft(t, n_steps=n, pos=p)
-        draft()
-        steps.append(_median_ms(draft, reps))
     per_step = max((steps[1] - steps[0]) / (k - 1), 0.0) if k > 1 else steps[0]
     first = steps[0]
     return {"unit": "ms", "verifier": verifier, "draft_step": [first] + [per_step] * (k - 1)}
