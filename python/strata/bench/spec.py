@@ -173,20 +173,23 @@ def record_rounds(model_path: str | None, prompts: list[str], *, max_tokens: int
     path = str(model_path or strata.model.DEMO_MODEL_PATH)
     k = draft_steps
     rounds = []
-    eng = _strata.Engine(path, n_threads=threads, max_ctx=2048)
+    eng = _strata.Engine(path, n_threads=threads)
     for prompt in prompts:
         ids = tok.encode(prompt)
         eng.rollback(0)
         t = int(eng.eval(ids, start_pos=0).argmax())
         p = len(ids)  # position of the pending token t
         generated = 1
-        while generated < max_tokens and t not in eog and p + k + 1 < eng.max_ctx:
-            dl, did = eng.mtp_draft(t, n_steps=k, pos=p - 1)
+        while t not in eog:
+            kr = min(k, max_tokens - generated - 1, eng.max_ctx - 1 - p)  # as the session's round
+            if kr < 1:
+                break
+            dl, did = eng.mtp_draft(t, n_steps=kr, pos=p - 1)
             drafts = [int(x) for x in did]
             window = eng.eval([t, *drafts], start_pos=p, logits="all")
             am = [int(x) for x in window.argmax(axis=1)]
             flags, ok = [], True
-            for j in range(k):
+            for j in range(kr):
                 ok = ok and drafts[j] == am[j]
                 flags.append(ok)
             n = sum(flags)
