@@ -63,6 +63,8 @@ py::dict settings_dict(const config::Settings& s) {
   py::dict mtp;
   mtp["sink"] = s.mtp.sink;
   mtp["window"] = s.mtp.window;
+  mtp["q4"] = s.mtp.q4;
+  mtp["q5"] = s.mtp.q5;
   py::dict out;
   out["retention"] = retention;
   out["moce"] = moce;

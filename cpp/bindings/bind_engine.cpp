@@ -117,7 +117,7 @@ class PyEngine {
   PyEngine(const std::string& path, int n_threads, int64_t max_ctx, int max_rows, int64_t mtp_sink, int64_t mtp_window,
            bool encode_mtp, const std::string& expert_mode, const py::object& expert_cache,
            const std::string& expert_direct_io, int expert_io_threads, std::optional<routing::MoceParams> moce,
-           bool expert_page_cache_probe) {
+           bool expert_page_cache_probe, const py::object& mtp_requant) {
     RunnerConfig cfg;
     cfg.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
     if (moce) cfg.moce = *moce;
@@ -127,6 +127,8 @@ class PyEngine {
     cfg.mtp_sink = mtp_sink;
     cfg.mtp_window = mtp_window;
     cfg.encode_mtp = encode_mtp;
+    cfg.mtp_requant = mtp_requant.is_none() ? model::DrafterRequant::Off
+                                            : model::parse_drafter_requant(py::str(mtp_requant).cast<std::string>());
     py::gil_scoped_release release;
     runner_ = std::make_unique<Runner>(model::Model::load(path), cfg);
   }
@@ -260,6 +262,36 @@ class PyEngine {
     return out;
   }
 
+  // One MTP weight (R-11 tests and bench drafter-quant): its type, shape, address and bytes.
+  py::dict mtp_weight(const std::string& name) const {
+    if (!runner_->has_mtp()) throw_error(ErrorKind::Value, "this model has no MTP layer");
+    const model::MtpWeights& w = *runner_->model().mtp;
+    const model::Weight* x = nullptr;
+    if (name == "attn_q") x = &w.block.attn.q;
+    else if (name == "attn_k") x = &w.block.attn.k;
+    else if (name == "attn_v") x = &w.block.attn.v;
+    else if (name == "attn_output") x = &w.block.attn.o;
+    else if (name == "fc_embedding") x = &w.fc_embedding;
+    else if (name == "fc_hidden") x = &w.fc_hidden;
+    else if (name == "ffn_gate_inp") x = &w.block.moe.router;
+    else if (name == "ffn_gate_shexp") x = &w.block.moe.sh_gate;
+    else if (name == "ffn_up_shexp") x = &w.block.moe.sh_up;
+    else if (name == "ffn_down_shexp") x = &w.block.moe.sh_down;
+    else if (name == "ffn_gate_inp_shexp") x = &w.block.moe.sh_gate_inp;
+    if (x == nullptr) throw_error(ErrorKind::Value, "mtp_weight: unknown MTP weight '" + name + "'");
+    py::dict d;
+    d["present"] = x->present();
+    d["type"] = quant::type_name(x->type);
+    d["rows"] = x->rows;
+    d["cols"] = x->cols;
+    d["address"] = reinterpret_cast<uintptr_t>(x->data);
+    const std::size_t n = static_cast<std::size_t>(x->rows) * x->row_stride;
+    py::array_t<uint8_t> bytes(std::vector<py::ssize_t>{x->rows, static_cast<py::ssize_t>(x->row_stride)});
+    if (n) std::memcpy(bytes.mutable_data(), x->data, n);
+    d["data"] = bytes;
+    return d;
+  }
+
   void commit(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     runner_->commit(n);
@@ -358,11 +390,12 @@ void bind_engine(py::module_& m) {
                        "A GGUF model (strata or qwen3moe) evaluated on the CPU over one sequence: the main "
                        "window (KV cells indexed by position) and, when the model has one, the MTP drafter.")
       .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&, const py::object&,
-                    const std::string&, int, std::optional<routing::MoceParams>, bool>(),
+                    const std::string&, int, std::optional<routing::MoceParams>, bool, const py::object&>(),
            py::arg("path"), py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512,
            py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
            py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
            py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
+           py::arg("mtp_requant") = py::none(),
            "expert_mode: 'mmap' (weights from the file mapping) or 'stream' (a bounded resident set read with "
            "positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' "
            "(None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main "
@@ -377,6 +410,14 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("n_committed", [](PyEngine& e) { return e.runner().n_committed(); })
       .def_property_readonly("has_mtp", [](PyEngine& e) { return e.runner().has_mtp(); })
       .def_property_readonly("mtp_vocab_ids", &PyEngine::mtp_vocab_ids)
+      .def_property_readonly("mtp_requant",
+                             [](PyEngine& e) -> py::object {
+                               const auto r = e.runner().config().mtp_requant;
+                               if (r == model::DrafterRequant::Off) return py::none();
+                               return py::str(model::drafter_requant_name(r));
+                             })
+      .def("mtp_weight", &PyEngine::mtp_weight, py::arg("name"),
+           "One MTP weight as a dict: present, type, rows, cols, address, data (uint8 [rows, row_bytes] copy)")
       .def("eval", &PyEngine::eval, py::arg("tokens"), py::arg("start_pos") = py::none(), py::arg("logits") = "last",
            py::arg("draft_from_row") = py::none(),
            "Run tokens at positions start_pos.. (default n_past; start_pos <= n_past). Returns float32 logits: "

@@ -78,6 +78,10 @@ SETTINGS: tuple[Setting, ...] = (
             "(0 = off)", True),
     Setting("STRATA_METAL_MTP_WIN", "mtp_window", "mtp", "256", "integer 1..2051; drafter attention window "
             "in cells", True),
+    Setting("STRATA_METAL_MTP_Q4", "mtp_q4", "mtp", "0", "1 or 0; requantize the drafter's q/o "
+            "projections, fc and shared expert to Q4_0 (Lloyd fit) at load (not with _Q5)", True),
+    Setting("STRATA_METAL_MTP_Q5", "mtp_q5", "mtp", "0", "1 or 0; requantize the same drafter weights to "
+            "Q5_0 at load (not with STRATA_METAL_MTP_Q4)", True),
     Setting("STRATA_MOCE_BONUS", "moce_bonus", "moce", "0",
             "log-bonus λ in [-8, 8]; resident expert scores are scaled by e^λ when e^λ > 1", True),
     Setting("STRATA_MOCE_RANK1", "moce_rank1", "moce", "1",
@@ -134,6 +138,8 @@ class Config:
         spec_min_cum_p: cumulative draft floor (R-3) in [0, 1]; ``None`` = unset.
         mtp_sink: drafter attention sink cells (0..1024).
         mtp_window: drafter attention window in cells (1..2051).
+        mtp_q4, mtp_q5: low-bit drafter weights (R-11): requantize the MTP block's q/o projections,
+            fc_embedding, fc_hidden and shared expert to Q4_0 (Lloyd) resp. Q5_0 at load; not both.
         moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware routing (R-1); they change the
             selection only where there is a residency map (``expert_mode="stream"``).
         expert_mode: ``"mmap"`` (experts from the file mapping) or ``"stream"`` (a bounded resident set).
@@ -153,6 +159,8 @@ class Config:
     spec_min_cum_p: float | None = None
     mtp_sink: int = 64
     mtp_window: int = 256
+    mtp_q4: bool = False
+    mtp_q5: bool = False
     moce_bonus: float = 0.0
     moce_rank1: float = 1.0
     moce_protect: int = 0
@@ -222,6 +230,8 @@ class Config:
             "spec_sample": native["spec_sample"],
             "mtp_sink": int(native["mtp"]["sink"]),
             "mtp_window": int(native["mtp"]["window"]),
+            "mtp_q4": bool(native["mtp"]["q4"]),
+            "mtp_q5": bool(native["mtp"]["q5"]),
             "moce_bonus": float(native["moce"]["log_bonus"]),
             "moce_rank1": float(native["moce"]["rank1"]),
             "moce_protect": int(native["moce"]["protect"]),
@@ -283,6 +293,8 @@ class Config:
             "STRATA_SPEC_SAMPLE": str(self.spec_sample),
             "STRATA_METAL_MTP_SINK": str(self.mtp_sink),
             "STRATA_METAL_MTP_WIN": str(self.mtp_window),
+            "STRATA_METAL_MTP_Q4": "1" if self.mtp_q4 else "0",
+            "STRATA_METAL_MTP_Q5": "1" if self.mtp_q5 else "0",
             "STRATA_MOCE_BONUS": _num(self.moce_bonus),
             "STRATA_MOCE_RANK1": _num(self.moce_rank1),
             "STRATA_MOCE_PROTECT": str(self.moce_protect),
@@ -322,6 +334,11 @@ class Config:
         return {k: v for k, v in self._native_env().items() if _BY_ENV[k].group == "retention"}
 
     @property
+    def mtp_requant(self) -> str | None:
+        """The drafter weight format of R-11: ``"q4"``, ``"q5"`` or ``None`` (weights as stored)."""
+        return "q4" if self.mtp_q4 else "q5" if self.mtp_q5 else None
+
+    @property
     def retention_on(self) -> bool:
         """Whether the R-3 retention policy is on (either retention setting is set)."""
         return self.spec_min_p_schedule is not None or self.spec_min_cum_p is not None
@@ -339,6 +356,8 @@ class Config:
         for field in ("moce_bonus", "moce_rank1"):
             need(_is_number(getattr(self, field)), field, "a number")
         need(isinstance(self.moce_draft, bool), "moce_draft", "True or False")
+        need(isinstance(self.mtp_q4, bool), "mtp_q4", "True or False")
+        need(isinstance(self.mtp_q5, bool), "mtp_q5", "True or False")
         need(self.speculative is None or isinstance(self.speculative, bool), "speculative",
              "None (auto), True or False")
         need(isinstance(self.spec_sample, str), "spec_sample", "'exact' or 'greedy'")

@@ -232,7 +232,8 @@ class Model:
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
         return _strata.Engine(self._path, n_threads=config.threads, max_ctx=config.context_length,
                               mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
-                              encode_mtp=encode_mtp and self._has_mtp, **config.engine_kwargs())
+                              encode_mtp=encode_mtp and self._has_mtp, mtp_requant=config.mtp_requant,
+                              **config.engine_kwargs())
 
     # --------------------------------------------------------------------------------- perplexity
     def perplexity(

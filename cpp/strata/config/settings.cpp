@@ -17,6 +17,8 @@ constexpr const char* kSchedule = "STRATA_METAL_SPEC_MIN_P_SCHEDULE";
 constexpr const char* kMinCumP = "STRATA_METAL_SPEC_MIN_CUM_P";
 constexpr const char* kSink = "STRATA_METAL_MTP_SINK";
 constexpr const char* kWin = "STRATA_METAL_MTP_WIN";
+constexpr const char* kMtpQ4 = "STRATA_METAL_MTP_Q4";
+constexpr const char* kMtpQ5 = "STRATA_METAL_MTP_Q5";
 constexpr const char* kSpecSample = "STRATA_SPEC_SAMPLE";
 constexpr const char* kMoceBonus = "STRATA_MOCE_BONUS";
 constexpr const char* kMoceRank1 = "STRATA_MOCE_RANK1";
@@ -82,6 +84,8 @@ const std::vector<SettingInfo>& known_settings() {
        "the new retention policy on"},
       {kSink, "mtp", "64", "integer 0..1024; drafter attention sink cells (0 = off)"},
       {kWin, "mtp", "256", "integer 1..2051; drafter attention window in cells"},
+      {kMtpQ4, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q4_0 (Lloyd) at load"},
+      {kMtpQ5, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q5_0 at load"},
       {kSpecSample, "sampling", "exact", "exact | greedy: verification rule for temperature > 0"},
       {kMoceBonus, "moce", "0", "log-bonus λ in [-8, 8]; resident scores are scaled by m = e^λ when m > 1"},
       {kMoceRank1, "moce", "1", "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1"},
@@ -121,12 +125,27 @@ ParseResult parse_settings(const EnvMap& env) {
 
   // MTP drafter cells.
   {
-    Group g{"MTP cell settings ignored, defaults sink 64 / window 256 apply"};
+    Group g{"MTP settings ignored, defaults sink 64 / window 256 / no drafter requant apply"};
     MtpCellSettings m;
     if (const auto* v = find(env, kSink))
       if (auto x = g.take(kSink, parse_int(*v, 0, 1024))) m.sink = static_cast<int>(*x);
     if (const auto* v = find(env, kWin))
       if (auto x = g.take(kWin, parse_int(*v, 1, 2051))) m.window = static_cast<int>(*x);
+    // exactly "1" or "0" (whitespace allowed); both on is a conflict.
+    auto flag = [&](const char* name, bool& dst) {
+      const auto* v = find(env, name);
+      if (v == nullptr) return;
+      const std::string t(trim(*v));
+      if (t == "1")
+        dst = true;
+      else if (t == "0")
+        dst = false;
+      else
+        g.reject(name, "expected 1 or 0, got \"" + *v + "\"");
+    };
+    flag(kMtpQ4, m.q4);
+    flag(kMtpQ5, m.q5);
+    if (m.q4 && m.q5) g.reject(kMtpQ4, std::string("and ") + kMtpQ5 + " are both 1; choose one drafter format");
     if (g.failed())
       out.diagnostics.push_back(g.diagnostic());
     else

@@ -37,10 +37,13 @@ struct MoceSettings {
   routing::MoceParams params() const;
 };
 
-// STRATA_METAL_MTP_SINK, STRATA_METAL_MTP_WIN.
+// STRATA_METAL_MTP_SINK, STRATA_METAL_MTP_WIN; R-11: STRATA_METAL_MTP_Q4 / STRATA_METAL_MTP_Q5
+// ("1" or "0"; both on is an error) requantize the drafter weights at load (model/drafter_requant.h).
 struct MtpCellSettings {
   int sink = 64;     // 0 = off, max 1024
   int window = 256;  // 1..2051
+  bool q4 = false;   // Q4_0 (Lloyd fit)
+  bool q5 = false;   // Q5_0
 };
 
 struct Settings {

@@ -19,6 +19,8 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
     pool = own_pool_.get();
   }
   const model::HParams& hp = model_->hparams();
+  // before anything takes views of the drafter weights.
+  model::requant_drafter(*model_, cfg.mtp_requant, pool);
   experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), cfg.experts);
   WindowConfig wc;
   wc.max_ctx = cfg.max_ctx;

@@ -18,6 +18,7 @@
 #include "strata/engine/mtp.h"
 #include "strata/experts/expert_store.h"
 #include "strata/engine/window.h"
+#include "strata/model/drafter_requant.h"
 #include "strata/model/model.h"
 #include "strata/util/aligned.h"
 
@@ -36,6 +37,7 @@ struct RunnerConfig {
   bool encode_mtp = true;    // encode MTP cells during eval (no effect without an MTP layer)
   experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
   routing::MoceParams moce;            // expert selection of the main window
+  model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // R-11 (STRATA_METAL_MTP_Q4 / _Q5)
 };
 
 struct RunnerCheckpoint {

@@ -10,6 +10,7 @@
 #include "strata/model/hparams.h"
 #include "strata/model/model_source.h"
 #include "strata/model/weights.h"
+#include "strata/util/aligned.h"
 
 namespace strata::model {
 
@@ -29,6 +30,9 @@ class Model {
   HyperHeadWeights head_hc;       // absent when n = 1
   std::vector<LayerWeights> layers;
   std::optional<MtpWeights> mtp;  // when nextn_predict_layers = 1
+  // Weight bytes made at load rather than mapped (drafter requant, model/drafter_requant.h); views
+  // above may point into them. Filled before any Window/Mtp is built, never afterwards.
+  std::vector<AlignedBuffer<uint8_t>> owned_weights;
 
  private:
   Model() = default;

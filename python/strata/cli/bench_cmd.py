@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.bench import retention as rt
-from strata.cli import bench_experts_cmd
+from strata.cli import bench_drafter_quant_cmd, bench_experts_cmd, bench_spec_cmd
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -324,4 +324,5 @@ def plot_report(report: rt.RetentionReport, path: Path) -> None:
         plt.close(fig)
 
 
-BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.register]
+BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.register,
+                                     bench_drafter_quant_cmd.register, bench_spec_cmd.register]

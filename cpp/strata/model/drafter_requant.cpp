@@ -1,0 +1,73 @@
+#include "strata/model/drafter_requant.h"
+
+#include <cctype>
+#include <utility>
+#include <vector>
+
+#include "strata/model/model.h"
+#include "strata/quant/dequantize.h"
+#include "strata/quant/quantize.h"
+#include "strata/quant/types.h"
+#include "strata/util/aligned.h"
+#include "strata/util/error.h"
+
+namespace strata::model {
+
+const char* drafter_requant_name(DrafterRequant r) {
+  switch (r) {
+    case DrafterRequant::Q4: return "q4";
+    case DrafterRequant::Q5: return "q5";
+    default: return "off";
+  }
+}
+
+DrafterRequant parse_drafter_requant(const std::string& s) {
+  std::string l;
+  for (char c : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (l == "q4") return DrafterRequant::Q4;
+  if (l == "q5") return DrafterRequant::Q5;
+  if (l == "off" || l.empty()) return DrafterRequant::Off;
+  throw_error(ErrorKind::Value, "mtp_requant must be 'q4', 'q5' or None, not '" + s + "'");
+}
+
+namespace {
+
+// Dequantizes w to float, quantizes it into a new owned buffer and repoints w at it.
+void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type, quant::QuantMethod method,
+                    ThreadPool* pool, DrafterRequantReport& rep) {
+  if (!w.present()) return;
+  if (w.cols % 32 != 0)
+    throw_error(ErrorKind::Value, std::string("drafter requant: tensor ") + name + " has " + std::to_string(w.cols) +
+                                      " columns, not a multiple of 32");
+  const std::size_t rows = static_cast<std::size_t>(w.rows), cols = static_cast<std::size_t>(w.cols);
+  std::vector<float> f(rows * cols);
+  for (int64_t r = 0; r < w.rows; ++r) quant::dequantize_row(w.type, w.row(r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
+  const std::size_t rb = quant::row_bytes(type, w.cols);
+  AlignedBuffer<uint8_t> buf(rows * rb);
+  quant::quantize_matrix(type, f.data(), w.rows, w.cols, buf.data(), method, pool);
+  rep.tensors += 1;
+  rep.bytes_before += rows * w.row_stride;
+  rep.bytes_after += rows * rb;
+  w = Weight{type, buf.data(), w.rows, w.cols, rb};
+  m.owned_weights.push_back(std::move(buf));
+}
+
+}  // namespace
+
+DrafterRequantReport requant_drafter(Model& m, DrafterRequant r, ThreadPool* pool) {
+  DrafterRequantReport rep;
+  if (r == DrafterRequant::Off || !m.mtp) return rep;
+  const quant::GGMLType type = r == DrafterRequant::Q4 ? quant::GGMLType::Q4_0 : quant::GGMLType::Q5_0;
+  const quant::QuantMethod method = r == DrafterRequant::Q4 ? quant::QuantMethod::Lloyd : quant::QuantMethod::Ggml;
+  MtpWeights& w = *m.mtp;
+  requant_weight(m, w.block.attn.q, "attn_q", type, method, pool, rep);
+  requant_weight(m, w.block.attn.o, "attn_output", type, method, pool, rep);
+  requant_weight(m, w.fc_embedding, "fc_embedding", type, method, pool, rep);
+  requant_weight(m, w.fc_hidden, "fc_hidden", type, method, pool, rep);
+  requant_weight(m, w.block.moe.sh_gate, "ffn_gate_shexp", type, method, pool, rep);
+  requant_weight(m, w.block.moe.sh_up, "ffn_up_shexp", type, method, pool, rep);
+  requant_weight(m, w.block.moe.sh_down, "ffn_down_shexp", type, method, pool, rep);
+  return rep;
+}
+
+}  // namespace strata::model

@@ -1,0 +1,37 @@
+#pragma once
+// SPEC §2.10: low-bit drafter weights. At load, the MTP block's q/o projections
+// (attn_q, attn_output), fc_embedding, fc_hidden and shared expert (ffn_gate/up/down_shexp) are
+// dequantized to float and requantized into buffers the Model owns (allocated once); the MTP weight
+// views then point at them. K/V, the router, the shared-expert gate (ffn_gate_inp_shexp), norms and
+// hyper-connection parameters are left untouched (same pointers, same bytes).
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace strata {
+class ThreadPool;
+}
+
+namespace strata::model {
+
+class Model;
+
+enum class DrafterRequant { Off, Q4, Q5 };  // Q4 = Q4_0 with the Lloyd fit, Q5 = Q5_0 (ggml rule)
+
+// "off" / "q4" / "q5".
+const char* drafter_requant_name(DrafterRequant r);
+// "q4" / "q5" / "off" (case-insensitive); anything else throws Error(Value) naming it.
+DrafterRequant parse_drafter_requant(const std::string& s);
+
+struct DrafterRequantReport {
+  int tensors = 0;            // weights requantized
+  std::size_t bytes_before = 0;  // of those weights
+  std::size_t bytes_after = 0;
+};
+
+// Requantizes the drafter weights of `m` in place (no-op for Off or a model without MTP). Every
+// requantized weight must have a column count that is a multiple of 32 (else Error(Value) naming
+// the tensor). Rows are spread over pool (nullptr: this thread).
+DrafterRequantReport requant_drafter(Model& m, DrafterRequant r, ThreadPool* pool);
+
+}  // namespace strata::model
