@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from strata.bench import llama_compare
 from strata.bench import retention as rt
 
 if TYPE_CHECKING:
@@ -323,4 +324,4 @@ def plot_report(report: rt.RetentionReport, path: Path) -> None:
         plt.close(fig)
 
 
-BENCH_TOOLS: list[BenchRegister] = [register_retention]
+BENCH_TOOLS: list[BenchRegister] = [register_retention, llama_compare.register]
