@@ -457,9 +457,13 @@ def agreement_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
              f"{a.mean_kl:.2g}", f"{a.max_kl:.2g}"] for r in reports for a in [r.agreement]]
 
 
+def _rate(x: float) -> str:
+    return f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
 def speed_rows(reports: Sequence[ModelReport], n_decode: int) -> list[list[str]]:
-    return [[r.model, str(s.threads), f"{s.strata_prefill:.1f}", f"{s.llama_prefill:.1f}",
-             f"{s.strata_prefill / s.llama_prefill:.2f}", f"{s.strata_decode:.1f}", f"{s.llama_decode:.1f}",
+    return [[r.model, str(s.threads), _rate(s.strata_prefill), _rate(s.llama_prefill),
+             f"{s.strata_prefill / s.llama_prefill:.2f}", _rate(s.strata_decode), _rate(s.llama_decode),
              f"{s.strata_decode / s.llama_decode:.2f}", f"{s.greedy_agree}/{n_decode + 1}"]
             for r in reports for s in r.speed]
 
@@ -476,7 +480,8 @@ def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]], left: int
 
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
     align = ["---" if i < left else "---:" for i in range(len(columns))]
-    return "\n".join("| " + " | ".join(r) + " |" for r in [list(columns), align, *rows])
+    body = [[c.replace("|", "\\|") for c in r] for r in [list(columns), *rows]]  # "max |Δ|" in a cell
+    return "\n".join("| " + " | ".join(r) + " |" for r in [body[0], align, *body[1:]])
 
 
 def render(reports: Sequence[ModelReport], n_prompt: int, n_decode: int, markdown: bool) -> str:
