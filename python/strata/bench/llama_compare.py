@@ -576,7 +576,7 @@ def run(args: argparse.Namespace) -> int:
         doc = {
             "machine": info, "loadavg_after": info_after.get("loadavg"),
             "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                         if k not in ("func",) and not callable(v)},
+                         if k not in ("func", "version", "command", "bench_tool") and not callable(v)},
             "models": [asdict(r) for r in reports],
         }
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
