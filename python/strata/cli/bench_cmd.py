@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from strata.bench import llama_compare
 from strata.bench import retention as rt
 from strata.cli import bench_drafter_quant_cmd, bench_experts_cmd, bench_spec_cmd
 
@@ -325,4 +326,5 @@ def plot_report(report: rt.RetentionReport, path: Path) -> None:
 
 
 BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.register,
-                                     bench_drafter_quant_cmd.register, bench_spec_cmd.register]
+                                     bench_drafter_quant_cmd.register, bench_spec_cmd.register,
+                                     llama_compare.register]

@@ -1,0 +1,600 @@
+"""strata vs llama.cpp (through llama-cpp-python) on the same ``qwen3moe`` GGUF.
+
+Builds random Qwen3-MoE models (a tiny one, and one sized like a small real MoE), converts them with
+``strata.convert.convert_qwen3moe`` (byte-level tokenizer keys, so llama.cpp loads them), and runs each
+file through both engines with the same thread counts:
+
+- logit agreement on one prompt, every position: max |Δ|, max |Δ| / std of llama.cpp's logits,
+  top-1 agreement, KL(p_llama.cpp || p_strata) of the softmaxes;
+- prefill tok/s (N prompt tokens in one call, logits of the last row only) and decode tok/s (M greedy
+  steps, one token per call), best of R repeats, engines interleaved so load on a shared machine
+  falls on both alike.
+
+K/V precision: strata keeps ``qwen3moe`` K/V cells in f32 (docs/gguf.md §3); llama.cpp is asked for f32
+K/V as well (``type_k = type_v = F32``, ``--llama-kv f16`` gives its default instead). Flash attention
+off (llama-cpp-python's default). Measures only; it never fails on speed.
+
+llama_cpp is imported only when a comparison runs; building the models needs numpy and gguf only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from strata.convert import WEIGHT_TYPES, byte_level_tokenizer, convert_qwen3moe
+
+# ---------------------------------------------------------------------------------------------
+# Random Qwen3-MoE models
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    name: str
+    d: int
+    layers: int
+    experts: int
+    experts_used: int
+    expert_ffn: int
+    vocab: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    context: int = 4096
+
+    def config(self) -> dict[str, Any]:
+        """The Hugging Face ``Qwen3MoeConfig`` fields the converter reads."""
+        return {
+            "model_type": "qwen3_moe", "vocab_size": self.vocab, "hidden_size": self.d,
+            "intermediate_size": 4 * self.d, "moe_intermediate_size": self.expert_ffn,
+            "num_hidden_layers": self.layers, "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim, "num_experts": self.experts,
+            "num_experts_per_tok": self.experts_used, "norm_topk_prob": True,
+            "max_position_embeddings": self.context, "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
+            "tie_word_embeddings": False, "hidden_act": "silu",
+        }
+
+    def params(self) -> int:
+        d, dh = self.d, self.head_dim
+        attn = d * dh * (2 * self.heads + 2 * self.kv_heads) + 2 * dh + 2 * d
+        moe = self.experts * (d + 3 * d * self.expert_ffn)
+        return self.layers * (attn + moe) + 2 * self.vocab * d + d
+
+    def active_params(self) -> int:
+        """Weights one decode token reads: attention, router, K experts, the head (not the embedding row)."""
+        d, dh = self.d, self.head_dim
+        attn = d * dh * (2 * self.heads + 2 * self.kv_heads)
+        moe = self.experts * d + self.experts_used * 3 * d * self.expert_ffn
+        return self.layers * (attn + moe) + self.vocab * d
+
+
+TINY = MoeShape("tiny", d=64, layers=2, experts=8, experts_used=2, expert_ffn=32, vocab=512, heads=4,
+                kv_heads=2, head_dim=16, context=512)
+# About a quarter of Qwen3-30B-A3B / OLMoE per dimension: 64 experts, top-8, GQA 16/4, head_dim 128.
+SMALL = MoeShape("small", d=1024, layers=12, experts=64, experts_used=8, expert_ffn=512, vocab=32000,
+                 heads=16, kv_heads=4, head_dim=128)
+# SMALL's widths with 2 layers and 16 experts: small enough to store as F32 (~0.5 GB), where the two
+# engines should agree to float rounding at realistic dimensions (head_dim 128, rope base 1e6, vocab 32k).
+SMALL2 = MoeShape("small2", d=1024, layers=2, experts=16, experts_used=8, expert_ffn=512, vocab=32000,
+                  heads=16, kv_heads=4, head_dim=128)
+SHAPES = {s.name: s for s in (TINY, SMALL, SMALL2)}
+DEFAULT_MODELS = "tiny:F32,tiny:Q8_0,small2:F32,small2:Q8_0,small:Q8_0"
+
+
+class _LazyRandomState(Mapping[str, npt.NDArray[np.float32]]):
+    """A Qwen3-MoE state dict whose tensors are drawn when asked for (seeded by name), so a 1 GB model
+    never sits in memory whole. Matrices ~ N(0, 1/fan_in) and norms 1 + 0.1·N(0, 1): activations stay
+    O(1) through the layers, so a difference between engines shows in the logits."""
+
+    def __init__(self, shape: MoeShape, seed: int) -> None:
+        self._shape = shape
+        self._seed = seed
+        s, dq, dkv = shape, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+        shapes: dict[str, tuple[int, ...]] = {
+            "model.embed_tokens.weight": (s.vocab, s.d),
+            "model.norm.weight": (s.d,),
+            "lm_head.weight": (s.vocab, s.d),
+        }
+        for i in range(s.layers):
+            p = f"model.layers.{i}"
+            shapes.update({
+                f"{p}.input_layernorm.weight": (s.d,),
+                f"{p}.self_attn.q_proj.weight": (dq, s.d),
+                f"{p}.self_attn.k_proj.weight": (dkv, s.d),
+                f"{p}.self_attn.v_proj.weight": (dkv, s.d),
+                f"{p}.self_attn.o_proj.weight": (s.d, dq),
+                f"{p}.self_attn.q_norm.weight": (s.head_dim,),
+                f"{p}.self_attn.k_norm.weight": (s.head_dim,),
+                f"{p}.post_attention_layernorm.weight": (s.d,),
+                f"{p}.mlp.gate.weight": (s.experts, s.d),
+                # transformers 5's fused expert layout: [E, 2F, d] (gate rows first) and [E, d, F]
+                f"{p}.mlp.experts.gate_up_proj": (s.experts, 2 * s.expert_ffn, s.d),
+                f"{p}.mlp.experts.down_proj": (s.experts, s.d, s.expert_ffn),
+            })
+        self._shapes = shapes
+
+    def __getitem__(self, name: str) -> npt.NDArray[np.float32]:
+        shape = self._shapes[name]
+        rng = np.random.default_rng([self._seed, zlib.crc32(name.encode())])
+        x = rng.standard_normal(shape, dtype=np.float32)
+        if len(shape) == 1:
+            return 1.0 + np.float32(0.1) * x
+        x *= np.float32(shape[-1] ** -0.5)
+        return x
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shapes)
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+
+class _Config:
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+class RandomQwen3Moe:
+    """Quacks like a ``Qwen3MoeForCausalLM`` for ``convert_qwen3moe``: ``.config.to_dict()`` and
+    ``.state_dict()``."""
+
+    def __init__(self, shape: MoeShape, seed: int = 0) -> None:
+        self.config = _Config(shape.config())
+        self._state = _LazyRandomState(shape, seed)
+
+    def state_dict(self) -> Mapping[str, npt.NDArray[np.float32]]:
+        return self._state
+
+
+def build_gguf(shape: MoeShape, path: Path, weight_type: str = "Q8_0", seed: int = 0) -> Path:
+    """A random ``qwen3moe`` GGUF of this shape, byte-level tokenizer keys included (llama.cpp needs them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    convert_qwen3moe(RandomQwen3Moe(shape, seed), tmp, tokenizer=byte_level_tokenizer(shape.vocab),
+                     weight_type=weight_type, name=f"random-qwen3moe-{shape.name}")
+    tmp.replace(path)
+    return path
+
+
+def cached_gguf(shape: MoeShape, workdir: Path, weight_type: str, seed: int,
+                log: Callable[[str], None] = print) -> Path:
+    s = shape
+    path = workdir / (f"qwen3moe-{s.name}-d{s.d}-L{s.layers}-E{s.experts}k{s.experts_used}-F{s.expert_ffn}"
+                      f"-V{s.vocab}-{weight_type.lower()}-s{seed}.gguf")
+    if not path.is_file():
+        log(f"building {path} ({shape.params() / 1e6:.0f} M parameters) ...")
+        t0 = time.perf_counter()
+        build_gguf(shape, path, weight_type, seed)
+        log(f"  built in {time.perf_counter() - t0:.1f} s, {path.stat().st_size / 2**20:.0f} MiB")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Logit agreement
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agreement:
+    positions: int
+    max_abs_diff: float
+    mean_abs_diff: float
+    logit_std: float
+    max_abs_diff_rel: float  # max |Δ| / std of the reference logits
+    top1_agreement: float  # fraction of positions whose argmax is the same
+    mean_kl: float  # KL(p_ref || p_other), nats, mean over positions
+    max_kl: float
+
+
+def _log_softmax(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def logit_agreement(reference: npt.ArrayLike, other: npt.ArrayLike) -> Agreement:
+    """Compare two [positions, vocab] logit arrays; `reference` (llama.cpp) sets the scale."""
+    ref = np.asarray(reference, dtype=np.float64)
+    oth = np.asarray(other, dtype=np.float64)
+    if ref.shape != oth.shape or ref.ndim != 2:
+        raise ValueError(f"logit arrays must both be [positions, vocab], got {ref.shape} and {oth.shape}")
+    diff = float(np.abs(ref - oth).max())
+    std = float(ref.std())
+    lp, lq = _log_softmax(ref), _log_softmax(oth)
+    kl = (np.exp(lp) * (lp - lq)).sum(axis=-1)
+    return Agreement(
+        positions=int(ref.shape[0]), max_abs_diff=diff, mean_abs_diff=float(np.abs(ref - oth).mean()),
+        logit_std=std,
+        max_abs_diff_rel=diff / std if std > 0 else float("inf"),
+        top1_agreement=float((ref.argmax(-1) == oth.argmax(-1)).mean()),
+        mean_kl=float(kl.mean()), max_kl=float(kl.max()),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The two engines behind one small interface
+# ---------------------------------------------------------------------------------------------
+
+
+class StrataRunner:
+    name = "strata"
+
+    def __init__(self, path: Path, n_threads: int, n_ctx: int) -> None:
+        from strata import _strata
+
+        self._engine = _strata.Engine(str(path), n_threads=n_threads, max_ctx=n_ctx, encode_mtp=False)
+
+    def all_logits(self, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
+        return np.asarray(self._engine.eval(np.asarray(tokens, dtype=np.int64), start_pos=0, logits="all"))
+
+    def prefill(self, tokens: Sequence[int]) -> int:
+        """Run the prompt from position 0; the greedy next token."""
+        return int(np.argmax(self._engine.eval(np.asarray(tokens, dtype=np.int64), start_pos=0)))
+
+    def step(self, token: int) -> int:
+        return int(np.argmax(self._engine.eval(np.array([token], dtype=np.int64))))
+
+
+def _ggml_type(name: str) -> int:
+    import llama_cpp
+
+    return int({"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16}[name])
+
+
+class LlamaRunner:
+    name = "llama.cpp"
+
+    def __init__(self, path: Path, n_threads: int, n_ctx: int, logits_all: bool, kv: str = "f32") -> None:
+        import llama_cpp
+
+        self._llama_cpp = llama_cpp
+        self._llm = llama_cpp.Llama(
+            model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, n_threads=n_threads,
+            n_threads_batch=n_threads, logits_all=logits_all, verbose=False, n_gpu_layers=0,
+            type_k=_ggml_type(kv), type_v=_ggml_type(kv), flash_attn=False,
+        )
+        self._vocab = self._llm.n_vocab()
+
+    def all_logits(self, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
+        self._llm.reset()
+        self._llm.eval(list(tokens))
+        return np.array(self._llm.scores[: len(tokens)], dtype=np.float32)
+
+    def _last(self) -> int:
+        # Llama.eval keeps logits only with logits_all; with one output row the context holds it.
+        ptr = self._llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
+        return int(np.argmax(np.ctypeslib.as_array(ptr, shape=(self._vocab,))))
+
+    def prefill(self, tokens: Sequence[int]) -> int:
+        self._llm.reset()
+        self._llm.eval(list(tokens))
+        return self._last()
+
+    def step(self, token: int) -> int:
+        self._llm.eval([token])
+        return self._last()
+
+
+Runner = StrataRunner | LlamaRunner
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Speed:
+    prefill_s: list[float] = field(default_factory=list)
+    decode_s: list[float] = field(default_factory=list)
+    greedy: list[int] = field(default_factory=list)
+
+    def tok_s(self, n_prompt: int, n_decode: int) -> tuple[float, float]:
+        return n_prompt / min(self.prefill_s), n_decode / min(self.decode_s)
+
+
+def time_once(runner: Runner, prompt: Sequence[int], n_decode: int, speed: Speed) -> None:
+    t0 = time.perf_counter()
+    token = runner.prefill(prompt)
+    t1 = time.perf_counter()
+    greedy = [token]
+    for _ in range(n_decode):
+        token = runner.step(token)
+        greedy.append(token)
+    t2 = time.perf_counter()
+    speed.prefill_s.append(t1 - t0)
+    speed.decode_s.append(t2 - t1)
+    speed.greedy = greedy
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def prompt_tokens(n: int, vocab: int, seed: int) -> list[int]:
+    """Random ids among the byte tokens and the one merge (0..256), the "text" part of the vocabulary."""
+    return [int(t) for t in np.random.default_rng(seed).integers(0, min(vocab, 257), n)]
+
+
+# ---------------------------------------------------------------------------------------------
+# One model, all measurements
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SpeedRow:
+    threads: int
+    strata_prefill: float
+    llama_prefill: float
+    strata_decode: float
+    llama_decode: float
+    greedy_agree: int  # leading decode tokens both engines chose alike (of n_decode + 1)
+    strata_runs: dict[str, list[float]]
+    llama_runs: dict[str, list[float]]
+
+
+@dataclass
+class ModelReport:
+    model: str
+    path: str
+    file_mib: float
+    shape: dict[str, Any] | None
+    agreement: Agreement
+    speed: list[SpeedRow]
+
+
+def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Sequence[int], n_prompt: int,
+                  n_decode: int, n_agree: int, repeats: int, seed: int, kv: str,
+                  log: Callable[[str], None] = print) -> ModelReport:
+    n_ctx = max(n_prompt + n_decode, n_agree) + 8
+    n_ctx = (n_ctx + 255) // 256 * 256
+    log(f"{path.name}: logit agreement over {n_agree} positions ...")
+    ref = LlamaRunner(path, threads[-1], n_ctx, logits_all=True, kv=kv)
+    vocab = ref._vocab
+    agree_prompt = prompt_tokens(n_agree, vocab, seed + 1)
+    ref_logits = ref.all_logits(agree_prompt)
+    del ref
+    ours = StrataRunner(path, threads[-1], n_ctx).all_logits(agree_prompt)
+    agreement = logit_agreement(ref_logits, ours)
+
+    prompt = prompt_tokens(n_prompt, vocab, seed + 2)
+    rows = []
+    for t in threads:
+        log(f"{path.name}: {t} thread(s), prefill {n_prompt} + decode {n_decode}, best of {repeats} ...")
+        runners: list[Runner] = [StrataRunner(path, t, n_ctx), LlamaRunner(path, t, n_ctx, False, kv)]
+        speeds = [Speed(), Speed()]
+        for r in runners:  # warm-up: page the weights in, first-touch the K/V and scratch
+            time_once(r, prompt[: min(16, n_prompt)], 2, Speed())
+        for _ in range(repeats):
+            for r, s in zip(runners, speeds, strict=True):
+                time_once(r, prompt, n_decode, s)
+        (sp, sd), (lp, ld) = (s.tok_s(n_prompt, n_decode) for s in speeds)
+        rows.append(SpeedRow(
+            threads=t, strata_prefill=sp, llama_prefill=lp, strata_decode=sd, llama_decode=ld,
+            greedy_agree=_common_prefix(speeds[0].greedy, speeds[1].greedy),
+            strata_runs={"prefill_s": speeds[0].prefill_s, "decode_s": speeds[0].decode_s},
+            llama_runs={"prefill_s": speeds[1].prefill_s, "decode_s": speeds[1].decode_s},
+        ))
+        del runners
+    return ModelReport(
+        model=label, path=str(path), file_mib=path.stat().st_size / 2**20,
+        shape=None if shape is None else {**asdict(shape), "params": shape.params(),
+                                          "active_params": shape.active_params()},
+        agreement=agreement, speed=rows,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "cpus": os.cpu_count(),
+                            "python": sys.version.split()[0]}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        info["loadavg"] = list(os.getloadavg())
+    except OSError:
+        pass
+    try:
+        import llama_cpp
+
+        info["llama_cpp_python"] = llama_cpp.__version__
+        info["llama_cpp_system_info"] = llama_cpp.llama_print_system_info().decode().strip()
+    except ImportError:
+        pass
+    return info
+
+
+def _model_line(r: ModelReport) -> str:
+    if r.shape is None:
+        return f"{r.model}: {r.file_mib:.0f} MiB"
+    s = r.shape
+    return (f"{r.model}: d={s['d']}, {s['layers']} layers, {s['experts']} experts top-{s['experts_used']}, "
+            f"expert ffn {s['expert_ffn']}, {s['heads']}/{s['kv_heads']} heads x {s['head_dim']}, "
+            f"vocab {s['vocab']}; {s['params'] / 1e6:.0f} M params "
+            f"({s['active_params'] / 1e6:.0f} M per token), "
+            f"{r.file_mib:.0f} MiB")
+
+
+AGREE_COLUMNS = ("model", "positions", "max |Δ|", "mean |Δ|", "logit std", "max |Δ| / std", "top-1 agree",
+                 "mean KL", "max KL")
+SPEED_COLUMNS = ("model", "threads", "prefill strata", "prefill llama.cpp", "ratio", "decode strata",
+                 "decode llama.cpp", "ratio", "greedy agree")
+
+
+def agreement_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
+    return [[r.model, str(a.positions), f"{a.max_abs_diff:.3g}", f"{a.mean_abs_diff:.2g}",
+             f"{a.logit_std:.3g}", f"{a.max_abs_diff_rel:.3g}", f"{100 * a.top1_agreement:.1f}%",
+             f"{a.mean_kl:.2g}", f"{a.max_kl:.2g}"] for r in reports for a in [r.agreement]]
+
+
+def _rate(x: float) -> str:
+    return f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
+def speed_rows(reports: Sequence[ModelReport], n_decode: int) -> list[list[str]]:
+    return [[r.model, str(s.threads), _rate(s.strata_prefill), _rate(s.llama_prefill),
+             f"{s.strata_prefill / s.llama_prefill:.2f}", _rate(s.strata_decode), _rate(s.llama_decode),
+             f"{s.strata_decode / s.llama_decode:.2f}", f"{s.greedy_agree}/{n_decode + 1}"]
+            for r in reports for s in r.speed]
+
+
+def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    widths = [max(len(columns[i]), *(len(r[i]) for r in rows)) for i in range(len(columns))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    align = ["---" if i < left else "---:" for i in range(len(columns))]
+    body = [[c.replace("|", "\\|") for c in r] for r in [list(columns), *rows]]  # "max |Δ|" in a cell
+    return "\n".join("| " + " | ".join(r) + " |" for r in [body[0], align, *body[1:]])
+
+
+def render(reports: Sequence[ModelReport], n_prompt: int, n_decode: int, markdown: bool) -> str:
+    table = markdown_table if markdown else plain_table
+    parts = [*(_model_line(r) for r in reports), "",
+             "logit agreement (reference: llama.cpp; KL(p_llama.cpp || p_strata) in nats)",
+             table(AGREE_COLUMNS, agreement_rows(reports)), "",
+             f"speed, tok/s (prefill: {n_prompt} tokens in one call; decode: {n_decode} greedy steps; "
+             "best run; ratio = strata / llama.cpp)",
+             table(SPEED_COLUMNS, speed_rows(reports, n_decode), left=2)]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=Path, action="append", default=None, metavar="GGUF",
+                   help="compare this qwen3moe GGUF (repeatable) instead of building random ones")
+    p.add_argument("--models", default=DEFAULT_MODELS, metavar="NAME:TYPE,...",
+                   help=f"random models to build and compare, NAME one of {', '.join(SHAPES)}, TYPE a weight "
+                        f"type (default --weight-type); default {DEFAULT_MODELS}")
+    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / "strata-llama-bench"
+    p.add_argument("--workdir", type=Path, default=workdir,
+                   help="where built GGUFs are kept (reused when present)")
+    p.add_argument("--weight-type", default="Q8_0", help="weight type of a --models entry without one (Q8_0)")
+    p.add_argument("--threads", type=_int_list, default=[1, 2], metavar="T1,T2", help="thread counts (1,2)")
+    p.add_argument("--prompt", type=int, default=128, help="prefill tokens (128)")
+    p.add_argument("--decode", type=int, default=32, help="decode steps (32)")
+    p.add_argument("--agree-tokens", type=int, default=64, help="positions compared for logit agreement (64)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per engine; the best counts (3)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--llama-kv", choices=("f32", "f16"), default="f32",
+                   help="llama.cpp K/V cache type (f32 = what strata keeps for qwen3moe)")
+    p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the full report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("error: this benchmark needs llama-cpp-python (pip install llama-cpp-python)", file=sys.stderr)
+        return 1
+    if min(args.prompt, args.decode, args.agree_tokens, args.repeats) < 1:
+        print("error: --prompt, --decode, --agree-tokens and --repeats must be >= 1", file=sys.stderr)
+        return 2
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    models: list[tuple[Path, str, MoeShape | None]] = []
+    if args.model:
+        for path in args.model:
+            if not path.is_file():
+                print(f"error: {path}: no such file", file=sys.stderr)
+                return 1
+            models.append((path, path.stem, None))
+    else:
+        for entry in (s.strip() for s in args.models.split(",") if s.strip()):
+            name, _, wtype = entry.partition(":")
+            wtype = (wtype or args.weight_type).upper()
+            if name not in SHAPES:
+                print(f"error: unknown model {name!r}; choose from {', '.join(SHAPES)}", file=sys.stderr)
+                return 2
+            if wtype not in WEIGHT_TYPES:
+                print(f"error: unknown weight type {wtype!r}; choose from {', '.join(WEIGHT_TYPES)}",
+                      file=sys.stderr)
+                return 2
+            shape = SHAPES[name]
+            models.append((cached_gguf(shape, args.workdir, wtype, args.seed, log), f"{name} {wtype}", shape))
+    info = machine_info()
+    reports = [compare_model(path, label, shape, args.threads, args.prompt, args.decode, args.agree_tokens,
+                             args.repeats, args.seed, args.llama_kv, log) for path, label, shape in models]
+    info_after = machine_info()
+    print(f"machine: {info.get('cpu', '?')}, {info['cpus']} CPUs, load average before "
+          f"{info.get('loadavg', ['?'])[0]}, after {info_after.get('loadavg', ['?'])[0]}; "
+          f"llama-cpp-python {info.get('llama_cpp_python')}, llama.cpp K/V {args.llama_kv}")
+    print(render(reports, args.prompt, args.decode, args.markdown))
+    if args.json is not None:
+        doc = {
+            "machine": info, "loadavg_after": info_after.get("loadavg"),
+            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                         if k not in ("func", "version", "command", "bench_tool") and not callable(v)},
+            "models": [asdict(r) for r in reports],
+        }
+        args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def register(tools: Any) -> None:
+    """``strata bench llama`` (see strata.cli.bench_cmd.BENCH_TOOLS)."""
+    p = tools.add_parser(
+        "llama",
+        help="strata vs llama.cpp (llama-cpp-python) on the same qwen3moe GGUF",
+        description=(__doc__ or "").split("\n\n")[0] + " See docs/benchmarks.md.",
+    )
+    add_arguments(p)
+    p.set_defaults(func=run)

@@ -1,0 +1,156 @@
+"""strata vs llama.cpp on the same converted Qwen3-MoE GGUF (strata.bench.llama_compare).
+
+The tests marked ``llama`` need llama-cpp-python (a source build of llama.cpp) and are excluded from the
+default run (pyproject: ``-m 'not slow and not llama'``); run them with ``pytest -m llama``. The rest
+check the benchmark's own pieces (random models, agreement metrics, the CLI) without llama.cpp.
+
+Tolerances, with llama.cpp's logits as the reference and std = their standard deviation:
+- F32 weights: the same math in f32 by two implementations; max |Δ| / std < 1e-4, the same argmax at
+  every position, KL < 1e-9 (measured here: 3e-6, 100%, 1e-13).
+- Q8_0 weights: both engines quantize activations to q8_0 before each matrix product, so an f32
+  rounding difference upstream can flip one int8 step; max |Δ| / std < 0.05, argmax at >= 90% of the
+  positions, mean KL < 1e-3 (measured here on x86: bitwise equal logits).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import pytest
+
+from strata import _strata
+from strata.bench import llama_compare as lc
+from strata.cli.__main__ import main as cli_main
+from strata.convert import byte_level_tokenizer, convert_qwen3moe
+
+VOCAB = 512
+PROMPT = [int(t) for t in np.random.default_rng(7).integers(0, 257, 32)]
+
+
+def _hf_model(seed: int = 0) -> Any:
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)  # tiny tensors; the machine's cores are shared
+    cfg = transformers.Qwen3MoeConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=8,
+        num_experts_per_tok=2, norm_topk_prob=True, max_position_embeddings=512, rms_norm_eps=1e-6,
+    )
+    torch.manual_seed(seed)
+    model = transformers.Qwen3MoeForCausalLM(cfg).eval()
+    with torch.no_grad():  # O(1) activations so that a mistake shows in the logits
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(torch.randn_like(p) * p.shape[-1] ** -0.5)
+    return model
+
+
+def _strata_logits(path: Path) -> np.ndarray:
+    return lc.StrataRunner(path, n_threads=1, n_ctx=64).all_logits(PROMPT)
+
+
+# --- without llama.cpp -------------------------------------------------------------------------
+
+
+def test_agreement_metrics() -> None:
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((6, 50)).astype(np.float32)
+    same = lc.logit_agreement(ref, ref)
+    assert same.max_abs_diff == 0 and same.top1_agreement == 1.0
+    assert same.max_kl == pytest.approx(0, abs=1e-12)
+    shifted = lc.logit_agreement(ref, ref + 3.0)  # softmax ignores a constant shift
+    assert shifted.max_abs_diff == pytest.approx(3.0, rel=1e-6)
+    assert shifted.max_abs_diff_rel == pytest.approx(3.0 / ref.astype(np.float64).std(), rel=1e-6)
+    assert shifted.mean_kl == pytest.approx(0, abs=1e-9) and shifted.top1_agreement == 1.0
+    other = ref.copy()
+    top = ref[0].argmax()
+    other[0, top] = ref[0].min() - 1  # row 0 now has another argmax
+    moved = lc.logit_agreement(ref, other)
+    assert moved.top1_agreement == pytest.approx(5 / 6)
+    assert moved.max_kl > 0 and moved.max_kl == pytest.approx(
+        lc.logit_agreement(ref[:1], other[:1]).max_kl)
+    with pytest.raises(ValueError, match="positions, vocab"):
+        lc.logit_agreement(ref, ref[:, :10])
+
+
+def test_random_model_is_seeded_and_runs(tmp_path: Path) -> None:
+    a = lc.build_gguf(lc.TINY, tmp_path / "a.gguf", "Q8_0", seed=3)
+    b = lc.build_gguf(lc.TINY, tmp_path / "b.gguf", "Q8_0", seed=3)
+    c = lc.build_gguf(lc.TINY, tmp_path / "c.gguf", "Q8_0", seed=4)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+    hp = _strata.Engine(str(a), n_threads=1, max_ctx=64).hparams
+    assert (hp["arch"], hp["embedding_length"], hp["expert_count"]) == ("qwen3moe", 64, 8)
+    assert hp["vocab_size"] == 512 and hp["kv_type"] == "f32"
+    logits = _strata_logits(a)
+    assert logits.shape == (len(PROMPT), 512) and np.isfinite(logits).all()
+    assert 0.5 < logits.std() < 2.0  # the N(0, 1/fan_in) weights keep activations O(1)
+    # the parameter count formula matches the tensors written
+    assert lc.TINY.params() == sum(
+        int(np.prod(t.shape)) for t in gguf.GGUFReader(str(a)).tensors)
+
+
+def test_bench_llama_is_a_cli_tool(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["bench", "llama", "--help"])
+    assert exc.value.code == 0
+    assert "--threads" in capsys.readouterr().out
+
+
+# --- with llama.cpp ----------------------------------------------------------------------------
+
+llama = pytest.mark.llama
+
+
+def _llama_logits(path: Path) -> np.ndarray:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.fail("the llama tests need llama-cpp-python (pip install llama-cpp-python)")
+    return lc.LlamaRunner(path, n_threads=1, n_ctx=64, logits_all=True).all_logits(PROMPT)
+
+
+@llama
+def test_llama_cpp_agrees_with_strata_f32(tmp_path: Path) -> None:
+    model = _hf_model()
+    path = convert_qwen3moe(model, tmp_path / "f32.gguf", tokenizer=byte_level_tokenizer(VOCAB),
+                            weight_type="F32")
+    ref, ours = _llama_logits(path), _strata_logits(path)
+    a = lc.logit_agreement(ref, ours)
+    assert a.max_abs_diff_rel < 1e-4, a
+    assert a.top1_agreement == 1.0, a
+    assert a.max_kl < 1e-9, a
+    import torch
+
+    with torch.no_grad():  # and both are the Hugging Face model
+        hf = model(torch.tensor([PROMPT])).logits[0].numpy()
+    assert lc.logit_agreement(hf, ref).max_abs_diff_rel < 1e-4
+
+
+@llama
+def test_llama_cpp_agrees_with_strata_q8_0(tmp_path: Path) -> None:
+    path = convert_qwen3moe(_hf_model(1), tmp_path / "q8.gguf", tokenizer=byte_level_tokenizer(VOCAB),
+                            weight_type="Q8_0")
+    a = lc.logit_agreement(_llama_logits(path), _strata_logits(path))
+    assert a.max_abs_diff_rel < 0.05, a
+    assert a.top1_agreement >= 0.9, a
+    assert a.mean_kl < 1e-3, a
+
+
+@llama
+def test_compare_model_reports_both_engines(tmp_path: Path) -> None:
+    path = lc.build_gguf(lc.TINY, tmp_path / "tiny.gguf", "Q8_0")
+    r = lc.compare_model(path, "tiny", lc.TINY, threads=[1], n_prompt=8, n_decode=3, n_agree=8, repeats=1,
+                         seed=0, kv="f32", log=lambda _: None)
+    assert r.agreement.positions == 8 and r.agreement.max_abs_diff_rel < 0.05
+    (row,) = r.speed
+    assert row.threads == 1
+    assert min(row.strata_prefill, row.llama_prefill, row.strata_decode, row.llama_decode) > 0
+    assert 0 <= row.greedy_agree <= 4
+    text = lc.render([r], 8, 3, markdown=True)
+    assert "| tiny | 1 |" in text and "max \\|Δ\\| / std" in text  # pipes in a cell escaped
