@@ -198,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
             last = piece[-1:] or last
         if last and last != "\n":
             write(out, "\n")
+        out.flush()  # the text before the stats (stderr) when both go to one file
     except BrokenPipeError:  # `generate ... | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
