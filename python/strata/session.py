@@ -410,9 +410,16 @@ class _Run:
                 break
             common += 1
         keep = min(common, int(eng.n_past), len(target) - 1)
+        changed = keep < len(s._tokens) and s._tokens[keep] != target[keep]
         if keep < eng.n_past:
             eng.rollback(keep)
-        start = 0 if self.drafter_cell_lost(keep, len(target)) else keep
+        start = keep
+        if self.drafter_cell_lost(keep, len(target), changed):
+            # One token more: row keep-1 encodes drafter cell keep-1 again with the new token at keep;
+            # cell keep-2 stays valid since the token fed at keep-1 is the one it was encoded with.
+            start = keep - 1
+            if self.drafter_cell_lost(start, len(target), False):
+                start = 0
         if start < keep:
             eng.rollback(start)
         s._tokens = target[:start]
@@ -438,17 +445,17 @@ class _Run:
         self.t_decode = t1
         return out
 
-    def drafter_cell_lost(self, keep: int, n_target: int) -> bool:
+    def drafter_cell_lost(self, keep: int, n_target: int, changed: bool) -> bool:
         """Whether continuing at `keep` would leave a hole the drafter must read.
 
-        The drafter's cell keep-1 is encoded from the main model's final streams at keep-1, which the
-        engine holds only for the rows of its last evaluation. After a rollback further back (a chat
-        whose re-rendered history differs from the generated tokens) that cell stays invalid; if it lies
-        in the drafter's sink or in the window of a position still to come, the only way to re-encode it
-        is to evaluate the context again from the start.
+        The drafter's cell keep-1 is encoded from the main model's final streams at keep-1 and the token
+        at keep. The engine keeps it across a rollback while the token at keep stays the same (`changed`
+        false); re-encoding it needs the streams of keep-1, which the engine holds only for the rows of
+        its last evaluation. A hole matters when it lies in the drafter's sink or in the window of a
+        position still to come.
         """
         s, eng = self.s, self.engine
-        if not s._speculative or keep == 0 or eng.mtp_cell_valid(keep - 1):
+        if not s._speculative or keep == 0 or (eng.mtp_cell_valid(keep - 1) and not changed):
             return False
         try:
             eng.final_streams(keep - 1)

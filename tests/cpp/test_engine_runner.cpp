@@ -98,9 +98,16 @@ TEST(mtp_validity_follows_rollback_commit_restore) {
   CHECK(run.mtp_cell_valid(12));
   CHECK(!run.mtp_cell_valid(13));  // written after the checkpoint
   // After a rollback further back than the last run, the streams of 9 are gone: cell 9 cannot be
-  // re-encoded and a draft that would read it is refused.
+  // re-encoded. Fed the token it was encoded with at 10 (a repeated prefix) it stays valid...
   run.rollback(10);
   run.eval(toks.data() + 10, 2, 10, LogitRows::Last, nullptr);
+  CHECK(run.mtp_cell_valid(9));
+  CHECK(run.mtp_cell_valid(10));
+  run.mtp_draft(nullptr, toks[12], 11, 1, nullptr, dt);  // reads 9
+  // ... fed another token at 10 it is invalid, and a draft that would read it is refused.
+  run.rollback(10);
+  const int32_t other[2] = {static_cast<int32_t>((toks[10] + 1) % 61), toks[11]};
+  run.eval(other, 2, 10, LogitRows::Last, nullptr);
   CHECK(!run.mtp_cell_valid(9));
   CHECK(run.mtp_cell_valid(10));
   // Drafting at 11 reads cells 0,1 (sinks) and 8..10 (window): 9 is invalid.

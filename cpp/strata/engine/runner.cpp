@@ -50,7 +50,9 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
     mtp_tok_.resize(static_cast<std::size_t>(cfg.max_rows));
     mtp_valid_.resize(static_cast<std::size_t>(window_->max_ctx()));
     mtp_stamp_.resize(static_cast<std::size_t>(window_->max_ctx()));
+    mtp_next_.resize(static_cast<std::size_t>(window_->max_ctx()));
     std::memset(mtp_valid_.data(), 0, mtp_valid_.size());
+    std::fill(mtp_next_.data(), mtp_next_.data() + mtp_next_.size(), -1);
     std::memset(mtp_stamp_.data(), 0, mtp_stamp_.size() * sizeof(uint64_t));
   }
 }
@@ -70,11 +72,12 @@ const float* Runner::streams_at(int64_t p) const {
   return nullptr;
 }
 
-void Runner::mtp_wrote(int64_t c0, int64_t n) {
+void Runner::mtp_wrote(int64_t c0, int64_t n, const int32_t* next_tokens) {
   ++mtp_clock_;
   for (int64_t c = c0; c < c0 + n; ++c) {
     mtp_valid_[static_cast<std::size_t>(c)] = 1;
     mtp_stamp_[static_cast<std::size_t>(c)] = mtp_clock_;
+    mtp_next_[static_cast<std::size_t>(c)] = next_tokens[c - c0];
   }
   const std::size_t from = static_cast<std::size_t>(c0 + n);
   if (from < mtp_valid_.size()) std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
@@ -96,7 +99,7 @@ void Runner::encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int row
       mtp_tok_[0] = tokens[0];
       m = 1;
       q0 = chunk_start - 1;
-    } else {
+    } else if (mtp_next_[static_cast<std::size_t>(chunk_start - 1)] != tokens[0]) {
       mtp_valid_[static_cast<std::size_t>(chunk_start - 1)] = 0;  // its next token changed; cannot re-encode
     }
   }
@@ -107,10 +110,11 @@ void Runner::encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int row
   }
   if (m > 0) {
     mtp_->encode(mtp_in_.data(), mtp_tok_.data(), m, q0);
-    mtp_wrote(q0, m);
+    mtp_wrote(q0, m, mtp_tok_.data());
   } else {
-    // Nothing encoded, but cells from the chunk on hold no valid MTP K/V for this sequence.
-    const std::size_t from = static_cast<std::size_t>(std::max<int64_t>(chunk_start - 1, 0));
+    // Nothing encoded, but cells from the chunk on hold no valid MTP K/V for this sequence (cell
+    // chunk_start-1 was settled above by its next token).
+    const std::size_t from = static_cast<std::size_t>(chunk_start);
     if (from < mtp_valid_.size()) std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
   }
 }
@@ -187,7 +191,9 @@ void Runner::commit(int64_t n) {
 void Runner::rollback(int64_t n) {
   window_->rollback(n);
   if (mtp_) {
-    const std::size_t from = static_cast<std::size_t>(std::max<int64_t>(n - 1, 0));
+    // Cell n-1 keeps its flag: the next eval at n re-encodes it (streams held) or keeps it only when
+    // it feeds the same token at n (encode_mtp_rows).
+    const std::size_t from = static_cast<std::size_t>(std::max<int64_t>(n, 0));
     std::memset(mtp_valid_.data() + from, 0, mtp_valid_.size() - from);
   }
   if (carry_pos_ >= n) carry_pos_ = -1;
@@ -240,7 +246,7 @@ void Runner::mtp_draft(const float* H, int32_t next_token, int64_t p, int n_step
   for (int j = 0; j < n_steps; ++j) {
     check_mtp_readable(p + j);
     m.run(mtp_in_.data(), &t, 1, p + j, true);
-    mtp_wrote(p + j, 1);
+    mtp_wrote(p + j, 1, &t);
     if (logits_out) std::memcpy(logits_out + static_cast<std::size_t>(j) * Vr, m.draft_logits(0), Vr * sizeof(float));
     t = m.draft_token(0);
     tokens_out[j] = t;

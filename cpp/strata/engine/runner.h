@@ -9,7 +9,9 @@
 // a rollback further back than the last run) that MTP cell stays invalid.
 //
 // MTP cells carry a validity flag (what the drafter may read) and a write stamp: a write at c marks
-// every later cell invalid (as the reference does), rollback(n) invalidates from n-1, restore()
+// every later cell invalid (as the reference does), rollback(n) invalidates from n (cell n-1 stays
+// valid only if the next eval feeds the token it was encoded with at n — a repeated prompt prefix
+// keeps its drafter cells), restore()
 // invalidates the cells written after the checkpoint, and a draft step refuses (Value error) to read
 // an invalid cell — never a silent read of stale K/V.
 #include <cstdint>
@@ -84,7 +86,8 @@ class Runner {
 
  private:
   void encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int rows);
-  void mtp_wrote(int64_t c0, int64_t n);
+  // Marks cells [c0, c0+n) valid, encoded with next tokens next_tokens[0..n), and every later cell invalid.
+  void mtp_wrote(int64_t c0, int64_t n, const int32_t* next_tokens);
   void check_mtp_readable(int64_t p) const;
 
   std::unique_ptr<model::Model> model_;
@@ -99,6 +102,7 @@ class Runner {
   AlignedBuffer<int32_t> mtp_tok_;  // [max_rows]
   AlignedBuffer<uint8_t> mtp_valid_;    // [max_ctx]
   AlignedBuffer<uint64_t> mtp_stamp_;   // [max_ctx] MTP write counter when the cell was written
+  AlignedBuffer<int32_t> mtp_next_;     // [max_ctx] the next token each MTP cell was encoded with
   uint64_t mtp_clock_ = 0;              // counts MTP writes
 };
 
