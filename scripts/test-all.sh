@@ -13,6 +13,14 @@ cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON 
 cmake --build build/ctest -j "$JOBS"
 ctest --test-dir build/ctest --output-on-failure -j "$JOBS" --no-tests=error
 
+# The Metal kernels under the threadgroup emulator again, with AddressSanitizer and UBSan.
+cmake -S . -B build/metal-san -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON -DSTRATA_PYTHON=OFF \
+      -DSTRATA_WERROR=ON -DSTRATA_METAL_SANITIZE=ON >/dev/null
+METAL_TESTS=$(cd tests/cpp && ls test_metal*.cpp | sed 's/\.cpp$//')
+# shellcheck disable=SC2086
+cmake --build build/metal-san -j "$JOBS" --target $METAL_TESTS
+ctest --test-dir build/metal-san -R '^test_metal' --output-on-failure -j "$JOBS" --no-tests=error
+
 # NEON paths, cross-compiled and run under qemu-aarch64 (x86-64 hosts with the cross tools).
 if [ "$(uname -m)" = "x86_64" ]; then
   bash tests/cross/run-neon.sh
