@@ -12,8 +12,6 @@ import gguf
 import numpy as np
 import pytest
 
-PYTHON_DIR = str(Path(__file__).resolve().parents[2] / "python")
-
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)  # conftest's PYTHONPATH reaches the strata under test

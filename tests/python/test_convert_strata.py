@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
 import sys
@@ -211,8 +210,8 @@ def test_converter_and_cli_never_import_torch(tmp_path: Path) -> None:
         f"cfg = {StrataConfig.tiny(hc_count=2).to_dict()!r}\n"
         f"make_random_strata(cfg, path={str(tmp_path / 'n.gguf')!r}, weight_type='Q8_0')\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(strata.__file__).parents[1])}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    # conftest.py's PYTHONPATH reaches the strata under test.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "n.gguf").stat().st_size > 0
 

@@ -17,7 +17,6 @@ from strata.tokenizer import Tokenizer as StrataTokenizer
 from strata_train.data import collect_corpus, load_manifest, load_split, main, prepare
 from strata_train.heldout import heldout_key, is_heldout
 
-REPO = Path(__file__).resolve().parents[2]
 RATE = 0.25  # high, so the small fake tree has several held-out files
 
 MODULE = '''"""Module {i}: helpers for case {i}."""
