@@ -1,0 +1,77 @@
+#pragma once
+// The speculative decode round (SPEC §2.6–§2.8): draft with the MTP chain, keep what retention allows
+// verify the pending token and the kept drafts as ONE window of k+1 rows, keep what the
+// verifier accepts and roll the rejected cells back. Written once against
+// engine::DecodeTarget, so the CPU runner and the Metal model share it.
+//
+// One round, pending token t at position p (sampled, not yet evaluated; p = target.n_past()):
+//   drafting   chained: the whole chain of k steps is drafted, then retain_chained keeps a prefix;
+//              non-chained: one step at a time, judged as it comes (draft_nonchained: legacy
+//              append-then-stop when retention is unset, reject-before-write when it is set);
+//   verify     eval [t, d_0 .. d_{n-1}] at p with every row's logits, rows >= 1 flagged as draft
+//              rows; verify_window (greedy at temperature 0, exact speculative sampling above);
+//   commit     rollback(p + 1 + accepted): the rejected drafts' cells go; the drafter's catch-up
+//              rows were encoded by the window itself.
+// No draft kept (or none fits): a plain step — eval [t] at p and sample its logits.
+// Buffers are sized once at construction: a round allocates nothing.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "strata/config/settings.h"
+#include "strata/engine/decode_target.h"
+#include "strata/sampling/policy.h"
+#include "strata/sampling/rng.h"
+#include "strata/sampling/sample_dist.h"
+
+namespace strata::draft {
+
+inline constexpr int kMaxDraftSteps = 16;
+
+struct RoundOptions {
+  int max_drafts = 3;     // k: drafts this round may verify (0 = a plain step); <= the speculator's max
+  bool chained = true;    // chained or non-chained drafting (SPEC §2.7)
+  float caller_min_p = 0.0f;           // the caller's per-step floor when no schedule is set
+  config::RetentionSettings retention; // STRATA_METAL_SPEC_MIN_P_SCHEDULE / _MIN_CUM_P
+  sampling::SamplingPolicy policy;
+  sampling::SpecSample mode = sampling::SpecSample::Exact;
+};
+
+struct RoundResult {
+  int n_tokens = 0;                       // tokens to commit: accepted drafts, then the next token
+  int32_t tokens[kMaxDraftSteps + 1] = {};
+  int drafted = 0;                        // drafter rows run this round
+  int verified = 0;                       // drafts in the verification window (0: a plain step ran)
+  int accepted = 0;                       // drafts[0..accepted) kept
+  float probs[kMaxDraftSteps] = {};       // the drafter's probability of each verified draft
+};
+
+class Speculator {
+ public:
+  // max_drafts: 1..kMaxDraftSteps, the largest k any round asks for.
+  Speculator(engine::DecodeTarget& target, int max_drafts);
+
+  // One round for the pending token t at position target.n_past(). history: the committed tokens the
+  // penalties look at, ending with t (empty when the penalties are off). The target must have a
+  // drafter when opt.max_drafts > 0.
+  RoundResult round(int32_t t, std::span<const int32_t> history, const RoundOptions& opt, sampling::Rng& rng);
+
+  // The draft logits of the last round's drafted steps ([drafted][Vr]).
+  const float* draft_logits() const { return dlogits_.data(); }
+
+ private:
+  RoundResult plain_step(int32_t t, int64_t p, std::span<const int32_t> history, const RoundOptions& opt,
+                         sampling::Rng& rng);
+  float draft_prob(int step) const;  // softmax probability of the step's own draft
+
+  engine::DecodeTarget& target_;
+  int max_drafts_;
+  int V_, Vr_;
+  std::vector<float> logits_;   // [(max_drafts+1)][V] verification logits
+  std::vector<float> dlogits_;  // [max_drafts][Vr] draft logits
+  std::vector<int32_t> window_; // [max_drafts+1] the window's input tokens
+  std::vector<int32_t> one_;    // history fallback: [t]
+  sampling::SampleWorkspace ws_;
+};
+
+}  // namespace strata::draft

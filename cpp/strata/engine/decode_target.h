@@ -1,0 +1,43 @@
+#pragma once
+// What a speculative round drives (draft/speculator.h): one sequence through a main model and its MTP
+// drafter, on any backend. engine::Runner (CPU) and mtl::MetalModel (metal-emu / Metal) implement it,
+// so the draft loop — drafting, retention, the verification window, rollback — is written once.
+//
+// The drafter protocol (SPEC §2.6, docs/drafting.md): draft_begin(p, t) starts a chain at the last
+// committed row p (its final streams are still held from the last eval) whose next token is t; each
+// draft_step() runs one drafter row: step 0 at cell p writes that row's committed drafter K/V (from
+// the main model's streams), step j > 0 at cell p + j reads this chain's own speculative cells. The
+// next eval from p + 1 replaces the speculative cells with committed ones (catch-up rows).
+#include <cstdint>
+
+#include "strata/engine/window.h"
+
+namespace strata::engine {
+
+class DecodeTarget {
+ public:
+  virtual ~DecodeTarget() = default;
+
+  virtual int n_vocab() const = 0;
+  virtual int64_t max_ctx() const = 0;
+  virtual int64_t n_past() const = 0;
+  virtual bool has_drafter() const = 0;
+  virtual int draft_vocab() const = 0;                 // Vr: the drafter's restricted vocabulary
+  virtual const int32_t* draft_vocab_ids() const = 0;  // [Vr] model token ids
+
+  // Runs tokens[0..n) at positions start.. (start <= n_past()). logits_out: nullptr, V floats
+  // (Last) or n·V floats (All). Rows >= draft_from_row (>= 0) are draft rows of a verification
+  // window (MOCE routes them with its draft parameters, R-1); -1 = none.
+  virtual void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
+                    int64_t draft_from_row) = 0;
+  // Drops back to n cells (n <= n_past()).
+  virtual void rollback(int64_t n) = 0;
+
+  // Starts a draft chain at position p (p < n_past(), its final streams held) with next token t_{p+1}.
+  virtual void draft_begin(int64_t p, int32_t next_token) = 0;
+  // Runs the chain's next drafter row; writes its draft logits ([Vr]) to logits_out (nullptr: not
+  // wanted) and returns its draft token (a model token id).
+  virtual int32_t draft_step(float* logits_out) = 0;
+};
+
+}  // namespace strata::engine
