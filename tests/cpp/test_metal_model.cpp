@@ -143,7 +143,7 @@ TEST(mtp_drafts_equal_cpu) {
   rc.max_ctx = 96;
   rc.max_rows = 16;
   rc.mtp_sink = 2;
-  rc.mtp_window = 6;
+  rc.mtp_window = 5;  // the Runner's draft rows read [p - W, p]; the Metal model's window 6 is (p - 6, p]
   strata::engine::Runner cpu(strata_test::tiny_model(o), rc);
   auto model = strata_test::tiny_model(o);
   strata::mtl::EmuDevice dev({}, /*reverse_between_barriers=*/true);
