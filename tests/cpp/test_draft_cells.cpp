@@ -44,6 +44,13 @@ TEST(wrote_rules) {
   d.wrote(2, 0);
   CHECK_EQ(d.sink_end(), 2);
   CHECK_EQ(d.run_end(), 0);  // empty run
+  d.wrote(0, 12);
+  d.wrote(13, 0);  // a stale mark past the run (a pass feeding from 13) keeps it whole
+  CHECK_EQ(d.run_begin(), 0);
+  CHECK_EQ(d.run_end(), 12);
+  CHECK_EQ(d.sink_end(), 4);
+  d.wrote(12, 0);
+  CHECK_EQ(d.run_end(), 12);
   d.wrote(0, 30);
   d.reset();
   CHECK_EQ(d.sink_end(), 0);

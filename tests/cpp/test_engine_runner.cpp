@@ -134,6 +134,21 @@ TEST(mtp_validity_follows_rollback_commit_restore) {
   CHECK_THROWS(plain.mtp_draft(nullptr, 1, 3, 1, nullptr, dt));
 }
 
+TEST(plain_steps_keep_the_drafter_run) {
+  // A prompt, then plain one-token steps: each step's eval re-encodes the previous row, so the run
+  // grows and stays whole (a stale mark at the step's position must not drop it).
+  TinyOptions o;
+  auto toks = toks_for(20, 4);
+  Runner run(tiny_model(o), cfg_for(8));
+  run.eval(toks.data(), 12, 0, LogitRows::Last, nullptr);
+  for (int p = 12; p < 15; ++p) {
+    run.eval(&toks[static_cast<std::size_t>(p)], 1, p, LogitRows::Last, nullptr);
+    for (int c = 0; c < p; ++c) CHECK(run.mtp_cell_valid(c));
+    CHECK_EQ(run.draft_cells().run_begin(), 0);
+    CHECK_EQ(run.draft_cells().run_end(), p);
+  }
+}
+
 TEST(eval_all_logits_in_chunks_equal_rows) {
   TinyOptions o;
   auto toks = toks_for(20, 3);

@@ -16,6 +16,13 @@ DraftCells::DraftCells(int sink, int window) : sink_(sink), window_(window) {
 void DraftCells::wrote(int32_t c0, int32_t n) {
   if (c0 < 0 || n < 0) throw_error(ErrorKind::Value, "draft cells: wrote(" + std::to_string(c0) + ", " + std::to_string(n) + ")");
   const int32_t end = c0 + n;
+  if (n == 0) {
+    // Only marks stale: cut the sink and the run at c0 (a mark past the run changes nothing).
+    sink_end_ = std::min(sink_end_, c0);
+    if (c0 <= run0_) run0_ = run1_ = 0;
+    else run1_ = std::min(run1_, c0);
+    return;
+  }
   // Sink prefix: cut at c0, then extend if the write continues it.
   if (sink_end_ > c0) sink_end_ = c0;
   if (n > 0 && c0 == sink_end_) sink_end_ = std::min<int32_t>(sink_, end);
