@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "bindings/spec_round.h"
 #include "strata/engine/runner.h"
 #include "strata/experts/expert_settings.h"
 #include "strata/experts/expert_store.h"
@@ -315,6 +316,9 @@ class PyEngine {
   }
 
   Runner& runner() { return *runner_; }
+  engine::DecodeTarget& target() { return *runner_; }
+  SpecState& spec_state() { return spec_; }
+  std::mutex& mutex() { return mu_; }
 
   py::dict expert_stats() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -377,6 +381,7 @@ class PyEngine {
  private:
   std::unique_ptr<Runner> runner_;
   std::mutex mu_;
+  SpecState spec_;  // after runner_: its speculator refers to the runner
 };
 
 }  // namespace
@@ -386,9 +391,10 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("n_past", [](const PyCheckpoint& c) { return c.cp.window.n_past; })
       .def_property_readonly("n_committed", [](const PyCheckpoint& c) { return c.cp.window.n_committed; });
 
-  py::class_<PyEngine>(m, "Engine",
+  py::class_<PyEngine> engine_cls(m, "Engine",
                        "A GGUF model (strata or qwen3moe) evaluated on the CPU over one sequence: the main "
-                       "window (KV cells indexed by position) and, when the model has one, the MTP drafter.")
+                       "window (KV cells indexed by position) and, when the model has one, the MTP drafter.");
+  engine_cls
       .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&, const py::object&,
                     const std::string&, int, std::optional<routing::MoceParams>, bool, const py::object&>(),
            py::arg("path"), py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512,
@@ -443,6 +449,7 @@ void bind_engine(py::module_& m) {
       .def("set_route_trace", &PyEngine::set_route_trace, py::arg("on"),
            "Record, per MoE layer of the last window, the router's probabilities, residency map and chosen ids (tests)")
       .def("route_trace", &PyEngine::route_trace);
+  def_spec_round(engine_cls);
 
   m.def(
       "parse_expert_settings",

@@ -81,6 +81,7 @@ class MetalModel final : public engine::DecodeTarget {
   void eval(const int32_t* tokens, int64_t n, int64_t start, engine::LogitRows which, float* logits_out,
             int64_t draft_from_row) override;
   void rollback(int64_t n) override;
+  bool draft_ready(int64_t p) const override { return mtp_ != nullptr && streams_at(p) != nullptr; }
   void draft_begin(int64_t p, int32_t next_token) override;
   int32_t draft_step(float* logits_out) override;
 

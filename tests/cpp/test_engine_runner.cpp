@@ -28,7 +28,8 @@ RunnerConfig cfg_for(int max_rows) {
   c.max_ctx = 48;
   c.max_rows = max_rows;
   c.mtp_sink = 2;
-  c.mtp_window = 4;
+  // A draft row reads [p - W, p] (W + 1 cells, SPEC §2.6); the reference's window 4 is (p - 4, p].
+  c.mtp_window = 3;
   return c;
 }
 }  // namespace
@@ -58,7 +59,7 @@ TEST(eval_encodes_mtp_and_drafts_match_reference) {
     int32_t dt[2];
     run.mtp_draft(nullptr, toks[P], P - 1, 2, dlog.data(), dt);
     CHECK(run.mtp_cell_valid(P - 1));
-    CHECK(run.mtp_cell_valid(P));  // the chained step's (speculative) cell
+    CHECK(!run.mtp_cell_valid(P));  // the chained step's cell is speculative, not committed
     double worst = 0;
     for (uint32_t v = 0; v < hp.mtp_vocab; ++v) worst = std::max(worst, std::fabs(dlog[v] - dl[P - 1][v]));
     CHECK_MSG(worst < 1e-4, "draft vs reference " + std::to_string(worst));
@@ -110,15 +111,20 @@ TEST(mtp_validity_follows_rollback_commit_restore) {
   run.eval(other, 2, 10, LogitRows::Last, nullptr);
   CHECK(!run.mtp_cell_valid(9));
   CHECK(run.mtp_cell_valid(10));
-  // Drafting at 11 reads cells 0,1 (sinks) and 8..10 (window): 9 is invalid.
-  CHECK_THROWS(run.mtp_draft(nullptr, toks[12], 11, 1, nullptr, dt));
-  // Without encoding, nothing is readable.
+  // The run restarted after the hole: a draft at 11 reads the sinks 0,1 and 10..11, never 8 or 9.
+  run.mtp_draft(nullptr, toks[12], 11, 1, nullptr, dt);
+  std::vector<int32_t> list;
+  run.draft_cells().draft_row_cells(11, list);
+  CHECK(list == (std::vector<int32_t>{0, 1, 10, 11}));
+  // Without encoding, nothing is readable: a draft row reads its own cell only.
   RunnerConfig c = cfg_for(8);
   c.encode_mtp = false;
   Runner raw(tiny_model(o), c);
   raw.eval(toks.data(), 10, 0, LogitRows::Last, nullptr);
   CHECK(!raw.mtp_cell_valid(0));
-  CHECK_THROWS(raw.mtp_draft(nullptr, toks[10], 9, 1, nullptr, dt));
+  raw.mtp_draft(nullptr, toks[10], 9, 1, nullptr, dt);
+  raw.draft_cells().draft_row_cells(9, list);
+  CHECK(list == (std::vector<int32_t>{9}));
   // A model without MTP refuses drafting.
   TinyOptions nm;
   nm.mtp = false;

@@ -22,10 +22,6 @@
 
 using strata_test::TinyOptions;
 
-// Cells the CPU Runner's MTP window needs beyond MetalModel's W for the same draft list (see
-// mtp_drafts_equal_cpu); 0 once the Runner reads DraftCells lists.
-constexpr int kCpuWindowExtra = 1;
-
 namespace {
 
 int argmax(const std::vector<float>& v) {
@@ -157,9 +153,7 @@ TEST(mtp_drafts_equal_cpu) {
   rc.max_ctx = 96;
   rc.max_rows = 16;
   rc.mtp_sink = 2;
-  // The CPU Runner on this branch reads the window (p-W, p]; MetalModel reads DraftCells' lists,
-  // sink ∪ [p-W, p] (W + 1 cells). Until the Runner moves to DraftCells, W + 1 there is the same list.
-  rc.mtp_window = 6 + kCpuWindowExtra;
+  rc.mtp_window = 6;  // both read DraftCells' lists: sink ∪ [p - W, p]
   strata::engine::Runner cpu(strata_test::tiny_model(o), rc);
   auto model = strata_test::tiny_model(o);
   strata::mtl::EmuDevice dev({}, /*reverse_between_barriers=*/true);

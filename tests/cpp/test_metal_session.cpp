@@ -7,7 +7,10 @@
 //     cells a rollback/restore made unreliable are left out, and the ground-truth CellLedger (checked
 //     on every draft row) throws on a read of anything but committed drafter K/V or this round's chain;
 //   - greedy speculative decoding written against DecodeTarget (draft chain, one verification window,
-//     rollback) gives exactly the tokens of plain greedy decoding, which equal the CPU backend's.
+//     rollback) gives exactly the tokens of plain greedy decoding, which equal the CPU backend's;
+//   - the shared draft loop (draft::Speculator) on MetalModel gives the CPU Runner's greedy tokens, and
+//     a randomized session (prompts in random chunks, rounds at random temperatures and retention,
+//     rollbacks, restores) never reads a drafter cell the ledger does not vouch for.
 #define STRATA_TEST_MAIN
 #include "check.h"
 
@@ -15,12 +18,15 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "metal/emu/emu_device.h"
 #include "metal/host/cell_ledger.h"
 #include "metal/host/metal_model.h"
+#include "strata/draft/speculator.h"
 #include "strata/engine/runner.h"
+#include "strata/sampling/sample_dist.h"
 #include "strata/util/error.h"
 #include "test_engine_support.h"
 
@@ -255,6 +261,13 @@ TEST(draft_rows_follow_draft_cells_and_the_ledger) {
   const int32_t other[2] = {4, 9};
   m.eval(other, 2, 14, nullptr);
   CHECK_EQ(m.draft_cells().run_end(), 15);
+  // A plain step (no draft round before it) keeps the run: cell 15 is re-encoded, nothing is lost.
+  const int32_t plain = 3;
+  m.eval(&plain, 1, 16, nullptr);
+  CHECK_EQ(m.draft_cells().run_begin(), 0);
+  CHECK_EQ(m.draft_cells().run_end(), 16);
+  CHECK(m.draft_ready(16));
+  CHECK(!m.draft_ready(14));
   // Rollback into the prompt; feeding a different token at 10 without the streams of 9 drops cell 9.
   m.rollback(10);
   CHECK(m.mtp_cell_valid(9));
@@ -331,4 +344,126 @@ TEST(speculative_greedy_equals_plain_greedy_and_cpu) {
   CHECK(b.accepted >= 3);  // windows that kept drafts, not only rejections
   CHECK(spec.m->ledger().rows_checked() >= static_cast<uint64_t>(b.drafted));
   CHECK_EQ(spec.dev.emulator().violation_count(), uint64_t{0});
+}
+
+namespace {
+
+// The first token after a prompt, then Speculator rounds until n tokens.
+std::vector<int32_t> speculate(DecodeTarget& t, const std::vector<int32_t>& prompt, int n,
+                               const strata::draft::RoundOptions& opt, int* drafted) {
+  strata::draft::Speculator spec(t, 4);
+  std::vector<float> lg(static_cast<size_t>(t.n_vocab()));
+  t.eval(prompt.data(), static_cast<int64_t>(prompt.size()), 0, LogitRows::Last, lg.data(), -1);
+  strata::sampling::Rng rng(7);
+  std::vector<int32_t> out = {argmax(lg.data(), t.n_vocab())};
+  while (static_cast<int>(out.size()) < n) {
+    const strata::draft::RoundResult r = spec.round(out.back(), {}, opt, rng);
+    *drafted += r.drafted;
+    for (int i = 0; i < r.n_tokens; ++i) out.push_back(r.tokens[i]);
+  }
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
+TEST(speculator_on_metal_equals_cpu_runner) {
+  TinyOptions o;
+  o.seed = 25;
+  const auto prompt = prompt_of(11, 61, 4);
+  strata::draft::RoundOptions opt;
+  opt.max_drafts = 3;
+  strata::engine::RunnerConfig rc;
+  rc.n_threads = 1;
+  rc.max_ctx = 96;
+  rc.max_rows = 5;
+  rc.mtp_sink = kSink;
+  rc.mtp_window = kWin;
+  strata::engine::Runner cpu(strata_test::tiny_model(o), rc);
+  Emu e(o);
+  int dc = 0, dm = 0;
+  const std::vector<int32_t> tc = speculate(cpu, prompt, 16, opt, &dc);
+  const std::vector<int32_t> tm = speculate(*e.m, prompt, 16, opt, &dm);
+  std::printf("Speculator, greedy: CPU Runner %d drafts, MetalModel %d drafts; tokens %s\n", dc, dm,
+              tc == tm ? "equal" : "differ");
+  CHECK(tc == tm);
+  CHECK(dm > 0);
+  CHECK_EQ(e.dev.emulator().violation_count(), uint64_t{0});
+}
+
+TEST(random_session_reads_only_committed_drafter_cells) {
+  TinyOptions o;
+  o.seed = 26;
+  std::mt19937 g(77);
+  Emu e(o, /*max_rows=*/3, /*max_ctx=*/64);
+  MetalModel& m = *e.m;
+  strata::draft::Speculator spec(m, 4);
+  const int V = e.V();
+  strata::sampling::Rng rng(5);
+  std::vector<int32_t> seq;  // committed tokens; seq.back() is pending
+  std::vector<strata::mtl::MetalCheckpoint> cps;
+  std::vector<size_t> cp_len;
+  int rounds = 0, drafted = 0, restores = 0, rollbacks = 0;
+  auto feed = [&](int64_t from) {
+    m.rollback(from);
+    for (int64_t pos = from, end = static_cast<int64_t>(seq.size()) - 1; pos < end;) {
+      const int64_t n = std::min<int64_t>(end - pos, 1 + g() % 5);
+      m.eval(seq.data() + pos, n, pos, nullptr);
+      pos += n;
+    }
+  };
+  auto new_prompt = [&]() {
+    seq.clear();
+    for (int i = 0, n = 2 + static_cast<int>(g() % 12); i < n; ++i) seq.push_back(static_cast<int32_t>(g() % V));
+    cps.clear();
+    cp_len.clear();
+    feed(0);
+  };
+  new_prompt();
+  for (int step = 0; step < 45; ++step) {
+    const auto act = g() % 100;
+    if (static_cast<int64_t>(seq.size()) >= m.max_ctx() - 6 || act < 4) {
+      new_prompt();
+    } else if (act < 14 && seq.size() > 3) {
+      const size_t keep = 1 + g() % (seq.size() - 2);
+      seq.resize(keep + 1);
+      if (g() % 2) seq.back() = static_cast<int32_t>(g() % V);
+      feed(std::min<int64_t>(static_cast<int64_t>(keep), m.n_past()));
+      cps.clear();
+      cp_len.clear();
+      ++rollbacks;
+    } else if (act < 22) {
+      cps.push_back(m.checkpoint());
+      cp_len.push_back(seq.size());
+    } else if (act < 30 && !cps.empty()) {
+      try {
+        m.restore(cps.back());
+        seq.resize(cp_len.back());
+        ++restores;
+      } catch (const strata::Error&) {
+        // stale: refused, the model unchanged
+      }
+      cps.pop_back();
+      cp_len.pop_back();
+    } else {
+      strata::draft::RoundOptions opt;
+      opt.max_drafts = 1 + static_cast<int>(g() % 4);
+      opt.chained = g() % 2;
+      opt.policy.temperature = g() % 2 ? 0.0f : 0.9f;
+      const strata::draft::RoundResult r = spec.round(seq.back(), {}, opt, rng);
+      for (int i = 0; i < r.n_tokens; ++i) seq.push_back(r.tokens[i]);
+      CHECK_EQ(m.n_past(), static_cast<int64_t>(seq.size()) - 1);
+      ++rounds;
+      drafted += r.drafted;
+    }
+  }
+  std::printf("random metal-emu session: %d rounds (%d drafter rows), %d rollbacks, %d restores; ledger checked %llu "
+              "rows, %llu reads\n",
+              rounds, drafted, rollbacks, restores, static_cast<unsigned long long>(m.ledger().rows_checked()),
+              static_cast<unsigned long long>(m.ledger().reads_checked()));
+  CHECK(rounds > 15);
+  CHECK(drafted > 15);
+  CHECK(restores + rollbacks > 2);
+  CHECK(m.ledger().rows_checked() == static_cast<uint64_t>(drafted));
+  CHECK_EQ(e.dev.emulator().violation_count(), uint64_t{0});
 }

@@ -12,7 +12,8 @@
 //              rows; verify_window (greedy at temperature 0, exact speculative sampling above);
 //   commit     rollback(p + 1 + accepted): the rejected drafts' cells go; the drafter's catch-up
 //              rows were encoded by the window itself.
-// No draft kept (or none fits): a plain step — eval [t] at p and sample its logits.
+// No draft kept (or none fits, or the streams of p - 1 are no longer held — after a restore): a plain
+// step — eval [t] at p and sample its logits; the next round can draft again.
 // Buffers are sized once at construction: a round allocates nothing.
 #include <cstdint>
 #include <span>
@@ -56,6 +57,7 @@ class Speculator {
   // drafter when opt.max_drafts > 0.
   RoundResult round(int32_t t, std::span<const int32_t> history, const RoundOptions& opt, sampling::Rng& rng);
 
+  int max_drafts() const { return max_drafts_; }
   // The draft logits of the last round's drafted steps ([drafted][Vr]).
   const float* draft_logits() const { return dlogits_.data(); }
 

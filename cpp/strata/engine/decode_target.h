@@ -33,6 +33,8 @@ class DecodeTarget {
   // Drops back to n cells (n <= n_past()).
   virtual void rollback(int64_t n) = 0;
 
+  // Whether a draft chain can start at p: its final streams are still held (rows of the last eval).
+  virtual bool draft_ready(int64_t p) const = 0;
   // Starts a draft chain at position p (p < n_past(), its final streams held) with next token t_{p+1}.
   virtual void draft_begin(int64_t p, int32_t next_token) = 0;
   // Runs the chain's next drafter row; writes its draft logits ([Vr]) to logits_out (nullptr: not

@@ -8,15 +8,25 @@
 // previous run's rows (still held by the Window) or a one-row carry; when neither holds them (after
 // a rollback further back than the last run) that MTP cell stays invalid.
 //
-// MTP cells carry a validity flag (what the drafter may read) and a write stamp: a write at c marks
-// every later cell invalid (as the reference does), rollback(n) invalidates from n (cell n-1 stays
-// valid only if the next eval feeds the token it was encoded with at n — a repeated prompt prefix
-// keeps its drafter cells), restore()
-// invalidates the cells written after the checkpoint, and a draft step refuses (Value error) to read
-// an invalid cell — never a silent read of stale K/V.
+// The drafter's cells (SPEC §2.6, R-9) are kept twice, on purpose:
+//  - draft::DraftCells cells_ decides what a draft row reads: the sink prefix and the valid run
+//    through wrote(c0, n), following its protocol (docs/drafting.md): an eval from p0 calls
+//    wrote(p0, 0) first, committed rows the drafter encodes are reported with wrote(c0, n), a chain's
+//    speculative cells are not reported. A draft row at cell pos attends to exactly
+//    draft_row_cells(pos) = sinks ++ [max(run_begin, pos - W), pos] (W = mtp_window: W + 1 cells),
+//    checked with check_reads() before it runs.
+//  - a ledger (per cell: holds committed drafter K/V for this sequence, the write stamp, the next
+//    token it was encoded with), updated by what is actually written, against which every cell a
+//    draft row reads is checked too: a read of a cell without committed K/V that is not one of the
+//    chain's own cells throws Internal — the R-9 invariant checked while the real drafter runs.
+// rollback(n) keeps cell n-1 (it is committed when the next eval feeds the same token at n, and a
+// draft round from n-1 rewrites it anyway); restore() drops what was written after the checkpoint.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "strata/draft/draft_cells.h"
+#include "strata/engine/decode_target.h"
 #include "strata/engine/mtp.h"
 #include "strata/experts/expert_store.h"
 #include "strata/engine/window.h"
@@ -34,8 +44,8 @@ struct RunnerConfig {
   int n_threads = 0;         // 0 = the global pool; > 0 = a pool of this many threads of its own
   int64_t max_ctx = 0;       // cells; 0 = min(context_length, 32768)
   int max_rows = 512;        // rows per chunk
-  int64_t mtp_sink = 64;     // MTP sink cells (STRATA_METAL_MTP_SINK)
-  int64_t mtp_window = 256;  // MTP window (STRATA_METAL_MTP_WIN); 0 = every causal cell
+  int64_t mtp_sink = 64;     // drafter sink cells (STRATA_METAL_MTP_SINK, 0..1024)
+  int64_t mtp_window = 256;  // drafter window (STRATA_METAL_MTP_WIN, 1..2051): a draft row reads W + 1 cells
   bool encode_mtp = true;    // encode MTP cells during eval (no effect without an MTP layer)
   experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
   routing::MoceParams moce;            // expert selection of the main window
@@ -44,13 +54,14 @@ struct RunnerConfig {
 
 struct RunnerCheckpoint {
   Checkpoint window;
-  uint64_t mtp_clock = 0;  // MTP cells written after this are invalid after restore
+  uint64_t mtp_clock = 0;   // MTP cells written after this are invalid after restore
+  draft::DraftCells cells;  // the drafter's sink and run at the checkpoint
 };
 
-class Runner {
+class Runner final : public DecodeTarget {
  public:
   Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg);
-  ~Runner();
+  ~Runner() override;
 
   const model::Model& model() const { return *model_; }
   const model::HParams& hparams() const { return model_->hparams(); }
@@ -67,28 +78,45 @@ class Runner {
   // (0-based in tokens) are draft rows of a verification window, routed with the MOCE draft
   // parameters when the draft flag is on; -1 = none.
   void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
-            int64_t draft_from_row = -1);
+            int64_t draft_from_row) override;
+  void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out) {
+    eval(tokens, n, start, which, logits_out, -1);
+  }
 
-  int64_t n_past() const { return window_->n_past(); }
+  int64_t n_past() const override { return window_->n_past(); }
+  int64_t max_ctx() const override { return window_->max_ctx(); }
+  int n_vocab() const override { return static_cast<int>(hparams().n_vocab); }
+  bool has_drafter() const override { return has_mtp(); }
+  int draft_vocab() const override { return mtp_ ? mtp_->vocab_size() : 0; }
+  const int32_t* draft_vocab_ids() const override { return mtp_ ? mtp_->vocab_ids() : nullptr; }
   int64_t n_committed() const { return window_->n_committed(); }
   // Final streams [n][d] of position p when still held (rows of the last run, or the carry); else nullptr.
   const float* streams_at(int64_t p) const;
 
   void commit(int64_t n);
-  void rollback(int64_t n);
-  RunnerCheckpoint checkpoint() const { return {window_->checkpoint(), mtp_clock_}; }
+  void rollback(int64_t n) override;
+  RunnerCheckpoint checkpoint() const { return {window_->checkpoint(), mtp_clock_, cells_}; }
   void restore(const RunnerCheckpoint& cp);
 
   // n_steps chained MTP steps from streams H ([n][d]; nullptr = streams_at(p)) at position p with
   // next token t_{p+1} = next_token. logits_out: [n_steps][Vr] or nullptr; tokens_out: [n_steps].
   void mtp_draft(const float* H, int32_t next_token, int64_t p, int n_steps, float* logits_out, int32_t* tokens_out);
+  // Whether drafter cell c holds committed K/V a draft row may read (both books agree).
   bool mtp_cell_valid(int64_t c) const;
+  const draft::DraftCells& draft_cells() const { return cells_; }
+
+  // DecodeTarget's drafter: a chain from the held streams of p (draft_begin) or from H.
+  bool draft_ready(int64_t p) const override { return mtp_ != nullptr && streams_at(p) != nullptr; }
+  void draft_begin(int64_t p, int32_t next_token) override { draft_begin_from(nullptr, p, next_token); }
+  void draft_begin_from(const float* H, int64_t p, int32_t next_token);
+  int32_t draft_step(float* logits_out) override;
 
  private:
   void encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int rows);
   // Marks cells [c0, c0+n) valid, encoded with next tokens next_tokens[0..n), and every later cell invalid.
   void mtp_wrote(int64_t c0, int64_t n, const int32_t* next_tokens);
-  void check_mtp_readable(int64_t p) const;
+  void ledger_invalidate(int64_t from);
+  void check_ledger(int64_t pos, int chain_step) const;
 
   std::unique_ptr<model::Model> model_;
   RunnerConfig cfg_;
@@ -104,6 +132,11 @@ class Runner {
   AlignedBuffer<uint64_t> mtp_stamp_;   // [max_ctx] MTP write counter when the cell was written
   AlignedBuffer<int32_t> mtp_next_;     // [max_ctx] the next token each MTP cell was encoded with
   uint64_t mtp_clock_ = 0;              // counts MTP writes
+  draft::DraftCells cells_;             // what draft rows read
+  std::vector<int32_t> list_;           // a draft row's cells (capacity sink + window + 1)
+  int64_t chain_pos_ = -1;              // the draft chain's committed row; -1 = no chain
+  int chain_step_ = 0;                  // the chain's next step
+  int32_t chain_token_ = 0;             // the chain's next input token
 };
 
 }  // namespace strata::engine

@@ -1,0 +1,56 @@
+#pragma once
+// Python glue for one speculative round (draft/speculator.h) on any engine::DecodeTarget: the CPU
+// Engine and the MetalEngine expose the same `spec_round` method through it.
+#include <pybind11/pybind11.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "strata/draft/speculator.h"
+#include "strata/engine/decode_target.h"
+#include "strata/sampling/policy.h"
+#include "strata/sampling/rng.h"
+
+namespace strata::bindings {
+
+// The speculator of one engine, rebuilt when a round asks for more drafts than it holds.
+struct SpecState {
+  std::unique_ptr<draft::Speculator> spec;
+  std::map<std::string, std::string> retention_env;  // the env the settings below were parsed from
+  config::RetentionSettings retention;
+};
+
+// (tokens, drafted, verified, accepted, draft_probs): tokens to commit (accepted drafts then the
+// next token); draft_probs of the drafted steps. Locks `mu` and releases the GIL while it runs.
+pybind11::tuple spec_round(engine::DecodeTarget& target, SpecState& state, std::mutex& mu, int32_t token,
+                           const std::vector<int32_t>& history, int max_drafts, bool chained,
+                           const std::map<std::string, std::string>& retention_env,
+                           const sampling::SamplingPolicy& policy, const std::string& mode, sampling::Rng& rng);
+
+// Adds `spec_round` to a pybind11 class whose C++ type T has `DecodeTarget& target()`, `SpecState&
+// spec_state()` and `std::mutex& mutex()`.
+template <class Class>
+void def_spec_round(Class& cls) {
+  using T = typename Class::type;
+  namespace py = pybind11;
+  cls.def(
+      "spec_round",
+      [](T& self, int32_t token, const std::vector<int32_t>& history, int max_drafts, bool chained,
+         const std::map<std::string, std::string>& retention_env, const sampling::SamplingPolicy& policy,
+         const std::string& mode, sampling::Rng& rng) {
+        return spec_round(self.target(), self.spec_state(), self.mutex(), token, history, max_drafts, chained,
+                          retention_env, policy, mode, rng);
+      },
+      py::arg("token"), py::arg("history"), py::arg("max_drafts"), py::arg("chained") = true,
+      py::arg("retention_env") = std::map<std::string, std::string>{}, py::arg("policy"), py::arg("mode") = "exact",
+      py::arg("rng"),
+      "One speculative round for the pending token at position n_past (draft, retain, verify as one "
+      "window, roll back the rejected cells); a plain step when no draft is kept. history: the tokens "
+      "the penalties look at, ending with `token` ([] when they are off). Returns (tokens, drafted, "
+      "verified, accepted, draft_probs).");
+}
+
+}  // namespace strata::bindings
