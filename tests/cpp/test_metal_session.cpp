@@ -317,7 +317,7 @@ TEST(cell_ledger_catches_stale_and_foreign_reads) {
 TEST(speculative_greedy_equals_plain_greedy_and_cpu) {
   TinyOptions o;
   o.seed = 24;
-  const int n_new = 14;
+  const int n_new = 11;
   const auto prompt = prompt_of(9, 61, 2);
   Emu plain(o), spec(o);
   const Decoded a = greedy(*plain.m, prompt, n_new, 0);
@@ -382,8 +382,8 @@ TEST(speculator_on_metal_equals_cpu_runner) {
   strata::engine::Runner cpu(strata_test::tiny_model(o), rc);
   Emu e(o);
   int dc = 0, dm = 0;
-  const std::vector<int32_t> tc = speculate(cpu, prompt, 16, opt, &dc);
-  const std::vector<int32_t> tm = speculate(*e.m, prompt, 16, opt, &dm);
+  const std::vector<int32_t> tc = speculate(cpu, prompt, 12, opt, &dc);
+  const std::vector<int32_t> tm = speculate(*e.m, prompt, 12, opt, &dm);
   std::printf("Speculator, greedy: CPU Runner %d drafts, MetalModel %d drafts; tokens %s\n", dc, dm,
               tc == tm ? "equal" : "differ");
   CHECK(tc == tm);
@@ -420,7 +420,7 @@ TEST(random_session_reads_only_committed_drafter_cells) {
     feed(0);
   };
   new_prompt();
-  for (int step = 0; step < 45; ++step) {
+  for (int step = 0; step < 36; ++step) {
     const auto act = g() % 100;
     if (static_cast<int64_t>(seq.size()) >= m.max_ctx() - 6 || act < 4) {
       new_prompt();
