@@ -68,6 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
             "model has an MTP layer)", False),
     Setting("STRATA_DRAFT_STEPS", "draft_steps", "speculation", "3",
             "integer 1..16; drafts the MTP chain proposes per round", False),
+    Setting("STRATA_DRAFT_CHAINED", "draft_chained", "speculation", "on",
+            "on | off (also 1/0, true/false, yes/no); chained drafting (the whole chain, then retention) or "
+            "non-chained (each step judged as it is drafted; drafting stops at the first failure)", False),
     Setting("STRATA_SPEC_SAMPLE", "spec_sample", "sampling", "exact",
             "exact | greedy; verification rule for temperature > 0 (greedy = legacy greedy-match)", True),
     Setting("STRATA_METAL_SPEC_MIN_P_SCHEDULE", "spec_min_p_schedule", "retention", "unset",
@@ -136,6 +139,8 @@ class Config:
         context_length: KV cells per session; 0 = the model's context length (at most 32768).
         speculative: MTP speculative decoding: ``None`` = on when the model has an MTP layer.
         draft_steps: drafts the MTP chain proposes per round (1..16).
+        draft_chained: chained drafting (all ``draft_steps`` drafted, then retention keeps a prefix) or
+            non-chained (each step judged by retention as it is drafted; SPEC §2.7).
         spec_sample: verification rule at temperature > 0: ``"exact"`` speculative sampling (the output
             distribution is exactly the model's) or ``"greedy"`` (legacy greedy-match, for comparison).
         spec_min_p_schedule: per-step draft floor (R-3), 1 to 8 probabilities; ``None`` = unset.
@@ -158,6 +163,7 @@ class Config:
     context_length: int = 0
     speculative: bool | None = None
     draft_steps: int = 3
+    draft_chained: bool = True
     spec_sample: Literal["exact", "greedy"] = "exact"
     spec_min_p_schedule: tuple[float, ...] | None = None
     spec_min_cum_p: float | None = None
@@ -290,6 +296,7 @@ class Config:
             "STRATA_CONTEXT": str(self.context_length),
             "STRATA_SPECULATIVE": {None: "auto", True: "on", False: "off"}[self.speculative],
             "STRATA_DRAFT_STEPS": str(self.draft_steps),
+            "STRATA_DRAFT_CHAINED": "on" if self.draft_chained else "off",
         }
 
     def _native_env(self) -> dict[str, str]:
@@ -360,6 +367,7 @@ class Config:
         for field in ("moce_bonus", "moce_rank1"):
             need(_is_number(getattr(self, field)), field, "a number")
         need(isinstance(self.moce_draft, bool), "moce_draft", "True or False")
+        need(isinstance(self.draft_chained, bool), "draft_chained", "True or False")
         need(isinstance(self.mtp_q4, bool), "mtp_q4", "True or False")
         need(isinstance(self.mtp_q5, bool), "mtp_q5", "True or False")
         need(self.speculative is None or isinstance(self.speculative, bool), "speculative",
@@ -442,6 +450,11 @@ def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
         v, why = _parse_int(env["STRATA_DRAFT_STEPS"], 1, MAX_DRAFT_STEPS)
         if v is None:
             reject("speculation", "STRATA_DRAFT_STEPS", why)
+    if "STRATA_DRAFT_CHAINED" in env:
+        c = env["STRATA_DRAFT_CHAINED"].strip().lower()
+        if c not in _TRUE and c not in _FALSE:
+            reject("speculation", "STRATA_DRAFT_CHAINED",
+                   f'expected on or off, got "{env["STRATA_DRAFT_CHAINED"]}"')
     order = ["threads", "backend", "context", "speculation"]
     return [(g, problems[g]) for g in order if g in problems]
 
@@ -473,6 +486,8 @@ def _python_values(env: Mapping[str, str], rejected: set[str]) -> dict[str, Any]
             out["speculative"] = None if s == "auto" else s in _TRUE
         if "STRATA_DRAFT_STEPS" in env:
             out["draft_steps"] = int(env["STRATA_DRAFT_STEPS"].strip())
+        if "STRATA_DRAFT_CHAINED" in env:
+            out["draft_chained"] = env["STRATA_DRAFT_CHAINED"].strip().lower() in _TRUE
     return out
 
 

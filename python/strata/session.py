@@ -7,14 +7,16 @@ longest common token prefix (so a multi-turn chat only evaluates the new turn). 
 
 Decoding (SPEC §2.8):
 
-- each token is chosen by the C++ sampler (``sample_logits``) under the :class:`SamplingPolicy`, with
-  the penalties over every token in the session; temperature 0 is greedy;
+- every round runs in the engine (``Engine.spec_round``, C++ ``draft::Speculator``); each token is
+  chosen by the C++ sampler under the :class:`SamplingPolicy`, with the penalties over every token in
+  the session; temperature 0 is greedy;
 - with speculation on (``Config.speculative``; default: when the model has an MTP layer) every round
-  drafts ``Config.draft_steps`` tokens with the MTP chain, keeps the prefix the retention settings
-  allow (R-3), evaluates the pending token and the drafts in ONE window of k+1 rows, and keeps what
-  ``verify_window`` accepts: greedy verification at temperature 0 (the output is identical to plain
-  decoding), exact speculative sampling at temperature > 0 (the output distribution is the model's;
-  the random stream differs from plain decoding, so seeded outputs differ between the two modes).
+  drafts up to ``Config.draft_steps`` tokens with the MTP drafter — chained or not
+  (``Config.draft_chained``) — keeps what the retention settings allow (R-3), evaluates the pending
+  token and the drafts in ONE window of k+1 rows, and keeps what the verifier accepts: greedy
+  verification at temperature 0 (the output is identical to plain decoding), exact speculative
+  sampling at temperature > 0 (the output distribution is the model's; the random stream differs from
+  plain decoding, so seeded outputs differ between the two modes).
 
 A session is safe to share between threads (one step runs at a time) but it is one conversation:
 starting a new ``generate``/``chat`` makes any unfinished iterator of the same session invalid.
@@ -332,8 +334,6 @@ class _Run:
         self.s = session
         self.engine = session._engine
         self.policy = policy.native()
-        self.temperature = policy.temperature
-        self.min_p = policy.min_p
         self.penalized = policy.repetition_penalty != 1.0 or policy.presence_penalty != 0.0
         self.penalty_last_n = policy.penalty_last_n
         self.max_tokens = max_tokens
@@ -344,7 +344,6 @@ class _Run:
         session._stats = self.stats
         self.done = False
         self.spec_mode = session._config.spec_sample
-        self.use_retention = session._config.retention_on or policy.min_p > 0.0
         # Expert-store counters of this call: snapshots of the engine's running totals.
         self.expert_mode = session._config.expert_mode
         self.experts_start = self.engine.expert_stats()["total"]
@@ -462,53 +461,31 @@ class _Run:
             return False  # held: the evaluation from `keep` encodes the cell itself
         except InvalidArgument:
             pass
-        c = keep - 1
-        return c < s._config.mtp_sink or c > n_target - 1 - s._config.mtp_window
+        c = keep - 1  # a draft row at p reads the sinks and [p - mtp_window, p]
+        return c < s._config.mtp_sink or c >= n_target - 1 - s._config.mtp_window
 
     # ------------------------------------------------------------------------------------- decode
     def step(self) -> list[str]:
+        """One decode round in the engine (``spec_round``, draft/speculator.h): with speculation, draft up
+        to ``draft_steps`` tokens, keep what retention allows (R-3), verify them with the pending token as
+        one window and commit what the verifier accepts (R-12); without, or when no draft is kept, a
+        plain step."""
+        s = self.s
         out: list[str] = []
-        round_ = self.spec_round() if self.s._speculative else None
-        if round_ is None:
-            logits = self.engine.eval([self.s._tokens[-1]], start_pos=len(self.s._tokens) - 1, logits="last")
-            self.emit([self.sample(logits)], out)
-        else:
-            new, n_drafts, n_accepted = round_
-            before = self.stats.generated_tokens
-            self.emit(new, out)
-            self.stats.record_round(n_drafts, n_accepted, self.stats.generated_tokens - before)
+        k = 0
+        if s._speculative:
+            k = max(0, min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1))
+        tokens, _drafted, verified, accepted, _probs = self.engine.spec_round(
+            s._tokens[-1], self.history(), k, s._config.draft_chained, s._retention_env, self.policy,
+            self.spec_mode, s._rng)
+        before = self.stats.generated_tokens
+        self.emit(tokens, out)
+        if verified:
+            self.stats.record_round(int(verified), int(accepted), self.stats.generated_tokens - before)
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         self.record_experts()
         return out
-
-    def spec_round(self) -> tuple[list[int], int, int] | None:
-        """One draft + verify round: (tokens to commit, drafts verified, drafts accepted); None when no
-        draft fits or survives retention (then a plain step runs)."""
-        s, eng = self.s, self.engine
-        p = len(s._tokens) - 1  # position of the pending token
-        k = min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1, s._n_ctx - 1 - p)
-        if k < 1 or p < 1:
-            return None
-        t = s._tokens[-1]
-        draft_logits, draft_ids = eng.mtp_draft(t, n_steps=k, pos=p - 1)
-        drafts = [int(x) for x in draft_ids]
-        if self.use_retention:
-            drafts = drafts[: self.retained(draft_logits)]
-        if not drafts:
-            return None
-        # Rows after the first are draft rows: MOCE routes them with its draft parameters (R-1).
-        window = eng.eval([t, *drafts], start_pos=p, logits="all", draft_from_row=1)
-        history = self.history() or [t]  # ends with the window's first input, as verify_window expects
-        accepted, nxt = decode.verify_window(window, drafts, self.policy, history, s._rng, self.spec_mode)
-        eng.rollback(p + 1 + int(accepted))
-        return drafts[: int(accepted)] + [int(nxt)], len(drafts), int(accepted)
-
-    def retained(self, draft_logits: np.ndarray) -> int:
-        """How many leading drafts the retention gate keeps (R-3), from each step's draft probability."""
-        x = draft_logits.astype(np.float64)
-        probs = 1.0 / np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1)  # softmax at the argmax
-        return int(decode.retain_chained(self.s._retention_env, self.min_p, [float(p) for p in probs]))
 
 
 class _TextStream:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -203,6 +204,29 @@ def test_speculative_greedy_identical_to_plain(models: dict[str, strata.Model], 
         # every token after the first comes from a round (accepted drafts + 1) or a plain step
         assert st.generated_tokens == 1 + st.round_tokens + (st.steps - st.rounds)
     assert not plain.stats.speculative and plain.stats.rounds == 0
+
+
+@pytest.mark.parametrize("name", ["agree", "partial"])
+def test_non_chained_drafting(models: dict[str, strata.Model], name: str) -> None:
+    m = models[name]
+    _, plain = generate(m, max_tokens=60, config=PLAIN)
+
+    def run(chained: bool, **kw: Any) -> strata.Session:
+        sampling = {"min_p": kw.pop("min_p")} if "min_p" in kw else {}
+        config = strata.Config(speculative=True, draft_chained=chained, **kw)
+        _, s = generate(m, max_tokens=60, config=config, **sampling)
+        assert s.tokens == plain.tokens  # greedy verification: the plain tokens whatever was drafted
+        return s
+
+    # Nothing fails (retention unset, min_p 0): both paths verify the same drafts.
+    a, b = run(True), run(False)
+    assert a.stats.drafted == b.stats.drafted and a.stats.accepted == b.stats.accepted
+    # Retention on: the non-chained path rejects before writing, so it verifies the same prefix.
+    a, b = run(True, spec_min_cum_p=0.6), run(False, spec_min_cum_p=0.6)
+    assert a.stats.drafted == b.stats.drafted
+    # Legacy (unset) with a caller min_p: non-chained appends the failing candidate, then stops.
+    a, b = run(True, min_p=0.6), run(False, min_p=0.6)
+    assert sum(b.stats.drafted) > sum(a.stats.drafted)
 
 
 def test_speculation_accepts_drafts(models: dict[str, strata.Model]) -> None:

@@ -14,12 +14,14 @@ import strata
 from strata import _strata
 from strata.config import SETTINGS, Config, ConfigWarning
 
+SPECULATION = ["speculative", "draft_steps", "draft_chained"]
 GOOD_ENV = {
     "STRATA_THREADS": "3",
     "STRATA_BACKEND": " CPU ",
     "STRATA_CONTEXT": "512",
     "STRATA_SPECULATIVE": "off",
     "STRATA_DRAFT_STEPS": "5",
+    "STRATA_DRAFT_CHAINED": " No",
     "STRATA_SPEC_SAMPLE": "greedy",
     "STRATA_METAL_SPEC_MIN_P_SCHEDULE": " 0.5, 0.25 ,0.125",
     "STRATA_METAL_SPEC_MIN_CUM_P": "0.1",
@@ -43,6 +45,7 @@ def parse(env: dict[str, str]) -> tuple[Config, list[str]]:
 def test_defaults() -> None:
     c = Config()
     assert (c.threads, c.backend, c.context_length, c.speculative, c.draft_steps) == (0, "cpu", 0, None, 3)
+    assert c.draft_chained is True
     assert (c.spec_sample, c.spec_min_p_schedule, c.spec_min_cum_p) == ("exact", None, None)
     assert (c.mtp_sink, c.mtp_window) == (64, 256)
     assert (c.moce_bonus, c.moce_rank1, c.moce_protect, c.moce_draft) == (0.0, 1.0, 0, False)
@@ -56,6 +59,7 @@ def test_from_env_good_values() -> None:
     c, diagnostics = parse(GOOD_ENV)
     assert diagnostics == []
     assert c == Config(threads=3, backend="cpu", context_length=512, speculative=False, draft_steps=5,
+                       draft_chained=False,
                        spec_sample="greedy", spec_min_p_schedule=(0.5, 0.25, 0.125), spec_min_cum_p=0.1,
                        mtp_sink=16, mtp_window=128, moce_bonus=0.85, moce_rank1=1.5, moce_protect=2,
                        moce_draft=True, expert_mode="stream", expert_cache="30%", expert_direct_io="off",
@@ -79,10 +83,12 @@ def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch)
     ({"STRATA_BACKEND": "metal"}, ["backend"], "not a backend of this build"),
     ({"STRATA_CONTEXT": "8"}, ["context_length"], "below the minimum of 16"),
     ({"STRATA_CONTEXT": "1e3"}, ["context_length"], "not an integer"),
-    ({"STRATA_SPECULATIVE": "maybe", "STRATA_DRAFT_STEPS": "2"}, ["speculative", "draft_steps"],
+    ({"STRATA_SPECULATIVE": "maybe", "STRATA_DRAFT_STEPS": "2"}, SPECULATION,
      "expected auto, on or off"),
-    ({"STRATA_SPECULATIVE": "on", "STRATA_DRAFT_STEPS": "0"}, ["speculative", "draft_steps"],
+    ({"STRATA_SPECULATIVE": "on", "STRATA_DRAFT_STEPS": "0"}, SPECULATION,
      "outside [1, 16]"),
+    ({"STRATA_DRAFT_CHAINED": "sometimes", "STRATA_DRAFT_STEPS": "2"}, SPECULATION,
+     "expected on or off"),
     ({"STRATA_SPEC_SAMPLE": "fast"}, ["spec_sample"], "expected exact or greedy"),
     ({"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0.5,1.5", "STRATA_METAL_SPEC_MIN_CUM_P": "0.2"},
      ["spec_min_p_schedule", "spec_min_cum_p"], "STRATA_METAL_SPEC_MIN_P_SCHEDULE"),
@@ -143,6 +149,7 @@ def test_unknown_settings_are_reported_with_a_suggestion() -> None:
     ({"context_length": 4}, "Config.context_length"),
     ({"speculative": "yes"}, "Config.speculative"),
     ({"draft_steps": 17}, r"Config.draft_steps \(STRATA_DRAFT_STEPS\): 17 is outside \[1, 16\]"),
+    ({"draft_chained": "no"}, "Config.draft_chained"),
     ({"spec_sample": "fast"}, "Config.spec_sample"),
     ({"spec_min_p_schedule": ()}, "Config.spec_min_p_schedule"),
     ({"spec_min_p_schedule": (0.5, 2.0)}, "Config.spec_min_p_schedule"),
@@ -185,6 +192,7 @@ def test_settings_table_covers_the_native_parser() -> None:
     assert mine == native
     assert {s.env for s in SETTINGS if not s.native} == {
         "STRATA_THREADS", "STRATA_BACKEND", "STRATA_CONTEXT", "STRATA_SPECULATIVE", "STRATA_DRAFT_STEPS",
+            "STRATA_DRAFT_CHAINED",
         "STRATA_EXPERT_MODE", "STRATA_EXPERT_CACHE", "STRATA_EXPERT_DIRECT_IO", "STRATA_EXPERT_IO_THREADS"}
     assert len({s.field for s in SETTINGS}) == len(SETTINGS) == len(dataclasses.fields(Config))
 

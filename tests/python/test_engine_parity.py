@@ -27,9 +27,12 @@ def _prompt(cfg: StrataConfig, n: int = PROMPT_LEN, seed: int = 0) -> list[int]:
 
 
 def _engine(path: Path, cfg: StrataConfig, **kw: object) -> _strata.Engine:
-    # The MTP attends with the model's own sink/window, as the reference runner does by default.
-    return _strata.Engine(str(path), n_threads=2, max_ctx=128, mtp_sink=cfg.sink_count,
-                          mtp_window=cfg.sliding_window, **kw)
+    # The MTP attends with the model's own sink/window, as the reference runner does by default: the
+    # reference's window W is (p - W, p], a draft row's STRATA_METAL_MTP_WIN = W reads [p - W, p] (W + 1
+    # cells), so the engine gets W - 1; a full-causal reference gets a window past the context.
+    window = cfg.sliding_window - 1 if cfg.sliding_window > 0 else 2051
+    return _strata.Engine(str(path), n_threads=2, max_ctx=128, mtp_sink=cfg.sink_count, mtp_window=window,
+                          **kw)
 
 
 def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:

@@ -104,6 +104,9 @@ def test_int8_cells_are_what_the_attention_reads() -> None:
 
 def test_mtp_chain_and_its_cells() -> None:
     model = _model((), seed=7)
+    # Float cells: with int8 ones a last-bit difference between the batched and the incremental K can
+    # flip one rounding (seen as 3.6e-4 on one CPU); the int8 path is compared on its own above.
+    model.kv_int8 = False
     tokens = _tokens(model.cfg, 15, seed=6)[0].tolist()
     run = ReferenceRunner(model)
     out = run.prefill(tokens[:-1])

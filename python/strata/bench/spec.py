@@ -5,8 +5,8 @@
   a per-step schedule, a cumulative floor, both); report tokens per round, acceptance per draft
   step and decode tok/s, the best of ``runs`` runs (the machine is shared and noisy; the counters are
   the same in every run because the seeds are fixed).
-* **Measured rounds**: a greedy speculative loop driven through the native Engine with retention
-  OFF that records, per round, the drafter's confidence (its probability of its own token) and
+* **Measured rounds**: greedy speculative rounds (``Engine.spec_round``, the session's round) with
+  retention OFF that record, per round, the drafter's confidence (its probability of its own token) and
   whether the verifier accepted each draft, plus measured costs (verifier windows of 1..K+1 rows,
   one draft step), written as a ``strata.retention-rounds`` v1 file that ``bench retention
   --measured`` reads (docs/retention-economics.md).
@@ -20,8 +20,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 import strata
 from strata import _strata
@@ -124,12 +122,6 @@ def run_policies(model_path: str | None, prompts: list[str], *, temperatures: tu
 
 
 # ------------------------------------------------------------------------------ measured rounds
-def _confidences(draft_logits: np.ndarray) -> list[float]:
-    """The drafter's probability of its own (argmax) token per step, as the retention gate sees it."""
-    x = draft_logits.astype(np.float64)
-    return [float(p) for p in 1.0 / np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1)]
-
-
 def _median_ms(fn: Any, reps: int) -> float:
     times = []
     for _ in range(reps):
@@ -174,33 +166,28 @@ def record_rounds(model_path: str | None, prompts: list[str], *, max_tokens: int
     k = draft_steps
     rounds = []
     eng = _strata.Engine(path, n_threads=threads)
+    greedy = strata.SamplingPolicy().native()
+    rng = _strata.decode.Rng(0)  # greedy verification draws nothing
     for prompt in prompts:
         ids = tok.encode(prompt)
         eng.rollback(0)
         t = int(eng.eval(ids, start_pos=0).argmax())
-        p = len(ids)  # position of the pending token t
         generated = 1
         while t not in eog:
-            kr = min(k, max_tokens - generated - 1, eng.max_ctx - 1 - p)  # as the session's round
+            kr = min(k, max_tokens - generated - 1)  # as the session's round
             if kr < 1:
                 break
-            dl, did = eng.mtp_draft(t, n_steps=kr, pos=p - 1)
-            drafts = [int(x) for x in did]
-            window = eng.eval([t, *drafts], start_pos=p, logits="all")
-            am = [int(x) for x in window.argmax(axis=1)]
-            flags, ok = [], True
-            for j in range(kr):
-                ok = ok and drafts[j] == am[j]
-                flags.append(ok)
-            n = sum(flags)
-            rounds.append({"confidences": _confidences(dl), "accepted": flags})
-            eng.rollback(p + 1 + n)
-            new = drafts[:n] + [am[n]]
+            # The session's round (draft/speculator.h): chained, retention off (nothing is dropped).
+            new, _drafted, verified, accepted, probs = eng.spec_round(t, [], kr, True, {}, greedy, "exact",
+                                                                      rng)
+            if verified == 0:  # no cell left for a draft: a plain step ran
+                break
+            rounds.append({"confidences": [float(x) for x in probs[:verified]],
+                           "accepted": [j < accepted for j in range(verified)]})
             if any(x in eog for x in new[:-1]):
                 break
             generated += len(new)
-            t = am[n]
-            p += n + 1
+            t = int(new[-1])
     costs = measure_costs(eng, tok.encode(prompts[0])[:256], k)
     return {"format": "strata.retention-rounds", "version": 1,
             "model": f"{Path(path).name}: greedy, retention off, {len(prompts)} held-out stdlib prompts, "
