@@ -80,18 +80,20 @@ void get_rows(const void* c, const ThreadPos& p) {
   get_rows_body<F>(b.arg<GemvArgs>(0), b.ptr<const uchar>(1), b.ptr<const int>(2), b.ptr<float>(3), kpos_of(p));
 }
 
+template <class Kv>
 void qsa_prep(const void* c, const ThreadPos& p) {
   const EmuBinding& b = B(c);
-  qsa_prep_body(b.arg<QsaPrepArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3),
-                b.ptr<const float>(4), b.ptr<const float>(5), b.ptr<const float>(6), b.ptr<float>(7), b.ptr<int8_t>(8),
-                b.ptr<ushort>(9), b.ptr<int8_t>(10), b.ptr<ushort>(11), b.fc_bool(0), kpos_of(p));
+  qsa_prep_body<Kv>(b.arg<QsaPrepArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3),
+                    b.ptr<const float>(4), b.ptr<const float>(5), b.ptr<const float>(6), b.ptr<float>(7),
+                    b.ptr<uchar>(8), b.ptr<ushort>(9), b.ptr<uchar>(10), b.ptr<ushort>(11), b.fc_bool(0), kpos_of(p));
 }
 
+template <class Kv>
 void attn_chunks(const void* c, const ThreadPos& p) {
   const EmuBinding& b = B(c);
-  attn_chunks_body(b.arg<AttnArgs>(0), b.ptr<const float>(1), b.ptr<const int8_t>(2), b.ptr<const ushort>(3),
-                   b.ptr<const int8_t>(4), b.ptr<const ushort>(5), b.ptr<const int>(6), b.ptr<const int>(7),
-                   b.ptr<float>(8), b.ptr<float>(9), TG<float>(0), TG<float>(1), kpos_of(p));
+  attn_chunks_body<Kv>(b.arg<AttnArgs>(0), b.ptr<const float>(1), b.ptr<const uchar>(2), b.ptr<const ushort>(3),
+                       b.ptr<const uchar>(4), b.ptr<const ushort>(5), b.ptr<const int>(6), b.ptr<const int>(7),
+                       b.ptr<float>(8), b.ptr<float>(9), TG<float>(0), TG<float>(1), kpos_of(p));
 }
 
 void attn_merge(const void* c, const ThreadPos& p) {
@@ -100,11 +102,12 @@ void attn_merge(const void* c, const ThreadPos& p) {
                   b.ptr<const float>(4), b.ptr<float>(5), kpos_of(p));
 }
 
+template <class Kv>
 void attn_fused(const void* c, const ThreadPos& p) {
   const EmuBinding& b = B(c);
-  attn_fused_body(b.arg<AttnArgs>(0), b.ptr<const float>(1), b.ptr<const int8_t>(2), b.ptr<const ushort>(3),
-                  b.ptr<const int8_t>(4), b.ptr<const ushort>(5), b.ptr<const int>(6), b.ptr<const int>(7),
-                  b.ptr<const float>(8), b.ptr<float>(9), TG<float>(0), TG<float>(1), kpos_of(p));
+  attn_fused_body<Kv>(b.arg<AttnArgs>(0), b.ptr<const float>(1), b.ptr<const uchar>(2), b.ptr<const ushort>(3),
+                      b.ptr<const uchar>(4), b.ptr<const ushort>(5), b.ptr<const int>(6), b.ptr<const int>(7),
+                      b.ptr<const float>(8), b.ptr<float>(9), TG<float>(0), TG<float>(1), kpos_of(p));
 }
 
 template <class F>
@@ -144,10 +147,13 @@ const Entry kEntries[] = {
     {"strata_combine_fast_2560x4", &combine_fast_2560x4},
     {"strata_rms_rows", &rms_rows},
     {"strata_hc_collapse", &hc_collapse},
-    {"strata_qsa_prep", &qsa_prep},
-    {"strata_attn_chunks", &attn_chunks},
+    {"strata_qsa_prep", &qsa_prep<KvI8>},
+    {"strata_qsa_prep_f32", &qsa_prep<KvF32>},
+    {"strata_attn_chunks", &attn_chunks<KvI8>},
+    {"strata_attn_chunks_f32", &attn_chunks<KvF32>},
     {"strata_attn_merge", &attn_merge},
-    {"strata_attn_fused", &attn_fused},
+    {"strata_attn_fused", &attn_fused<KvI8>},
+    {"strata_attn_fused_f32", &attn_fused<KvF32>},
     {"strata_elementwise", &elementwise},
     {"strata_indexer_scores", &indexer_scores},
     {"strata_select_cells", &select_cells},

@@ -235,7 +235,7 @@ void encode_elementwise(Device& dev, const EwArgs& a, BufferRef x, BufferRef y, 
   e.dispatch(Dim3{ceil_div(a.n, 256), 1, 1}, Dim3{256, 1, 1});
 }
 
-void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only) {
+void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only, KvFormat fmt) {
   if (a.head_dim == 0 || a.head_dim > kAttnMaxHeadDim)
     bad("attention: head_dim " + std::to_string(a.head_dim) + " (the kernels take 1.." + std::to_string(kAttnMaxHeadDim) + ")");
   if (a.rope_dim % 2 != 0 || a.rope_dim > a.head_dim) bad("attention: rope_dim must be even and <= head_dim");
@@ -245,7 +245,8 @@ void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, boo
   FunctionConstants fc;
   fc.set_bool(kFcKvOnly, kv_only);
   Encoder& e = dev.encoder();
-  e.set_pipeline(dev.pipeline("strata_qsa_prep", fc));
+  const bool f32 = fmt == KvFormat::F32;
+  e.set_pipeline(dev.pipeline(f32 ? "strata_qsa_prep_f32" : "strata_qsa_prep", fc));
   set_args(e, 0, a);
   e.set_buffer(1, b.q_proj.buffer ? b.q_proj : b.k_proj);
   e.set_buffer(2, b.k_proj);
@@ -255,9 +256,9 @@ void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, boo
   e.set_buffer(6, b.rope_cs);
   e.set_buffer(7, b.qh.buffer ? b.qh : b.k_proj);
   e.set_buffer(8, b.k8);
-  e.set_buffer(9, b.ks);
+  e.set_buffer(9, f32 && !b.ks.buffer ? b.k8 : b.ks);
   e.set_buffer(10, b.v8);
-  e.set_buffer(11, b.vs);
+  e.set_buffer(11, f32 && !b.vs.buffer ? b.v8 : b.vs);
   const uint32_t slots = 2 * a.n_head_kv + (kv_only ? 0 : a.n_head);
   e.dispatch(Dim3{slots, a.n_rows, 1}, Dim3{32, 1, 1});
 }
@@ -271,7 +272,8 @@ bool fused_attention_fits(uint32_t group, uint32_t width) {
   return width <= 384 && fused_attention_bytes(group, width) + 32 <= 32768;
 }
 
-AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, uint32_t max_width, AttnPath path) {
+AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, uint32_t max_width, AttnPath path,
+                          KvFormat fmt) {
   if (a.head_dim == 0 || a.head_dim > kAttnMaxHeadDim) bad("attention: head_dim out of range");
   if (a.n_head_kv == 0 || a.n_head % a.n_head_kv != 0) bad("attention: n_head must be a multiple of n_head_kv");
   if (a.n_rows == 0) return path == AttnPath::Auto ? AttnPath::Split : path;
@@ -284,14 +286,16 @@ AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, 
   Encoder& e = dev.encoder();
   const BufferRef cells = a.implicit_list ? b.n_cells : b.cells;
   const BufferRef gates = a.gated ? b.gates : b.qh;
+  const bool f32 = fmt == KvFormat::F32;
+  const BufferRef ks = f32 && !b.ks.buffer ? b.k8 : b.ks, vs = f32 && !b.vs.buffer ? b.v8 : b.vs;
   if (path == AttnPath::Fused) {
-    e.set_pipeline(dev.pipeline("strata_attn_fused"));
+    e.set_pipeline(dev.pipeline(f32 ? "strata_attn_fused_f32" : "strata_attn_fused"));
     set_args(e, 0, a);
     e.set_buffer(1, b.qh);
     e.set_buffer(2, b.k8);
-    e.set_buffer(3, b.ks);
+    e.set_buffer(3, ks);
     e.set_buffer(4, b.v8);
-    e.set_buffer(5, b.vs);
+    e.set_buffer(5, vs);
     e.set_buffer(6, cells);
     e.set_buffer(7, b.n_cells);
     e.set_buffer(8, gates);
@@ -306,13 +310,13 @@ AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, 
   if (nc > a.n_chunks) bad("attention: " + std::to_string(nc) + " chunks exceed the " + std::to_string(a.n_chunks) + " partial planes");
   if (a.plane_stride < a.n_rows) bad("attention: plane stride below the row count");
   if (nc > 0) {
-    e.set_pipeline(dev.pipeline("strata_attn_chunks"));
+    e.set_pipeline(dev.pipeline(f32 ? "strata_attn_chunks_f32" : "strata_attn_chunks"));
     set_args(e, 0, a);
     e.set_buffer(1, b.qh);
     e.set_buffer(2, b.k8);
-    e.set_buffer(3, b.ks);
+    e.set_buffer(3, ks);
     e.set_buffer(4, b.v8);
-    e.set_buffer(5, b.vs);
+    e.set_buffer(5, vs);
     e.set_buffer(6, cells);
     e.set_buffer(7, b.n_cells);
     e.set_buffer(8, b.part_o);

@@ -98,6 +98,10 @@ void encode_elementwise(Device& dev, const EwArgs& a, BufferRef x, BufferRef y, 
 inline constexpr uint16_t kFcKvOnly = 0;  // qsa_prep: write K/V only (catch-up rows)
 inline constexpr uint32_t kAttnMaxHeadDim = 256;
 
+// The cell format of a layer's K/V (attention.h): int8 + fp16 scales (strata) or f32 (qwen3moe: the
+// k8/v8 buffers hold floats, ks/vs are not read and may be left unbound).
+enum class KvFormat { Int8, F32 };
+
 struct QsaBuffers {
   BufferRef q_proj, k_proj, v_proj;  // projection outputs
   BufferRef q_norm, k_norm;          // [Dh] weights
@@ -105,7 +109,8 @@ struct QsaBuffers {
   BufferRef qh;                      // [row][Hq][Dh] out
   BufferRef k8, ks, v8, vs;          // the layer's cells
 };
-void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only);
+void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only,
+                     KvFormat fmt = KvFormat::Int8);
 
 struct AttnBuffers {
   BufferRef qh, k8, ks, v8, vs;
@@ -121,7 +126,8 @@ uint32_t fused_attention_bytes(uint32_t group, uint32_t width);
 bool fused_attention_fits(uint32_t group, uint32_t width);
 // max_width: the longest list of the batch (the split path's chunk planes; the fused path's limit).
 // Auto takes the fused kernel when it fits. Returns the path taken.
-AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, uint32_t max_width, AttnPath path);
+AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, uint32_t max_width, AttnPath path,
+                          KvFormat fmt = KvFormat::Int8);
 
 // ---- cell lists (cells.h)
 

@@ -106,8 +106,6 @@ std::unique_ptr<MetalModel::Layer> MetalModel::bind_layer(const model::LayerWeig
 MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfig& cfg)
     : dev_(dev), m_(m), hp_(m.hparams()), cfg_(cfg), rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
   const model::HParams& hp = hp_;
-  if (hp.kv_type != model::KvType::Int8)
-    throw_error(ErrorKind::Value, "metal backend: the kernels store int8 K/V cells (strata); this model uses f32 cells");
   if (cfg.max_rows < 1 || cfg.max_rows > 512) throw_error(ErrorKind::Value, "metal backend: max_rows must be 1..512");
   max_ctx_ = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 4096);
   const int64_t R = cfg.max_rows, d = hp.n_embd, n = hp.hc_count, nd = n * d;
@@ -126,18 +124,22 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
     head_scale_ = wrap(m.head_hc.scale, 4);
   }
   const std::size_t cells = static_cast<std::size_t>(max_ctx_);
-  auto new_cells = [&](bool with_indexer) {
+  auto new_cells = [&](bool with_indexer, bool f32) {
     Cells c;
-    c.k8 = scratch(cells * Hkv * Dh);
-    c.v8 = scratch(cells * Hkv * Dh);
-    c.ks = scratch(cells * Hkv * nb * 2);
-    c.vs = scratch(cells * Hkv * nb * 2);
+    c.f32 = f32;
+    const std::size_t elem = f32 ? 4 : 1;
+    c.k8 = scratch(cells * Hkv * Dh * elem);
+    c.v8 = scratch(cells * Hkv * Dh * elem);
+    if (!f32) {
+      c.ks = scratch(cells * Hkv * nb * 2);
+      c.vs = scratch(cells * Hkv * nb * 2);
+    }
     if (with_indexer) c.ik = scratch(cells * Di * 4);
     return c;
   };
   for (const model::LayerWeights& lw : m.layers) {
     layers_.push_back(bind_layer(lw));
-    Cells c = new_cells(hp.uses_indexer());
+    Cells c = new_cells(hp.uses_indexer(), hp.kv_type == model::KvType::F32);
     c.indexer = hp.uses_indexer();
     c.sink = hp.sink_count;
     c.window = hp.sliding_window;
@@ -146,17 +148,18 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
     cells_.push_back(c);
   }
   if (m.mtp) {
-    if (cfg.mtp_sink < 0 || cfg.mtp_sink > 1024 || cfg.mtp_window < 0)
-      throw_error(ErrorKind::Value, "metal backend: MTP sink must be 0..1024 and the window >= 0");
+    if (cfg.mtp_sink < 0 || cfg.mtp_sink > 1024 || cfg.mtp_window < 1 || cfg.mtp_window > 2051)
+      throw_error(ErrorKind::Value, "metal backend: the MTP sink must be 0..1024 and the window 1..2051 (got " +
+                                        std::to_string(cfg.mtp_sink) + ", " + std::to_string(cfg.mtp_window) + ")");
     const model::MtpWeights& w = *m.mtp;
     mtp_ = std::make_unique<Mtp>();
     Mtp& t = *mtp_;
     t.block = bind_layer(w.block);
-    t.cells = new_cells(false);  // the drafter never computes indexer state
+    t.cells = new_cells(false, false);  // int8 cells; the drafter never computes indexer state
     t.cells.sink = u32(cfg.mtp_sink);
     t.cells.window = u32(cfg.mtp_window);
-    t.cells.list_stride = t.cells.window > 0 ? u32(std::min<int64_t>(max_ctx_, cfg.mtp_sink + cfg.mtp_window))
-                                             : u32(max_ctx_);
+    // Draft rows read the host's DraftCells lists: sink + window + the row's own cell.
+    t.cells.list_stride = u32(std::min<int64_t>(max_ctx_, cfg.mtp_sink + cfg.mtp_window + 1));
     t.enorm = wrap(w.enorm, static_cast<std::size_t>(d) * 4);
     t.hnorm = wrap(w.hnorm, static_cast<std::size_t>(d) * 4);
     t.shared_head_norm = wrap(w.shared_head_norm, static_cast<std::size_t>(d) * 4);
@@ -229,12 +232,22 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
   su_ = scratch(R * std::max<int64_t>(Fs, 1) * f);
   shared_ = scratch(R * d * f);
   shgate_ = scratch(R * f);
-  h_ = scratch(d * f);
-  hn_ = scratch(d * f);
-  logits_ = scratch(V * f);
+  h_ = scratch(R * d * f);
+  hn_ = scratch(R * d * f);
+  logits_ = scratch(R * V * f);
   // Constants: ones (the attention expand's weight, and post = comb = 1 when n = 1).
   float* one = ones_.as<float>();
   std::fill(one, one + std::max<std::size_t>(N, static_cast<std::size_t>(R * n * n)), 1.0f);
+
+  // Session bookkeeping.
+  cell_stamp_.assign(cells, 0);
+  ledger_ = CellLedger(max_ctx_);
+  if (mtp_) {
+    dcells_ = draft::DraftCells(static_cast<int>(cfg.mtp_sink), static_cast<int>(cfg.mtp_window));
+    mtp_next_.assign(cells, -1);
+    mtp_stamp_.assign(cells, 0);
+    list_.reserve(static_cast<std::size_t>(dcells_.max_row_cells()));
+  }
 }
 
 MetalModel::~MetalModel() = default;
@@ -251,10 +264,29 @@ void MetalModel::gemv(const DevWeight& w, BufferRef x, uint32_t nx, uint32_t x_s
   c.x_stride = x_stride;
   c.Y = y;
   c.y_stride = y_stride;
-  encode_gemv(dev_, c, cfg_.tiles.pick(w.rows));
+  encode_gemv(dev_, c, (tiles_ ? *tiles_ : cfg_.tiles).pick(w.rows));
 }
 
-void MetalModel::eval(const int32_t* tokens, int64_t n, int64_t start, float* logits_out) {
+const int32_t* MetalModel::draft_vocab_ids() const { return mtp_ ? m_.mtp->vocab_ids : nullptr; }
+
+const float* MetalModel::streams_at(int64_t p) const {
+  if (p < 0 || p >= n_past_) return nullptr;
+  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
+  if (last_rows_ > 0 && p >= last_start_ && p < last_start_ + last_rows_)
+    return X_.as<float>() + static_cast<std::size_t>(p - last_start_) * nd;
+  if (p == carry_pos_) return carry_.as<float>();
+  return nullptr;
+}
+
+std::vector<float> MetalModel::last_streams() const {
+  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
+  const float* x = streams_at(n_past_ - 1);
+  if (!x) return {};
+  return std::vector<float>(x, x + nd);
+}
+
+void MetalModel::eval(const int32_t* tokens, int64_t n, int64_t start, engine::LogitRows which, float* logits_out,
+                      int64_t draft_from_row) {
   if (n <= 0) throw_error(ErrorKind::Value, "metal eval: no tokens");
   if (start < 0 || start > n_past_)
     throw_error(ErrorKind::Value, "metal eval: start " + std::to_string(start) + " is past n_past " + std::to_string(n_past_));
@@ -264,27 +296,122 @@ void MetalModel::eval(const int32_t* tokens, int64_t n, int64_t start, float* lo
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= hp_.n_vocab)
       throw_error(ErrorKind::Value, "metal eval: token " + std::to_string(tokens[i]) + " is outside the vocabulary");
-  if (carry_pos_ >= start) carry_pos_ = -1;  // a rewrite from before the carried row
+  if (which != engine::LogitRows::None && logits_out == nullptr)
+    throw_error(ErrorKind::Value, "metal eval: logits requested without an output buffer");
+  end_chain();
+  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
+  const std::size_t V = hp_.n_vocab;
+  // The streams of start-1: the drafter row the first token completes.
+  if (const float* prev = start > 0 ? streams_at(start - 1) : nullptr) {
+    if (prev != carry_.as<float>()) std::memcpy(carry_.as<float>(), prev, nd * sizeof(float));
+    carry_pos_ = start - 1;
+  } else {
+    carry_pos_ = -1;
+  }
+  if (mtp_) {
+    // DraftCells rule 1: everything from start on is stale; from start-1 when this eval re-encodes
+    // that cell (its streams are held) or cannot and it was encoded with another next token.
+    int64_t c0 = start;
+    const bool reencode = cfg_.encode_mtp && carry_pos_ == start - 1;
+    if (start > 0 && (reencode || mtp_next_[static_cast<std::size_t>(start - 1)] != tokens[0])) c0 = start - 1;
+    drafter_stale_from(c0);
+  }
+  n_committed_ = std::min(n_committed_, start);
+  ++stamp_;
   for (int64_t c0 = 0; c0 < n; c0 += cfg_.max_rows) {
     const int R = static_cast<int>(std::min<int64_t>(cfg_.max_rows, n - c0));
     const bool last = c0 + R == n;
-    run_chunk(tokens + c0, R, start + c0, last ? logits_out : nullptr);
-    n_past_ = start + c0 + R;
-    if (mtp_ && cfg_.encode_mtp) mtp_encode(start + c0, tokens + c0, R);
-    const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
+    const int64_t pos = start + c0;
+    engine::LogitRows rw = engine::LogitRows::None;
+    float* out = nullptr;
+    if (which == engine::LogitRows::All) {
+      rw = which;
+      out = logits_out + static_cast<std::size_t>(c0) * V;
+    } else if (which == engine::LogitRows::Last && last) {
+      rw = which;
+      out = logits_out;
+    }
+    int chunk_draft = -1;
+    if (draft_from_row >= 0 && draft_from_row < c0 + R) chunk_draft = static_cast<int>(std::max<int64_t>(draft_from_row - c0, 0));
+    last_rows_ = 0;  // X_ is rewritten now
+    for (int r = 0; r < R; ++r) {  // before the run: a failed chunk still leaves its cells stamped
+      cell_stamp_[static_cast<std::size_t>(pos + r)] = stamp_;
+      ledger_.main_wrote(pos + r, tokens[c0 + r]);
+    }
+    run_chunk(tokens + c0, R, pos, rw, out, chunk_draft);
+    last_start_ = pos;
+    last_rows_ = R;
+    n_past_ = pos + R;
+    if (mtp_ && cfg_.encode_mtp) mtp_encode(pos, tokens + c0, R);
     std::memcpy(carry_.as<float>(), X_.as<float>() + static_cast<std::size_t>(R - 1) * nd, nd * sizeof(float));
-    carry_pos_ = start + c0 + R - 1;
+    carry_pos_ = pos + R - 1;
   }
 }
 
-std::vector<float> MetalModel::last_streams() const {
-  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
-  if (carry_pos_ < 0) return {};
-  const float* x = carry_.as<float>();
-  return std::vector<float>(x, x + nd);
+void MetalModel::drafter_stale_from(int64_t c0) {
+  // DraftCells::wrote(c0, 0) reads a write past the end of its run as a gap and drops the whole run;
+  // when nothing valid lies at or past c0 there is nothing to mark, so the run is kept.
+  if (c0 <= dcells_.run_end() || c0 < dcells_.sink_end()) dcells_.wrote(static_cast<int32_t>(c0), 0);
 }
 
-void MetalModel::run_chunk(const int32_t* tokens, int R, int64_t start, float* logits_out) {
+void MetalModel::rollback(int64_t n) {
+  if (n < 0 || n > n_past_)
+    throw_error(ErrorKind::Value, "rollback(" + std::to_string(n) + "): must be in [0, n_past = " + std::to_string(n_past_) + "]");
+  end_chain();
+  n_past_ = n;
+  n_committed_ = std::min(n_committed_, n);
+  // Drafter cells from n on are stale; cell n-1 stays valid only if the next eval feeds at n the token
+  // it was encoded with (eval's rule), or a draft from n-1 rewrites it.
+  if (mtp_) drafter_stale_from(n);
+  if (carry_pos_ >= n) carry_pos_ = -1;
+}
+
+void MetalModel::commit(int64_t n) {
+  if (n < n_committed_ || n > n_past_)
+    throw_error(ErrorKind::Value, "commit(" + std::to_string(n) + "): must be in [n_committed = " +
+                                      std::to_string(n_committed_) + ", n_past = " + std::to_string(n_past_) + "]");
+  rollback(n);
+  n_committed_ = n;
+}
+
+MetalCheckpoint MetalModel::checkpoint() const {
+  MetalCheckpoint cp;
+  cp.n_past = n_past_;
+  cp.n_committed = n_committed_;
+  cp.stamp = stamp_;
+  cp.mtp_clock = mtp_clock_;
+  cp.cells = dcells_;
+  cp.owner = this;
+  return cp;
+}
+
+void MetalModel::restore(const MetalCheckpoint& cp) {
+  if (cp.owner != this || cp.n_past < 0 || cp.n_past > max_ctx_ || cp.n_committed < 0 || cp.n_committed > cp.n_past ||
+      cp.stamp > stamp_ || cp.mtp_clock > mtp_clock_)
+    throw_error(ErrorKind::Value, "restore: the checkpoint does not belong to this model");
+  for (int64_t c = 0; c < cp.n_past; ++c)
+    if (cell_stamp_[static_cast<std::size_t>(c)] > cp.stamp)
+      throw_error(ErrorKind::Value, "restore: cell " + std::to_string(c) +
+                                        " was rewritten after the checkpoint was taken (the checkpoint is stale)");
+  end_chain();
+  n_past_ = cp.n_past;
+  n_committed_ = cp.n_committed;
+  last_rows_ = 0;
+  carry_pos_ = -1;
+  if (mtp_) {
+    // The checkpoint's bookkeeping, cut at the first drafter cell written since (chain cells of later
+    // rounds, re-encodings after rollbacks): its K/V is no longer what the checkpoint saw.
+    dcells_ = cp.cells;
+    for (int64_t c = 0; c < max_ctx_; ++c)
+      if (mtp_stamp_[static_cast<std::size_t>(c)] > cp.mtp_clock) {
+        drafter_stale_from(c);
+        break;
+      }
+  }
+}
+
+void MetalModel::run_chunk(const int32_t* tokens, int R, int64_t start, engine::LogitRows which, float* logits_out,
+                           int draft_from_row) {
   const model::HParams& hp = hp_;
   const uint32_t d = hp.n_embd, n = hp.hc_count, nd = n * d;
   // Host inputs of the chunk: tokens, RoPE angles per row, implicit list lengths.
@@ -310,20 +437,23 @@ void MetalModel::run_chunk(const int32_t* tokens, int R, int64_t start, float* l
     hc_enter(L, X_, false, R);
     attention(L, cells_[l], X_, R, start, false);
     hc_enter(L, X_, true, R);
-    moe(L, X_, static_cast<int>(l), R);
+    moe(L, X_, static_cast<int>(l), R, draft_from_row, true);
   }
-  if (logits_out)
-    head(X_.at(static_cast<std::size_t>(R - 1) * nd * 4), head_fn_, head_base_, head_scale_, output_norm_, output_,
-         logits_);
+  // Logits of the last row, or of every row (the head is row-independent: each row's bits are those
+  // of a one-row head).
+  const int logit_rows = which == engine::LogitRows::All ? R : (which == engine::LogitRows::Last ? 1 : 0);
+  if (logit_rows > 0)
+    head(X_.at(static_cast<std::size_t>(R - logit_rows) * nd * 4), logit_rows, head_fn_, head_base_, head_scale_,
+         output_norm_, output_, logits_);
   dev_.submit();
-  last_rows_ = R;
   const int32_t* st = status_.as<int32_t>();
   for (std::size_t l = 0; l < layers_.size(); ++l)
     for (int r = 0; r < R; ++r)
       if (st[l * static_cast<std::size_t>(cfg_.max_rows) + static_cast<std::size_t>(r)] != 0)
         throw_error(ErrorKind::Value, "metal eval: router probabilities of layer " + std::to_string(l) + " row " +
                                           std::to_string(r) + " contain NaN or -inf");
-  if (logits_out) std::memcpy(logits_out, logits_.as<float>(), sizeof(float) * hp.n_vocab);
+  if (logit_rows > 0)
+    std::memcpy(logits_out, logits_.as<float>(), sizeof(float) * hp.n_vocab * static_cast<std::size_t>(logit_rows));
 }
 
 // The hyper-connection entry (coefficients, collapse) and the sub-layer's weighted RMSNorm -> xn.
@@ -359,7 +489,8 @@ void MetalModel::hc_enter(const Layer& L, BufferRef X, bool ffn, int R) {
 
 // Attention of R rows at positions start..: projections, prep (K/V into the block's cells), lists,
 // attention, output projection, expand into the streams. kv_only: the K/V write alone (catch-up rows).
-void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, int64_t start, bool kv_only) {
+void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, int64_t start, bool kv_only,
+                           const std::vector<int32_t>* host_list) {
   const model::HParams& hp = hp_;
   const uint32_t d = hp.n_embd, n = hp.hc_count, Hq = hp.n_head, Hkv = hp.n_head_kv, Dh = hp.head_dim;
   const uint32_t qrows = hp.q_rows(), kvrows = hp.kv_rows(), nb = (Dh + 63) / 64;
@@ -389,11 +520,21 @@ void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, i
   pa.eps = hp.rms_eps;
   pa.cell0 = u32(start);
   pa.kv_blocks = nb;
-  encode_qsa_prep(dev_, pa, QsaBuffers{q_, k_, v_, L.q_norm, L.k_norm, rope_cs_, qh_, c.k8, c.ks, c.v8, c.vs}, kv_only);
+  const KvFormat fmt = c.f32 ? KvFormat::F32 : KvFormat::Int8;
+  encode_qsa_prep(dev_, pa, QsaBuffers{q_, k_, v_, L.q_norm, L.k_norm, rope_cs_, qh_, c.k8, c.ks, c.v8, c.vs}, kv_only,
+                  fmt);
   e.barrier();
   if (kv_only) return;
   uint32_t max_w = u32(start + R);  // implicit lists: the last row attends to every cell up to it
-  if (c.window > 0) {
+  if (host_list) {
+    // One draft row reading the host's list (DraftCells::draft_row_cells).
+    if (R != 1 || host_list->empty() || host_list->size() > c.list_stride)
+      throw_error(ErrorKind::Internal, "metal attention: a host list is one row of 1.." + std::to_string(c.list_stride) +
+                                           " cells");
+    std::memcpy(lists_.as<int32_t>(), host_list->data(), host_list->size() * sizeof(int32_t));
+    n_cells_.as<int32_t>()[0] = static_cast<int32_t>(host_list->size());
+    max_w = u32(static_cast<int64_t>(host_list->size()));
+  } else if (c.window > 0) {
     CellArgs ca{};
     ca.n_rows = u32(R);
     ca.pos0 = u32(start);
@@ -424,7 +565,7 @@ void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, i
   aa.head_dim = Dh;
   aa.kv_blocks = nb;
   aa.list_stride = c.list_stride;
-  aa.implicit_list = c.window > 0 ? 0u : 1u;
+  aa.implicit_list = (host_list || c.window > 0) ? 0u : 1u;
   aa.plane_stride = u32(cfg_.max_rows);
   aa.n_chunks = n_chunks_;
   aa.q_stride = Hq * Dh;
@@ -433,7 +574,7 @@ void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, i
   aa.out_stride = Hq * Dh;
   aa.sqrt_dh = std::sqrt(static_cast<float>(Dh));
   encode_attention(dev_, aa, AttnBuffers{qh_, c.k8, c.ks, c.v8, c.vs, lists_, n_cells_, q_, att_, part_o_, part_ml_},
-                   max_w, AttnPath::Auto);
+                   max_w, AttnPath::Auto, fmt);
   e.barrier();
   gemv(L.o, att_, u32(R), Hq * Dh, out_, d);
   e.barrier();
@@ -443,7 +584,7 @@ void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, i
   e.barrier();
 }
 
-void MetalModel::moe(const Layer& L, BufferRef X, int status_slot, int R) {
+void MetalModel::moe(const Layer& L, BufferRef X, int status_slot, int R, int draft_from_row, bool main) {
   const model::HParams& hp = hp_;
   const uint32_t d = hp.n_embd, n = hp.hc_count, E = hp.n_expert, K = hp.n_expert_used, F = hp.ff_expert;
   const uint32_t Fs = hp.ff_shared, N = u32(R) * K;
@@ -460,11 +601,14 @@ void MetalModel::moe(const Layer& L, BufferRef X, int status_slot, int R) {
   ra.n_experts = E;
   ra.k = K;
   ra.row_stride = E;
-  ra.resident_bonus = 1.0f;
-  ra.rank1_scale = 1.0f;
-  ra.protect = 0;
-  ra.draft = 0;
-  ra.draft_from_row = -1;
+  // No residency map on this path (see MetalModelConfig::moce): the MOCE parameters cannot change the
+  // selection, but the main window passes them and its draft rows as the CPU does.
+  const routing::MoceParams mp = main ? cfg_.moce : routing::MoceParams{};
+  ra.resident_bonus = mp.resident_bonus;
+  ra.rank1_scale = mp.rank1_scale;
+  ra.protect = mp.protect;
+  ra.draft = mp.draft ? 1u : 0u;
+  ra.draft_from_row = draft_from_row;
   ra.has_resident = 0;
   ra.softmax = 1;
   encode_route(dev_, ra, rlogits_, {}, ids_, rw_, status_.at(static_cast<std::size_t>(status_slot) * cfg_.max_rows * 4));
@@ -513,17 +657,18 @@ void MetalModel::moe(const Layer& L, BufferRef X, int status_slot, int R) {
 }
 
 // One row: HyperHead (n > 1) or the row itself, the final RMSNorm, the head GEMV -> logits.
-void MetalModel::head(BufferRef xrow, BufferRef fn_ref, BufferRef base, BufferRef scale, BufferRef norm,
+void MetalModel::head(BufferRef xrows, int rows, BufferRef fn_ref, BufferRef base, BufferRef scale, BufferRef norm,
                       const DevWeight& out, BufferRef logits) {
   const model::HParams& hp = hp_;
   const uint32_t d = hp.n_embd, n = hp.hc_count, nd = n * d;
   Encoder& e = dev_.encoder();
-  RmsArgs out_norm{d, 1, d, d, hp.rms_eps, 1};
+  const uint32_t m = u32(rows);
+  RmsArgs out_norm{d, m, d, d, hp.rms_eps, 1};
   if (n == 1) {
-    encode_rms(dev_, out_norm, xrow, norm, hn_);
+    encode_rms(dev_, out_norm, xrows, norm, hn_);
   } else {
-    RmsArgs flat{nd, 1, nd, nd, hp.rms_eps, 0};
-    encode_rms(dev_, flat, xrow, {}, flat_);
+    RmsArgs flat{nd, m, nd, nd, hp.rms_eps, 0};
+    encode_rms(dev_, flat, xrows, {}, flat_);
     e.barrier();
     DevWeight fn;
     fn.ref = fn_ref;
@@ -531,15 +676,15 @@ void MetalModel::head(BufferRef xrow, BufferRef fn_ref, BufferRef base, BufferRe
     fn.rows = n;
     fn.cols = nd;
     fn.row_bytes = nd * 4;
-    gemv(fn, flat_, 1, nd, mix_, n);
+    gemv(fn, flat_, m, nd, mix_, n);
     e.barrier();
-    HcArgs ha{n, d, 1, 0, hp.hc_eps, 1};
-    encode_hc_collapse(dev_, ha, mix_, scale, base, xrow, {}, {}, h_);
+    HcArgs ha{n, d, m, 0, hp.hc_eps, 1};
+    encode_hc_collapse(dev_, ha, mix_, scale, base, xrows, {}, {}, h_);
     e.barrier();
     encode_rms(dev_, out_norm, h_, norm, hn_);
   }
   e.barrier();
-  gemv(out, hn_, 1, d, logits, out.rows);
+  gemv(out, hn_, m, d, logits, out.rows);
 }
 
 // The drafter's input rows (mtp_->H, mtp_->tokens, m rows) -> mtp_->X:
@@ -562,7 +707,8 @@ void MetalModel::mtp_inputs(BufferRef H, int m) {
   e.barrier();
 }
 
-// Runner::encode_mtp_rows: rows q = chunk_start-1 .. chunk_start+R-2 (streams of q, token q+1), K/V only.
+// The drafter's K/V of the rows whose next token this chunk made known: q = chunk_start-1 ..
+// chunk_start+R-2 (streams of q, token q+1), K/V only. Reported to DraftCells (rule 2).
 void MetalModel::mtp_encode(int64_t chunk_start, const int32_t* tokens, int R) {
   const model::HParams& hp = hp_;
   Mtp& t = *mtp_;
@@ -591,46 +737,93 @@ void MetalModel::mtp_encode(int64_t chunk_start, const int32_t* tokens, int R) {
   hc_enter(*t.block, t.X, false, m);
   attention(*t.block, t.cells, t.X, m, q0, /*kv_only=*/true);
   dev_.submit();
+  ++mtp_clock_;
+  for (int r = 0; r < m; ++r) {
+    const std::size_t c = static_cast<std::size_t>(q0 + r);
+    mtp_next_[c] = tok[r];
+    mtp_stamp_[c] = mtp_clock_;
+    ledger_.drafter_committed(q0 + r, tok[r]);
+  }
+  dcells_.wrote(static_cast<int32_t>(q0), m);
+}
+
+void MetalModel::draft_begin(int64_t p, int32_t next_token) {
+  if (!mtp_) throw_error(ErrorKind::Value, "draft: this model has no MTP layer (nextn_predict_layers = 0)");
+  if (next_token < 0 || static_cast<uint32_t>(next_token) >= hp_.n_vocab)
+    throw_error(ErrorKind::Value, "draft: token " + std::to_string(next_token) + " is outside the vocabulary");
+  const float* H = streams_at(p);
+  if (!H)
+    throw_error(ErrorKind::Value, "draft: the final streams of position " + std::to_string(p) +
+                                      " are not held (only the rows of the last eval are; evaluate it again)");
+  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
+  std::memcpy(mtp_->H.as<float>(), H, nd * sizeof(float));
+  chain_ = CellLedger::Chain{p, next_token, ++rounds_};
+  chain_step_ = 0;
+  chain_token_ = next_token;
+}
+
+int32_t MetalModel::draft_step(float* logits_out) {
+  if (!mtp_ || chain_.p < 0)
+    throw_error(ErrorKind::Value, "draft_step: no draft chain (draft_begin first; an eval, rollback or restore ends it)");
+  const model::HParams& hp = hp_;
+  Mtp& t = *mtp_;
+  const int64_t pos = chain_.p + chain_step_;
+  if (pos >= max_ctx_) throw_error(ErrorKind::Value, "draft_step: position " + std::to_string(pos) + " is past max_ctx");
+  if (chain_step_ == 0) {
+    // Step 0 writes cell p's committed K/V (the main streams at p, token t_{p+1}): rule 2.
+    const std::size_t c = static_cast<std::size_t>(chain_.p);
+    ++mtp_clock_;
+    mtp_next_[c] = chain_.next;
+    mtp_stamp_[c] = mtp_clock_;
+    ledger_.drafter_committed(chain_.p, chain_.next);
+    dcells_.wrote(static_cast<int32_t>(chain_.p), 1);
+  }
+  // The row's cells: exactly DraftCells' list, checked by the bookkeeping and by the ground truth.
+  const int32_t pos32 = static_cast<int32_t>(pos);
+  dcells_.draft_row_cells(pos32, list_);
+  dcells_.check_reads(list_, pos32, chain_step_);
+  ledger_.check_draft_row(list_, pos, chain_, n_past_);
+  const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
+  const int64_t Vr = hp.mtp_vocab;
+  t.tokens.as<int32_t>()[0] = chain_token_;
+  if (hp.rope_dim > 0) rope_.angles(pos, rope_cs_.as<float>());
+  tiles_ = &cfg_.drafter_tiles;
+  mtp_inputs(t.H, 1);
+  const Layer& L = *t.block;
+  hc_enter(L, t.X, false, 1);
+  attention(L, t.cells, t.X, 1, pos, false, &list_);
+  hc_enter(L, t.X, true, 1);
+  moe(L, t.X, static_cast<int>(layers_.size()), 1, -1, false);
+  head(t.X, 1, t.head_fn, t.head_base, t.head_scale, t.shared_head_norm, t.head, t.logits);
+  dev_.submit();
+  if (chain_step_ > 0) {
+    // A speculative chain cell: no wrote() (rule 3); the next eval from p+1 marks it stale.
+    const std::size_t c = static_cast<std::size_t>(pos);
+    ++mtp_clock_;
+    mtp_next_[c] = -1;
+    mtp_stamp_[c] = mtp_clock_;
+    ledger_.drafter_chain(pos, chain_.round);
+  }
+  if (status_.as<int32_t>()[layers_.size() * static_cast<std::size_t>(cfg_.max_rows)] != 0)
+    throw_error(ErrorKind::Value, "draft_step: router probabilities contain NaN or -inf");
+  const float* l = t.logits.as<float>();
+  if (logits_out) std::memcpy(logits_out, l, static_cast<std::size_t>(Vr) * sizeof(float));
+  int64_t best = 0;
+  for (int64_t i = 1; i < Vr; ++i)
+    if (l[i] > l[best]) best = i;
+  const int32_t tok = m_.mtp->vocab_ids[best];
+  std::memcpy(t.H.as<float>(), t.X.as<float>(), nd * sizeof(float));  // chained: the step's output streams
+  chain_token_ = tok;
+  ++chain_step_;
+  return tok;
 }
 
 void MetalModel::mtp_draft(int64_t p, int32_t next_token, int n_steps, float* logits_out, int32_t* tokens_out) {
-  if (!mtp_) throw_error(ErrorKind::Value, "mtp_draft: this model has no MTP layer");
   if (n_steps < 1) throw_error(ErrorKind::Value, "mtp_draft: n_steps must be >= 1");
-  if (p != carry_pos_)
-    throw_error(ErrorKind::Value, "mtp_draft: the final streams of position " + std::to_string(p) + " are not held");
-  if (p + n_steps > max_ctx_) throw_error(ErrorKind::Value, "mtp_draft: positions past max_ctx");
-  if (next_token < 0 || static_cast<uint32_t>(next_token) >= hp_.n_vocab)
-    throw_error(ErrorKind::Value, "mtp_draft: token outside the vocabulary");
-  const model::HParams& hp = hp_;
-  Mtp& t = *mtp_;
-  const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
-  const int64_t Vr = hp.mtp_vocab;
-  std::memcpy(t.H.as<float>(), carry_.as<float>(), nd * sizeof(float));
-  int32_t tok = next_token;
-  tiles_ = &cfg_.drafter_tiles;
-  for (int j = 0; j < n_steps; ++j) {
-    const int64_t pos = p + j;
-    t.tokens.as<int32_t>()[0] = tok;
-    if (hp.rope_dim > 0) rope_.angles(pos, rope_cs_.as<float>());
-    mtp_inputs(t.H, 1);
-    const Layer& L = *t.block;
-    hc_enter(L, t.X, false, 1);
-    attention(L, t.cells, t.X, 1, pos, false);
-    hc_enter(L, t.X, true, 1);
-    moe(L, t.X, static_cast<int>(layers_.size()), 1);
-    head(t.X, t.head_fn, t.head_base, t.head_scale, t.shared_head_norm, t.head, t.logits);
-    dev_.submit();
-    if (status_.as<int32_t>()[layers_.size() * static_cast<std::size_t>(cfg_.max_rows)] != 0)
-      throw_error(ErrorKind::Value, "mtp_draft: router probabilities contain NaN or -inf");
-    const float* l = t.logits.as<float>();
-    if (logits_out) std::memcpy(logits_out + j * Vr, l, static_cast<std::size_t>(Vr) * sizeof(float));
-    int64_t best = 0;
-    for (int64_t i = 1; i < Vr; ++i)
-      if (l[i] > l[best]) best = i;
-    tok = m_.mtp->vocab_ids[best];
-    tokens_out[j] = tok;
-    std::memcpy(t.H.as<float>(), t.X.as<float>(), nd * sizeof(float));  // chained: the step's output streams
-  }
+  if (p < 0 || p + n_steps > max_ctx_) throw_error(ErrorKind::Value, "mtp_draft: positions past max_ctx");
+  draft_begin(p, next_token);
+  const std::size_t Vr = hp_.mtp_vocab;
+  for (int j = 0; j < n_steps; ++j) tokens_out[j] = draft_step(logits_out ? logits_out + j * Vr : nullptr);
 }
 
 }  // namespace strata::mtl

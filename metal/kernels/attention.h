@@ -14,7 +14,11 @@
 //                group and every chunk of a list of up to 384 cells, merging in threadgroup memory —
 //                the same operations on the same values in the same order as split + merge, so the
 //                bytes are identical (tests/cpp/test_metal_attention.cpp).
-// K/V layout (per layer): k8/v8 [cell][Hkv][Dh] int8, ks/vs [cell][Hkv][ceil(Dh/64)] fp16 bits.
+// K/V layout (per layer), by cell format (the template parameter Kv of the bodies; the entry points
+// `strata_<kernel>` take KvI8, `strata_<kernel>_f32` KvF32):
+//   KvI8  (strata)   k/v [cell][Hkv][Dh] int8, ks/vs [cell][Hkv][ceil(Dh/64)] fp16 bits;
+//   KvF32 (qwen3moe) k/v [cell][Hkv][Dh] float, ks/vs unused — the CPU's f32 cells: q·k with 8
+//                    interleaved partial sums and the fixed tree (dot_f32), o_j += e·v_j (axpy_f32).
 #include "metal/kernels/common.h"
 
 enum : uint { kAttnChunk = 64, kKvBlock = 64, kFusedMaxWidth = 384, kFusedThreads = 256 };
@@ -48,16 +52,75 @@ inline float kv_dot_cell(device const float* q, device const int8_t* k8, device 
   return total;
 }
 
+// The two K/V cell formats. `slot` = cell·Hkv + KV head; buffers come in as bytes.
+struct KvI8 {
+  static inline float dot(device const float* q, device const uchar* k, device const ushort* ks, ulong slot, uint dh,
+                          uint nb) {
+    return kv_dot_cell(q, (device const int8_t*)k + slot * dh, ks + slot * nb, dh);
+  }
+  // e·v̂_j as the CPU's kv_axpy forms it: (e·scale)·code.
+  static inline float v_term(float e, device const uchar* v, device const ushort* vs, ulong slot, uint j, uint dh,
+                             uint nb) {
+    return (e * half_bits_to_float(vs[slot * nb + j / kKvBlock])) * float(int(((device const int8_t*)v)[slot * dh + j]));
+  }
+  // One head vector (lane owns elements lane + 32·j, j < 8): int8 per 64-element block (fp16 scale
+  // absmax/127, round half to even, clamp ±127). Every lane of the SIMD group calls it.
+  static inline void store(thread const float* x, device uchar* dst, device ushort* sc, ulong slot, uint dh, uint nb,
+                           uint lane) {
+    device int8_t* q8 = (device int8_t*)dst + slot * dh;
+    device ushort* s16p = sc + slot * nb;
+    for (uint b = 0; b < nb; ++b) {
+      const float m0 = metal::fabs(x[2 * b]);
+      const float m1 = 2 * b + 1 < 8 ? metal::fabs(x[2 * b + 1]) : 0.0f;
+      const float amax = simd_max(m0 > m1 ? m0 : m1);
+      const half s16 = half(amax / 127.0f);
+      const float s = float(s16);
+      if (lane == 0) s16p[b] = as_type<ushort>(s16);
+      for (uint j = 2 * b; j < 2 * b + 2 && j < 8; ++j) {
+        const uint i = lane + 32 * j;
+        if (i >= dh) continue;
+        const float q = s == 0.0f ? 0.0f : metal::clamp(metal::rint(x[j] / s), -127.0f, 127.0f);
+        q8[i] = int8_t(int(q));
+      }
+    }
+  }
+};
+
+struct KvF32 {
+  static inline float dot(device const float* q, device const uchar* k, device const ushort*, ulong slot, uint dh,
+                          uint) {
+    device const float* kf = (device const float*)k + slot * dh;
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    uint i = 0;
+    for (; i + 8 <= dh; i += 8)
+      for (uint l = 0; l < 8; ++l) acc[l] = acc[l] + q[i + l] * kf[i + l];
+    for (uint l = 0; i < dh; ++i, ++l) acc[l] = acc[l] + q[i] * kf[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  }
+  static inline float v_term(float e, device const uchar* v, device const ushort*, ulong slot, uint j, uint dh, uint) {
+    return e * ((device const float*)v)[slot * dh + j];
+  }
+  static inline void store(thread const float* x, device uchar* dst, device ushort*, ulong slot, uint dh, uint,
+                           uint lane) {
+    device float* o = (device float*)dst + slot * dh;
+    for (uint j = 0; j < 8; ++j) {
+      const uint i = lane + 32 * j;
+      if (i < dh) o[i] = x[j];
+    }
+  }
+};
+
 inline uint cell_of(constant AttnArgs& a, device const int* cells, uint row, uint i) {
   return a.implicit_list != 0 ? i : uint(cells[row * a.list_stride + i]);
 }
 
 // ---- qsa_prep: grid (2·Hkv [+ Hq], n_rows), one SIMD group (32 threads) per head vector.
 // Slots: [0, Hkv) K heads, [Hkv, 2·Hkv) V heads, [2·Hkv, 2·Hkv + Hq) query heads.
+template <class Kv>
 inline void qsa_prep_body(constant QsaPrepArgs& a, device const float* qp, device const float* kp,
                           device const float* vp, device const float* q_norm, device const float* k_norm,
-                          device const float* cs, device float* qh, device int8_t* k8, device ushort* ks,
-                          device int8_t* v8, device ushort* vs, bool kv_only, KPos p) {
+                          device const float* cs, device float* qh, device uchar* k8, device ushort* ks,
+                          device uchar* v8, device ushort* vs, bool kv_only, KPos p) {
   const uint slot = p.tg_x, row = p.tg_y, lane = p.lane;
   const uint dh = a.head_dim, hkv = a.n_head_kv;
   const bool is_k = slot < hkv, is_v = slot >= hkv && slot < 2 * hkv;
@@ -110,31 +173,17 @@ inline void qsa_prep_body(constant QsaPrepArgs& a, device const float* qp, devic
     }
     return;
   }
-  // int8 quantization per 64-element block: the block is elements [64b, 64b+64) = v[2b], v[2b+1].
+  // The cell write in the layer's format.
   const ulong cell = a.cell0 + row;
   const uint g = is_k ? slot : slot - hkv;
-  device int8_t* q8 = (is_k ? k8 : v8) + (cell * hkv + g) * dh;
-  device ushort* sc = (is_k ? ks : vs) + (cell * hkv + g) * a.kv_blocks;
-  for (uint b = 0; b < a.kv_blocks; ++b) {
-    const float m0 = metal::fabs(v[2 * b]);
-    const float m1 = 2 * b + 1 < 8 ? metal::fabs(v[2 * b + 1]) : 0.0f;
-    const float amax = simd_max(m0 > m1 ? m0 : m1);
-    const half s16 = half(amax / 127.0f);
-    const float s = float(s16);
-    if (lane == 0) sc[b] = as_type<ushort>(s16);
-    for (uint j = 2 * b; j < 2 * b + 2 && j < 8; ++j) {
-      const uint i = lane + 32 * j;
-      if (i >= dh) continue;
-      const float q = s == 0.0f ? 0.0f : metal::clamp(metal::rint(v[j] / s), -127.0f, 127.0f);
-      q8[i] = int8_t(int(q));
-    }
-  }
+  Kv::store(v, is_k ? k8 : v8, is_k ? ks : vs, cell * hkv + g, dh, a.kv_blocks, lane);
 }
 
 // ---- attn_chunks: grid (n_chunks, Hq, n_rows), 64 threads. tg_e: 64 floats; tg_m: 2 floats.
 // part_o: [chunk][plane row][Hq][Dh]; part_ml: [chunk][plane row][Hq][2] (m, l).
-inline void attn_chunks_body(constant AttnArgs& a, device const float* qh, device const int8_t* k8,
-                             device const ushort* ks, device const int8_t* v8, device const ushort* vs,
+template <class Kv>
+inline void attn_chunks_body(constant AttnArgs& a, device const float* qh, device const uchar* k8,
+                             device const ushort* ks, device const uchar* v8, device const ushort* vs,
                              device const int* cells, device const int* n_cells, device float* part_o,
                              device float* part_ml, TGP(float) tg_e, TGP(float) tg_m, KPos p) {
   const uint chunk = p.tg_x, h = p.tg_y, row = p.tg_z, t = p.tid;
@@ -147,7 +196,7 @@ inline void attn_chunks_body(constant AttnArgs& a, device const float* qh, devic
   float s = -INFINITY;
   if (t < len) {
     const ulong c = cell_of(a, cells, row, c0 + t);
-    s = kv_dot_cell(q, k8 + (c * hkv + g) * dh, ks + (c * hkv + g) * a.kv_blocks, dh) / a.sqrt_dh;
+    s = Kv::dot(q, k8, ks, c * hkv + g, dh, a.kv_blocks) / a.sqrt_dh;
   }
   const float sg_max = simd_max(s);
   if (p.lane == 0) tg_m[p.sg] = sg_max;
@@ -165,12 +214,10 @@ inline void attn_chunks_body(constant AttnArgs& a, device const float* qh, devic
   }
   device float* o = part_o + part * dh;
   for (uint j = t; j < dh; j += p.tg_size) {
-    const uint b = j / kKvBlock;
     float acc = 0.0f;
     for (uint i = 0; i < len; ++i) {
       const ulong c = cell_of(a, cells, row, c0 + i);
-      const ulong base = c * hkv + g;
-      acc = acc + (float(tg_e[i]) * half_bits_to_float(vs[base * a.kv_blocks + b])) * float(int(v8[base * dh + j]));
+      acc = acc + Kv::v_term(float(tg_e[i]), v8, vs, c * hkv + g, j, dh, a.kv_blocks);
     }
     o[j] = acc;
   }
@@ -205,8 +252,9 @@ inline void attn_merge_body(constant AttnArgs& a, device const float* part_o, de
 
 // ---- attn_fused: grid (Hkv, n_rows), kFusedThreads threads. tg_s: G·W floats (scores, then e);
 // tg_ml: G·nchunks·2 floats. Requires W = n_cells[row] <= 384 and the threadgroup memory to fit.
-inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device const int8_t* k8,
-                            device const ushort* ks, device const int8_t* v8, device const ushort* vs,
+template <class Kv>
+inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device const uchar* k8,
+                            device const ushort* ks, device const uchar* v8, device const ushort* vs,
                             device const int* cells, device const int* n_cells, device const float* gates,
                             device float* out, TGP(float) tg_s, TGP(float) tg_ml, KPos p) {
   const uint g = p.tg_x, row = p.tg_y, T = p.tg_size;
@@ -218,9 +266,7 @@ inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device
     const uint hl = q / W, i = q % W;
     const uint h = g * G + hl;
     const ulong c = cell_of(a, cells, row, i);
-    tg_s[q] = kv_dot_cell(qh + (ulong(row) * a.n_head + h) * dh, k8 + (c * hkv + g) * dh,
-                          ks + (c * hkv + g) * a.kv_blocks, dh) /
-              a.sqrt_dh;
+    tg_s[q] = Kv::dot(qh + (ulong(row) * a.n_head + h) * dh, k8, ks, c * hkv + g, dh, a.kv_blocks) / a.sqrt_dh;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   // Phase 2: per (head, chunk): m, e = exp(s − m) in place, l in list order.
@@ -243,7 +289,6 @@ inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device
   // Phase 3: per (head, element): chunk outputs built and merged max-first, chunks in order.
   for (uint q = p.tid; q < G * dh; q += T) {
     const uint hl = q / dh, j = q % dh, h = g * G + hl;
-    const uint b = j / kKvBlock;
     float M = -INFINITY;
     for (uint c = 0; c < nc; ++c) M = metal::max(M, float(tg_ml[(hl * nc + c) * 2]));
     float denom = 0.0f;
@@ -253,8 +298,8 @@ inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device
       const uint i0 = c * kAttnChunk, i1 = metal::min(W, i0 + kAttnChunk);
       float oc = 0.0f;
       for (uint i = i0; i < i1; ++i) {
-        const ulong base = ulong(cell_of(a, cells, row, i)) * hkv + g;
-        oc = oc + (float(tg_s[hl * W + i]) * half_bits_to_float(vs[base * a.kv_blocks + b])) * float(int(v8[base * dh + j]));
+        oc = oc + Kv::v_term(float(tg_s[hl * W + i]), v8, vs, ulong(cell_of(a, cells, row, i)) * hkv + g, j, dh,
+                             a.kv_blocks);
       }
       acc += metal::exp(tg_ml[(hl * nc + c) * 2] - M) * oc;
     }

@@ -57,7 +57,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_THREADS", "threads", "threads", "0",
             "integer 0..1024; worker threads of each session's engine (0 = the shared pool, one per core)",
             False),
-    Setting("STRATA_BACKEND", "backend", "backend", "cpu", "cpu (the only backend of this build)", False),
+    Setting("STRATA_BACKEND", "backend", "backend", "cpu",
+            "cpu | metal-emu | metal; metal-emu runs the Metal kernels on the CPU threadgroup emulator (any "
+            "platform, slow; parity checks), metal the GPU (macOS builds with metal-cpp only)", False),
     Setting("STRATA_CONTEXT", "context_length", "context", "0",
             "integer 0 or 16..1048576; KV cells per session (0 = the model's context length, at most 32768)",
             False),
@@ -131,7 +133,9 @@ class Config:
 
     Attributes:
         threads: worker threads of each session's engine; 0 = the process-wide pool (one per core).
-        backend: compute backend; only ``"cpu"`` in this build.
+        backend: compute backend: ``"cpu"``, ``"metal-emu"`` (the Metal kernels on the CPU threadgroup
+            emulator: any platform, slow — for parity checks) or ``"metal"`` (the GPU; macOS builds with
+            metal-cpp only, elsewhere a ConfigError). See docs/metal.md.
         context_length: KV cells per session; 0 = the model's context length (at most 32768).
         speculative: MTP speculative decoding: ``None`` = on when the model has an MTP layer.
         draft_steps: drafts the MTP chain proposes per round (1..16).
@@ -155,7 +159,7 @@ class Config:
     """
 
     threads: int = 0
-    backend: Literal["cpu"] = "cpu"
+    backend: Literal["cpu", "metal-emu", "metal"] = "cpu"
     context_length: int = 0
     speculative: bool | None = None
     draft_steps: int = 3
@@ -369,7 +373,7 @@ class Config:
         need(self.speculative is None or isinstance(self.speculative, bool), "speculative",
              "None (auto), True or False")
         need(isinstance(self.spec_sample, str), "spec_sample", "'exact' or 'greedy'")
-        need(isinstance(self.backend, str), "backend", "'cpu'")
+        need(isinstance(self.backend, str), "backend", "'cpu', 'metal-emu' or 'metal'")
         need(isinstance(self.expert_mode, str), "expert_mode", "'mmap' or 'stream'")
         need(isinstance(self.expert_cache, str), "expert_cache",
              "a size string ('30%', '512M', '0') or bytes")
@@ -427,10 +431,9 @@ def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
         if v is None:
             reject("threads", "STRATA_THREADS", why)
     if "STRATA_BACKEND" in env:
-        b = env["STRATA_BACKEND"].strip().lower()
-        if b != "cpu":
-            reject("backend", "STRATA_BACKEND", f'"{env["STRATA_BACKEND"]}" is not a backend of this build '
-                   "(available: cpu)")
+        why = _backend_problem(env["STRATA_BACKEND"])
+        if why:
+            reject("backend", "STRATA_BACKEND", why)
     if "STRATA_CONTEXT" in env:
         v, why = _parse_int(env["STRATA_CONTEXT"], 0, MAX_CONTEXT)
         if v is None:
@@ -454,6 +457,19 @@ def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
                    f'expected on or off, got "{env["STRATA_DRAFT_CHAINED"]}"')
     order = ["threads", "backend", "context", "speculation"]
     return [(g, problems[g]) for g in order if g in problems]
+
+
+def _backend_problem(text: str) -> str:
+    """Why a STRATA_BACKEND value cannot be used by this build ("" when it can)."""
+    b = text.strip().lower()
+    if b in ("cpu", "metal-emu"):
+        return ""
+    if b == "metal":
+        if _strata_module().metal_device_available():
+            return ""
+        return ('"metal" is not a backend of this build: the Metal GPU backend needs macOS (a build with '
+                "metal-cpp); use metal-emu to run the Metal kernels on the CPU emulator")
+    return f'"{text}" is not a backend (available: cpu, metal-emu, metal)'
 
 
 def _python_values(env: Mapping[str, str], rejected: set[str]) -> dict[str, Any]:

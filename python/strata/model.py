@@ -19,7 +19,7 @@ import numpy as np
 
 from strata import _strata
 from strata.config import Config
-from strata.errors import InvalidArgument, IOFailure
+from strata.errors import ConfigError, InvalidArgument, IOFailure
 from strata.sampling import SamplingPolicy
 
 if TYPE_CHECKING:
@@ -230,10 +230,23 @@ class Model:
         MOCE routing."""
         if not isinstance(config, Config):
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
+        if config.backend != "cpu":
+            return self._metal_engine(config, encode_mtp=encode_mtp)
         return _strata.Engine(self._path, n_threads=config.threads, max_ctx=config.context_length,
                               mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
                               encode_mtp=encode_mtp and self._has_mtp, mtp_requant=config.mtp_requant,
                               **config.engine_kwargs())
+
+    def _metal_engine(self, config: Config, *, encode_mtp: bool) -> Any:
+        """``_strata.MetalEngine`` for ``backend="metal-emu"`` / ``"metal"``: the same session interface
+        as ``_strata.Engine`` (docs/metal.md); it has no expert store, so the stream mode is refused."""
+        if config.expert_mode != "mmap":
+            raise ConfigError(f"Config.expert_mode={config.expert_mode!r} needs the cpu backend: the "
+                              f"{config.backend} backend reads every expert from the mapped weights")
+        return _strata.MetalEngine(self._path, backend=config.backend, max_ctx=config.context_length,
+                                   mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
+                                   encode_mtp=encode_mtp and self._has_mtp, moce=config.moce_params(),
+                                   n_threads=config.threads, mtp_requant=config.mtp_requant)
 
     # --------------------------------------------------------------------------------- perplexity
     def perplexity(

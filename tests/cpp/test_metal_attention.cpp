@@ -5,7 +5,9 @@
 //   - the fused drafter attention byte for byte against split + merge for widths 1, 31, 64, 65,
 //     128, 319, 320, 321, 383, 384 (two tokens except at 384), non-contiguous cell ids, a partial-plane
 //     stride other than the token count, at the production shape (24 heads of 256, 2 KV heads);
-//     Auto picks the fused kernel up to 384 cells and the split path beyond.
+//     Auto picks the fused kernel up to 384 cells and the split path beyond;
+//   - f32 cells (qwen3moe, the _f32 kernels): qsa_prep's K/V floats, the split path and the fused
+//     path byte for byte against the CPU's f32 KvCells and attend_head.
 #define STRATA_TEST_MAIN
 #include "check.h"
 
@@ -50,16 +52,23 @@ bool same(const void* a, const void* b, size_t bytes) { return std::memcmp(a, b,
 // the same (kv_quantize), into the Metal layout.
 struct Cells {
   int n_cells, hkv, dh, nb;
+  bool f32;
   strata::engine::KvCells kv;
   std::vector<int8_t> k8, v8;
   std::vector<uint16_t> ks, vs;
-  Cells(int cells, int heads, int head_dim, std::mt19937& g)
-      : n_cells(cells), hkv(heads), dh(head_dim), nb((head_dim + 63) / 64),
-        kv(1, cells, heads, head_dim, strata::model::KvType::Int8, 0),
+  std::vector<float> kf, vf;  // f32 cells (qwen3moe): the floats as written
+  Cells(int cells, int heads, int head_dim, std::mt19937& g, bool f32_cells = false)
+      : n_cells(cells), hkv(heads), dh(head_dim), nb((head_dim + 63) / 64), f32(f32_cells),
+        kv(1, cells, heads, head_dim, f32_cells ? strata::model::KvType::F32 : strata::model::KvType::Int8, 0),
         k8(size_t(cells) * heads * head_dim), v8(k8.size()), ks(size_t(cells) * heads * nb), vs(ks.size()) {
     for (int c = 0; c < cells; ++c) {
       const auto k = rnd(g, size_t(heads) * head_dim, 1.5f), v = rnd(g, size_t(heads) * head_dim);
       kv.write(0, c, k.data(), v.data());
+      if (f32) {
+        kf.insert(kf.end(), k.begin(), k.end());
+        vf.insert(vf.end(), v.begin(), v.end());
+        continue;
+      }
       for (int h = 0; h < heads; ++h) {
         const size_t s = size_t(c) * heads + h;
         strata::engine::kv_quantize(k.data() + h * head_dim, head_dim, &k8[s * head_dim], &ks[s * nb]);
@@ -94,8 +103,10 @@ AttnOut run_attention(EmuDevice& dev, const Cells& cells, const AttnCase& c, con
   }
   const uint32_t n_chunks = (max_w + 63) / 64 + 1;
   const uint32_t out_stride = uint32_t(c.hq * c.dh) + 5;
-  auto bq = upload(dev, qh), bg = upload(dev, qproj), bk8 = upload(dev, cells.k8), bks = upload(dev, cells.ks);
-  auto bv8 = upload(dev, cells.v8), bvs = upload(dev, cells.vs), bl = upload(dev, flat), bn = upload(dev, n);
+  auto bq = upload(dev, qh), bg = upload(dev, qproj);
+  auto bk8 = cells.f32 ? upload(dev, cells.kf) : upload(dev, cells.k8), bks = upload(dev, cells.ks);
+  auto bv8 = cells.f32 ? upload(dev, cells.vf) : upload(dev, cells.v8), bvs = upload(dev, cells.vs);
+  auto bl = upload(dev, flat), bn = upload(dev, n);
   auto bo = dev.new_buffer(size_t(rows) * out_stride * 4);
   auto bpo = dev.new_buffer(size_t(n_chunks) * c.plane_stride * c.hq * c.dh * 4);
   auto bpm = dev.new_buffer(size_t(n_chunks) * c.plane_stride * c.hq * 2 * 4);
@@ -113,11 +124,21 @@ AttnOut run_attention(EmuDevice& dev, const Cells& cells, const AttnCase& c, con
   a.gated = c.gated ? 1u : 0u;
   a.out_stride = out_stride;
   a.sqrt_dh = std::sqrt(static_cast<float>(c.dh));
-  strata::mtl::AttnBuffers b{BufferRef{bq.get()},  BufferRef{bk8.get()}, BufferRef{bks.get()}, BufferRef{bv8.get()},
-                             BufferRef{bvs.get()}, BufferRef{bl.get()},  BufferRef{bn.get()},  BufferRef{bg.get()},
-                             BufferRef{bo.get()},  BufferRef{bpo.get()}, BufferRef{bpm.get()}};
+  // f32 cells: the scale buffers stay unbound (the _f32 kernels never read them).
+  strata::mtl::AttnBuffers b{BufferRef{bq.get()},
+                             BufferRef{bk8.get()},
+                             cells.f32 ? BufferRef{} : BufferRef{bks.get()},
+                             BufferRef{bv8.get()},
+                             cells.f32 ? BufferRef{} : BufferRef{bvs.get()},
+                             BufferRef{bl.get()},
+                             BufferRef{bn.get()},
+                             BufferRef{bg.get()},
+                             BufferRef{bo.get()},
+                             BufferRef{bpo.get()},
+                             BufferRef{bpm.get()}};
   AttnOut r;
-  r.path = strata::mtl::encode_attention(dev, a, b, max_w, path);
+  r.path = strata::mtl::encode_attention(dev, a, b, max_w, path,
+                                         cells.f32 ? strata::mtl::KvFormat::F32 : strata::mtl::KvFormat::Int8);
   dev.submit();
   r.out.resize(size_t(rows) * c.hq * c.dh);
   const float* o = static_cast<const float*>(bo->contents());
@@ -303,4 +324,76 @@ TEST(fused_attention_other_shapes_and_ungated) {
       CHECK(same(fused.out.data(), split.out.data(), split.out.size() * 4));
       CHECK(same(split.out.data(), cpu_attention(cells, c, qh, qproj).data(), split.out.size() * 4));
     }
+}
+
+TEST(f32_cells_qsa_prep_and_attention_match_cpu) {
+  // qwen3moe's f32 K/V through the _f32 kernels: prep stores the normed, rotated K and the V floats
+  // exactly; split and fused attention give the CPU attend_head's bytes.
+  EmuDevice dev;
+  std::mt19937 g(35);
+  for (int dh : {16, 64, 128}) {
+    const int hq = 4, hkv = 2, rows = 3, cell0 = 4, n_cells = 9, kvrows = hkv * dh, qrows = hq * dh;
+    const auto qp = rnd(g, size_t(rows) * qrows, 2.0f), kp = rnd(g, size_t(rows) * kvrows, 2.0f);
+    const auto vp = rnd(g, size_t(rows) * kvrows), qn = rnd(g, dh), kn = rnd(g, dh);
+    strata::engine::Rope rope(dh, 1000000.0f);
+    std::vector<float> cs(size_t(rows) * dh);
+    for (int r = 0; r < rows; ++r) rope.angles(cell0 + r, &cs[size_t(r) * dh]);
+    auto bqp = upload(dev, qp), bkp = upload(dev, kp), bvp = upload(dev, vp), bqn = upload(dev, qn),
+         bkn = upload(dev, kn), bcs = upload(dev, cs);
+    auto bqh = dev.new_buffer(size_t(rows) * hq * dh * 4);
+    auto bk = dev.new_buffer(size_t(n_cells) * kvrows * 4), bv = dev.new_buffer(size_t(n_cells) * kvrows * 4);
+    QsaPrepArgs a{};
+    a.n_rows = rows;
+    a.n_head = hq;
+    a.n_head_kv = hkv;
+    a.head_dim = uint32_t(dh);
+    a.rope_dim = uint32_t(dh);
+    a.q_stride = uint32_t(qrows);
+    a.kv_stride = uint32_t(kvrows);
+    a.cs_stride = uint32_t(dh);
+    a.eps = 1e-6f;
+    a.cell0 = cell0;
+    a.kv_blocks = uint32_t((dh + 63) / 64);
+    strata::mtl::QsaBuffers b{BufferRef{bqp.get()}, BufferRef{bkp.get()}, BufferRef{bvp.get()}, BufferRef{bqn.get()},
+                              BufferRef{bkn.get()}, BufferRef{bcs.get()}, BufferRef{bqh.get()}, BufferRef{bk.get()},
+                              BufferRef{},          BufferRef{bv.get()},  BufferRef{}};
+    strata::mtl::encode_qsa_prep(dev, a, b, false, strata::mtl::KvFormat::F32);
+    dev.submit();
+    bool ok = true;
+    std::vector<float> x(dh);
+    for (int r = 0; r < rows; ++r) {
+      const float* c = &cs[size_t(r) * dh];
+      for (int h = 0; h < hq; ++h) {
+        strata::engine::rms_norm(&qp[size_t(r) * qrows + h * dh], dh, 1e-6f, qn.data(), x.data());
+        rope.apply(x.data(), c);
+        ok = ok && same(static_cast<const float*>(bqh->contents()) + (size_t(r) * hq + h) * dh, x.data(), size_t(dh) * 4);
+      }
+      for (int h = 0; h < hkv; ++h) {
+        const size_t s = (size_t(cell0 + r) * hkv + h) * dh;
+        strata::engine::rms_norm(&kp[size_t(r) * kvrows + h * dh], dh, 1e-6f, kn.data(), x.data());
+        rope.apply(x.data(), c);
+        ok = ok && same(static_cast<const float*>(bk->contents()) + s, x.data(), size_t(dh) * 4);
+        ok = ok && same(static_cast<const float*>(bv->contents()) + s, &vp[size_t(r) * kvrows + h * dh], size_t(dh) * 4);
+      }
+    }
+    CHECK_MSG(ok, "f32 qsa_prep, dh=" + std::to_string(dh));
+  }
+  for (int dh : {16, 80, 128}) {
+    const int hq = 8, hkv = 2, pool = 420;
+    Cells cells(pool, hkv, dh, g, /*f32_cells=*/true);
+    AttnCase c{hq, hkv, dh, false, {}, 6};
+    for (int w : {1, 63, 64, 65, 200, 384}) c.lists.push_back(list_of_width(w, pool, g));
+    const auto qh = rnd(g, c.lists.size() * hq * dh), qproj = rnd(g, c.lists.size() * 2 * hq * dh);
+    const std::vector<float> cpu = cpu_attention(cells, c, qh, qproj);
+    const AttnOut split = run_attention(dev, cells, c, qh, qproj, AttnPath::Split);
+    const AttnOut fused = run_attention(dev, cells, c, qh, qproj, AttnPath::Fused);
+    CHECK_MSG(same(split.out.data(), cpu.data(), cpu.size() * 4), "f32 split, dh=" + std::to_string(dh));
+    CHECK_MSG(same(fused.out.data(), cpu.data(), cpu.size() * 4), "f32 fused, dh=" + std::to_string(dh));
+    AttnCase wide{hq, hkv, dh, false, {list_of_width(410, pool, g)}, 1};
+    const auto qw = rnd(g, hq * dh), pw = rnd(g, 2 * hq * dh);
+    const AttnOut sw = run_attention(dev, cells, wide, qw, pw, AttnPath::Auto);
+    CHECK(sw.path == AttnPath::Split);
+    CHECK(same(sw.out.data(), cpu_attention(cells, wide, qw, pw).data(), sw.out.size() * 4));
+  }
+  CHECK_EQ(dev.emulator().violation_count(), uint64_t{0});
 }

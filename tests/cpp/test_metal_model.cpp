@@ -3,7 +3,8 @@
 // builder offers (4 streams, gated attention, sinks + window + lightning indexer, shared expert;
 // and all of them off with full causal attention), with F32 and F16 weights, prompts that stream in
 // several chunks, and the device reversing the dispatches between barriers (a missing barrier in
-// the dispatch plan would change the answer). Logits agree to float rounding.
+// the dispatch plan would change the answer); and a tiny qwen3moe model (f32 K/V cells). Logits
+// agree to float rounding.
 #define STRATA_TEST_MAIN
 #include "check.h"
 
@@ -117,6 +118,15 @@ TEST(features_off_full_causal_attention) {
   check_case("strata tiny (n = 1, ungated, full causal, no shared expert)", o, 7, 16, 3);
 }
 
+TEST(qwen3moe_f32_cells) {
+  // llama.cpp's qwen3moe: n = 1, ungated, full causal attention, no shared expert, no MTP, f32 K/V
+  // cells (the _f32 attention kernels); a prompt in several chunks.
+  TinyOptions o;
+  o.seed = 13;
+  o.qwen3moe = true;
+  check_case("qwen3moe tiny (f32 K/V cells)", o, 10, 16, 4);
+}
+
 TEST(bad_calls_are_refused) {
   TinyOptions o;
   auto model = strata_test::tiny_model(o);
@@ -143,7 +153,7 @@ TEST(mtp_drafts_equal_cpu) {
   rc.max_ctx = 96;
   rc.max_rows = 16;
   rc.mtp_sink = 2;
-  rc.mtp_window = 5;  // the Runner's draft rows read [p - W, p]; the Metal model's window 6 is (p - 6, p]
+  rc.mtp_window = 6;  // both read DraftCells' lists: sink ∪ [p - W, p]
   strata::engine::Runner cpu(strata_test::tiny_model(o), rc);
   auto model = strata_test::tiny_model(o);
   strata::mtl::EmuDevice dev({}, /*reverse_between_barriers=*/true);
