@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "strata/util/aligned.h"
 #include "strata/util/error.h"
@@ -29,6 +30,22 @@ TEST(thread_pool_rethrows_and_stays_usable) {
   }));
   std::atomic<int64_t> sum{0};
   pool.parallel_for(100, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  CHECK_EQ(sum.load(), int64_t{4950});
+}
+
+TEST(default_pool_follows_set_default_threads) {
+  using strata::ThreadPool;
+  ThreadPool::set_default_threads(3);
+  ThreadPool& three = ThreadPool::global();
+  CHECK_EQ(three.size(), 3);
+  ThreadPool::set_default_threads(0);  // back to one per core, even after a custom size
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK_EQ(ThreadPool::global().size(), cores);
+  // The replaced pool stays usable: an engine made before the change still holds it.
+  std::atomic<int64_t> sum{0};
+  three.parallel_for(100, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   CHECK_EQ(sum.load(), int64_t{4950});

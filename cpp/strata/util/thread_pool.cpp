@@ -2,11 +2,18 @@
 
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 namespace strata {
 
+namespace {
+int resolved(int n_threads) {  // 0 or less: one thread per core
+  return n_threads > 0 ? n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  n_threads = resolved(n_threads);
   workers_.reserve(static_cast<size_t>(n_threads - 1));
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -86,6 +93,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
 namespace {
 std::mutex g_pool_mutex;
 std::unique_ptr<ThreadPool> g_pool;
+// Pools replaced by set_default_threads stay alive: engines created before keep a pointer to theirs.
+std::vector<std::unique_ptr<ThreadPool>> g_retired;
 int g_default_threads = 0;
 }  // namespace
 
@@ -98,7 +107,7 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::set_default_threads(int n_threads) {
   std::lock_guard<std::mutex> lock(g_pool_mutex);
   g_default_threads = n_threads;
-  if (g_pool && g_pool->size() != (n_threads <= 0 ? g_pool->size() : n_threads)) g_pool.reset();
+  if (g_pool && g_pool->size() != resolved(n_threads)) g_retired.push_back(std::move(g_pool));
 }
 
 }  // namespace strata
