@@ -2,6 +2,7 @@
 // model after a prompt, and where it goes (docs/benchmarks.md, "Window rows").
 //
 //   window_rows_bench [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces]
+//                     [--only R]   (only windows of R rows, no output: instruction counts under valgrind)
 //
 // Part 1 times engine::Window::run for R = 1..max-rows rows at position P (after a P-token
 // prompt), rolling back to P between repetitions; R = 1 asks for the last row's logits (plain
@@ -31,6 +32,14 @@
 #include "strata/engine/window.h"
 #include "strata/model/model.h"
 #include "strata/util/thread_pool.h"
+
+// Under callgrind (--instr-atstart=no) only the timed windows are instrumented.
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define STRATA_BENCH_INSTRUMENT() CALLGRIND_START_INSTRUMENTATION
+#else
+#define STRATA_BENCH_INSTRUMENT() ((void)0)
+#endif
 
 using namespace strata;
 using Clock = std::chrono::steady_clock;
@@ -225,6 +234,7 @@ int main(int argc, char** argv) {
   int threads = 1, reps = 200, max_rows = 5;
   int64_t prompt = 256;
   bool pieces = true;
+  int only = 0;  // > 0: time only windows of this many rows (instruction counts under valgrind)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -236,12 +246,13 @@ int main(int argc, char** argv) {
     };
     if (a == "--model") path = next();
     else if (a == "--no-pieces") pieces = false;
+    else if (a == "--only") only = std::atoi(next());
     else if (a == "--threads") threads = std::atoi(next());
     else if (a == "--reps") reps = std::atoi(next());
     else if (a == "--prompt") prompt = std::atoll(next());
     else if (a == "--max-rows") max_rows = std::atoi(next());
     else {
-      std::fprintf(stderr, "usage: %s [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces] [--only R]\n", argv[0]);
       return 2;
     }
   }
@@ -258,16 +269,19 @@ int main(int argc, char** argv) {
   w.commit(prompt);
 
   // Part 1: Window::run.
+  STRATA_BENCH_INSTRUMENT();
   std::vector<std::vector<double>> tw(static_cast<std::size_t>(max_rows) + 1);
   for (int rep = 0; rep < reps + 3; ++rep)
     for (int k = 0; k < max_rows; ++k) {
       const int R = 1 + (k + rep) % max_rows;  // rotate the order
+      if (only > 0 && R != only) continue;
       w.rollback(prompt);
       const auto t0 = Clock::now();
       w.run(toks.data() + prompt, R, prompt, R == 1 ? engine::LogitRows::Last : engine::LogitRows::All);
       const double ms = ms_since(t0);
       if (rep >= 3) tw[static_cast<std::size_t>(R)].push_back(ms);  // 3 warm-up rounds
     }
+  if (only > 0) return 0;
   std::printf("model %s, %d threads, position %lld, %d reps (median)\n", path.c_str(), threads,
               static_cast<long long>(prompt), reps);
   // The minimum is the run least disturbed by other processes; on a shared machine it moves less
