@@ -192,6 +192,56 @@ TEST(chunked_softmax_merge_matches_plain_softmax) {
   }
 }
 
+// A GQA group attended together reads each cell once; every head must stay bitwise attend_head
+// (decode, verification windows and prefill then agree whatever the grouping). Both ISAs, both
+// K/V types, a head size of two int8 blocks with a tail (70), groups of 1..6 heads, lists around
+// the softmax chunk size, the implicit list.
+TEST(attend_group_equals_attend_head_bitwise) {
+  std::mt19937 g(17);
+  std::vector<strata::cpu::Isa> isas = {strata::cpu::Isa::Scalar};
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Neon)) isas.push_back(strata::cpu::Isa::Neon);
+  const strata::cpu::Isa was = strata::cpu::active_isa();
+  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8})
+    for (int dh : {64, 70}) {
+      const int hkv = 2, cells = 200;
+      KvCells kv(1, cells, hkv, dh, type, 0);
+      kv.prepare_write(0, 0, cells);
+      for (int c = 0; c < cells; ++c) {
+        auto k = rnd(g, static_cast<std::size_t>(hkv * dh), c % 31 == 0 ? 5.0f : 1.0f);
+        auto v = rnd(g, static_cast<std::size_t>(hkv * dh));
+        kv.write(0, c, k.data(), v.data());
+      }
+      for (strata::cpu::Isa isa : isas) {
+        strata::cpu::force_isa(isa);
+        for (int G = 1; G <= 6; ++G)
+          for (int len : {1, 64, 65, 150}) {
+            std::vector<int32_t> list;
+            for (int c = 0; c < cells && static_cast<int>(list.size()) < len; c += 1 + (c % 3 == 0)) list.push_back(c);
+            const int64_t n = static_cast<int64_t>(list.size());
+            auto q = rnd(g, static_cast<std::size_t>(G * dh), 2.0f);
+            std::vector<float> want(static_cast<std::size_t>(G * dh)), got(want.size(), 7.0f);
+            std::vector<float> sc(static_cast<std::size_t>(G * n)), ch(static_cast<std::size_t>(G * dh));
+            const float* qs[6];
+            float* outs[6];
+            for (int h = 0; h < G; ++h) {
+              attend_head(kv, 0, 1, q.data() + h * dh, list.data(), n, sc.data(), ch.data(), want.data() + h * dh);
+              qs[h] = q.data() + h * dh;
+              outs[h] = got.data() + h * dh;
+            }
+            attend_group(kv, 0, 1, qs, G, list.data(), n, sc.data(), ch.data(), outs);
+            CHECK_MSG(want == got, std::string(strata::cpu::isa_name(isa)) + " dh " + std::to_string(dh) + " G " +
+                                       std::to_string(G) + " n " + std::to_string(n));
+            attend_group(kv, 0, 0, qs, G, nullptr, n, sc.data(), ch.data(), outs);
+            for (int h = 0; h < G; ++h)
+              attend_head(kv, 0, 0, q.data() + h * dh, nullptr, n, sc.data(), ch.data(), want.data() + h * dh);
+            CHECK(want == got);
+          }
+      }
+    }
+  strata::cpu::force_isa(was);
+}
+
 static std::vector<int32_t> select(const CellPolicy& pol, int64_t p, const std::vector<float>* scores) {
   std::vector<int32_t> out(static_cast<std::size_t>(p + 1) + 8), order(static_cast<std::size_t>(p + 1) + 8);
   const int64_t n = select_cells(pol, p, scores ? scores->data() : nullptr, order.data(), out.data());
@@ -284,6 +334,28 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
       k->axpy_i8(-1.25f, q.data(), n, o1.data());
       sc.axpy_i8(-1.25f, q.data(), n, o2.data());
       CHECK(o1 == o2);
+      // The group forms: each member bitwise the single call.
+      for (int G : {1, 2, 3, 4, 5, 7}) {
+        std::vector<std::vector<float>> as, os, ws;
+        const float* ap[7];
+        float* op[7];
+        float w[7], d[7];
+        for (int m = 0; m < G; ++m) {
+          as.push_back(rnd(g, static_cast<std::size_t>(n) + 1));
+          os.push_back(rnd(g, static_cast<std::size_t>(n) + 1));
+          ap[m] = as.back().data();
+          w[m] = 0.25f * static_cast<float>(m) - 0.6f;
+        }
+        for (int m = 0; m < G; ++m) op[m] = os[static_cast<std::size_t>(m)].data();
+        k->dot_i8_multi(ap, G, q.data(), n, d);
+        ws = os;
+        k->axpy_i8_multi(w, G, q.data(), n, op);
+        for (int m = 0; m < G; ++m) {
+          CHECK_EQ(d[m], sc.dot_i8(ap[m], q.data(), n));
+          sc.axpy_i8(w[m], q.data(), n, ws[static_cast<std::size_t>(m)].data());
+          CHECK(ws[static_cast<std::size_t>(m)] == os[static_cast<std::size_t>(m)]);
+        }
+      }
     }
   }
   CHECK(paths.size() >= 1);

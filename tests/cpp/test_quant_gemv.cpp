@@ -222,6 +222,55 @@ TEST(gemm_rows_equal_gemv_bitwise_and_threads_change_nothing) {
   }
 }
 
+// The multi-activation kernels (verification windows, prefill chunks): every activation count
+// 1..9 (the kernels group 2-4 activations and 1-4 weight rows), rows that leave group remainders,
+// and a block count with a tail after the groups of eight — each (row, activation) is bitwise
+// the single-activation dot.
+TEST(multi_activation_dots_equal_single_bitwise) {
+  IsaGuard guard;
+  std::mt19937 rng(14);
+  for (Isa isa : runnable_isas()) {
+    cpu::force_isa(isa);
+    for (GGMLType type : all_types()) {
+      const int64_t bs = strata::quant::block_size(type);
+      const int64_t cols = bs == 256 ? 512 : 11 * 32;
+      const int64_t rows = 7;
+      const auto w = random_rows(type, rows, cols, rng);
+      const int64_t nx = 9;
+      const auto X = random_floats(nx * cols, rng);
+      const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
+      const std::size_t ab = cpu::activation_row_bytes(type, cols);
+      std::vector<uint8_t> act(static_cast<std::size_t>(nx) * ab);
+      cpu::quantize_activations(type, X.data(), nx, cols, act.data());
+      std::vector<float> single(static_cast<std::size_t>(nx * rows));
+      for (int64_t i = 0; i < nx; ++i)
+        k.dot_rows(cols, w.data(), strata::quant::row_bytes(type, cols), rows, act.data() + i * ab,
+                   single.data() + i * rows);
+      for (int na = 1; na <= nx; ++na) {
+        const void* acts[9];
+        float* outs[9];
+        std::vector<float> multi(static_cast<std::size_t>(na * rows), -1.0f);
+        for (int a = 0; a < na; ++a) {
+          acts[a] = act.data() + static_cast<std::size_t>(nx - 1 - a) * ab;  // any order
+          outs[a] = multi.data() + a * rows;
+        }
+        cpu::dot_rows_acts(k, cols, w.data(), strata::quant::row_bytes(type, cols), rows, acts, na, outs);
+        for (int a = 0; a < na; ++a)
+          CHECK_MSG(std::memcmp(multi.data() + a * rows, single.data() + (nx - 1 - a) * rows, rows * 4) == 0,
+                    label(type, isa, cols) + " " + std::to_string(na) + " activations, #" + std::to_string(a));
+        std::vector<float> Y(static_cast<std::size_t>(na * rows));
+        cpu::gemm(type, w.data(), rows, cols, X.data(), na, Y.data(), nullptr);
+        for (int a = 0; a < na; ++a) {
+          std::vector<float> y(static_cast<std::size_t>(rows));
+          cpu::gemv(type, w.data(), rows, cols, X.data() + a * cols, y.data(), nullptr);
+          CHECK_MSG(std::memcmp(y.data(), Y.data() + a * rows, rows * 4) == 0,
+                    label(type, isa, cols) + " gemm of " + std::to_string(na) + " rows, row " + std::to_string(a));
+        }
+      }
+    }
+  }
+}
+
 TEST(warm_gemv_does_not_allocate) {
   std::mt19937 rng(5);
   strata::ThreadPool pool(2);

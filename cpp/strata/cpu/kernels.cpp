@@ -22,6 +22,15 @@ std::size_t activation_row_bytes(quant::GGMLType type, int64_t n) {
   return quant::row_bytes(activation_type(type), n);
 }
 
+void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_stride, int64_t nrows,
+                   const void* const* acts, int nact, float* const* outs) {
+  if (nact == 1 || k.dot_rows_multi == nullptr) {
+    for (int a = 0; a < nact; ++a) k.dot_rows(n, w, w_stride, nrows, acts[a], outs[a]);
+    return;
+  }
+  k.dot_rows_multi(n, w, w_stride, nrows, acts, nact, outs);
+}
+
 const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
   (void)activation_type(type);  // throws for types without kernels
   if (!isa_supported(isa)) throw_error(ErrorKind::Value, std::string("ISA not available here: ") + isa_name(isa));

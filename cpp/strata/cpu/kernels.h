@@ -20,6 +20,11 @@ namespace strata::cpu {
 // out[r] = dot(row r of w, act) for r < nrows; rows are w_stride bytes apart, n elements each.
 using DotRowsFn = void (*)(int64_t n, const void* w, std::size_t w_stride, int64_t nrows, const void* act,
                            float* out);
+// Several activation rows against the same weight rows: outs[a][r] = dot(row r of w, acts[a]) for
+// a < nact, r < nrows. Each weight block is loaded (and unpacked) once for all activations; every
+// (row, activation) result is bitwise what dot_rows gives for that activation alone.
+using DotRowsMultiFn = void (*)(int64_t n, const void* w, std::size_t w_stride, int64_t nrows,
+                                const void* const* acts, int nact, float* const* outs);
 // x (n floats) -> activation form (row_bytes(act_type, n) bytes).
 using QuantizeActFn = void (*)(const float* x, void* act, int64_t n);
 
@@ -27,7 +32,13 @@ struct DotKernel {
   quant::GGMLType act_type;    // F32, Q8_0 or Q8_K
   QuantizeActFn quantize_act;  // nullptr when act_type is F32 (x is used as is)
   DotRowsFn dot_rows;
+  DotRowsMultiFn dot_rows_multi;  // nullptr: dot_rows once per activation
 };
+
+// outs[a][r] for a < nact through k.dot_rows_multi when the kernel has one, else dot_rows per
+// activation (same results either way).
+void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_stride, int64_t nrows,
+                   const void* const* acts, int nact, float* const* outs);
 
 // The kernel of a weight type on an ISA. Throws strata::Error(Value) when the type has no kernels
 // or the ISA is not supported on this machine.

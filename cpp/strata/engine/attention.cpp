@@ -110,7 +110,8 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
   const CellPolicy& pol = c.policy;
   const bool implicit = pol.window <= 0 && !c.cell_list;
   const int64_t list_stride = s.shape.max_list;
-  const int64_t score_stride = std::max(s.shape.max_ctx, s.shape.max_list);
+  // Per slot: the indexer's scores (one row) or a head group's attention scores (G per cell).
+  const int64_t score_stride = std::max(s.shape.max_ctx, s.shape.max_list) * s.head_group;
   if (c.cell_list) {
     // An explicit list from the caller (a single row: the drafter's own cell bookkeeping).
     std::memcpy(s.cells.data(), c.cell_list, sizeof(int32_t) * static_cast<std::size_t>(c.cell_list_n));
@@ -153,19 +154,30 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
     }
   }
 
-  // Attention per (row, head).
+  // Attention per (row, group of query heads sharing a KV head): each key and value is read once
+  // for the group (attend_group; per head bitwise attend_head).
   const int64_t group = hq / hkv;
-  parallel_items(c.pool, R * hq, [&](int slot, int64_t item) {
-    const int64_t r = item / hq, h = item % hq;
+  const int64_t gsize = std::min<int64_t>(group, kMaxHeadGroup);
+  const int64_t per_row = hkv * ((group + gsize - 1) / gsize);
+  parallel_items(c.pool, R * per_row, [&](int slot, int64_t item) {
+    const int64_t r = item / per_row, j = item % per_row;
+    const int64_t kvh = j / ((group + gsize - 1) / gsize);
+    const int64_t h0 = kvh * group + (j % ((group + gsize - 1) / gsize)) * gsize;
+    const int G = static_cast<int>(std::min(gsize, (kvh + 1) * group - h0));
     const int32_t* list = implicit ? nullptr : s.cells.data() + r * list_stride;
-    float* out = s.att.data() + (r * hq + h) * dh;
-    attend_head(kv, c.kv_layer, static_cast<int>(h / group), s.qh.data() + (r * hq + h) * dh, list,
-                s.n_cells[static_cast<std::size_t>(r)], s.slot_scores.data() + slot * score_stride,
-                s.slot_chunk.data() + slot * dh, out);
-    if (gated) {
-      const float* g = s.q.data() + r * qrows + 2 * h * dh + dh;
-      for (int64_t i = 0; i < dh; ++i) out[i] *= sigmoid(g[i]);
+    const float* qs[kMaxHeadGroup];
+    float* outs[kMaxHeadGroup];
+    for (int g = 0; g < G; ++g) {
+      qs[g] = s.qh.data() + (r * hq + h0 + g) * dh;
+      outs[g] = s.att.data() + (r * hq + h0 + g) * dh;
     }
+    attend_group(kv, c.kv_layer, static_cast<int>(kvh), qs, G, list, s.n_cells[static_cast<std::size_t>(r)],
+                 s.slot_scores.data() + slot * score_stride, s.slot_chunk.data() + slot * gsize * dh, outs);
+    if (gated)
+      for (int g = 0; g < G; ++g) {
+        const float* gt = s.q.data() + r * qrows + 2 * (h0 + g) * dh + dh;
+        for (int64_t i = 0; i < dh; ++i) outs[g][i] *= sigmoid(gt[i]);
+      }
   });
 
   linear(w.o, s.att.data(), R, s.out.data(), c.pool);

@@ -15,4 +15,11 @@ inline constexpr int kSoftmaxChunk = 64;
 void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, const int32_t* cells, int64_t n,
                  float* scores, float* chunk_o, float* out);
 
+// G query heads (G <= kMaxHeadGroup: a GQA group) that read the same KV head over the same cell
+// list: each head's result is bitwise attend_head's, but every key and value is read and
+// converted once for the G heads. q[g], out[g]: Dh floats; scores: scratch of G·n floats;
+// chunk_o: scratch of G·Dh floats.
+void attend_group(const KvCells& kv, int layer, int kv_head, const float* const* q, int G, const int32_t* cells,
+                  int64_t n, float* scores, float* chunk_o, float* const* out);
+
 }  // namespace strata::engine

@@ -44,6 +44,25 @@ class KvCells {
     else
       vk.axpy_f32(w, &vf_[h * dh_], dh_, out);
   }
+  // dot_k / axpy_v of G query heads (G <= kMaxHeadGroup) with one KV head: the cell is read once.
+  void dot_k_multi(const VecKernels& vk, int layer, int64_t cell, int head, const float* const* q, int G,
+                   float* out) const {
+    const std::size_t h = slot(layer, cell, head);
+    if (type_ == model::KvType::Int8) {
+      kv_dot_multi(vk, q, G, &k8_[h * dh_], &ks_[h * nb_], dh_, out);
+      return;
+    }
+    for (int g = 0; g < G; ++g) out[g] = vk.dot_f32(q[g], &kf_[h * dh_], dh_);
+  }
+  void axpy_v_multi(const VecKernels& vk, int layer, int64_t cell, int head, const float* w, int G,
+                    float* const* out) const {
+    const std::size_t h = slot(layer, cell, head);
+    if (type_ == model::KvType::Int8) {
+      kv_axpy_multi(vk, w, G, &v8_[h * dh_], &vs_[h * nb_], dh_, out);
+      return;
+    }
+    for (int g = 0; g < G; ++g) vk.axpy_f32(w[g], &vf_[h * dh_], dh_, out[g]);
+  }
   // The stored key / value of one head as floats (tests, debugging).
   void read_k(int layer, int64_t cell, int head, float* out) const;
   void read_v(int layer, int64_t cell, int head, float* out) const;

@@ -15,6 +15,8 @@ namespace {
 // Weight bytes per claimed block: big enough to amortise the claim, small enough to balance.
 constexpr int64_t kBlockBytes = 32 * 1024;
 constexpr int64_t kMaxBlocks = int64_t{1} << 24;
+// Activation rows per multi-activation kernel call.
+constexpr int64_t kActGroup = 8;
 
 }  // namespace
 
@@ -33,6 +35,7 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
   for (int t = 0; t < n_tasks; ++t) {
     LinearTask& k = tasks[t];
     const int64_t stride = static_cast<int64_t>(std::max<std::size_t>(k.w.row_stride, 1));
+    k.kernel = &cpu::dot_kernel(k.w.type, cpu::active_isa());
     k.rows_per_block = std::max<int64_t>(1, kBlockBytes / stride);
     k.first_block = n_blocks;
     n_blocks += (k.w.rows + k.rows_per_block - 1) / k.rows_per_block;
@@ -50,11 +53,19 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     const int64_t r0 = (b - k.first_block) * k.rows_per_block;
     const int64_t nr = std::min(k.rows_per_block, k.w.rows - r0);
     const uint8_t* wb = k.w.row(r0);
-    for (int64_t i = 0; i < k.nx; ++i) {
-      const int64_t ar = k.act_rows ? k.act_rows[i] : i;
-      const int64_t yr = k.y_rows ? k.y_rows[i] : i;
-      cpu::gemm_prepared(k.w.type, wb, nr, k.w.cols, k.act + static_cast<std::size_t>(ar) * k.act_stride, 1,
-                         k.y + yr * k.y_stride + r0, nullptr);
+    // The rows in groups that share each weight block's load (cpu/kernels.h: same results).
+    const void* acts[kActGroup];
+    float* outs[kActGroup];
+    for (int64_t i0 = 0; i0 < k.nx; i0 += kActGroup) {
+      const int na = static_cast<int>(std::min<int64_t>(kActGroup, k.nx - i0));
+      for (int a = 0; a < na; ++a) {
+        const int64_t i = i0 + a;
+        const int64_t ar = k.act_rows ? k.act_rows[i] : i;
+        const int64_t yr = k.y_rows ? k.y_rows[i] : i;
+        acts[a] = k.act + static_cast<std::size_t>(ar) * k.act_stride;
+        outs[a] = k.y + yr * k.y_stride + r0;
+      }
+      cpu::dot_rows_acts(*k.kernel, k.w.cols, wb, k.w.row_stride, nr, acts, na, outs);
     }
   };
   if (!pool || pool->size() == 1 || total_bytes < cpu::kParallelMinBytes) {

@@ -17,6 +17,9 @@
 namespace strata {
 class ThreadPool;
 }
+namespace strata::cpu {
+struct DotKernel;
+}
 
 namespace strata::engine {
 
@@ -37,6 +40,7 @@ struct LinearTask {
   int64_t y_stride = 0;
   const int32_t* y_rows = nullptr;  // nullptr: i
   // Filled by run_linear_tasks.
+  const cpu::DotKernel* kernel = nullptr;
   int64_t rows_per_block = 0;
   int64_t first_block = 0;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "strata/engine/kv_quant.h"
+
 namespace strata::engine {
 namespace {
 std::size_t z(int64_t v) { return static_cast<std::size_t>(std::max<int64_t>(v, 1)); }
@@ -29,9 +31,11 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   ik.resize(R * z(hp.indexer_dim));
   cells.resize(R * z(s.max_list));
   n_cells.resize(R);
-  slot_scores.resize(slots * z(std::max(s.max_ctx, s.max_list)));
+  head_group = static_cast<int>(std::clamp<int64_t>(hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1, 1, kMaxHeadGroup));
+  const std::size_t G = static_cast<std::size_t>(head_group);
+  slot_scores.resize(slots * G * z(std::max(s.max_ctx, s.max_list)));
   slot_order.resize(slots * z(s.max_ctx));
-  slot_chunk.resize(slots * dh);
+  slot_chunk.resize(slots * G * dh);
   out.resize(R * d);
   one.resize(R);
   for (std::size_t i = 0; i < R; ++i) one[i] = 1.0f;

@@ -46,9 +46,10 @@ struct Scratch {
   AlignedBuffer<float> ik;         // [R][Di]
   AlignedBuffer<int32_t> cells;    // [R][max_list]
   AlignedBuffer<int64_t> n_cells;  // [R]
-  AlignedBuffer<float> slot_scores;   // [slots][max(max_ctx, max_list)]
+  int head_group = 1;                 // G: query heads attended together (attend_group)
+  AlignedBuffer<float> slot_scores;   // [slots][G][max(max_ctx, max_list)]
   AlignedBuffer<int32_t> slot_order;  // [slots][max_ctx]
-  AlignedBuffer<float> slot_chunk;    // [slots][Dh]
+  AlignedBuffer<float> slot_chunk;    // [slots][G][Dh]
   AlignedBuffer<float> out;        // [R][d] sub-layer output
   AlignedBuffer<float> one;        // [R] = 1 (expand weights)
   // MoE.

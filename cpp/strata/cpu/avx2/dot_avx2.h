@@ -18,6 +18,13 @@ STRATA_AVX2_DOT(dot_rows_q4_k);
 STRATA_AVX2_DOT(dot_rows_q6_k);
 STRATA_AVX2_DOT(dot_rows_iq4_xs);
 #undef STRATA_AVX2_DOT
+#define STRATA_AVX2_DOT_MULTI(name)                                                                         \
+  void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
+            float* const* outs)
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_0);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_0);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0);
+#undef STRATA_AVX2_DOT_MULTI
 
 void quantize_act_q8_0(const float* x, void* act, int64_t n);
 void quantize_act_q8_k(const float* x, void* act, int64_t n);

@@ -1,7 +1,9 @@
 // AVX2 dots of the 32-value block formats (Q4_0, Q5_0, Q8_0) with Q8_0 activations.
 //
 // Four weight rows go through the blocks together so each activation block is loaded (and its
-// offset term formed) once per four rows. Per row and block: one 256-bit maddubs over the 32
+// offset term formed) once per four rows; with several activations (dot_rows_multi: a verification
+// window, a prefill chunk) 2-4 weight rows x 2-4 activations share each weight block's load and
+// unpacking. Per row and block: one 256-bit maddubs over the 32
 // weights, madd to int32, one FMA with the block's scale dx·dy. The scales of eight blocks are
 // converted at once (F16C) and multiplied by the activation scales, then broadcast from a small
 // stack array. Q4_0 / Q5_0 weights are used unsigned (q ∈ [0,15] / [0,31]) and the offset is
@@ -26,30 +28,34 @@ inline __m256i unpack_nibbles(const uint8_t* p) {
   return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F));
 }
 
-// The per-format part: the int16 pair sums of (weight · activation) for one block.
+// The per-format part: the block's weights in the form maddubs takes (load, shared by every
+// activation of a pass) and the int16 pair sums of (weight · activation) for one block.
 struct Q4_0Ops {
   using Block = BlockQ4_0;
+  static __m256i load(const Block& b) { return unpack_nibbles(b.qs); }
   // Offset term shared by every row of the pass: maddubs(8, y).
   static __m256i offset(__m256i y) { return _mm256_maddubs_epi16(_mm256_set1_epi8(8), y); }
-  static __m256i pairs(const Block& b, __m256i y, __m256i off) {
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(unpack_nibbles(b.qs), y), off);
-  }
+  static __m256i pairs(__m256i q, __m256i y, __m256i off) { return _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), off); }
 };
 
 struct Q5_0Ops {
   using Block = BlockQ5_0;
-  static __m256i offset(__m256i y) { return _mm256_maddubs_epi16(_mm256_set1_epi8(16), y); }
-  static __m256i pairs(const Block& b, __m256i y, __m256i off) {
+  static __m256i load(const Block& b) {
     const __m256i hi = _mm256_and_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(0x10));
-    const __m256i q = _mm256_or_si256(unpack_nibbles(b.qs), hi);
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), off);
+    return _mm256_or_si256(unpack_nibbles(b.qs), hi);
   }
+  static __m256i offset(__m256i y) { return _mm256_maddubs_epi16(_mm256_set1_epi8(16), y); }
+  static __m256i pairs(__m256i q, __m256i y, __m256i off) { return _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), off); }
 };
 
 struct Q8_0Ops {
   using Block = BlockQ8_0;
+  // |x| once per block; the sign moves onto each activation (mul_add_epi8's trick, split).
+  static __m256i load(const Block& b) { return loadu256(b.qs); }
   static __m256i offset(__m256i) { return _mm256_setzero_si256(); }
-  static __m256i pairs(const Block& b, __m256i y, __m256i) { return mul_add_epi8(loadu256(b.qs), y); }
+  static __m256i pairs(__m256i q, __m256i y, __m256i) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+  }
 };
 
 // Eight fp16 scales at a stride of `stride` bytes -> f32.
@@ -59,42 +65,67 @@ inline __m256 load_scales8(const uint8_t* p, std::size_t stride) {
   return _mm256_cvtph_ps(loadu128(h));
 }
 
-// R rows (R ≤ 4) starting at w, all nb blocks; out[r] for r < R.
-template <typename Ops, int R>
-void dot_rows_group(int64_t nb, const uint8_t* w, std::size_t stride, const BlockQ8_0* y, float* out) {
+// W weight rows starting at w against A activations y[a], all nb blocks; out[a][r]. Per (row,
+// activation) the operations are those of a pass with W = 1, A = 1 (same scale products, same
+// FMA order over the blocks, same final sum), so grouping never changes a result.
+template <typename Ops, int W, int A>
+void dot_group(int64_t nb, const uint8_t* w, std::size_t stride, const BlockQ8_0* const* y, float* const* out,
+               int64_t r0) {
   using Block = typename Ops::Block;
-  const Block* x[R];
-  for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const Block*>(w + static_cast<std::size_t>(r) * stride);
+  const Block* x[W];
+  for (int r = 0; r < W; ++r) x[r] = reinterpret_cast<const Block*>(w + static_cast<std::size_t>(r) * stride);
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  alignas(32) float d[R][8];
+  __m256 acc[A][W];
+  for (int a = 0; a < A; ++a)
+    for (int r = 0; r < W; ++r) acc[a][r] = _mm256_setzero_ps();
+  alignas(32) float d[A][W][8];
 
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    const __m256 dy = load_scales8(reinterpret_cast<const uint8_t*>(&y[b].d), sizeof(BlockQ8_0));
-    for (int r = 0; r < R; ++r)
-      _mm256_store_ps(d[r], _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(&x[r][b].d), sizeof(Block)), dy));
+    __m256 dx[W];
+    for (int r = 0; r < W; ++r) dx[r] = load_scales8(reinterpret_cast<const uint8_t*>(&x[r][b].d), sizeof(Block));
+    for (int a = 0; a < A; ++a) {
+      const __m256 dy = load_scales8(reinterpret_cast<const uint8_t*>(&y[a][b].d), sizeof(BlockQ8_0));
+      for (int r = 0; r < W; ++r) _mm256_store_ps(d[a][r], _mm256_mul_ps(dx[r], dy));
+    }
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const __m256i yv = loadu256(y[b + k].qs);
-      const __m256i off = Ops::offset(yv);
-      for (int r = 0; r < R; ++r) {
-        const __m256i p = _mm256_madd_epi16(Ops::pairs(x[r][b + k], yv, off), ones);
-        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), _mm256_cvtepi32_ps(p), acc[r]);
+      __m256i yv[A], off[A];
+      for (int a = 0; a < A; ++a) {
+        yv[a] = loadu256(y[a][b + k].qs);
+        off[a] = Ops::offset(yv[a]);
+      }
+      for (int r = 0; r < W; ++r) {
+        const __m256i q = Ops::load(x[r][b + k]);
+        for (int a = 0; a < A; ++a) {
+          const __m256i p = _mm256_madd_epi16(Ops::pairs(q, yv[a], off[a]), ones);
+          acc[a][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[a][r][k]), _mm256_cvtepi32_ps(p), acc[a][r]);
+        }
       }
     }
   }
   for (; b < nb; ++b) {
-    const __m256i yv = loadu256(y[b].qs);
-    const __m256i off = Ops::offset(yv);
-    const float dy = fp16(y[b].d);
-    for (int r = 0; r < R; ++r) {
-      const __m256i p = _mm256_madd_epi16(Ops::pairs(x[r][b], yv, off), ones);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[r][b].d) * dy), _mm256_cvtepi32_ps(p), acc[r]);
+    for (int a = 0; a < A; ++a) {
+      const __m256i yv = loadu256(y[a][b].qs);
+      const __m256i off = Ops::offset(yv);
+      const float dy = fp16(y[a][b].d);
+      for (int r = 0; r < W; ++r) {
+        const __m256i p = _mm256_madd_epi16(Ops::pairs(Ops::load(x[r][b]), yv, off), ones);
+        acc[a][r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[r][b].d) * dy), _mm256_cvtepi32_ps(p), acc[a][r]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+  for (int a = 0; a < A; ++a)
+    for (int r = 0; r < W; ++r) out[a][r0 + r] = hsum(acc[a][r]);
+}
+
+// Every row of the call in groups of W (then the rest one by one) for A activations.
+template <typename Ops, int W, int A>
+void rows_acts(int64_t nb, const uint8_t* p, std::size_t stride, int64_t nrows, const BlockQ8_0* const* y,
+               float* const* out) {
+  int64_t r = 0;
+  for (; r + W <= nrows; r += W) dot_group<Ops, W, A>(nb, p + static_cast<std::size_t>(r) * stride, stride, y, out, r);
+  for (; r < nrows; ++r) dot_group<Ops, 1, A>(nb, p + static_cast<std::size_t>(r) * stride, stride, y, out, r);
 }
 
 template <typename Ops>
@@ -103,12 +134,32 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const auto* y = static_cast<const BlockQ8_0*>(act);
   const int64_t nb = n / quant::kQK32;
   int64_t r = 0;
-  for (; r + 4 <= nrows; r += 4) dot_rows_group<Ops, 4>(nb, p + static_cast<std::size_t>(r) * stride, stride, y, out + r);
-  const uint8_t* rest = p + static_cast<std::size_t>(r) * stride;
+  for (; r + 4 <= nrows; r += 4) dot_group<Ops, 4, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r);
   switch (nrows - r) {
-    case 3: dot_rows_group<Ops, 3>(nb, rest, stride, y, out + r); break;
-    case 2: dot_rows_group<Ops, 2>(nb, rest, stride, y, out + r); break;
-    case 1: dot_rows_group<Ops, 1>(nb, rest, stride, y, out + r); break;
+    case 3: dot_group<Ops, 3, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r); break;
+    case 2: dot_group<Ops, 2, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r); break;
+    case 1: dot_group<Ops, 1, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r); break;
+    default: break;
+  }
+}
+
+// Activations in groups of up to four: 2 weight rows x 4 or 3 activations, 4 x 2.
+template <typename Ops>
+void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                float* const* outs) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
+  const int64_t nb = n / quant::kQK32;
+  int a = 0;
+  for (; nact - a >= 4 && nact - a != 5; a += 4) rows_acts<Ops, 2, 4>(nb, p, stride, nrows, y + a, outs + a);
+  switch (nact - a) {
+    case 5:
+      rows_acts<Ops, 2, 3>(nb, p, stride, nrows, y + a, outs + a);
+      rows_acts<Ops, 4, 2>(nb, p, stride, nrows, y + a + 3, outs + a + 3);
+      break;
+    case 3: rows_acts<Ops, 2, 3>(nb, p, stride, nrows, y + a, outs + a); break;
+    case 2: rows_acts<Ops, 4, 2>(nb, p, stride, nrows, y + a, outs + a); break;
+    case 1: rows<Ops>(n, w, stride, nrows, y[a], outs[a]); break;
     default: break;
   }
 }
@@ -123,6 +174,18 @@ void dot_rows_q5_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
 }
 void dot_rows_q8_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q8_0Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q4_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                         float* const* outs) {
+  rows_multi<Q4_0Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q5_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                         float* const* outs) {
+  rows_multi<Q5_0Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q8_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                         float* const* outs) {
+  rows_multi<Q8_0Ops>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::avx2

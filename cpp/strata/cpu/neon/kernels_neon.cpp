@@ -7,16 +7,16 @@ namespace {
 
 using quant::GGMLType;
 
-constexpr DotKernel kF32{GGMLType::F32, nullptr, dot_rows_f32};
-constexpr DotKernel kF16{GGMLType::F32, nullptr, dot_rows_f16};
-constexpr DotKernel kBF16{GGMLType::F32, nullptr, dot_rows_bf16};
-constexpr DotKernel kQ4_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0};
-constexpr DotKernel kQ5_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_0};
-constexpr DotKernel kQ8_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0};
-constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k};
-constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k};
-constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k};
-constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs};
+constexpr DotKernel kF32{GGMLType::F32, nullptr, dot_rows_f32, nullptr};
+constexpr DotKernel kF16{GGMLType::F32, nullptr, dot_rows_f16, nullptr};
+constexpr DotKernel kBF16{GGMLType::F32, nullptr, dot_rows_bf16, nullptr};
+constexpr DotKernel kQ4_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0, nullptr};
+constexpr DotKernel kQ5_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_0, nullptr};
+constexpr DotKernel kQ8_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0, nullptr};
+constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k, nullptr};
+constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, nullptr};
+constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, nullptr};
+constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
 
 }  // namespace
 

@@ -189,16 +189,16 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
 void act_q8_0(const float* x, void* a, int64_t n) { quantize_row_q8_0(x, static_cast<BlockQ8_0*>(a), n); }
 void act_q8_k(const float* x, void* a, int64_t n) { quantize_row_q8_k(x, static_cast<BlockQ8_K*>(a), n); }
 
-constexpr DotKernel kF32{GGMLType::F32, nullptr, rows<dot_f32>};
-constexpr DotKernel kF16{GGMLType::F32, nullptr, rows<dot_f16>};
-constexpr DotKernel kBF16{GGMLType::F32, nullptr, rows<dot_bf16>};
-constexpr DotKernel kQ4_0{GGMLType::Q8_0, act_q8_0, rows<dot_q4_0>};
-constexpr DotKernel kQ5_0{GGMLType::Q8_0, act_q8_0, rows<dot_q5_0>};
-constexpr DotKernel kQ8_0{GGMLType::Q8_0, act_q8_0, rows<dot_q8_0>};
-constexpr DotKernel kQ2_K{GGMLType::Q8_K, act_q8_k, rows<dot_q2_k>};
-constexpr DotKernel kQ4_K{GGMLType::Q8_K, act_q8_k, rows<dot_q4_k>};
-constexpr DotKernel kQ6_K{GGMLType::Q8_K, act_q8_k, rows<dot_q6_k>};
-constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, act_q8_k, rows<dot_iq4_xs>};
+constexpr DotKernel kF32{GGMLType::F32, nullptr, rows<dot_f32>, nullptr};
+constexpr DotKernel kF16{GGMLType::F32, nullptr, rows<dot_f16>, nullptr};
+constexpr DotKernel kBF16{GGMLType::F32, nullptr, rows<dot_bf16>, nullptr};
+constexpr DotKernel kQ4_0{GGMLType::Q8_0, act_q8_0, rows<dot_q4_0>, nullptr};
+constexpr DotKernel kQ5_0{GGMLType::Q8_0, act_q8_0, rows<dot_q5_0>, nullptr};
+constexpr DotKernel kQ8_0{GGMLType::Q8_0, act_q8_0, rows<dot_q8_0>, nullptr};
+constexpr DotKernel kQ2_K{GGMLType::Q8_K, act_q8_k, rows<dot_q2_k>, nullptr};
+constexpr DotKernel kQ4_K{GGMLType::Q8_K, act_q8_k, rows<dot_q4_k>, nullptr};
+constexpr DotKernel kQ6_K{GGMLType::Q8_K, act_q8_k, rows<dot_q6_k>, nullptr};
+constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, act_q8_k, rows<dot_iq4_xs>, nullptr};
 
 }  // namespace
 

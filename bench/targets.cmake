@@ -1,0 +1,5 @@
+# Benchmarks built with the tests (not run by ctest): window_rows_bench times engine::Window over
+# 1..R rows on a real model (docs/benchmarks.md, "Window rows").
+add_executable(window_rows_bench ${CMAKE_CURRENT_LIST_DIR}/window_rows_bench.cpp)
+target_link_libraries(window_rows_bench PRIVATE strata_core)
+target_compile_options(window_rows_bench PRIVATE ${STRATA_WARNINGS})
