@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "bindings/spec_round.h"
 #include "strata/config/settings.h"
 #include "strata/draft/draft_cells.h"
 #include "strata/draft/retention.h"
@@ -40,11 +41,6 @@ const uint8_t* residency(const std::optional<U8>& resident, py::ssize_t n_expert
   return resident->data();
 }
 
-sampling::SpecSample spec_mode(const std::string& s) {
-  if (s == "exact") return sampling::SpecSample::Exact;
-  if (s == "greedy") return sampling::SpecSample::Greedy;
-  throw_error(ErrorKind::Value, "mode must be \"exact\" or \"greedy\", got \"" + s + "\"");
-}
 
 
 py::dict settings_dict(const config::Settings& s) {

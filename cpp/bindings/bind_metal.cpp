@@ -96,47 +96,7 @@ class PyMetalEngine {
 
   py::object eval(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
                   std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {
-    LogitRows which;
-    if (logits == "last")
-      which = LogitRows::Last;
-    else if (logits == "all")
-      which = LogitRows::All;
-    else if (logits == "none")
-      which = LogitRows::None;
-    else
-      throw_error(ErrorKind::Value, "eval: logits must be 'last', 'all' or 'none', not '" + logits + "'");
-    if (tokens.ndim() != 1) throw_error(ErrorKind::Value, "eval: tokens must be a 1-D sequence of token ids");
-    const int64_t n = tokens.shape(0);
-    if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
-    if (draft_from_row && *draft_from_row < 0)
-      throw_error(ErrorKind::Value, "eval: draft_from_row must be >= 0 (None = no draft rows), not " +
-                                        std::to_string(*draft_from_row));
-    std::vector<int32_t> ids(static_cast<std::size_t>(n));
-    const int64_t* src = tokens.data();
-    for (int64_t i = 0; i < n; ++i) {
-      if (src[i] < 0 || src[i] >= static_cast<int64_t>(hp().n_vocab))
-        throw_error(ErrorKind::Value, "eval: token " + std::to_string(src[i]) + " at index " + std::to_string(i) +
-                                          " is outside the vocabulary of " + std::to_string(hp().n_vocab));
-      ids[static_cast<std::size_t>(i)] = static_cast<int32_t>(src[i]);
-    }
-    const int64_t V = hp().n_vocab;
-    py::array_t<float> out;
-    float* dst = nullptr;
-    if (which == LogitRows::Last) {
-      out = py::array_t<float>(std::vector<py::ssize_t>{V});
-      dst = out.mutable_data();
-    } else if (which == LogitRows::All) {
-      out = py::array_t<float>(std::vector<py::ssize_t>{n, V});
-      dst = out.mutable_data();
-    }
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mu_);
-      const int64_t start = start_pos ? *start_pos : engine_->n_past();
-      engine_->eval(ids.data(), n, start, which, dst, draft_from_row ? *draft_from_row : -1);
-    }
-    if (which == LogitRows::None) return py::none();
-    return out;
+    return eval_target(*engine_, mu_, tokens, start_pos, logits, draft_from_row);
   }
 
   py::array_t<float> final_streams(int64_t pos) {

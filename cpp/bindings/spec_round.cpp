@@ -9,6 +9,60 @@ namespace py = pybind11;
 
 namespace strata::bindings {
 
+sampling::SpecSample spec_mode(const std::string& s) {
+  if (s == "exact") return sampling::SpecSample::Exact;
+  if (s == "greedy") return sampling::SpecSample::Greedy;
+  throw_error(ErrorKind::Value, "mode must be \"exact\" or \"greedy\", got \"" + s + "\"");
+}
+
+pybind11::object eval_target(engine::DecodeTarget& target, std::mutex& mu,
+                             const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
+                             std::optional<int64_t> start_pos, const std::string& logits,
+                             std::optional<int64_t> draft_from_row) {
+  using engine::LogitRows;
+  LogitRows which;
+  if (logits == "last")
+    which = LogitRows::Last;
+  else if (logits == "all")
+    which = LogitRows::All;
+  else if (logits == "none")
+    which = LogitRows::None;
+  else
+    throw_error(ErrorKind::Value, "eval: logits must be 'last', 'all' or 'none', not '" + logits + "'");
+  if (tokens.ndim() != 1) throw_error(ErrorKind::Value, "eval: tokens must be a 1-D sequence of token ids");
+  const int64_t n = tokens.shape(0);
+  if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
+  if (draft_from_row && *draft_from_row < 0)
+    throw_error(ErrorKind::Value, "eval: draft_from_row must be >= 0 (None = no draft rows), not " +
+                                      std::to_string(*draft_from_row));
+  const int64_t V = target.n_vocab();
+  std::vector<int32_t> ids(static_cast<std::size_t>(n));
+  const int64_t* src = tokens.data();
+  for (int64_t i = 0; i < n; ++i) {
+    if (src[i] < 0 || src[i] >= V)
+      throw_error(ErrorKind::Value, "eval: token " + std::to_string(src[i]) + " at index " + std::to_string(i) +
+                                        " is outside the vocabulary of " + std::to_string(V));
+    ids[static_cast<std::size_t>(i)] = static_cast<int32_t>(src[i]);
+  }
+  py::array_t<float> out;
+  float* dst = nullptr;
+  if (which == LogitRows::Last) {
+    out = py::array_t<float>(std::vector<py::ssize_t>{V});
+    dst = out.mutable_data();
+  } else if (which == LogitRows::All) {
+    out = py::array_t<float>(std::vector<py::ssize_t>{n, V});
+    dst = out.mutable_data();
+  }
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu);
+    const int64_t start = start_pos ? *start_pos : target.n_past();
+    target.eval(ids.data(), n, start, which, dst, draft_from_row ? *draft_from_row : -1);
+  }
+  if (which == LogitRows::None) return py::none();
+  return out;
+}
+
 pybind11::tuple spec_round(engine::DecodeTarget& target, SpecState& state, std::mutex& mu, int32_t token,
                            const std::vector<int32_t>& history, int max_drafts, bool chained,
                            const std::map<std::string, std::string>& retention_env,
@@ -28,12 +82,7 @@ pybind11::tuple spec_round(engine::DecodeTarget& target, SpecState& state, std::
   opt.chained = chained;
   opt.policy = policy;
   opt.caller_min_p = policy.min_p;
-  if (mode == "exact")
-    opt.mode = sampling::SpecSample::Exact;
-  else if (mode == "greedy")
-    opt.mode = sampling::SpecSample::Greedy;
-  else
-    throw_error(ErrorKind::Value, "spec_round: mode must be 'exact' or 'greedy', not '" + mode + "'");
+  opt.mode = spec_mode(mode);
   draft::RoundResult r;
   {
     py::gil_scoped_release release;

@@ -1,9 +1,11 @@
 #pragma once
-// Python glue for one speculative round (draft/speculator.h) on any engine::DecodeTarget: the CPU
-// Engine and the MetalEngine expose the same `spec_round` method through it.
+// Python glue shared by every engine::DecodeTarget binding (the CPU Engine and the MetalEngine):
+// `eval` (argument checks, logits arrays) and one speculative round (draft/speculator.h).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +17,16 @@
 #include "strata/sampling/rng.h"
 
 namespace strata::bindings {
+
+// "exact" / "greedy" (STRATA_SPEC_SAMPLE's values); Value error otherwise.
+sampling::SpecSample spec_mode(const std::string& s);
+
+// Engine.eval: tokens at start_pos (None = n_past); logits "last" (V floats), "all" (n x V) or "none"
+// (returns None); rows >= draft_from_row are draft rows. Locks `mu` and releases the GIL while it runs.
+pybind11::object eval_target(engine::DecodeTarget& target, std::mutex& mu,
+                             const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
+                             std::optional<int64_t> start_pos, const std::string& logits,
+                             std::optional<int64_t> draft_from_row);
 
 // The speculator of one engine, rebuilt when a round asks for more drafts than it holds.
 struct SpecState {
