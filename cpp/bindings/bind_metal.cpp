@@ -102,23 +102,13 @@ class PyMetalEngine {
   py::array_t<float> final_streams(int64_t pos) {
     std::lock_guard<std::mutex> lock(mu_);
     if (pos < 0) pos += engine_->n_past();
-    const float* s = engine_->streams_at(pos);
-    if (!s)
-      throw_error(ErrorKind::Value, "final_streams: position " + std::to_string(pos) +
-                                        " is not held (only the rows of the last eval are)");
-    const int64_t n = hp().hc_count, d = hp().n_embd;
-    py::array_t<float> out(std::vector<py::ssize_t>{n, d});
-    std::memcpy(out.mutable_data(), s, static_cast<std::size_t>(n * d) * sizeof(float));
-    return out;
+    return held_streams(engine_->streams_at(pos), pos, hp().hc_count, hp().n_embd);
   }
 
   // Drafts from the held streams of `pos` (default n_past - 1): the Metal model keeps no copy of
   // arbitrary streams, so unlike Engine.mtp_draft there is no `streams` argument.
   py::tuple mtp_draft(int64_t next_token, int n_steps, std::optional<int64_t> pos) {
-    if (!engine_->has_mtp()) throw_error(ErrorKind::Value, "this model has no MTP layer (nextn_predict_layers = 0)");
-    if (next_token < 0 || next_token >= static_cast<int64_t>(hp().n_vocab))
-      throw_error(ErrorKind::Value, "mtp_draft: next_token " + std::to_string(next_token) + " is outside the vocabulary");
-    if (n_steps < 1 || n_steps > 256) throw_error(ErrorKind::Value, "mtp_draft: n_steps must be in [1, 256]");
+    check_draft_args(*engine_, next_token, n_steps);
     const int64_t Vr = hp().mtp_vocab;
     py::array_t<float> logits(std::vector<py::ssize_t>{n_steps, static_cast<py::ssize_t>(Vr)});
     py::array_t<int32_t> toks(std::vector<py::ssize_t>{n_steps});
@@ -133,13 +123,7 @@ class PyMetalEngine {
     return py::make_tuple(logits, toks);
   }
 
-  py::array_t<int32_t> mtp_vocab_ids() const {
-    if (!engine_->has_mtp()) throw_error(ErrorKind::Value, "this model has no MTP layer");
-    const int64_t Vr = hp().mtp_vocab;
-    py::array_t<int32_t> out(std::vector<py::ssize_t>{Vr});
-    std::memcpy(out.mutable_data(), engine_->draft_vocab_ids(), static_cast<std::size_t>(Vr) * sizeof(int32_t));
-    return out;
-  }
+  py::array_t<int32_t> mtp_vocab_ids() const { return draft_vocab_array(*engine_); }
 
   void commit(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);

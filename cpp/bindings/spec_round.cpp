@@ -2,6 +2,8 @@
 
 #include <pybind11/stl.h>
 
+#include <cstring>
+
 #include "strata/config/settings.h"
 #include "strata/util/error.h"
 
@@ -13,6 +15,30 @@ sampling::SpecSample spec_mode(const std::string& s) {
   if (s == "exact") return sampling::SpecSample::Exact;
   if (s == "greedy") return sampling::SpecSample::Greedy;
   throw_error(ErrorKind::Value, "mode must be \"exact\" or \"greedy\", got \"" + s + "\"");
+}
+
+pybind11::array_t<float> held_streams(const float* s, int64_t pos, int64_t n, int64_t d) {
+  if (!s)
+    throw_error(ErrorKind::Value, "final_streams: position " + std::to_string(pos) +
+                                      " is not held (only the rows of the last eval are)");
+  py::array_t<float> out(std::vector<py::ssize_t>{n, d});
+  std::memcpy(out.mutable_data(), s, static_cast<std::size_t>(n * d) * sizeof(float));
+  return out;
+}
+
+void check_draft_args(const engine::DecodeTarget& target, int64_t next_token, int n_steps) {
+  if (!target.has_drafter()) throw_error(ErrorKind::Value, "this model has no MTP layer (nextn_predict_layers = 0)");
+  if (next_token < 0 || next_token >= target.n_vocab())
+    throw_error(ErrorKind::Value, "mtp_draft: next_token " + std::to_string(next_token) + " is outside the vocabulary");
+  if (n_steps < 1 || n_steps > 256) throw_error(ErrorKind::Value, "mtp_draft: n_steps must be in [1, 256]");
+}
+
+pybind11::array_t<int32_t> draft_vocab_array(const engine::DecodeTarget& target) {
+  if (!target.has_drafter()) throw_error(ErrorKind::Value, "this model has no MTP layer");
+  const int64_t Vr = target.draft_vocab();
+  py::array_t<int32_t> out(std::vector<py::ssize_t>{Vr});
+  std::memcpy(out.mutable_data(), target.draft_vocab_ids(), static_cast<std::size_t>(Vr) * sizeof(int32_t));
+  return out;
 }
 
 pybind11::object eval_target(engine::DecodeTarget& target, std::mutex& mu,

@@ -28,6 +28,13 @@ pybind11::object eval_target(engine::DecodeTarget& target, std::mutex& mu,
                              std::optional<int64_t> start_pos, const std::string& logits,
                              std::optional<int64_t> draft_from_row);
 
+// final_streams: the [n][d] streams `s` of position `pos` (nullptr: not held -> Value error).
+pybind11::array_t<float> held_streams(const float* s, int64_t pos, int64_t n, int64_t d);
+// mtp_draft's argument checks (a drafter, the token in the vocabulary, 1..256 steps).
+void check_draft_args(const engine::DecodeTarget& target, int64_t next_token, int n_steps);
+// The drafter's restricted vocabulary as an int32 array.
+pybind11::array_t<int32_t> draft_vocab_array(const engine::DecodeTarget& target);
+
 // The speculator of one engine, rebuilt when a round asks for more drafts than it holds.
 struct SpecState {
   std::unique_ptr<draft::Speculator> spec;
