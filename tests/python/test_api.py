@@ -20,7 +20,13 @@ import pytest
 
 import strata
 from strata import _strata
-from strata.convert import byte_level_tokenizer, make_random_strata, random_strata_tensors, write_strata_gguf
+from strata.convert import (
+    agreeing_strata_tensors,
+    byte_level_tokenizer,
+    make_random_strata,
+    random_strata_tensors,
+    write_strata_gguf,
+)
 
 VOCAB = 300
 EOS = 257  # the byte-level test vocabulary's <|endoftext|>
@@ -43,17 +49,7 @@ def agreeing_model(path: Path, scale: float, seed: int = 5, vocab_ids: tuple[int
     """Block outputs scaled by `scale`, MTP = identity-ish embedding path + the main head's norm: the
     drafter agrees with the main model more the smaller `scale` is."""
     cfg = tiny(mtp_vocab_ids=vocab_ids)
-    t = random_strata_tensors(cfg, seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    for k in list(t):
-        if k.endswith(("attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight")):
-            t[k] = t[k] * np.float32(scale)
-    d = TINY["d"]
-    mtp = f"blk.{TINY['n_layers']}.nextn."
-    t[mtp + "fc_embedding.weight"] = (np.eye(d) + scale * rng.standard_normal((d, d)) / 8).astype(np.float32)
-    t[mtp + "fc_hidden.weight"] = t[mtp + "fc_hidden.weight"] * np.float32(scale)
-    t[mtp + "enorm.weight"] = np.ones(d, np.float32)
-    t[mtp + "shared_head_norm.weight"] = t["output_norm.weight"].copy()
+    t = agreeing_strata_tensors(cfg, scale, seed=seed)
     return write_strata_gguf(t, cfg, path, tokenizer=byte_level_tokenizer(VOCAB))
 
 

@@ -14,7 +14,7 @@ from strata._strata import decode
 
 import strata
 from strata import _strata
-from strata.convert import byte_level_tokenizer, convert_qwen3moe, random_strata_tensors, write_strata_gguf
+from strata.convert import agreeing_strata_tensors, byte_level_tokenizer, convert_qwen3moe, write_strata_gguf
 
 VOCAB = 300
 TINY = dict(vocab_size=VOCAB, d=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, gated=True,
@@ -28,17 +28,7 @@ CPU = EMU.replace(backend="cpu")
 
 def strata_model(path: Path, scale: float, seed: int) -> Path:
     """A random strata model; `scale` < 1 shrinks the block outputs and makes the drafter agree more."""
-    t = random_strata_tensors(TINY, seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    for k in list(t):
-        if k.endswith(("attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight")):
-            t[k] = t[k] * np.float32(scale)
-    d = TINY["d"]
-    mtp = f"blk.{TINY['n_layers']}.nextn."
-    t[mtp + "fc_embedding.weight"] = (np.eye(d) + scale * rng.standard_normal((d, d)) / 8).astype(np.float32)
-    t[mtp + "fc_hidden.weight"] = t[mtp + "fc_hidden.weight"] * np.float32(scale)
-    t[mtp + "enorm.weight"] = np.ones(d, np.float32)
-    t[mtp + "shared_head_norm.weight"] = t["output_norm.weight"].copy()
+    t = agreeing_strata_tensors(TINY, scale, seed=seed)
     return write_strata_gguf(t, TINY, path, tokenizer=byte_level_tokenizer(VOCAB))
 
 

@@ -22,7 +22,12 @@ import pytest
 import strata
 from strata import session_file
 from strata.cli.__main__ import main
-from strata.convert import byte_level_tokenizer, make_random_strata, random_strata_tensors, write_strata_gguf
+from strata.convert import (
+    agreeing_strata_tensors,
+    byte_level_tokenizer,
+    make_random_strata,
+    write_strata_gguf,
+)
 
 VOCAB = 300
 TINY = dict(vocab_size=VOCAB, d=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, gated=True,
@@ -37,17 +42,7 @@ CHAT_TEMPLATE = ("{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}\n{%
 def agreeing_model(path: Path, scale: float = 0.05, seed: int = 5) -> Path:
     """Small block outputs and an MTP that nearly copies the main head: drafts are often accepted, so
     speculative rounds accept, partially accept and roll back."""
-    t = random_strata_tensors(TINY, seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    for k in list(t):
-        if k.endswith(("attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight")):
-            t[k] = t[k] * np.float32(scale)
-    d = TINY["d"]
-    mtp = f"blk.{TINY['n_layers']}.nextn."
-    t[mtp + "fc_embedding.weight"] = (np.eye(d) + scale * rng.standard_normal((d, d)) / 8).astype(np.float32)
-    t[mtp + "fc_hidden.weight"] = t[mtp + "fc_hidden.weight"] * np.float32(scale)
-    t[mtp + "enorm.weight"] = np.ones(d, np.float32)
-    t[mtp + "shared_head_norm.weight"] = t["output_norm.weight"].copy()
+    t = agreeing_strata_tensors(TINY, scale, seed=seed)
     base = byte_level_tokenizer(VOCAB)
 
     def tok(writer) -> None:  # noqa: ANN001 - a gguf writer

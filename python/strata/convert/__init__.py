@@ -7,7 +7,7 @@ Nothing here imports torch, except reading a .pt training checkpoint.
 from __future__ import annotations
 
 from strata.convert.qwen3moe import convert_qwen3moe
-from strata.convert.random_model import make_random_strata, random_strata_tensors
+from strata.convert.random_model import agreeing_strata_tensors, make_random_strata, random_strata_tensors
 from strata.convert.strata_layout import StrataHParams, TensorSpec, strata_keys, strata_tensor_specs
 from strata.convert.strata_writer import write_strata_gguf
 from strata.convert.tokenizer_keys import TokenizerWriter, byte_level_tokenizer
@@ -21,6 +21,7 @@ __all__ = [
     "byte_level_tokenizer",
     "convert_qwen3moe",
     "make_random_strata",
+    "agreeing_strata_tensors",
     "random_strata_tensors",
     "strata_keys",
     "strata_tensor_specs",

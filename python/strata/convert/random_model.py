@@ -35,6 +35,25 @@ def random_strata_tensors(config: Any, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
+def agreeing_strata_tensors(config: Any, scale: float, seed: int = 0) -> dict[str, np.ndarray]:
+    """A random model whose MTP drafter agrees with the main model more the smaller `scale` is: block
+    outputs scaled by `scale`, an identity-ish fc_embedding, fc_hidden scaled, the drafter head's norm
+    = the main head's. For tests that need speculative rounds to accept, partly accept and roll back."""
+    hp = StrataHParams.from_any(config)
+    t = random_strata_tensors(config, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    for k in list(t):
+        if k.endswith(("attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight")):
+            t[k] = t[k] * np.float32(scale)
+    d = hp.d
+    mtp = f"blk.{hp.n_layers}.nextn."
+    t[mtp + "fc_embedding.weight"] = (np.eye(d) + scale * rng.standard_normal((d, d)) / 8).astype(np.float32)
+    t[mtp + "fc_hidden.weight"] = t[mtp + "fc_hidden.weight"] * np.float32(scale)
+    t[mtp + "enorm.weight"] = np.ones(d, np.float32)
+    t[mtp + "shared_head_norm.weight"] = t["output_norm.weight"].copy()
+    return t
+
+
 def make_random_strata(
     config: Any,
     seed: int = 0,
