@@ -10,6 +10,7 @@
 
 #include "bindings/bindings.h"
 #include "strata/cpu/gemv.h"
+#include "strata/cpu/repack/repack.h"
 #include "strata/cpu/kernels.h"
 #include "strata/cpu/membench.h"
 #include "strata/quant/blocks.h"
@@ -130,9 +131,28 @@ float dot(const py::array& row, const std::string& type_name, const F32Array& x)
   return cpu::dot(t, w, x.data(), n);
 }
 
+// A supported file type, or one of the internal repacked types ("Q4_0_R16", "Q8_0_R16").
+GGMLType parse_kernel_type(const std::string& name) {
+  for (GGMLType t : {GGMLType::Q4_0_R16, GGMLType::Q8_0_R16})
+    if (name == quant::type_name(t)) return t;
+  return parse_supported(name);
+}
+
+// (bytes in the repacked layout, its type name) of a Q4_0 / Q8_0 matrix (cpu/repack/repack.h).
+py::tuple repack(const py::array& weights, const std::string& type_name, int64_t rows, int64_t cols) {
+  const GGMLType t = parse_supported(type_name);
+  checked_dim(rows, "rows");
+  checked_dim(cols, "cols");
+  const std::size_t bytes = quant::row_bytes(t, cols) * static_cast<std::size_t>(rows);
+  const uint8_t* w = bytes_of(weights, bytes, "weights");
+  py::array_t<uint8_t> out(static_cast<py::ssize_t>(bytes));
+  cpu::repack_rows(t, w, rows, cols, out.mutable_data());
+  return py::make_tuple(out, std::string(quant::type_name(cpu::repacked_type(t))));
+}
+
 py::array_t<float> gemm(const py::array& weights, const std::string& type_name, int64_t rows, int64_t cols,
                         const F32Array& X, bool threaded) {
-  const GGMLType t = parse_supported(type_name);
+  const GGMLType t = parse_kernel_type(type_name);
   checked_dim(rows, "rows");
   checked_dim(cols, "cols");
   const bool vector = X.ndim() == 1;
@@ -175,6 +195,8 @@ void bind_quant(py::module_& parent) {
   m.def("quantize", &quantize, py::arg("array"), py::arg("type"), py::arg("method") = "ggml");
   m.def("dequantize", &dequantize, py::arg("data"), py::arg("type"), py::arg("shape"));
   m.def("activation_values", &activation_values, py::arg("x"), py::arg("type"));
+  m.def("repack", &repack, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"),
+        "(bytes, type name) of a Q4_0 / Q8_0 matrix in the interleaved 16-row layout (rows a multiple of 16)");
   m.def("dot", &dot, py::arg("row"), py::arg("type"), py::arg("x"));
   m.def("gemm", &gemm, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"), py::arg("x"),
         py::arg("threaded") = true);

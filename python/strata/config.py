@@ -104,11 +104,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_EXPERT_DIRECT_IO", "expert_direct_io", "experts", "auto", "auto | on | off", False),
     Setting("STRATA_EXPERT_IO_THREADS", "expert_io_threads", "experts", "4",
             "integer 0..64; expert reader threads (0 = read on the compute thread)", False),
+    Setting("STRATA_ISA", "isa", "cpu", "auto",
+            "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (auto = the best this CPU "
+            "runs)",
+            False),
+    Setting("STRATA_REPACK", "repack", "cpu", "auto",
+            "auto | on | off; interleave Q4_0/Q8_0 weight rows at load for the kernels", False),
 )
 
 _BY_ENV = {s.env: s for s in SETTINGS}
 _BY_FIELD = {s.field: s for s in SETTINGS}
 _EXPERT_ENVS = tuple(s.env for s in SETTINGS if s.group == "experts")
+_CPU_ENVS = tuple(s.env for s in SETTINGS if s.group == "cpu")
 
 MAX_THREADS = 1024
 MIN_CONTEXT = 16
@@ -156,6 +163,11 @@ class Config:
             every expert (an int is bytes).
         expert_direct_io: ``"auto"``, ``"on"`` or ``"off"`` (O_DIRECT reads of the stream mode).
         expert_io_threads: expert reader threads (0..64; 0 = read on the compute thread).
+        isa: CPU kernel path: ``"auto"`` (the best this CPU runs), or ``"avx512"``, ``"avx2"``,
+            ``"neon"``, ``"scalar"`` to force one (process-wide, applied when a model is loaded; a
+            path this CPU cannot run is a ConfigError).
+        repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 weight rows at load for the
+            kernels (docs/quantization.md).
     """
 
     threads: int = 0
@@ -179,6 +191,8 @@ class Config:
     expert_cache: str = "0"
     expert_direct_io: Literal["auto", "on", "off"] = "auto"
     expert_io_threads: int = 4
+    isa: str = "auto"
+    repack: Literal["auto", "on", "off"] = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.spec_min_p_schedule, (list, tuple)):
@@ -187,7 +201,7 @@ class Config:
             object.__setattr__(self, "spec_sample", self.spec_sample.strip().lower())
         if isinstance(self.backend, str):
             object.__setattr__(self, "backend", self.backend.strip().lower())
-        for field in ("expert_mode", "expert_direct_io"):
+        for field in ("expert_mode", "expert_direct_io", "isa", "repack"):
             if isinstance(getattr(self, field), str):
                 object.__setattr__(self, field, getattr(self, field).strip().lower())
         if _is_int(self.expert_cache):
@@ -209,6 +223,10 @@ class Config:
             raise ConfigError(_field_message(str(experts["diagnostic"])))
         object.__setattr__(self, "expert_mode", experts["mode"])  # canonical: "1" -> "on", ...
         object.__setattr__(self, "expert_direct_io", experts["direct_io"])
+        cpu = _strata.parse_cpu_settings(self._cpu_env())
+        if cpu["diagnostics"]:
+            raise ConfigError(_field_message(str(cpu["diagnostics"][0])))
+        object.__setattr__(self, "repack", cpu["repack"])  # canonical: "1" -> "on", ...
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -272,6 +290,12 @@ class Config:
             values["expert_io_threads"] = int(experts["io_threads"])
             if "STRATA_EXPERT_CACHE" in env:
                 values["expert_cache"] = env["STRATA_EXPERT_CACHE"].strip()
+        cpu = _strata_module().parse_cpu_settings({k: v for k, v in env.items() if k in _CPU_ENVS})
+        if cpu["diagnostics"]:
+            diagnostics += [str(d) for d in cpu["diagnostics"]]
+        else:
+            values["isa"] = cpu["isa"]
+            values["repack"] = cpu["repack"]
         unknown = sorted(k for k in env if k not in _BY_ENV)
         if unknown:
             diagnostics.append(_unknown_message(unknown))
@@ -287,7 +311,7 @@ class Config:
 
         ``Config.from_env(config.to_env()) == config`` for every valid config.
         """
-        return {**self._python_env(), **self._native_env(), **self._expert_env()}
+        return {**self._python_env(), **self._native_env(), **self._expert_env(), **self._cpu_env()}
 
     def _python_env(self) -> dict[str, str]:
         return {
@@ -325,6 +349,14 @@ class Config:
             "STRATA_EXPERT_IO_THREADS": str(self.expert_io_threads),
         }
 
+    def _cpu_env(self) -> dict[str, str]:
+        return {"STRATA_ISA": str(self.isa), "STRATA_REPACK": str(self.repack)}
+
+    def apply_cpu(self) -> None:
+        """Make ``isa`` the process's kernel path (``"auto"`` leaves the path as it is)."""
+        if self.isa != "auto":
+            _strata_module().force_isa(self.isa)
+
     def moce_params(self) -> Any:
         """The engine's ``_strata.decode.MoceParams`` of the MOCE settings (m = e^λ, as the C++ core
         computes it)."""
@@ -335,10 +367,10 @@ class Config:
         return native["moce"]["params"]
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """The expert-store and routing keyword arguments of ``_strata.Engine`` for this config."""
+        """The expert-store, routing and repack keyword arguments of ``_strata.Engine`` for this config."""
         return {"expert_mode": self.expert_mode, "expert_cache": self.expert_cache,
                 "expert_direct_io": self.expert_direct_io, "expert_io_threads": self.expert_io_threads,
-                "moce": self.moce_params()}
+                "moce": self.moce_params(), "repack": self.repack}
 
     def retention_env(self) -> dict[str, str]:
         """Only the retention variables (what the draft-retention gate reads)."""
@@ -378,6 +410,8 @@ class Config:
         need(isinstance(self.expert_cache, str), "expert_cache",
              "a size string ('30%', '512M', '0') or bytes")
         need(isinstance(self.expert_direct_io, str), "expert_direct_io", "'auto', 'on' or 'off'")
+        need(isinstance(self.isa, str), "isa", "'auto', 'avx512', 'avx2', 'neon' or 'scalar'")
+        need(isinstance(self.repack, str), "repack", "'auto', 'on' or 'off'")
         need(self.spec_min_cum_p is None or _is_number(self.spec_min_cum_p), "spec_min_cum_p",
              "None or a number in [0, 1]")
         sched = self.spec_min_p_schedule

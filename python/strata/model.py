@@ -232,6 +232,7 @@ class Model:
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
         if config.backend != "cpu":
             return self._metal_engine(config, encode_mtp=encode_mtp)
+        config.apply_cpu()
         return _strata.Engine(self._path, n_threads=config.threads, max_ctx=config.context_length,
                               mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
                               encode_mtp=encode_mtp and self._has_mtp, mtp_requant=config.mtp_requant,

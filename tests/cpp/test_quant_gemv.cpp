@@ -77,8 +77,14 @@ TEST(the_best_isa_is_tested) {
   CHECK(cpu::best_isa() == Isa::Neon);
 #endif
 #if defined(__x86_64__) && defined(__AVX2__)
-  CHECK(cpu::best_isa() == Isa::Avx2);
+  CHECK(cpu::best_isa() == Isa::Avx2 || cpu::best_isa() == Isa::Avx512);
 #endif
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VNNI__)
+  CHECK(cpu::best_isa() == Isa::Avx512);  // a -march=native build on an AVX-512 VNNI machine
+#endif
+  // AVX-512 implies AVX2 (its kernels use AVX2 helpers too).
+  if (cpu::isa_supported(Isa::Avx512)) CHECK(cpu::isa_supported(Isa::Avx2));
 }
 
 TEST(activation_quantization_is_identical_on_every_isa) {

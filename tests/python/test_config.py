@@ -193,7 +193,8 @@ def test_settings_table_covers_the_native_parser() -> None:
     assert {s.env for s in SETTINGS if not s.native} == {
         "STRATA_THREADS", "STRATA_BACKEND", "STRATA_CONTEXT", "STRATA_SPECULATIVE", "STRATA_DRAFT_STEPS",
             "STRATA_DRAFT_CHAINED",
-        "STRATA_EXPERT_MODE", "STRATA_EXPERT_CACHE", "STRATA_EXPERT_DIRECT_IO", "STRATA_EXPERT_IO_THREADS"}
+        "STRATA_EXPERT_MODE", "STRATA_EXPERT_CACHE", "STRATA_EXPERT_DIRECT_IO", "STRATA_EXPERT_IO_THREADS",
+        "STRATA_ISA", "STRATA_REPACK"}
     assert len({s.field for s in SETTINGS}) == len(SETTINGS) == len(dataclasses.fields(Config))
 
 

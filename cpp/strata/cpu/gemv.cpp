@@ -73,9 +73,16 @@ void run_job(const Job& job, ThreadPool* pool) {
     job.run(0, job.rows);
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, kParallelChunkBytes / std::max<int64_t>(1, static_cast<int64_t>(job.w_stride)));
+  // Split in units of the kernel's row alignment (16-row groups for repacked weights).
+  const int64_t align = job.kernel->row_align;
+  const int64_t units = (job.rows + align - 1) / align;
+  const int64_t grain =
+      std::max<int64_t>(1, kParallelChunkBytes / std::max<int64_t>(1, static_cast<int64_t>(job.w_stride) * align));
   const Job* jp = &job;  // the closure holds one pointer: std::function keeps it inline, no allocation
-  pool->parallel_for(job.rows, grain, [jp](int64_t b, int64_t e) { jp->run(b, e); });
+  pool->parallel_for(units, grain, [jp](int64_t b, int64_t e) {
+    const int64_t a = jp->kernel->row_align;
+    jp->run(b * a, std::min(e * a, jp->rows));
+  });
 }
 
 }  // namespace

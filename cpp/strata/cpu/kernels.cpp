@@ -12,6 +12,7 @@ quant::GGMLType activation_type(quant::GGMLType type) {
     case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: return GGMLType::F32;
     case GGMLType::Q4_0: case GGMLType::Q5_0: case GGMLType::Q8_0: return GGMLType::Q8_0;
     case GGMLType::Q2_K: case GGMLType::Q4_K: case GGMLType::Q6_K: case GGMLType::IQ4_XS: return GGMLType::Q8_K;
+    case GGMLType::Q4_0_R16: case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
     default: break;
   }
   throw_error(ErrorKind::Value, std::string("no dot kernels for type ") + quant::type_name(type));
@@ -42,12 +43,20 @@ const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
       k = avx2::kernel(type);
 #endif
       break;
+    case Isa::Avx512:
+#if defined(STRATA_HAVE_AVX512_TU)
+      k = avx512::kernel(type);
+#endif
+      break;
     case Isa::Neon:
 #if defined(STRATA_HAVE_NEON_TU)
       k = neon::kernel(type);
 #endif
       break;
   }
+  // An ISA without repacked kernels of its own (NEON) runs the reference ones: correct, not fast
+  // (cpu/repack/repack.h only repacks for ISAs that have them).
+  if (k == nullptr) k = scalar::repacked_kernel(type);
   if (k == nullptr)
     throw_error(ErrorKind::Internal, std::string("no ") + isa_name(isa) + " kernel for " + quant::type_name(type));
   return *k;

@@ -8,7 +8,8 @@
 // order of the f32 accumulation. Activation quantization is bitwise identical on every ISA.
 //
 // Per row, a kernel's result does not depend on nrows or on which rows share a call, so any row
-// split (threads, gemm tiles) gives bitwise the same y.
+// split (threads, gemm tiles) gives bitwise the same y — a split whose pieces start at multiples
+// of the kernel's row_align.
 #include <cstddef>
 #include <cstdint>
 
@@ -33,7 +34,15 @@ struct DotKernel {
   QuantizeActFn quantize_act;  // nullptr when act_type is F32 (x is used as is)
   DotRowsFn dot_rows;
   DotRowsMultiFn dot_rows_multi;  // nullptr: dot_rows once per activation
+  // Calls must start at a row index that is a multiple of this (16 for the repacked types, whose
+  // rows are interleaved in groups: cpu/repack/layout.h); 1 for every plain type.
+  int row_align = 1;
 };
+
+// rows rounded up to a multiple of k.row_align: the row-block size a splitter may use.
+inline int64_t aligned_rows(const DotKernel& k, int64_t rows) {
+  return (rows + k.row_align - 1) / k.row_align * k.row_align;
+}
 
 // outs[a][r] for a < nact through k.dot_rows_multi when the kernel has one, else dot_rows per
 // activation (same results either way).
@@ -51,8 +60,12 @@ std::size_t activation_row_bytes(quant::GGMLType type, int64_t n);
 // Per-ISA tables (nullptr for a type the ISA lacks). Defined only where the ISA is compiled.
 namespace scalar {
 const DotKernel* kernel(quant::GGMLType type);
+const DotKernel* repacked_kernel(quant::GGMLType type);  // Q4_0_R16, Q8_0_R16
 }
 namespace avx2 {
+const DotKernel* kernel(quant::GGMLType type);
+}
+namespace avx512 {
 const DotKernel* kernel(quant::GGMLType type);
 }
 namespace neon {

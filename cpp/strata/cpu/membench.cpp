@@ -27,7 +27,7 @@ uint64_t sum_words_portable(const uint64_t* p, std::size_t n) {
 using SumFn = uint64_t (*)(const uint64_t*, std::size_t);
 SumFn pick_sum() {
 #if defined(STRATA_HAVE_AVX2_TU)
-  if (active_isa() == Isa::Avx2) return avx2::read_sum;
+  if (isa_has_avx2(active_isa())) return avx2::read_sum;
 #endif
   return sum_words_portable;
 }

@@ -36,7 +36,7 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     LinearTask& k = tasks[t];
     const int64_t stride = static_cast<int64_t>(std::max<std::size_t>(k.w.row_stride, 1));
     k.kernel = &cpu::dot_kernel(k.w.type, cpu::active_isa());
-    k.rows_per_block = std::max<int64_t>(1, kBlockBytes / stride);
+    k.rows_per_block = cpu::aligned_rows(*k.kernel, std::max<int64_t>(1, kBlockBytes / stride));
     k.first_block = n_blocks;
     n_blocks += (k.w.rows + k.rows_per_block - 1) / k.rows_per_block;
     total_bytes += k.w.rows * stride * std::max<int64_t>(1, k.nx);

@@ -77,7 +77,7 @@ const VecKernels& vec_kernels_scalar() { return kScalar; }
 
 const VecKernels& vec_kernels() {
 #if defined(STRATA_HAVE_AVX2_TU)
-  if (cpu::active_isa() == cpu::Isa::Avx2) return vec_kernels_avx2();
+  if (cpu::isa_has_avx2(cpu::active_isa())) return vec_kernels_avx2();  // AVX-512 runs these too
 #endif
   return kScalar;
 }

@@ -27,6 +27,12 @@ constexpr Entry kTypes[] = {
     {35, {"TQ2_0", 256, 66}},  {39, {"MXFP4", 32, 17}},
 };
 
+// The internal repacked types (types.h): looked up by type_info only.
+constexpr Entry kInternalTypes[] = {
+    {0x1002, {"Q4_0_R16", 32, 18}},
+    {0x1008, {"Q8_0_R16", 32, 34}},
+};
+
 }  // namespace
 
 std::optional<GGMLType> type_from_id(uint32_t id) {
@@ -52,6 +58,8 @@ std::optional<GGMLType> type_from_name(std::string_view name) {
 
 const TypeInfo& type_info(GGMLType t) {
   for (const auto& e : kTypes)
+    if (e.id == static_cast<uint32_t>(t)) return e.info;
+  for (const auto& e : kInternalTypes)
     if (e.id == static_cast<uint32_t>(t)) return e.info;
   throw_error(ErrorKind::Internal, "unknown ggml type id " + std::to_string(static_cast<uint32_t>(t)));
 }

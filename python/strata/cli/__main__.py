@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         info = strata.build_info()
         print(f"strata {info['version']} (features: {', '.join(info['features'])}; "
-              f"active: {info['active_isa']})")
+              f"active: {info['active_isa']}; runnable here: {', '.join(info['supported_isas'])})")
         return 0
     if not getattr(args, "func", None):
         parser.print_help()

@@ -17,6 +17,8 @@ constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k, null
 constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, nullptr};
 constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, nullptr};
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
+constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0_r16, dot_rows_multi_q4_0_r16, 16};
+constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0_r16, dot_rows_multi_q8_0_r16, 16};
 
 }  // namespace
 
@@ -32,6 +34,8 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::Q4_K: return &kQ4_K;
     case GGMLType::Q6_K: return &kQ6_K;
     case GGMLType::IQ4_XS: return &kIQ4_XS;
+    case GGMLType::Q4_0_R16: return &kQ4_0_R16;
+    case GGMLType::Q8_0_R16: return &kQ8_0_R16;
     default: return nullptr;
   }
 }

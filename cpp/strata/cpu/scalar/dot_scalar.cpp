@@ -214,7 +214,7 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::Q4_K: return &kQ4_K;
     case GGMLType::Q6_K: return &kQ6_K;
     case GGMLType::IQ4_XS: return &kIQ4_XS;
-    default: return nullptr;
+    default: return repacked_kernel(type);
   }
 }
 

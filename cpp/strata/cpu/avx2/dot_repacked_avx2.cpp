@@ -1,0 +1,133 @@
+// AVX2 kernels of the repacked types (cpu/repack/layout.h): a 16-row group as two halves of 8
+// rows, one 256-bit register per 4-column step whose 32-bit lane r is row r; the activation's 4
+// bytes of the step are broadcast. Q4_0_R16: maddubs of the unsigned nibbles, the int16 pair sums
+// of all eight steps added in int16 (8 · 2 · 15 · 127 < 2^15), one madd to int32, minus 8·Σy.
+// Q8_0_R16: the stored x + 128 flipped back to x, then maddubs(|x|, sign(y, x)) and madd per step.
+// Then sum += sumi · (dx·dy) with the multiply and the add rounded separately (built with
+// -ffp-contract=off): bitwise the scalar kernel's result.
+#include <algorithm>
+
+#include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/simd_avx2.h"
+#include "strata/cpu/repack/layout.h"
+
+namespace strata::cpu::avx2 {
+namespace {
+
+using quant::BlockQ8_0;
+
+inline __m256i bcast_word(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Σ of the 32 activation bytes of a block.
+inline int block_sum(const BlockQ8_0& y) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8(1), loadu256(y.qs));
+  return hsum_i32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+// The int32 block sums of one half (8 rows) of a group's block against one activation block.
+struct Q4Ops {
+  using Block = repack::BlockQ4_0x16;
+  static __m256i half_sums(const Block& b, int h, const __m256i* bc, int ysum) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i p = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i w = loadu256(b.qs + 64 * c + 32 * h);
+      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(w, m4), bc[c]));
+      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bc[c + 4]));
+    }
+    return _mm256_sub_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * ysum));
+  }
+  static constexpr bool kNeedsSum = true;
+};
+
+struct Q8Ops {
+  using Block = repack::BlockQ8_0x16;
+  static __m256i half_sums(const Block& b, int h, const __m256i* bc, int) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+      const __m256i x = _mm256_xor_si256(loadu256(b.qs + 64 * k + 32 * h), flip);
+      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(bc[k], x));
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+    }
+    return s;
+  }
+  static constexpr bool kNeedsSum = false;
+};
+
+// One group against A activations: outs[a][r0 .. r0 + n_valid).
+template <typename Ops, int A>
+void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0,
+                int n_valid) {
+  using Block = typename Ops::Block;
+  const Block* x = reinterpret_cast<const Block*>(grp);
+  __m256 acc[A][2];
+  for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(x[b].d)), _mm256_cvtph_ps(loadu128(x[b].d + 8))};
+    for (int a = 0; a < A; ++a) {
+      const BlockQ8_0& yb = y[a][b];
+      __m256i bc[8];
+      for (int k = 0; k < 4; ++k) {
+        bc[k] = bcast_word(yb.qs + 4 * k);
+        bc[k + 4] = bcast_word(yb.qs + 16 + 4 * k);
+      }
+      const int ysum = Ops::kNeedsSum ? block_sum(yb) : 0;
+      const __m256 dy = _mm256_set1_ps(fp16(yb.d));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i isum = Ops::half_sums(x[b], h, bc, ysum);
+        acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw[h], dy)));
+      }
+    }
+  }
+  for (int a = 0; a < A; ++a) {
+    alignas(32) float tmp[repack::kRows];
+    _mm256_store_ps(tmp, acc[a][0]);
+    _mm256_store_ps(tmp + 8, acc[a][1]);
+    std::memcpy(outs[a] + r0, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+  }
+}
+
+template <typename Ops>
+void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                float* const* outs) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
+  const int64_t nb = n / quant::kQK32;
+  for (int64_t r = 0; r < nrows; r += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(r) * stride;
+    const int nv = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r));
+    int a = 0;
+    for (; nact - a >= 2; a += 2) group_acts<Ops, 2>(nb, grp, y + a, outs + a, r, nv);
+    if (a < nact) group_acts<Ops, 1>(nb, grp, y + a, outs + a, r, nv);
+  }
+}
+
+template <typename Ops>
+void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows_multi<Ops>(n, w, stride, nrows, &act, 1, &out);
+}
+
+}  // namespace
+
+void dot_rows_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q4Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q8Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q8Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+
+}  // namespace strata::cpu::avx2

@@ -1,0 +1,37 @@
+#pragma once
+// The AVX-512 (F/BW/VL/DQ + VNNI) kernels of this folder, gathered into a table by
+// kernels_avx512.cpp.
+#include <cstddef>
+#include <cstdint>
+
+namespace strata::cpu::avx512 {
+
+#define STRATA_AVX512_DOT(name) \
+  void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out)
+STRATA_AVX512_DOT(dot_rows_f32);
+STRATA_AVX512_DOT(dot_rows_f16);
+STRATA_AVX512_DOT(dot_rows_bf16);
+STRATA_AVX512_DOT(dot_rows_q4_0);
+STRATA_AVX512_DOT(dot_rows_q5_0);
+STRATA_AVX512_DOT(dot_rows_q8_0);
+STRATA_AVX512_DOT(dot_rows_q2_k);
+STRATA_AVX512_DOT(dot_rows_q4_k);
+STRATA_AVX512_DOT(dot_rows_q6_k);
+STRATA_AVX512_DOT(dot_rows_iq4_xs);
+STRATA_AVX512_DOT(dot_rows_q4_0_r16);  // repacked types (cpu/repack/layout.h)
+STRATA_AVX512_DOT(dot_rows_q8_0_r16);
+#undef STRATA_AVX512_DOT
+#define STRATA_AVX512_DOT_MULTI(name)                                                                       \
+  void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
+            float* const* outs)
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_0);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q5_0);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q8_0);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_0_r16);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q8_0_r16);
+#undef STRATA_AVX512_DOT_MULTI
+
+void quantize_act_q8_0(const float* x, void* act, int64_t n);
+void quantize_act_q8_k(const float* x, void* act, int64_t n);
+
+}  // namespace strata::cpu::avx512

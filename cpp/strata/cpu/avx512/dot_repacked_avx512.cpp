@@ -1,0 +1,169 @@
+// AVX-512 VNNI kernels of the repacked types (cpu/repack/layout.h): 16 rows per group, one
+// 512-bit register per 4-column step whose lane r is row r, so each step is one vpdpbusd against
+// the activation's 4 bytes broadcast. The weights are unsigned (Q4_0 nibbles as stored, Q8_0 + 128
+// as stored) and the accumulator starts at −bias·Σy, so the int32 lane is exactly the row's block
+// sum; then sum += sumi · (dx·dy) with the multiply and the add rounded separately (this file is
+// built with -ffp-contract=off), which is the scalar kernel's arithmetic: results are bitwise the
+// scalar path's. Two row groups share each activation broadcast in a GEMV; with several
+// activations each group's unpacked weights are shared by up to four of them.
+#include <algorithm>
+
+#include "strata/cpu/avx512/dot_avx512.h"
+#include "strata/cpu/avx512/simd_avx512.h"
+#include "strata/cpu/repack/layout.h"
+
+namespace strata::cpu::avx512 {
+namespace {
+
+using quant::BlockQ8_0;
+
+struct Q4Ops {
+  using Block = repack::BlockQ4_0x16;
+  static constexpr int kBias = 8;
+  static void steps(const Block& b, __m512i* st) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i w = loadu512(b.qs + 64 * c);
+      st[c] = _mm512_and_si512(w, m4);
+      st[c + 4] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+    }
+  }
+};
+
+struct Q8Ops {
+  using Block = repack::BlockQ8_0x16;
+  static constexpr int kBias = 128;
+  static void steps(const Block& b, __m512i* st) {
+    for (int k = 0; k < 8; ++k) st[k] = loadu512(b.qs + 64 * k);
+  }
+};
+
+// Σ of the 32 activation bytes of a block.
+inline int block_sum(const BlockQ8_0& y) {
+  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), loadu256(y.qs));
+  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(1, 0, 3, 2)));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(r);
+}
+
+inline __m512i bcast_word(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline void store_rows(float* out, __m512 v, int n_valid) {
+  if (n_valid == repack::kRows) _mm512_storeu_ps(out, v);
+  else _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
+}
+
+// G consecutive groups (16·G rows from grp) against one activation: out[0 .. 16·G).
+template <typename Ops, int G>
+void groups_one_act(int64_t nb, const uint8_t* grp, std::size_t group_bytes, const BlockQ8_0* y, float* out,
+                    int n_valid_last) {
+  using Block = typename Ops::Block;
+  const Block* x[G];
+  for (int g = 0; g < G; ++g) x[g] = reinterpret_cast<const Block*>(grp + static_cast<std::size_t>(g) * group_bytes);
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i bc[8];
+    for (int k = 0; k < 4; ++k) {
+      bc[k] = bcast_word(y[b].qs + 4 * k);
+      bc[k + 4] = bcast_word(y[b].qs + 16 + 4 * k);
+    }
+    // Q8_0_R16 steps run over columns 4k..4k+3 in order; Q4_0_R16 steps c and c + 4 are the low
+    // and high nibbles of chunk c: columns 4c.. and 16 + 4c.. — the same broadcasts either way.
+    const __m512i start = _mm512_set1_epi32(-Ops::kBias * block_sum(y[b]));
+    const __m512 dy = _mm512_set1_ps(fp16(y[b].d));
+    for (int g = 0; g < G; ++g) {
+      __m512i st[8];
+      Ops::steps(x[g][b], st);
+      __m512i isum = start;
+      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, st[k], bc[k]);
+      const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(x[g][b].d)), dy);
+      acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+    }
+  }
+  for (int g = 0; g < G; ++g) store_rows(out + 16 * g, acc[g], g == G - 1 ? n_valid_last : repack::kRows);
+}
+
+// One group against A activations: outs[a][0 .. 16).
+template <typename Ops, int A>
+void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0,
+                int n_valid) {
+  using Block = typename Ops::Block;
+  const Block* x = reinterpret_cast<const Block*>(grp);
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i st[8];
+    Ops::steps(x[b], st);
+    const __m512 dw = _mm512_cvtph_ps(loadu256(x[b].d));
+    for (int a = 0; a < A; ++a) {
+      const BlockQ8_0& yb = y[a][b];
+      __m512i isum = _mm512_set1_epi32(-Ops::kBias * block_sum(yb));
+      for (int k = 0; k < 4; ++k) {
+        isum = _mm512_dpbusd_epi32(isum, st[k], bcast_word(yb.qs + 4 * k));
+        isum = _mm512_dpbusd_epi32(isum, st[k + 4], bcast_word(yb.qs + 16 + 4 * k));
+      }
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(yb.d)));
+      acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+    }
+  }
+  for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
+}
+
+template <typename Ops>
+void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(act);
+  const int64_t nb = n / quant::kQK32;
+  const std::size_t gb = stride * repack::kRows;
+  int64_t r = 0;
+  for (; r + 2 * repack::kRows <= nrows; r += 2 * repack::kRows)
+    groups_one_act<Ops, 2>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
+  for (; r < nrows; r += repack::kRows)
+    groups_one_act<Ops, 1>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r,
+                           static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+}
+
+template <typename Ops>
+void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                float* const* outs) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
+  const int64_t nb = n / quant::kQK32;
+  for (int64_t r = 0; r < nrows; r += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(r) * stride;
+    const int nv = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r));
+    int a = 0;
+    for (; nact - a >= 4; a += 4) group_acts<Ops, 4>(nb, grp, y + a, outs + a, r, nv);
+    switch (nact - a) {
+      case 3: group_acts<Ops, 3>(nb, grp, y + a, outs + a, r, nv); break;
+      case 2: group_acts<Ops, 2>(nb, grp, y + a, outs + a, r, nv); break;
+      case 1: group_acts<Ops, 1>(nb, grp, y + a, outs + a, r, nv); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+void dot_rows_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q4Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q8Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q8Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+
+}  // namespace strata::cpu::avx512

@@ -1,0 +1,43 @@
+// The AVX-512 (F/BW/VL/DQ + VNNI) kernel table.
+#include "strata/cpu/avx512/dot_avx512.h"
+#include "strata/cpu/kernels.h"
+
+namespace strata::cpu::avx512 {
+namespace {
+
+using quant::GGMLType;
+
+constexpr DotKernel kF32{GGMLType::F32, nullptr, dot_rows_f32, nullptr};
+constexpr DotKernel kF16{GGMLType::F32, nullptr, dot_rows_f16, nullptr};
+constexpr DotKernel kBF16{GGMLType::F32, nullptr, dot_rows_bf16, nullptr};
+constexpr DotKernel kQ4_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0, dot_rows_multi_q4_0};
+constexpr DotKernel kQ5_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_0, dot_rows_multi_q5_0};
+constexpr DotKernel kQ8_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0, dot_rows_multi_q8_0};
+constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k, nullptr};
+constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, nullptr};
+constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, nullptr};
+constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
+constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0_r16, dot_rows_multi_q4_0_r16, 16};
+constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0_r16, dot_rows_multi_q8_0_r16, 16};
+
+}  // namespace
+
+const DotKernel* kernel(GGMLType type) {
+  switch (type) {
+    case GGMLType::F32: return &kF32;
+    case GGMLType::F16: return &kF16;
+    case GGMLType::BF16: return &kBF16;
+    case GGMLType::Q4_0: return &kQ4_0;
+    case GGMLType::Q5_0: return &kQ5_0;
+    case GGMLType::Q8_0: return &kQ8_0;
+    case GGMLType::Q2_K: return &kQ2_K;
+    case GGMLType::Q4_K: return &kQ4_K;
+    case GGMLType::Q6_K: return &kQ6_K;
+    case GGMLType::IQ4_XS: return &kIQ4_XS;
+    case GGMLType::Q4_0_R16: return &kQ4_0_R16;
+    case GGMLType::Q8_0_R16: return &kQ8_0_R16;
+    default: return nullptr;
+  }
+}
+
+}  // namespace strata::cpu::avx512

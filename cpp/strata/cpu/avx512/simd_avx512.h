@@ -1,0 +1,69 @@
+#pragma once
+// AVX-512 helpers shared by the files of this folder only (compiled with -mavx512f -mavx512bw
+// -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c; nothing here may be included from a
+// baseline translation unit). Internal linkage, so the linker can never hand AVX-512 code to a
+// baseline caller.
+// GCC 12 reports its own AVX-512 casts (_mm512_castps512_ps256, _mm512_cvtph_ps, ...) as reading
+// an uninitialized value (the header's __Y = __Y idiom); the diagnostic is placed in the header.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace strata::cpu::avx512 {
+namespace {
+
+inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
+
+inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
+inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i loadu128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+// 32 bytes at p in the low half, 32 bytes at q in the high half.
+inline __m512i load2x256(const void* p, const void* q) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(p)), loadu256(q), 1);
+}
+// 32 bytes at p in the low half, zeros above.
+inline __m512i load256_z(const void* p) { return _mm512_zextsi256_si512(loadu256(p)); }
+
+inline float hsum(__m512 x) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+  __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+inline int hsum_i32(__m512i x) {
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1));
+  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(1, 0, 3, 2)));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(r);
+}
+
+inline float hmax(__m512 x) {
+  const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+  __m128 r = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_max_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+inline __m512 abs_ps(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+}
+
+// Eight fp16 scales at a stride of `stride` bytes -> f32.
+inline __m256 load_scales8(const uint8_t* p, std::size_t stride) {
+  uint16_t h[8];
+  for (int k = 0; k < 8; ++k) std::memcpy(&h[k], p + static_cast<std::size_t>(k) * stride, 2);
+  return _mm256_cvtph_ps(loadu128(h));
+}
+
+}  // namespace
+}  // namespace strata::cpu::avx512

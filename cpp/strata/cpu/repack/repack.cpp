@@ -1,0 +1,118 @@
+#include "strata/cpu/repack/repack.h"
+
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "strata/cpu/repack/layout.h"
+#include "strata/util/aligned.h"
+#include "strata/util/error.h"
+
+namespace strata::cpu {
+namespace {
+
+using quant::GGMLType;
+
+std::atomic<int> g_mode{-1};  // -1: the process setting
+thread_local AlignedBuffer<uint8_t> t_scratch;
+
+void repack_q8_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  auto* out = reinterpret_cast<repack::BlockQ8_0x16*>(dst);
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockQ8_0*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      out[b].d[r] = x->d;
+      for (int k = 0; k < 8; ++k)
+        for (int j = 0; j < 4; ++j)
+          out[b].qs[64 * k + 4 * r + j] = static_cast<uint8_t>(static_cast<uint8_t>(x->qs[4 * k + j]) ^ 0x80u);
+    }
+  }
+}
+
+void repack_q4_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  auto* out = reinterpret_cast<repack::BlockQ4_0x16*>(dst);
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockQ4_0*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      out[b].d[r] = x->d;
+      for (int c = 0; c < 4; ++c) std::memcpy(&out[b].qs[64 * c + 4 * r], &x->qs[4 * c], 4);
+    }
+  }
+}
+
+}  // namespace
+
+GGMLType repacked_type(GGMLType t) {
+  switch (t) {
+    case GGMLType::Q4_0: return GGMLType::Q4_0_R16;
+    case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
+    default: return t;
+  }
+}
+
+GGMLType plain_type(GGMLType t) {
+  switch (t) {
+    case GGMLType::Q4_0_R16: return GGMLType::Q4_0;
+    case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
+    default: return t;
+  }
+}
+
+bool is_repacked(GGMLType t) { return plain_type(t) != t; }
+
+bool can_repack(GGMLType t, int64_t rows) {
+  return repacked_type(t) != t && rows > 0 && rows % kRepackRows == 0;
+}
+
+bool repack_pays(GGMLType t, Isa isa) {
+  // Measured with bench/gemv_bench.py (docs/benchmarks.md, GEMV): on AVX-512 VNNI both formats
+  // gain; on AVX2 Q4_0 gains (int16 sums over a whole block) and Q8_0 does not.
+  switch (isa) {
+    case Isa::Avx512: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0;
+    case Isa::Avx2: return t == GGMLType::Q4_0;
+    default: return false;
+  }
+}
+
+bool should_repack(RepackMode mode, GGMLType t, int64_t rows) {
+  if (!can_repack(t, rows)) return false;
+  switch (mode) {
+    case RepackMode::On: return true;
+    case RepackMode::Off: return false;
+    case RepackMode::Auto: return repack_pays(t, active_isa());
+  }
+  return false;
+}
+
+RepackMode repack_mode() {
+  const int m = g_mode.load(std::memory_order_relaxed);
+  return m < 0 ? process_cpu_settings().repack : static_cast<RepackMode>(m);
+}
+
+void set_repack_mode(RepackMode mode) { g_mode.store(static_cast<int>(mode)); }
+
+void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst) {
+  if (!can_repack(t, rows))
+    throw_error(ErrorKind::Value, std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
+                                      " rows has no repacked form (Q4_0 / Q8_0, rows a multiple of 16)");
+  const std::size_t rb = quant::row_bytes(t, cols);
+  const int64_t nb = cols / quant::kQK32;
+  const std::size_t group = rb * repack::kRows;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / repack::kRows; ++g) {
+    const std::size_t off = static_cast<std::size_t>(g) * group;
+    if (t == GGMLType::Q8_0) repack_q8_0(s + off, rb, nb, d + off);
+    else repack_q4_0(s + off, rb, nb, d + off);
+  }
+}
+
+void repack_rows_in_place(GGMLType t, void* data, int64_t rows, int64_t cols) {
+  if (!can_repack(t, rows)) repack_rows(t, data, rows, cols, data);  // throws the same error
+  const std::size_t bytes = static_cast<std::size_t>(rows) * quant::row_bytes(t, cols);
+  t_scratch.resize(bytes);  // grows only
+  std::memcpy(t_scratch.data(), data, bytes);
+  repack_rows(t, t_scratch.data(), rows, cols, data);
+}
+
+}  // namespace strata::cpu

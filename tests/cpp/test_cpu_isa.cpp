@@ -1,0 +1,84 @@
+// ISA dispatch and the CPU settings: the detected paths are consistent (AVX-512 implies AVX2, the
+// best path is runnable), STRATA_ISA / STRATA_REPACK parse as documented with one diagnostic per
+// bad value and the group falling back to auto, and the AVX-512 activation quantizers (when this
+// CPU runs them) are bitwise the scalar ones on awkward inputs (halves, zeros, huge values).
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <cmath>
+#include <limits>
+
+#include "strata/cpu/cpu_settings.h"
+#include "strata/cpu/features.h"
+#include "strata/cpu/kernels.h"
+#include "test_quant_util.h"
+
+namespace cpu = strata::cpu;
+using cpu::Isa;
+
+TEST(detected_paths_are_consistent) {
+  std::string names;
+  for (Isa isa : cpu::compiled_isas()) names += std::string(" ") + cpu::isa_name(isa) + (cpu::isa_supported(isa) ? "+" : "-");
+  std::printf("compiled paths (+ runnable here):%s; best %s, active %s\n", names.c_str(), cpu::isa_name(cpu::best_isa()),
+              cpu::isa_name(cpu::active_isa()));
+  CHECK(cpu::isa_supported(cpu::best_isa()));
+  CHECK(cpu::isa_supported(cpu::active_isa()));
+  if (cpu::isa_supported(Isa::Avx512)) CHECK(cpu::isa_supported(Isa::Avx2) && cpu::best_isa() == Isa::Avx512);
+  CHECK(cpu::isa_has_avx2(Isa::Avx512) && cpu::isa_has_avx2(Isa::Avx2) && !cpu::isa_has_avx2(Isa::Scalar));
+}
+
+TEST(cpu_settings_parse_as_documented) {
+  auto parse = [](std::map<std::string, std::string> env) { return cpu::parse_cpu_settings(env); };
+  auto r = parse({});
+  CHECK(!r.settings.isa && r.settings.repack == cpu::RepackMode::Auto && r.diagnostics.empty());
+  r = parse({{"STRATA_ISA", " Scalar "}, {"STRATA_REPACK", "OFF"}});
+  CHECK(r.diagnostics.empty() && r.settings.isa == Isa::Scalar && r.settings.repack == cpu::RepackMode::Off);
+  r = parse({{"STRATA_ISA", "auto"}, {"STRATA_REPACK", "1"}});
+  CHECK(r.diagnostics.empty() && !r.settings.isa && r.settings.repack == cpu::RepackMode::On);
+  for (Isa isa : cpu::compiled_isas()) {
+    r = parse({{"STRATA_ISA", cpu::isa_name(isa)}});
+    if (cpu::isa_supported(isa)) {
+      CHECK(r.diagnostics.empty() && r.settings.isa == isa);
+    } else {
+      CHECK(r.diagnostics.size() == 1 && !r.settings.isa);
+      CHECK(r.diagnostics[0].find("not available") != std::string::npos);
+    }
+  }
+  // A bad value: one diagnostic naming the variable; the whole group falls back to auto.
+  r = parse({{"STRATA_ISA", "sse9"}, {"STRATA_REPACK", "off"}});
+  CHECK(r.diagnostics.size() == 1 && r.diagnostics[0].find("STRATA_ISA") != std::string::npos);
+  CHECK(!r.settings.isa && r.settings.repack == cpu::RepackMode::Auto);
+  r = parse({{"STRATA_REPACK", std::string(100, 'x')}});
+  CHECK(r.diagnostics.size() == 1 && r.diagnostics[0].find("STRATA_REPACK") != std::string::npos);
+  CHECK(r.diagnostics[0].size() < 120);  // long values are cut in the message
+}
+
+TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
+  using quant_test::GGMLType;
+  const cpu::DotKernel& s0 = cpu::dot_kernel(GGMLType::Q8_0, Isa::Scalar);
+  const cpu::DotKernel& sk = cpu::dot_kernel(GGMLType::Q4_K, Isa::Scalar);
+  std::vector<float> x(512);
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 6; ++trial) {
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      switch (trial) {
+        case 0: x[i] = 0.0f; break;
+        case 1: x[i] = static_cast<float>(static_cast<int>(i % 255) - 127) * 0.5f; break;  // exact halves
+        case 2: x[i] = (i % 7 == 0) ? 1e30f : -1e-30f; break;
+        case 3: x[i] = (i % 32 == 0) ? 127.0f : 0.5f; break;
+        default: x[i] = std::normal_distribution<float>(0.0f, trial == 4 ? 1.0f : 1e4f)(rng); break;
+      }
+    }
+    std::vector<uint8_t> want0(strata::quant::row_bytes(GGMLType::Q8_0, 512)), want_k(strata::quant::row_bytes(GGMLType::Q8_K, 512));
+    s0.quantize_act(x.data(), want0.data(), 512);
+    sk.quantize_act(x.data(), want_k.data(), 512);
+    for (Isa isa : cpu::compiled_isas()) {
+      if (!cpu::isa_supported(isa)) continue;
+      std::vector<uint8_t> got0(want0.size()), got_k(want_k.size());
+      cpu::dot_kernel(GGMLType::Q8_0, isa).quantize_act(x.data(), got0.data(), 512);
+      cpu::dot_kernel(GGMLType::Q4_K, isa).quantize_act(x.data(), got_k.data(), 512);
+      CHECK_MSG(got0 == want0, std::string(cpu::isa_name(isa)) + " q8_0 trial " + std::to_string(trial));
+      CHECK_MSG(got_k == want_k, std::string(cpu::isa_name(isa)) + " q8_K trial " + std::to_string(trial));
+    }
+  }
+}

@@ -1,0 +1,211 @@
+// Repacked weights (cpu/repack): Q4_0 / Q8_0 matrices in 16-row interleaved groups. On every ISA
+// this machine runs, a repacked matrix gives per row bitwise the plain type's SCALAR kernel result
+// (same integer block sums, same f32 order) — through dot_rows, the multi-activation kernels,
+// gemv / gemm / gemm_prepared, threaded or not; the expert store's in-place repack equals the
+// copying one; shapes without a repacked form are refused with a clear error; the settings decide
+// as documented; no heap allocation once warm.
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "strata/cpu/features.h"
+#include "strata/cpu/gemv.h"
+#include "strata/cpu/kernels.h"
+#include "strata/cpu/repack/repack.h"
+#include "strata/util/error.h"
+#include "strata/util/thread_pool.h"
+#include "test_quant_util.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+static std::atomic<long> g_allocations{0};
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using namespace quant_test;
+using strata::cpu::Isa;
+namespace cpu = strata::cpu;
+
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> v;
+  for (Isa isa : cpu::compiled_isas())
+    if (cpu::isa_supported(isa)) v.push_back(isa);
+  return v;
+}
+
+struct IsaGuard {
+  Isa saved = cpu::active_isa();
+  ~IsaGuard() { cpu::force_isa(saved); }
+};
+
+std::string label(GGMLType t, Isa isa, int64_t rows, int64_t cols) {
+  return std::string(strata::quant::type_name(t)) + " / " + cpu::isa_name(isa) + " / " + std::to_string(rows) + "x" +
+         std::to_string(cols);
+}
+
+std::vector<uint8_t> repacked(GGMLType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> r(w.size());
+  cpu::repack_rows(t, w.data(), rows, cols, r.data());
+  return r;
+}
+
+const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0};
+
+}  // namespace
+
+TEST(repacked_paths_under_test) {
+  std::string names;
+  for (Isa isa : runnable_isas()) {
+    const cpu::DotKernel& k = cpu::dot_kernel(GGMLType::Q4_0_R16, isa);
+    const bool own = k.dot_rows != cpu::dot_kernel(GGMLType::Q4_0_R16, Isa::Scalar).dot_rows;
+    names += std::string(" ") + cpu::isa_name(isa) + (own || isa == Isa::Scalar ? "" : "(reference)");
+  }
+  std::printf("repacked kernels under test:%s\n", names.c_str());
+  CHECK(cpu::repacked_type(GGMLType::Q4_0) == GGMLType::Q4_0_R16);
+  CHECK(cpu::repacked_type(GGMLType::Q8_0) == GGMLType::Q8_0_R16);
+  CHECK(cpu::plain_type(GGMLType::Q8_0_R16) == GGMLType::Q8_0);
+  CHECK(cpu::repacked_type(GGMLType::Q4_K) == GGMLType::Q4_K);  // no repacked form
+  CHECK(!cpu::is_repacked(GGMLType::Q8_0));
+  // Same bytes per row as the plain type; never a file type.
+  CHECK(strata::quant::row_bytes(GGMLType::Q4_0_R16, 256) == strata::quant::row_bytes(GGMLType::Q4_0, 256));
+  CHECK(strata::quant::row_bytes(GGMLType::Q8_0_R16, 256) == strata::quant::row_bytes(GGMLType::Q8_0, 256));
+  CHECK(!strata::quant::type_from_id(0x1002).has_value());
+  CHECK(!strata::quant::type_from_name("Q4_0_R16").has_value());
+  CHECK(cpu::dot_kernel(GGMLType::Q8_0_R16, Isa::Scalar).row_align == cpu::kRepackRows);
+}
+
+// Every (row, activation) of every path equals the plain scalar kernel bitwise, for block counts
+// with and without a tail of the kernels' unrolled loops, and 1..9 activations.
+TEST(repacked_dots_equal_the_plain_scalar_kernel_bitwise) {
+  std::mt19937 rng(21);
+  for (GGMLType t : kPlain) {
+    const GGMLType rt = cpu::repacked_type(t);
+    for (int64_t cols : {32, 96, 256, 1056}) {
+      for (int64_t rows : {16, 48, 80}) {
+        const auto w = random_rows(t, rows, cols, rng);
+        const auto wr = repacked(t, w, rows, cols);
+        const std::size_t stride = strata::quant::row_bytes(t, cols);
+        const int nx = 9;
+        const auto X = random_floats(nx * cols, rng);
+        const cpu::DotKernel& ref = cpu::dot_kernel(t, Isa::Scalar);
+        const std::size_t ab = cpu::activation_row_bytes(t, cols);
+        CHECK(ab == cpu::activation_row_bytes(rt, cols));
+        std::vector<uint8_t> act(static_cast<std::size_t>(nx) * ab);
+        for (int i = 0; i < nx; ++i) ref.quantize_act(X.data() + i * cols, act.data() + i * ab, cols);
+        std::vector<float> want(static_cast<std::size_t>(nx * rows));
+        for (int i = 0; i < nx; ++i) ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
+        for (Isa isa : runnable_isas()) {
+          const cpu::DotKernel& k = cpu::dot_kernel(rt, isa);
+          std::vector<float> got(want.size(), -1.0f);
+          for (int i = 0; i < nx; ++i) k.dot_rows(cols, wr.data(), stride, rows, act.data() + i * ab, got.data() + i * rows);
+          CHECK_MSG(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, label(rt, isa, rows, cols) + " dot_rows");
+          // A call covering a whole number of groups from a group boundary (a thread's share).
+          if (rows >= 32) {
+            std::vector<float> part(16, -1.0f);
+            k.dot_rows(cols, wr.data() + 16 * stride, stride, 16, act.data(), part.data());
+            CHECK_MSG(std::memcmp(part.data(), want.data() + 16, 64) == 0, label(rt, isa, rows, cols) + " second group");
+          }
+          for (int na = 1; na <= nx; ++na) {
+            const void* acts[9];
+            float* outs[9];
+            std::vector<float> multi(static_cast<std::size_t>(na * rows), -1.0f);
+            for (int a = 0; a < na; ++a) {
+              acts[a] = act.data() + static_cast<std::size_t>(nx - 1 - a) * ab;
+              outs[a] = multi.data() + a * rows;
+            }
+            cpu::dot_rows_acts(k, cols, wr.data(), stride, rows, acts, na, outs);
+            for (int a = 0; a < na; ++a)
+              CHECK_MSG(std::memcmp(multi.data() + a * rows, want.data() + (nx - 1 - a) * rows, rows * 4) == 0,
+                        label(rt, isa, rows, cols) + " " + std::to_string(na) + " activations, #" + std::to_string(a));
+          }
+        }
+      }
+    }
+  }
+}
+
+// The public entry points dispatch on the repacked type: gemv / gemm / gemm_prepared, with and
+// without threads (the row split honours the 16-row groups), equal the plain scalar gemm.
+TEST(gemv_and_gemm_of_repacked_weights_equal_plain_scalar_threaded_or_not) {
+  IsaGuard guard;
+  std::mt19937 rng(22);
+  strata::ThreadPool pool(3);
+  for (GGMLType t : kPlain) {
+    const GGMLType rt = cpu::repacked_type(t);
+    const int64_t rows = 1024, cols = 512, nx = 5;  // > kParallelMinBytes: the threaded path
+    const auto w = random_rows(t, rows, cols, rng);
+    const auto wr = repacked(t, w, rows, cols);
+    const auto X = random_floats(nx * cols, rng);
+    cpu::force_isa(Isa::Scalar);
+    std::vector<float> want(static_cast<std::size_t>(nx * rows));
+    cpu::gemm(t, w.data(), rows, cols, X.data(), nx, want.data(), nullptr);
+    for (Isa isa : runnable_isas()) {
+      cpu::force_isa(isa);
+      std::vector<float> Y(want.size()), Yt(want.size()), Yp(want.size()), y1(static_cast<std::size_t>(rows));
+      cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Y.data(), nullptr);
+      cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Yt.data(), &pool);
+      std::vector<uint8_t> act(static_cast<std::size_t>(nx) * cpu::activation_row_bytes(rt, cols));
+      cpu::quantize_activations(rt, X.data(), nx, cols, act.data());
+      cpu::gemm_prepared(rt, wr.data(), rows, cols, act.data(), nx, Yp.data(), &pool);
+      cpu::gemv(rt, wr.data(), rows, cols, X.data() + cols, y1.data(), &pool);
+      const std::string l = label(rt, isa, rows, cols);
+      CHECK_MSG(std::memcmp(Y.data(), want.data(), Y.size() * 4) == 0, l + " gemm");
+      CHECK_MSG(std::memcmp(Yt.data(), want.data(), Y.size() * 4) == 0, l + " gemm threaded");
+      CHECK_MSG(std::memcmp(Yp.data(), want.data(), Y.size() * 4) == 0, l + " gemm_prepared");
+      CHECK_MSG(std::memcmp(y1.data(), want.data() + rows, y1.size() * 4) == 0, l + " gemv");
+      // Warm: no allocation.
+      const long before = g_allocations.load();
+      cpu::gemv(rt, wr.data(), rows, cols, X.data(), y1.data(), &pool);
+      cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Y.data(), &pool);
+      CHECK_MSG(g_allocations.load() == before, l + " allocates once warm");
+    }
+  }
+}
+
+TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
+  std::mt19937 rng(23);
+  for (GGMLType t : kPlain) {
+    const int64_t rows = 32, cols = 128;
+    auto w = random_rows(t, rows, cols, rng);
+    const auto want = repacked(t, w, rows, cols);
+    cpu::repack_rows_in_place(t, w.data(), rows, cols);
+    CHECK(w == want);
+    std::vector<uint8_t> out(w.size());
+    CHECK_THROWS(cpu::repack_rows(t, w.data(), 24, cols, out.data()));  // not whole groups
+  }
+  std::vector<uint8_t> b(4096);
+  CHECK_THROWS(cpu::repack_rows(GGMLType::Q4_K, b.data(), 16, 256, b.data()));  // no repacked form
+  CHECK(!cpu::can_repack(GGMLType::Q8_0, 0));
+  CHECK(!cpu::can_repack(GGMLType::Q8_0, 17));
+  CHECK(cpu::can_repack(GGMLType::Q8_0, 2048));
+}
+
+TEST(repack_modes_decide_as_documented) {
+  IsaGuard guard;
+  using cpu::RepackMode;
+  CHECK(!cpu::should_repack(RepackMode::Off, GGMLType::Q4_0, 64));
+  CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q4_0, 40));  // not whole groups
+  CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q6_K, 64));
+  for (Isa isa : runnable_isas()) {
+    cpu::force_isa(isa);
+    CHECK(cpu::should_repack(RepackMode::On, GGMLType::Q8_0, 64));
+    CHECK(cpu::should_repack(RepackMode::Auto, GGMLType::Q4_0, 64) == cpu::repack_pays(GGMLType::Q4_0, isa));
+  }
+  CHECK(!cpu::repack_pays(GGMLType::Q4_0, Isa::Scalar));
+  CHECK(cpu::repack_pays(GGMLType::Q4_0, Isa::Avx512) && cpu::repack_pays(GGMLType::Q8_0, Isa::Avx512));
+  const RepackMode was = cpu::repack_mode();
+  cpu::set_repack_mode(RepackMode::Off);
+  CHECK(cpu::repack_mode() == RepackMode::Off);
+  cpu::set_repack_mode(was);
+}

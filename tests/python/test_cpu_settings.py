@@ -1,0 +1,87 @@
+"""The CPU settings (STRATA_ISA, STRATA_REPACK, ``Config.isa`` / ``Config.repack``), the ``--version``
+line naming the kernel path, and repacked weights through the Python bindings: a repacked matrix
+multiplies bitwise like the plain one on the scalar path, on every path this CPU runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import strata
+from strata import _strata, quant
+from strata.config import Config, ConfigWarning
+
+
+@pytest.fixture
+def restore_cpu() -> Iterator[None]:
+    isa = _strata.active_isa()
+    yield
+    _strata.force_isa(isa)
+
+
+def test_config_fields_validate_and_round_trip() -> None:
+    c = Config(isa="SCALAR", repack="1")
+    assert (c.isa, c.repack) == ("scalar", "on")  # canonical
+    assert c.to_env()["STRATA_ISA"] == "scalar" and c.to_env()["STRATA_REPACK"] == "on"
+    assert Config.from_env(c.to_env(), strict=True) == c
+    assert (Config().isa, Config().repack) == ("auto", "auto")
+    with pytest.raises(strata.ConfigError, match="STRATA_ISA"):
+        Config(isa="sse9")
+    with pytest.raises(strata.ConfigError, match="STRATA_REPACK"):
+        Config(repack="sometimes")
+    for isa in ("avx512", "avx2", "neon"):
+        if isa not in _strata.supported_isas():
+            with pytest.raises(strata.ConfigError, match="not available"):
+                Config(isa=isa)
+
+
+def test_a_bad_environment_value_warns_and_the_group_falls_back() -> None:
+    with pytest.warns(ConfigWarning, match="STRATA_ISA"):
+        c = Config.from_env({"STRATA_ISA": "avx9000", "STRATA_REPACK": "off"})
+    assert (c.isa, c.repack) == ("auto", "auto")
+    with pytest.raises(strata.ConfigError):
+        Config.from_env({"STRATA_REPACK": "maybe"}, strict=True)
+
+
+def test_apply_cpu_forces_the_path_and_repack_reaches_the_engine(restore_cpu: None) -> None:
+    Config(isa="scalar").apply_cpu()
+    assert _strata.active_isa() == "scalar"
+    Config().apply_cpu()  # auto leaves the path as it is
+    assert _strata.active_isa() == "scalar"
+    assert Config(repack="off").engine_kwargs()["repack"] == "off"
+
+
+def test_version_names_the_active_path() -> None:
+    for isa in _strata.supported_isas():
+        out = subprocess.run([sys.executable, "-m", "strata.cli", "--version"], capture_output=True,
+                             text=True, env={**_env(), "STRATA_ISA": isa})
+        assert out.returncode == 0, out.stderr
+        assert f"active: {isa};" in out.stdout
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+
+
+@pytest.mark.parametrize("plain", ["Q4_0", "Q8_0"])
+def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu: None) -> None:
+    rng = np.random.default_rng(3)
+    rows, cols = 64, 256
+    w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
+    x = rng.standard_normal((3, cols), dtype=np.float32)
+    _strata.force_isa("scalar")
+    want = quant.gemv(w, plain, (rows, cols), x)
+    packed, name = _strata.quant.repack(w, plain, rows, cols)
+    assert name == plain + "_R16" and len(packed) == w.size
+    for isa in _strata.supported_isas():
+        _strata.force_isa(isa)
+        got = quant.gemv(packed, name, (rows, cols), x)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), isa
+    with pytest.raises(strata.InvalidArgument, match="multiple of 16"):
+        _strata.quant.repack(w[:24], plain, 24, cols)
