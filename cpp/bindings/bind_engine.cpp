@@ -113,13 +113,20 @@ py::dict store_dict(experts::ExpertStore& st) {
   return d;
 }
 
+cpu::RepackMode parse_repack(const std::string& s) {
+  for (auto m : {cpu::RepackMode::Auto, cpu::RepackMode::On, cpu::RepackMode::Off})
+    if (s == cpu::repack_mode_name(m)) return m;
+  throw_error(ErrorKind::Value, "repack must be 'auto', 'on' or 'off', not '" + s + "'");
+}
+
 class PyEngine {
  public:
   PyEngine(const std::string& path, int n_threads, int64_t max_ctx, int max_rows, int64_t mtp_sink, int64_t mtp_window,
            bool encode_mtp, const std::string& expert_mode, const py::object& expert_cache,
            const std::string& expert_direct_io, int expert_io_threads, std::optional<routing::MoceParams> moce,
-           bool expert_page_cache_probe, const py::object& mtp_requant) {
+           bool expert_page_cache_probe, const py::object& mtp_requant, const py::object& repack) {
     RunnerConfig cfg;
+    if (!repack.is_none()) cfg.repack = parse_repack(repack.cast<std::string>());
     cfg.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
     if (moce) cfg.moce = *moce;
     cfg.n_threads = n_threads;
@@ -340,12 +347,15 @@ void bind_engine(py::module_& m) {
                        "window (KV cells indexed by position) and, when the model has one, the MTP drafter.");
   engine_cls
       .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&, const py::object&,
-                    const std::string&, int, std::optional<routing::MoceParams>, bool, const py::object&>(),
+                    const std::string&, int, std::optional<routing::MoceParams>, bool, const py::object&,
+                    const py::object&>(),
            py::arg("path"), py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512,
            py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
            py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
            py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
-           py::arg("mtp_requant") = py::none(),
+           py::arg("mtp_requant") = py::none(), py::arg("repack") = py::none(),
+           "repack: 'auto' | 'on' | 'off' (None = STRATA_REPACK), Q4_0/Q8_0 weights interleaved at load for the "
+           "kernels (docs/quantization.md); "
            "expert_mode: 'mmap' (weights from the file mapping) or 'stream' (a bounded resident set read with "
            "positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' "
            "(None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main "
@@ -366,6 +376,17 @@ void bind_engine(py::module_& m) {
                                if (r == model::DrafterRequant::Off) return py::none();
                                return py::str(model::drafter_requant_name(r));
                              })
+      .def_property_readonly("repack",
+                             [](PyEngine& e) {
+                               const model::RepackReport& r = e.runner().repack_report();
+                               py::dict d;
+                               d["mode"] = std::string(cpu::repack_mode_name(r.mode));
+                               d["matrices"] = r.matrices;
+                               d["bytes"] = r.bytes;
+                               d["seconds"] = r.seconds;
+                               d["experts_left"] = r.experts_left;
+                               return d;
+                             }, "What the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
       .def("mtp_weight", &PyEngine::mtp_weight, py::arg("name"),
            "One MTP weight as a dict: present, type, rows, cols, address, data (uint8 [rows, row_bytes] copy)")
       .def("eval", &PyEngine::eval, py::arg("tokens"), py::arg("start_pos") = py::none(), py::arg("logits") = "last",

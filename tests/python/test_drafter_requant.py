@@ -19,7 +19,9 @@ pytestmark = pytest.mark.skipif(not DEMO_MODEL_PATH.is_file(), reason="demo mode
 
 
 def _engine(requant: str | None) -> object:
-    return _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=64, max_rows=16, mtp_requant=requant)
+    # repack off: these tests read the drafter's weights in their file layout (and their addresses).
+    return _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=64, max_rows=16, mtp_requant=requant,
+                          repack="off")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,7 @@ def test_kept_tensors_stay_in_the_file_mapping(engines) -> None:
 
 def test_off_is_bit_identical_and_drafts_run(engines) -> None:
     prompt = list(range(5, 45))
-    plain = _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=64, max_rows=16)
+    plain = _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=64, max_rows=16, repack="off")
     results = {}
     for key, eng in [("plain", plain), *engines.items()]:
         eng.rollback(0)

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <string>
 
+#include "strata/cpu/repack/repack.h"
 #include "strata/util/error.h"
+#include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
 
 namespace strata::engine {
@@ -21,7 +23,12 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
   const model::HParams& hp = model_->hparams();
   // before anything takes views of the drafter weights.
   model::requant_drafter(*model_, cfg.mtp_requant, pool);
-  experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), cfg.experts);
+  // Repacked weights, also before any view is taken; stream-mode experts repack as they arrive.
+  experts::ExpertStoreConfig ec = cfg.experts;
+  ec.repack = cfg.repack.value_or(cpu::repack_mode());
+  repack_report_ = model::repack_weights(*model_, ec.repack, ec.mode == experts::ExpertMode::Mmap, pool);
+  if (repack_report_.matrices > 0) log(LogLevel::Info, repack_report_.summary());
+  experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
   WindowConfig wc;
   wc.max_ctx = cfg.max_ctx;
   wc.max_rows = cfg.max_rows;

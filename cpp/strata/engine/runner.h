@@ -23,6 +23,7 @@
 // draft round from n-1 rewrites it anyway); restore() drops what was written after the checkpoint.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "strata/draft/draft_cells.h"
@@ -32,6 +33,7 @@
 #include "strata/engine/window.h"
 #include "strata/model/drafter_requant.h"
 #include "strata/model/model.h"
+#include "strata/model/weight_repack.h"
 #include "strata/util/aligned.h"
 
 namespace strata {
@@ -50,6 +52,8 @@ struct RunnerConfig {
   experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
   routing::MoceParams moce;            // expert selection of the main window
   model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // R-11 (STRATA_METAL_MTP_Q4 / _Q5)
+  // Repacked weights (cpu/repack/repack.h); nullopt = cpu::repack_mode() (STRATA_REPACK).
+  std::optional<cpu::RepackMode> repack;
 };
 
 struct RunnerCheckpoint {
@@ -64,6 +68,7 @@ class Runner final : public DecodeTarget {
   ~Runner() override;
 
   const model::Model& model() const { return *model_; }
+  const model::RepackReport& repack_report() const { return repack_report_; }
   const model::HParams& hparams() const { return model_->hparams(); }
   Window& window() { return *window_; }
   const Window& window() const { return *window_; }
@@ -112,6 +117,7 @@ class Runner final : public DecodeTarget {
   int32_t draft_step(float* logits_out) override;
 
  private:
+  model::RepackReport repack_report_;
   void encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int rows);
   // Marks cells [c0, c0+n) valid, encoded with next tokens next_tokens[0..n), and every later cell invalid.
   void mtp_wrote(int64_t c0, int64_t n, const int32_t* next_tokens);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "strata/cpu/repack/repack.h"
 #include "strata/util/error.h"
 
 namespace strata::experts {
@@ -69,6 +70,14 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   reader_ = std::make_unique<ExpertReader>(layout_.path, cfg.direct_io);
   layout_.validate(reader_->file_size());
 
+  repack_part_.assign(static_cast<std::size_t>(L) * kExpertParts, 0);
+  for (int l = 0; l < L; ++l)
+    for (int p = 0; p < kExpertParts; ++p) {
+      model::ExpertWeights& v = layout_.layers[static_cast<std::size_t>(l)].part[p].view;
+      if (!cpu::should_repack(cfg.repack, v.type, v.rows)) continue;
+      repack_part_[static_cast<std::size_t>(l) * kExpertParts + static_cast<std::size_t>(p)] = 1;
+      v.type = cpu::repacked_type(v.type);
+    }
   part_offset_.assign(static_cast<std::size_t>(L) * kExpertParts, 0);
   for (int l = 0; l < L; ++l) {
     std::size_t off = 0;
@@ -309,6 +318,8 @@ void ExpertStore::run_job(uint32_t job) {
   uint64_t io = 0;
   try {
     io = reader_->read(off, t.view.expert_stride, region, ReadWhat{layer, static_cast<int>(e), expert_part_name(p)});
+    if (repack_part_[static_cast<std::size_t>(layer) * kExpertParts + static_cast<std::size_t>(p)])
+      cpu::repack_rows_in_place(cpu::plain_type(t.view.type), region + ExpertReader::head(off), t.view.rows, t.view.cols);
   } catch (...) {
     err = std::current_exception();
   }

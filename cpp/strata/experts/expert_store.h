@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/cpu/cpu_settings.h"
 #include "strata/experts/expert_counters.h"
 #include "strata/experts/expert_layout.h"
 #include "strata/experts/expert_reader.h"
@@ -46,6 +47,9 @@ struct ExpertStoreConfig {
   double cache_fraction = 0.0;   // stream: when > 0, ceil(fraction × all experts) slots (cache_bytes ignored)
   DirectIo direct_io = DirectIo::Auto;
   int io_threads = 4;            // stream: reader threads; 0 = read on the compute thread (no overlap)
+  // stream: repack Q4_0 / Q8_0 slices as they arrive (cpu/repack/repack.h; the slot views then have
+  // the repacked type). mmap mode: the model's views are used as they are (the Runner repacks them).
+  cpu::RepackMode repack = cpu::RepackMode::Off;
   bool page_cache_probe = false;  // mmap: count uses whose pages were not in the page cache (mincore,
                                   // ~3 µs per expert use; the benchmark's mmap run turns it on)
 };
@@ -132,6 +136,7 @@ class ExpertStore {
   std::unique_ptr<ExpertReader> reader_;
   std::size_t slot_bytes_ = 0;
   std::vector<std::size_t> part_offset_;  // [layer][part] byte offset of a part's region in a slot
+  std::vector<uint8_t> repack_part_;      // [layer][part] 1: slices are repacked on arrival
   uint8_t* arena_ = nullptr;
   std::vector<Slot> slots_;
   std::vector<int32_t> where_;     // key -> slot, -1

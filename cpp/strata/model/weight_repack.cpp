@@ -1,0 +1,112 @@
+#include "strata/model/weight_repack.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "strata/cpu/repack/repack.h"
+#include "strata/util/aligned.h"
+#include "strata/util/thread_pool.h"
+
+namespace strata::model {
+namespace {
+
+struct Job {
+  const uint8_t* src;
+  uint8_t* dst;
+  quant::GGMLType type;
+  int64_t rows, cols;
+};
+
+// Every linear map of a layer that goes through the GEMV kernels.
+void layer_weights(LayerWeights& l, std::vector<Weight*>& out, std::vector<ExpertWeights*>& experts) {
+  for (Weight* w : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.attn.idx_q, &l.attn.idx_k, &l.attn.idx_w,
+                    &l.moe.sh_gate, &l.moe.sh_up, &l.moe.sh_down})
+    out.push_back(w);
+  for (ExpertWeights* e : {&l.moe.gate, &l.moe.up, &l.moe.down}) experts.push_back(e);
+}
+
+}  // namespace
+
+std::string RepackReport::summary() const {
+  std::ostringstream s;
+  s << "repack " << cpu::repack_mode_name(mode) << ": " << matrices << " matrices, "
+    << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB owned, " << seconds << " s";
+  if (experts_left) s << " (routed experts left mapped: their copies would not fit in memory)";
+  return s.str();
+}
+
+uint64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts, ThreadPool* pool) {
+  RepackReport rep;
+  rep.mode = mode;
+  if (mode == cpu::RepackMode::Off) return rep;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Weight*> mats;
+  std::vector<ExpertWeights*> stacks;
+  for (LayerWeights& l : m.layers) layer_weights(l, mats, stacks);
+  if (m.mtp) {
+    layer_weights(m.mtp->block, mats, stacks);
+    mats.push_back(&m.mtp->fc_embedding);
+    mats.push_back(&m.mtp->fc_hidden);
+  }
+  if (!include_experts) stacks.clear();
+  uint64_t expert_bytes = 0;
+  for (ExpertWeights* e : stacks)
+    if (e->data && cpu::should_repack(mode, e->type, e->rows))
+      expert_bytes += static_cast<uint64_t>(e->n_expert) * e->expert_stride;
+  if (mode == cpu::RepackMode::Auto && expert_bytes > 0) {
+    const uint64_t avail = available_memory_bytes();
+    if (avail == 0 || expert_bytes > avail / 2) {
+      stacks.clear();
+      rep.experts_left = true;
+    }
+  }
+
+  // Allocate and repoint every view first, then copy in parallel (one job per matrix or expert).
+  std::vector<Job> jobs;
+  for (Weight* w : mats) {
+    if (!w->present() || !cpu::should_repack(mode, w->type, w->rows)) continue;
+    const std::size_t bytes = static_cast<std::size_t>(w->rows) * w->row_stride;
+    AlignedBuffer<uint8_t> buf(bytes);
+    jobs.push_back(Job{w->data, buf.data(), w->type, w->rows, w->cols});
+    *w = Weight{cpu::repacked_type(w->type), buf.data(), w->rows, w->cols, w->row_stride};
+    m.owned_weights.push_back(std::move(buf));
+    rep.matrices += 1;
+    rep.bytes += bytes;
+  }
+  for (ExpertWeights* e : stacks) {
+    if (!e->data || !cpu::should_repack(mode, e->type, e->rows)) continue;
+    const std::size_t bytes = static_cast<std::size_t>(e->n_expert) * e->expert_stride;
+    AlignedBuffer<uint8_t> buf(bytes);
+    for (int64_t x = 0; x < e->n_expert; ++x) {
+      const std::size_t off = static_cast<std::size_t>(x) * e->expert_stride;
+      jobs.push_back(Job{e->data + off, buf.data() + off, e->type, e->rows, e->cols});
+    }
+    e->type = cpu::repacked_type(e->type);
+    e->data = buf.data();
+    m.owned_weights.push_back(std::move(buf));
+    rep.matrices += 1;
+    rep.bytes += bytes;
+  }
+  auto run = [&jobs](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) cpu::repack_rows(jobs[j].type, jobs[j].src, jobs[j].rows, jobs[j].cols, jobs[j].dst);
+  };
+  if (pool) pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, run);
+  else run(0, static_cast<int64_t>(jobs.size()));
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace strata::model
