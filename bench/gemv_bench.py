@@ -9,7 +9,15 @@ memory. ``in-L2`` runs the same kernel single-threaded on a 512 KiB matrix that 
 kernel's compute speed, the figure least disturbed by other processes on a shared machine.
 Measures only; it never fails on speed.
 
+``--cpu-time`` times the single-thread columns in process CPU time rather than wall time: on a host
+shared with other jobs, time the process spent waiting for a core is then not counted.
+``--isas avx2,avx512`` runs every format once per kernel path (forced with ``force_isa``) so the
+paths compare on the same matrices. A format written ``Q4_0_R16`` / ``Q8_0_R16`` is the plain
+format's random matrix repacked into the interleaved 16-row layout (cpu/repack/repack.h) before
+timing: next to the plain format, the repack's speed-up.
+
     PYTHONPATH=python python3 bench/gemv_bench.py [--mib 256] [--cols 4096] [--reps 5] [--markdown]
+        [--isas avx2,avx512] [--types Q4_0,Q4_0_R16,Q8_0,Q8_0_R16]
 """
 
 from __future__ import annotations
@@ -17,13 +25,16 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
 from strata import _strata, quant
 
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q6_K", "Q4_K", "IQ4_XS", "Q2_K"]
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q8_0_R16", "Q5_0", "Q4_0", "Q4_0_R16", "Q6_K", "Q4_K", "IQ4_XS",
+         "Q2_K"]
+REPACKED = {"Q4_0_R16": "Q4_0", "Q8_0_R16": "Q8_0"}
 # Byte offsets of the fp16 scales inside a block (the rest of a block may be any bytes).
 SCALE_FIELDS = {
     "Q4_0": [0],
@@ -37,7 +48,14 @@ SCALE_FIELDS = {
 
 
 def make_weights(type_name: str, rows: int, cols: int, rng: np.random.Generator) -> npt.NDArray[np.uint8]:
-    """Random valid rows: Gaussian values for float formats, random blocks with sane scales otherwise."""
+    """Random valid rows: Gaussian values for float formats, random blocks with sane scales otherwise;
+    a repacked type's plain matrix in its interleaved layout."""
+    if type_name in REPACKED:
+        rows -= rows % 16
+        plain = make_weights(REPACKED[type_name], rows, cols, rng)
+        data, name = _strata.quant.repack(plain, REPACKED[type_name], rows, cols)
+        assert name == type_name
+        return np.asarray(data).reshape(rows, -1)
     if type_name in ("F32", "F16", "BF16"):
         out = np.empty((rows, quant.row_bytes(type_name, cols)), dtype=np.uint8)
         step = max(1, (1 << 22) // cols)
@@ -63,13 +81,14 @@ def time_gemv(
     x: npt.NDArray[np.float32],
     threaded: bool,
     reps: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> float:
     quant.gemv(w, type_name, (rows, cols), x, threaded=threaded)  # warm: scratch, page tables, pool
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         quant.gemv(w, type_name, (rows, cols), x, threaded=threaded)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return best
 
 
@@ -80,37 +99,52 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5, help="timed calls per case (best is reported)")
     ap.add_argument("--types", default=",".join(TYPES))
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time the 1-thread columns in process CPU time (a host shared with other jobs: "
+                         "time the process was not running is not counted)")
+    ap.add_argument("--isas", default="",
+                    help="kernel paths to compare, e.g. avx2,avx512 (default: the active one)")
     args = ap.parse_args()
 
     threads = int(_strata.threads())
     load_before = os.getloadavg()[0]
+    isas = [i for i in args.isas.split(",") if i] or [str(_strata.active_isa())]
     print(
-        f"ISA {_strata.active_isa()}, {threads} threads, {os.cpu_count()} CPUs; weights ~{args.mib} MiB per "
-        f"matrix, {args.cols} columns; best of {args.reps}; read bandwidth measured next to each format"
+        f"ISA {', '.join(isas)} (runnable: {', '.join(_strata.supported_isas())}), {threads} threads, "
+        f"{os.cpu_count()} CPUs; weights ~{args.mib} MiB per matrix, {args.cols} columns; "
+        f"best of {args.reps}; "
+        "read bandwidth measured next to each format"
     )
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(args.cols, dtype=np.float32)
     results = []
-    for type_name in args.types.split(","):
-        stride = quant.row_bytes(type_name, args.cols)
-        rows = max(1, (args.mib << 20) // stride)
+    saved_isa = str(_strata.active_isa())
+    for type_name, isa in ((t, i) for t in args.types.split(",") for i in isas):
+        _strata.force_isa(isa)
+        stride = quant.row_bytes(REPACKED.get(type_name, type_name), args.cols)
+        rows = max(16, (args.mib << 20) // stride)
         w = make_weights(type_name, rows, args.cols, rng)
+        w_rows = w.shape[0]
         nbytes = w.nbytes
         # Each GEMV is timed right after the streaming read with the same thread count, so the
         # ratio compares the two under the same (shared-machine) conditions.
         bw1 = quant.read_bandwidth(512 << 20, 1, args.reps)
-        g1 = nbytes / time_gemv(w, type_name, rows, args.cols, x, False, args.reps) / 1e9
+        clock = time.process_time if args.cpu_time else time.perf_counter
+        g1 = nbytes / time_gemv(w, type_name, w_rows, args.cols, x, False, args.reps, clock) / 1e9
         bwn = quant.read_bandwidth(512 << 20, threads, args.reps)
-        tn = time_gemv(w, type_name, rows, args.cols, x, True, args.reps)
+        tn = time_gemv(w, type_name, w_rows, args.cols, x, True, args.reps)
         gn = nbytes / tn / 1e9
         del w
         # The same kernel on a matrix that stays in L2: its compute speed, without memory.
-        small_rows = max(1, (512 << 10) // stride)
+        small_rows = max(16, (512 << 10) // stride)
         ws = make_weights(type_name, small_rows, args.cols, rng)
-        gc = ws.nbytes / time_gemv(ws, type_name, small_rows, args.cols, x, False, 20 * args.reps) / 1e9
+        tc = time_gemv(ws, type_name, ws.shape[0], args.cols, x, False, 20 * args.reps, clock)
+        gc = ws.nbytes / tc / 1e9
         bpw = 8.0 * stride / args.cols
-        results.append((type_name, bpw, rows, g1, bw1, gn, bwn, rows * args.cols / tn / 1e9, gc))
+        gw = w_rows * args.cols / tn / 1e9
+        results.append((f"{type_name} {isa}", bpw, w_rows, g1, bw1, gn, bwn, gw, gc))
+    _strata.force_isa(saved_isa)
     print(
         f"load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
         "(other processes share the CPUs)"
@@ -130,12 +164,12 @@ def main() -> None:
             )
     else:
         print(
-            f"\n{'format':<8}{'bits/w':>7}{'rows':>8}{'1thr GB/s':>11}{'read':>7}{'ratio':>7}"
+            f"\n{'format':<16}{'bits/w':>7}{'rows':>8}{'1thr GB/s':>11}{'read':>7}{'ratio':>7}"
             f"{f'{threads}thr GB/s':>11}{'read':>7}{'ratio':>7}{'Gw/s':>7}{'inL2 GB/s':>11}"
         )
         for name, bpw, rows, g1, bw1, gn, bwn, gw, gc in results:
             print(
-                f"{name:<8}{bpw:>7.2f}{rows:>8}{g1:>11.1f}{bw1:>7.1f}{g1 / bw1:>7.2f}"
+                f"{name:<16}{bpw:>7.2f}{rows:>8}{g1:>11.1f}{bw1:>7.1f}{g1 / bw1:>7.2f}"
                 f"{gn:>11.1f}{bwn:>7.1f}{gn / bwn:>7.2f}{gw:>7.1f}{gc:>11.1f}"
             )
 

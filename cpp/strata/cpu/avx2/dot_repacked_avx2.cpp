@@ -30,12 +30,12 @@ inline int block_sum(const BlockQ8_0& y) {
 
 // The int32 block sums of one half (8 rows) of a group's block against one activation block.
 struct Q4Ops {
-  using Block = repack::BlockQ4_0x16;
-  static __m256i half_sums(const Block& b, int h, const __m256i* bc, int ysum) {
+  using L = repack::Q4Layout;
+  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int ysum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i p = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      const __m256i w = loadu256(b.qs + 64 * c + 32 * h);
+      const __m256i w = loadu256(qs + 64 * c + 32 * h);
       p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(w, m4), bc[c]));
       p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bc[c + 4]));
     }
@@ -45,13 +45,13 @@ struct Q4Ops {
 };
 
 struct Q8Ops {
-  using Block = repack::BlockQ8_0x16;
-  static __m256i half_sums(const Block& b, int h, const __m256i* bc, int) {
+  using L = repack::Q8Layout;
+  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s = _mm256_setzero_si256();
     for (int k = 0; k < 8; ++k) {
-      const __m256i x = _mm256_xor_si256(loadu256(b.qs + 64 * k + 32 * h), flip);
+      const __m256i x = _mm256_xor_si256(loadu256(qs + 64 * k + 32 * h), flip);
       const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(bc[k], x));
       s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
     }
@@ -64,12 +64,13 @@ struct Q8Ops {
 template <typename Ops, int A>
 void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0,
                 int n_valid) {
-  using Block = typename Ops::Block;
-  const Block* x = reinterpret_cast<const Block*>(grp);
+  using L = typename Ops::L;
   __m256 acc[A][2];
   for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(x[b].d)), _mm256_cvtph_ps(loadu128(x[b].d + 8))};
+    const uint8_t* d = grp + L::d_off(b, nb);
+    const uint8_t* qs = grp + L::qs_off(b, nb);
+    const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(d)), _mm256_cvtph_ps(loadu128(d + 16))};
     for (int a = 0; a < A; ++a) {
       const BlockQ8_0& yb = y[a][b];
       __m256i bc[8];
@@ -80,7 +81,7 @@ void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float
       const int ysum = Ops::kNeedsSum ? block_sum(yb) : 0;
       const __m256 dy = _mm256_set1_ps(fp16(yb.d));
       for (int h = 0; h < 2; ++h) {
-        const __m256i isum = Ops::half_sums(x[b], h, bc, ysum);
+        const __m256i isum = Ops::half_sums(qs, h, bc, ysum);
         acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw[h], dy)));
       }
     }

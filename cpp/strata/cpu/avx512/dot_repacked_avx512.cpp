@@ -4,7 +4,7 @@
 // as stored) and the accumulator starts at −bias·Σy, so the int32 lane is exactly the row's block
 // sum; then sum += sumi · (dx·dy) with the multiply and the add rounded separately (this file is
 // built with -ffp-contract=off), which is the scalar kernel's arithmetic: results are bitwise the
-// scalar path's. Two row groups share each activation broadcast in a GEMV; with several
+// scalar path's. Up to four row groups share each activation broadcast in a GEMV; with several
 // activations each group's unpacked weights are shared by up to four of them.
 #include <algorithm>
 
@@ -18,12 +18,12 @@ namespace {
 using quant::BlockQ8_0;
 
 struct Q4Ops {
-  using Block = repack::BlockQ4_0x16;
+  using L = repack::Q4Layout;
   static constexpr int kBias = 8;
-  static void steps(const Block& b, __m512i* st) {
+  static void steps(const uint8_t* qs, __m512i* st) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
-      const __m512i w = loadu512(b.qs + 64 * c);
+      const __m512i w = loadu512(qs + 64 * c);
       st[c] = _mm512_and_si512(w, m4);
       st[c + 4] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
     }
@@ -31,10 +31,10 @@ struct Q4Ops {
 };
 
 struct Q8Ops {
-  using Block = repack::BlockQ8_0x16;
+  using L = repack::Q8Layout;
   static constexpr int kBias = 128;
-  static void steps(const Block& b, __m512i* st) {
-    for (int k = 0; k < 8; ++k) st[k] = loadu512(b.qs + 64 * k);
+  static void steps(const uint8_t* qs, __m512i* st) {
+    for (int k = 0; k < 8; ++k) st[k] = loadu512(qs + 64 * k);
   }
 };
 
@@ -62,9 +62,9 @@ inline void store_rows(float* out, __m512 v, int n_valid) {
 template <typename Ops, int G>
 void groups_one_act(int64_t nb, const uint8_t* grp, std::size_t group_bytes, const BlockQ8_0* y, float* out,
                     int n_valid_last) {
-  using Block = typename Ops::Block;
-  const Block* x[G];
-  for (int g = 0; g < G; ++g) x[g] = reinterpret_cast<const Block*>(grp + static_cast<std::size_t>(g) * group_bytes);
+  using L = typename Ops::L;
+  const uint8_t* x[G];
+  for (int g = 0; g < G; ++g) x[g] = grp + static_cast<std::size_t>(g) * group_bytes;
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -77,12 +77,19 @@ void groups_one_act(int64_t nb, const uint8_t* grp, std::size_t group_bytes, con
     // and high nibbles of chunk c: columns 4c.. and 16 + 4c.. — the same broadcasts either way.
     const __m512i start = _mm512_set1_epi32(-Ops::kBias * block_sum(y[b]));
     const __m512 dy = _mm512_set1_ps(fp16(y[b].d));
+    const std::size_t d_off = L::d_off(b, nb), qs_off = L::qs_off(b, nb);
     for (int g = 0; g < G; ++g) {
       __m512i st[8];
-      Ops::steps(x[g][b], st);
-      __m512i isum = start;
-      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, st[k], bc[k]);
-      const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(x[g][b].d)), dy);
+      Ops::steps(x[g] + qs_off, st);
+      // Two independent vpdpbusd chains (steps 0..3, 4..7): one chain of eight would wait on the
+      // instruction's latency at every step. Integer sums: the order changes nothing.
+      __m512i lo = start, hi = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        lo = _mm512_dpbusd_epi32(lo, st[k], bc[k]);
+        hi = _mm512_dpbusd_epi32(hi, st[k + 4], bc[k + 4]);
+      }
+      const __m512i isum = _mm512_add_epi32(lo, hi);
+      const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(x[g] + d_off)), dy);
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
     }
   }
@@ -93,14 +100,13 @@ void groups_one_act(int64_t nb, const uint8_t* grp, std::size_t group_bytes, con
 template <typename Ops, int A>
 void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0,
                 int n_valid) {
-  using Block = typename Ops::Block;
-  const Block* x = reinterpret_cast<const Block*>(grp);
+  using L = typename Ops::L;
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i st[8];
-    Ops::steps(x[b], st);
-    const __m512 dw = _mm512_cvtph_ps(loadu256(x[b].d));
+    Ops::steps(grp + L::qs_off(b, nb), st);
+    const __m512 dw = _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb)));
     for (int a = 0; a < A; ++a) {
       const BlockQ8_0& yb = y[a][b];
       __m512i isum = _mm512_set1_epi32(-Ops::kBias * block_sum(yb));
@@ -122,6 +128,8 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const int64_t nb = n / quant::kQK32;
   const std::size_t gb = stride * repack::kRows;
   int64_t r = 0;
+  for (; r + 4 * repack::kRows <= nrows; r += 4 * repack::kRows)
+    groups_one_act<Ops, 4>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
   for (; r + 2 * repack::kRows <= nrows; r += 2 * repack::kRows)
     groups_one_act<Ops, 2>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
   for (; r < nrows; r += repack::kRows)

@@ -17,25 +17,29 @@ std::atomic<int> g_mode{-1};  // -1: the process setting
 thread_local AlignedBuffer<uint8_t> t_scratch;
 
 void repack_q8_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
-  auto* out = reinterpret_cast<repack::BlockQ8_0x16*>(dst);
+  using L = repack::Q8Layout;
   for (int64_t b = 0; b < nb; ++b) {
+    auto* d = reinterpret_cast<uint16_t*>(dst + L::d_off(b, nb));
+    uint8_t* qs = dst + L::qs_off(b, nb);
     for (int r = 0; r < repack::kRows; ++r) {
       const auto* x = reinterpret_cast<const quant::BlockQ8_0*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
-      out[b].d[r] = x->d;
+      d[r] = x->d;
       for (int k = 0; k < 8; ++k)
         for (int j = 0; j < 4; ++j)
-          out[b].qs[64 * k + 4 * r + j] = static_cast<uint8_t>(static_cast<uint8_t>(x->qs[4 * k + j]) ^ 0x80u);
+          qs[64 * k + 4 * r + j] = static_cast<uint8_t>(static_cast<uint8_t>(x->qs[4 * k + j]) ^ 0x80u);
     }
   }
 }
 
 void repack_q4_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
-  auto* out = reinterpret_cast<repack::BlockQ4_0x16*>(dst);
+  using L = repack::Q4Layout;
   for (int64_t b = 0; b < nb; ++b) {
+    auto* d = reinterpret_cast<uint16_t*>(dst + L::d_off(b, nb));
+    uint8_t* qs = dst + L::qs_off(b, nb);
     for (int r = 0; r < repack::kRows; ++r) {
       const auto* x = reinterpret_cast<const quant::BlockQ4_0*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
-      out[b].d[r] = x->d;
-      for (int c = 0; c < 4; ++c) std::memcpy(&out[b].qs[64 * c + 4 * r], &x->qs[4 * c], 4);
+      d[r] = x->d;
+      for (int c = 0; c < 4; ++c) std::memcpy(&qs[64 * c + 4 * r], &x->qs[4 * c], 4);
     }
   }
 }
@@ -65,11 +69,10 @@ bool can_repack(GGMLType t, int64_t rows) {
 }
 
 bool repack_pays(GGMLType t, Isa isa) {
-  // Measured with bench/gemv_bench.py (docs/benchmarks.md, GEMV): on AVX-512 VNNI both formats
-  // gain; on AVX2 Q4_0 gains (int16 sums over a whole block) and Q8_0 does not.
+  // Measured with bench/gemv_bench.py (docs/benchmarks.md, GEMV): both formats gain on AVX-512
+  // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums).
   switch (isa) {
-    case Isa::Avx512: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0;
-    case Isa::Avx2: return t == GGMLType::Q4_0;
+    case Isa::Avx512: case Isa::Avx2: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0;
     default: return false;
   }
 }
