@@ -1,4 +1,4 @@
-"""``python -m strata.cli bench TOOL``: measurement and analysis tools, one sub-subcommand each.
+"""``strata bench TOOL``: measurement and analysis tools, one sub-subcommand each.
 
 The group keeps a registry like ``commands.ALL`` one level down: ``BENCH_TOOLS`` lists functions
 ``register(tools)`` that add one parser to the group's subparsers and set ``func`` on it. A new tool
@@ -285,7 +285,7 @@ def plot_report(report: rt.RetentionReport, path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise rt.RetentionInputError("--plot needs matplotlib (pip install 'strata[plot]')") from None
+        raise rt.RetentionInputError("--plot needs matplotlib (pip install matplotlib)") from None
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     curves: tuple[tuple[str, Callable[[rt.PolicyResult], float], str], ...] = (
         ("flat", _first, "flat min-p: p"),
