@@ -79,6 +79,17 @@ def test_bench_experts_with_no_bonus_prints_no_empty_table(model_path: Path, tmp
     assert bad.returncode == 2 and "--bonus takes log-bonuses λ > 0" in bad.stderr
 
 
+def test_bench_retention_scores_a_schedule_with_a_cumulative_floor() -> None:
+    proc = run_strata("bench", "retention", "--plain", "--schedule", "0.2,0.6,0.9", "--cum-floor", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    given = [line.split() for line in proc.stdout.splitlines() if line.startswith("given ")]
+    assert given and given[0][1:3] == ["p=0.2,0.6,0.9", "cum>=0.3"]
+    schedule_only = [line.split() for line in proc.stdout.splitlines() if line.startswith("schedule ")][0]
+    assert float(given[0][6]) != float(schedule_only[5])  # the floor changes the schedule's tokens/cost
+    bad = run_strata("bench", "retention", "--schedule", "0.2,2")
+    assert bad.returncode == 1 and bad.stderr == "error: schedule[1] must be <= 1.0, got 2.0\n"
+
+
 def test_bench_spec_writes_nothing_into_the_working_directory(tmp_path: Path) -> None:
     model_path = make_random_strata({**TINY, "context_length": 4096}, seed=5, path=tmp_path / "long.gguf")
     work = tmp_path / "cwd"
