@@ -149,6 +149,8 @@ def test_speculative_on_without_an_mtp_layer_answers_in_flag_terms(no_mtp_path: 
     assert proc.stderr == (f"error: --speculative on: {no_mtp_path} has no MTP layer to draft with; use "
                            "--speculative auto (speculate when the model can) or off\n")
     assert "Config." not in proc.stderr and "None" not in proc.stderr
+    proc = run_strata("serve", "-m", str(no_mtp_path), "--speculative", "on", "--port", "0")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: --speculative on: "), proc.stderr
 
 
 # ----------------------------------------------------------------------- expert store and retention flags

@@ -183,10 +183,15 @@ def open_session(args: argparse.Namespace) -> Session:
     sampling = sampling_from(args)
     config = config_from(args)
     model = load_model(args)
+    check_speculative(config, model)
+    return model.session(config=config, sampling=sampling)
+
+
+def check_speculative(config: Config, model: Model) -> None:
+    """``--speculative on`` for a model without an MTP layer, said in command-line terms."""
     if config.speculative and not model.has_mtp:
         raise ConfigError(f"--speculative on: {model.path} has no MTP layer to draft with; "
                           "use --speculative auto (speculate when the model can) or off")
-    return model.session(config=config, sampling=sampling)
 
 
 def retention_line(config: Config) -> str:

@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from strata.cli.options import add_engine_arguments, add_model_argument, config_from, load_model
+from strata.cli.options import (
+    add_engine_arguments,
+    add_model_argument,
+    check_speculative,
+    config_from,
+    load_model,
+)
 from strata.errors import InvalidArgument
 
 EPILOG = """\
@@ -55,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args)
     if not model.has_tokenizer:
         raise InvalidArgument(f"{model.path} has no tokenizer; the server needs one to turn text into tokens")
-    worker = EngineWorker(model, config_from(args), sessions=args.sessions)
+    config = config_from(args)
+    check_speculative(config, model)
+    worker = EngineWorker(model, config, sessions=args.sessions)
     print(f"serving '{worker.model_id}' (context {worker.context_length}) on http://{args.host}:{args.port}",
           file=sys.stderr)
     try:
