@@ -15,6 +15,7 @@
 
 #include "bindings/bindings.h"
 #include "bindings/spec_round.h"
+#include "strata/cpu/repack/repack.h"
 #include "strata/engine/runner.h"
 #include "strata/experts/expert_settings.h"
 #include "strata/experts/expert_store.h"
@@ -233,13 +234,16 @@ class PyEngine {
     if (x == nullptr) throw_error(ErrorKind::Value, "mtp_weight: unknown MTP weight '" + name + "'");
     py::dict d;
     d["present"] = x->present();
-    d["type"] = quant::type_name(x->type);
+    // A repacked weight (cpu/repack/repack.h) is reported as its plain type and bytes.
+    d["type"] = quant::type_name(cpu::plain_type(x->type));
+    d["repacked"] = cpu::is_repacked(x->type);
     d["rows"] = x->rows;
     d["cols"] = x->cols;
     d["address"] = reinterpret_cast<uintptr_t>(x->data);
     const std::size_t n = static_cast<std::size_t>(x->rows) * x->row_stride;
     py::array_t<uint8_t> bytes(std::vector<py::ssize_t>{x->rows, static_cast<py::ssize_t>(x->row_stride)});
-    if (n) std::memcpy(bytes.mutable_data(), x->data, n);
+    if (n && cpu::is_repacked(x->type)) cpu::unpack_rows(x->type, x->data, x->rows, x->cols, bytes.mutable_data());
+    else if (n) std::memcpy(bytes.mutable_data(), x->data, n);
     d["data"] = bytes;
     return d;
   }
@@ -388,7 +392,8 @@ void bind_engine(py::module_& m) {
                                return d;
                              }, "What the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
       .def("mtp_weight", &PyEngine::mtp_weight, py::arg("name"),
-           "One MTP weight as a dict: present, type, rows, cols, address, data (uint8 [rows, row_bytes] copy)")
+           "One MTP weight as a dict: present, type, repacked, rows, cols, address, data (uint8 [rows, row_bytes] "
+           "copy; a repacked weight as its plain type and bytes)")
       .def("eval", &PyEngine::eval, py::arg("tokens"), py::arg("start_pos") = py::none(), py::arg("logits") = "last",
            py::arg("draft_from_row") = py::none(),
            "Run tokens at positions start_pos.. (default n_past; start_pos <= n_past). Returns float32 logits: "

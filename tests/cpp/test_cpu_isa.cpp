@@ -53,6 +53,30 @@ TEST(cpu_settings_parse_as_documented) {
   CHECK(r.diagnostics[0].size() < 120);  // long values are cut in the message
 }
 
+// The AVX-512 float kernels keep the AVX2 kernels' accumulation order: bitwise the same results
+// for rows of a multiple of 8 elements (every model width), so switching between the two paths
+// does not move an F32/F16/BF16 model's logits. (A shorter tail is a scalar loop whose FMA
+// contraction is the compiler's choice per translation unit.)
+TEST(avx512_float_dots_are_bitwise_the_avx2_ones) {
+  if (!cpu::isa_supported(Isa::Avx512)) {
+    std::printf("avx512 not runnable here: skipped\n");
+    return;
+  }
+  std::mt19937 rng(9);
+  for (auto type : {quant_test::GGMLType::F32, quant_test::GGMLType::F16, quant_test::GGMLType::BF16}) {
+    for (int64_t n : {8, 16, 24, 64, 96, 1000, 4096}) {
+      const auto w = quant_test::random_rows(type, 3, n, rng);
+      const auto x = quant_test::random_floats(n, rng);
+      float a[3], b[3];
+      const std::size_t stride = strata::quant::row_bytes(type, n);
+      cpu::dot_kernel(type, Isa::Avx2).dot_rows(n, w.data(), stride, 3, x.data(), a);
+      cpu::dot_kernel(type, Isa::Avx512).dot_rows(n, w.data(), stride, 3, x.data(), b);
+      CHECK_MSG(std::memcmp(a, b, sizeof a) == 0,
+                std::string(strata::quant::type_name(type)) + " n=" + std::to_string(n));
+    }
+  }
+}
+
 TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
   using quant_test::GGMLType;
   const cpu::DotKernel& s0 = cpu::dot_kernel(GGMLType::Q8_0, Isa::Scalar);

@@ -179,8 +179,19 @@ TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
     const int64_t rows = 32, cols = 128;
     auto w = random_rows(t, rows, cols, rng);
     const auto want = repacked(t, w, rows, cols);
+    const auto plain = w;
     cpu::repack_rows_in_place(t, w.data(), rows, cols);
     CHECK(w == want);
+    std::vector<uint8_t> back(w.size());
+    cpu::unpack_rows(cpu::repacked_type(t), w.data(), rows, cols, back.data());
+    CHECK(back == plain);  // unpack is the inverse
+    for (int64_t odd_cols : {int64_t{96}}) {  // an odd block count: the lone last block
+      const auto p2 = random_rows(t, 16, odd_cols, rng);
+      std::vector<uint8_t> r2(p2.size()), b2(p2.size());
+      cpu::repack_rows(t, p2.data(), 16, odd_cols, r2.data());
+      cpu::unpack_rows(cpu::repacked_type(t), r2.data(), 16, odd_cols, b2.data());
+      CHECK(b2 == p2);
+    }
     std::vector<uint8_t> out(w.size());
     CHECK_THROWS(cpu::repack_rows(t, w.data(), 24, cols, out.data()));  // not whole groups
   }

@@ -136,10 +136,10 @@ def test_from_env_warns_once_per_group_and_strict_raises() -> None:
 
 
 def test_unknown_settings_are_reported_with_a_suggestion() -> None:
-    c, diagnostics = parse({"STRATA_DRAFTSTEPS": "4", "STRATA_ZZZ": "1"})
+    c, diagnostics = parse({"STRATA_DRAFTSTEPS": "4", "STRATA_ZZZZZZZZ": "1"})
     assert c == Config()
     assert diagnostics == ["unknown settings ignored: STRATA_DRAFTSTEPS (did you mean STRATA_DRAFT_STEPS?), "
-                           "STRATA_ZZZ"]
+                           "STRATA_ZZZZZZZZ"]
 
 
 @pytest.mark.parametrize(("changes", "message"), [

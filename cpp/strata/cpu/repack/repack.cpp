@@ -24,9 +24,12 @@ void repack_q8_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
     for (int r = 0; r < repack::kRows; ++r) {
       const auto* x = reinterpret_cast<const quant::BlockQ8_0*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
       d[r] = x->d;
-      for (int k = 0; k < 8; ++k)
-        for (int j = 0; j < 4; ++j)
-          qs[64 * k + 4 * r + j] = static_cast<uint8_t>(static_cast<uint8_t>(x->qs[4 * k + j]) ^ 0x80u);
+      for (int k = 0; k < 8; ++k) {  // 4 quants at a time, each + 128 (sign bit flipped)
+        uint32_t v;
+        std::memcpy(&v, &x->qs[4 * k], 4);
+        v ^= 0x80808080u;
+        std::memcpy(&qs[64 * k + 4 * r], &v, 4);
+      }
     }
   }
 }
@@ -107,6 +110,37 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
     const std::size_t off = static_cast<std::size_t>(g) * group;
     if (t == GGMLType::Q8_0) repack_q8_0(s + off, rb, nb, d + off);
     else repack_q4_0(s + off, rb, nb, d + off);
+  }
+}
+
+void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void* dst) {
+  const GGMLType t = plain_type(rt);
+  if (t == rt || !can_repack(t, rows))
+    throw_error(ErrorKind::Value, std::string("unpack: ") + quant::type_name(rt) + " is not a repacked matrix");
+  const std::size_t rb = quant::row_bytes(t, cols);
+  const int64_t nb = cols / quant::kQK32;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / repack::kRows; ++g) {
+    const uint8_t* grp = s + static_cast<std::size_t>(g) * rb * repack::kRows;
+    for (int r = 0; r < repack::kRows; ++r) {
+      uint8_t* row = d + (static_cast<std::size_t>(g) * repack::kRows + static_cast<std::size_t>(r)) * rb;
+      for (int64_t b = 0; b < nb; ++b) {
+        if (t == GGMLType::Q8_0) {
+          using L = repack::Q8Layout;
+          auto* x = reinterpret_cast<quant::BlockQ8_0*>(row) + b;
+          std::memcpy(&x->d, grp + L::d_off(b, nb) + 2 * static_cast<std::size_t>(r), 2);
+          for (int k = 0; k < 8; ++k)
+            for (int j = 0; j < 4; ++j)
+              x->qs[4 * k + j] = static_cast<int8_t>(grp[L::qs_off(b, nb) + 64 * static_cast<std::size_t>(k) + 4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(j)] ^ 0x80u);
+        } else {
+          using L = repack::Q4Layout;
+          auto* x = reinterpret_cast<quant::BlockQ4_0*>(row) + b;
+          std::memcpy(&x->d, grp + L::d_off(b, nb) + 2 * static_cast<std::size_t>(r), 2);
+          for (int c = 0; c < 4; ++c) std::memcpy(&x->qs[4 * c], grp + L::qs_off(b, nb) + 64 * static_cast<std::size_t>(c) + 4 * static_cast<std::size_t>(r), 4);
+        }
+      }
+    }
   }
 }
 

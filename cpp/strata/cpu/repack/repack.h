@@ -41,6 +41,8 @@ void set_repack_mode(RepackMode mode);
 // dst (rows · row_bytes(t, cols) bytes) = src of plain type t in the repacked layout.
 // Throws strata::Error(Value) unless can_repack(t, rows).
 void repack_rows(quant::GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst);
+// The inverse of repack_rows: dst = the plain type's bytes of a repacked matrix (inspection).
+void unpack_rows(quant::GGMLType repacked, const void* src, int64_t rows, int64_t cols, void* dst);
 // The same in place (through a per-thread scratch buffer that only grows): the expert store's
 // arrival hook for slices read from disk.
 void repack_rows_in_place(quant::GGMLType t, void* data, int64_t rows, int64_t cols);
