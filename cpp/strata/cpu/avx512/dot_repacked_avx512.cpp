@@ -1,7 +1,7 @@
-// AVX-512 VNNI kernels of the repacked types (cpu/repack/layout.h): 16 rows per group, one
+// AVX-512 VNNI kernel of the repacked Q8_0 type (cpu/repack/layout.h): 16 rows per group, one
 // 512-bit register per 4-column step whose lane r is row r, so each step is one vpdpbusd against
-// the activation's 4 bytes broadcast. The weights are unsigned (Q4_0 nibbles as stored, Q8_0 + 128
-// as stored) and the accumulator starts at −bias·Σy, so the int32 lane is exactly the row's block
+// the activation's 4 bytes broadcast. The weights are unsigned (Q8_0 + 128 as stored) and the
+// accumulator starts at −128·Σy, so the int32 lane is exactly the row's block
 // sum; then sum += sumi · (dx·dy) with the multiply and the add rounded separately (this file is
 // built with -ffp-contract=off), which is the scalar kernel's arithmetic: results are bitwise the
 // scalar path's. Up to four row groups share each activation broadcast in a GEMV; with several
@@ -17,18 +17,7 @@ namespace {
 
 using quant::BlockQ8_0;
 
-struct Q4Ops {
-  using L = repack::Q4Layout;
-  static constexpr int kBias = 8;
-  static void steps(const uint8_t* qs, __m512i* st) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int c = 0; c < 4; ++c) {
-      const __m512i w = loadu512(qs + 64 * c);
-      st[c] = _mm512_and_si512(w, m4);
-      st[c + 4] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
-    }
-  }
-};
+constexpr int kMaxGroups = 4;
 
 struct Q8Ops {
   using L = repack::Q8Layout;
@@ -68,13 +57,8 @@ void groups_one_act(int64_t nb, const uint8_t* grp, std::size_t group_bytes, con
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i bc[8];
-    for (int k = 0; k < 4; ++k) {
-      bc[k] = bcast_word(y[b].qs + 4 * k);
-      bc[k + 4] = bcast_word(y[b].qs + 16 + 4 * k);
-    }
-    // Q8_0_R16 steps run over columns 4k..4k+3 in order; Q4_0_R16 steps c and c + 4 are the low
-    // and high nibbles of chunk c: columns 4c.. and 16 + 4c.. — the same broadcasts either way.
+    __m512i bc[8];  // step k: columns 4k..4k+3
+    for (int k = 0; k < 8; ++k) bc[k] = bcast_word(y[b].qs + 4 * k);
     const __m512i start = _mm512_set1_epi32(-Ops::kBias * block_sum(y[b]));
     const __m512 dy = _mm512_set1_ps(fp16(y[b].d));
     const std::size_t d_off = L::d_off(b, nb), qs_off = L::qs_off(b, nb);
@@ -110,10 +94,7 @@ void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float
     for (int a = 0; a < A; ++a) {
       const BlockQ8_0& yb = y[a][b];
       __m512i isum = _mm512_set1_epi32(-Ops::kBias * block_sum(yb));
-      for (int k = 0; k < 4; ++k) {
-        isum = _mm512_dpbusd_epi32(isum, st[k], bcast_word(yb.qs + 4 * k));
-        isum = _mm512_dpbusd_epi32(isum, st[k + 4], bcast_word(yb.qs + 16 + 4 * k));
-      }
+      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, st[k], bcast_word(yb.qs + 4 * k));
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(yb.d)));
       acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
     }
@@ -128,7 +109,7 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const int64_t nb = n / quant::kQK32;
   const std::size_t gb = stride * repack::kRows;
   int64_t r = 0;
-  for (; r + 4 * repack::kRows <= nrows; r += 4 * repack::kRows)
+  for (; kMaxGroups >= 4 && r + 4 * repack::kRows <= nrows; r += 4 * repack::kRows)
     groups_one_act<Ops, 4>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
   for (; r + 2 * repack::kRows <= nrows; r += 2 * repack::kRows)
     groups_one_act<Ops, 2>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
@@ -159,15 +140,8 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
 
 }  // namespace
 
-void dot_rows_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<Q4Ops>(n, w, stride, nrows, act, out);
-}
 void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q8Ops>(n, w, stride, nrows, act, out);
-}
-void dot_rows_multi_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
-                             int nact, float* const* outs) {
-  rows_multi<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
