@@ -50,7 +50,7 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
     mc.max_rows = cfg.max_rows;
     mc.pool = pool;
     mc.experts = experts_.get();
-    mc.expert_layer = static_cast<int>(hp.n_layer);  // expert_layout puts the MTP block after the main layers
+    mc.expert_layer = static_cast<int>(hp.moe_layers());  // expert_layout puts the MTP block after the main layers
     mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
     mtp_in_.resize(static_cast<std::size_t>(cfg.max_rows) * nd);
     mtp_tok_.resize(static_cast<std::size_t>(cfg.max_rows));
