@@ -20,6 +20,7 @@ import numpy as np
 from gguf import GGML_QUANT_VERSION, GGMLQuantizationType, GGUFWriter
 
 from strata.convert.arrays import to_numpy
+from strata.convert.progress import Progress
 from strata.convert.safetensors_reader import CheckpointDir
 from strata.convert.tokenizer_keys import apply_tokenizer
 from strata.convert.weight_types import FILE_TYPES, encode, parse_weight_type, storage_type
@@ -117,6 +118,9 @@ def _layer_tensors(src: TensorSource, i: int, hp: dict[str, Any]) -> Iterator[tu
             yield f"{b}.ffn_{ours}_exps.weight", stacked, False
 
 
+_LAYER_LEAVES = 12  # tensors per block that _layer_tensors yields
+
+
 def _expected_shape(name: str, hp: dict[str, Any]) -> tuple[int, ...]:
     d, dh, e, f = hp["d"], hp["head_dim"], hp["experts"], hp["expert_ffn"]
     leaf = name.split(".", 2)[-1] if name.startswith("blk.") else name
@@ -147,6 +151,7 @@ def convert_qwen3moe(
     weight_type: str = "F32",
     expert_type: str | None = None,
     name: str | None = None,
+    progress: bool = False,
 ) -> Path:
     """Convert a Hugging Face Qwen3-MoE model to GGUF.
 
@@ -193,7 +198,10 @@ def convert_qwen3moe(
         writer.add_expert_feed_forward_length(hp["expert_ffn"])
         apply_tokenizer(writer, tokenizer)
 
+        bar = Progress(3 + _LAYER_LEAVES * hp["layers"], f"convert {path.name}", enabled=progress)
+
         def add(tname: str, arr: np.ndarray, stays_f32: bool) -> None:
+            bar.step(tname)
             arr = np.ascontiguousarray(arr, dtype=np.float32)
             expect = _expected_shape(tname, hp)
             if arr.shape != expect:
