@@ -152,7 +152,7 @@ class Model:
 
     @property
     def arch(self) -> str:
-        """``"strata"`` or ``"qwen3moe"``."""
+        """``"strata"``, ``"qwen3moe"`` or ``"glm4moe"`` (docs/models.md)."""
         return str(self._hparams["arch"])
 
     @property
