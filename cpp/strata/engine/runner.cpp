@@ -293,7 +293,7 @@ int32_t Runner::draft_step(float* logits_out) {
     mtp_stamp_[static_cast<std::size_t>(pos)] = mtp_clock_;
     ledger_invalidate(pos);
   }
-  m.run_row(mtp_in_.data(), t, pos, list_.data(), n, true);
+  m.run_row(mtp_in_.data(), t, pos, list_.data(), n, true, chain_step_ == 0 ? MtpState::Main : MtpState::Chained);
   const std::size_t Vr = model_->hparams().mtp_vocab;
   if (logits_out) std::memcpy(logits_out, m.draft_logits(0), Vr * sizeof(float));
   const int32_t d = m.draft_token(0);

@@ -1,10 +1,13 @@
 // Weight binding of llama.cpp's `glm4moe` architecture (GLM-4.5 / 4.6 / Air; docs/gguf.md §4):
 // n = 1, ungated attention with optional q/k/v biases and optional per-head q/k norms, partial NEOX
 // RoPE, full causal attention, f32 K/V, leading dense SwiGLU layers, then MoE layers with sigmoid
-// routing (expert score bias exp_probs_b) and an ungated shared expert.
+// routing (expert score bias exp_probs_b) and an ungated shared expert; the nextn (MTP) block when
+// nextn_predict_layers = 1.
+#include <cstring>
 #include <string>
 
 #include "strata/model/model.h"
+#include "strata/quant/types.h"
 #include "strata/model/tensor_binder.h"
 #include "strata/util/error.h"
 
@@ -79,7 +82,50 @@ LayerWeights bind_layer(TensorBinder& b, const HParams& hp, uint32_t l) {
   return L;
 }
 
+// The column halves [0, d) and [d, 2d) of eh_proj as two contiguous matrices owned by the model
+// (the engine's GEMV reads whole rows).
+Weight column_half(Model& m, const Weight& w, int64_t half) {
+  const int64_t d = w.cols / 2;
+  const std::size_t rb = quant::row_bytes(w.type, d);
+  if (quant::row_bytes(w.type, w.cols) != 2 * rb || w.row_stride != 2 * rb)
+    throw_file_error(ErrorKind::Format, m.source().origin(),
+                     "tensor nextn.eh_proj.weight: its row of " + std::to_string(w.cols) +
+                         " cannot be split in two at a block boundary");
+  AlignedBuffer<uint8_t> buf(static_cast<std::size_t>(w.rows) * rb);
+  for (int64_t r = 0; r < w.rows; ++r)
+    std::memcpy(buf.data() + static_cast<std::size_t>(r) * rb, w.row(r) + static_cast<std::size_t>(half) * rb, rb);
+  const Weight out{w.type, buf.data(), w.rows, d, rb};
+  m.owned_weights.push_back(std::move(buf));
+  return out;
+}
+
 }  // namespace
+
+void bind_glm4moe_nextn(Model& m, TensorBinder& b) {
+  HParams& hp = m.hp_;
+  const int64_t d = hp.n_embd, V = hp.n_vocab;
+  const std::string mp = "blk." + std::to_string(hp.n_layer) + ".nextn.";
+  MtpWeights w;
+  w.block = bind_layer(b, hp, hp.n_layer);
+  const Weight eh = b.matrix(mp + "eh_proj.weight", d, 2 * d);
+  w.fc_embedding = column_half(m, eh, 0);  // eh_proj @ concat(enorm(e), hnorm(h))
+  w.fc_hidden = column_half(m, eh, 1);
+  w.enorm = b.f32(mp + "enorm.weight", {d});
+  w.hnorm = b.f32(mp + "hnorm.weight", {d});
+  w.shared_head_norm = b.f32(mp + "shared_head_norm.weight", {d});
+  w.state_norm_main = m.output_norm;
+  w.state_norm_chain = w.shared_head_norm;
+  if (b.has(mp + "embed_tokens.weight")) w.embd = b.matrix(mp + "embed_tokens.weight", V, d);
+  if (b.has(mp + "shared_head_head.weight")) w.head = b.matrix(mp + "shared_head_head.weight", V, d);
+  // The head covers the whole vocabulary: vocab_ids = 0 .. V-1.
+  AlignedBuffer<uint8_t> ids(static_cast<std::size_t>(V) * sizeof(int32_t));
+  int32_t* iota = reinterpret_cast<int32_t*>(ids.data());
+  for (int64_t i = 0; i < V; ++i) iota[i] = static_cast<int32_t>(i);
+  w.vocab_ids = iota;
+  m.owned_weights.push_back(std::move(ids));
+  hp.mtp_vocab = static_cast<uint32_t>(V);
+  m.mtp = w;
+}
 
 void bind_glm4moe(Model& m) {
   HParams& hp = m.hp_;
@@ -94,8 +140,8 @@ void bind_glm4moe(Model& m) {
   m.output_norm = b.f32("output_norm.weight", {d});
   m.layers.reserve(hp.n_layer);
   for (uint32_t l = 0; l < hp.n_layer; ++l) m.layers.push_back(bind_layer(b, hp, l));
-  // The nextn block (blk.{n_layer}.*), when present, is what llama.cpp's draft-mtp runs; this
-  // binding loads the main model only (docs/models.md).
+  // The nextn block (blk.{n_layer}.*): strata's drafter (docs/gguf.md §4).
+  if (hp.n_nextn == 1) bind_glm4moe_nextn(m, b);
 }
 
 }  // namespace strata::model

@@ -224,7 +224,9 @@ void validate_hparams(const HParams& hp, const std::string& origin) {
     positive(hp.indexer_dim, "attention.indexer.key_length");
     positive(hp.indexer_top_k, "attention.indexer.top_k");
   }
-  if (hp.n_nextn == 1 && hp.mtp_vocab == 0) bad(origin, "key " + p + "nextn.vocab_size must be > 0");
+  // glm4moe's nextn head covers the whole vocabulary (set by the binding), so only strata has the key.
+  if (hp.arch == Arch::Strata && hp.n_nextn == 1 && hp.mtp_vocab == 0)
+    bad(origin, "key " + p + "nextn.vocab_size must be > 0");
 }
 
 HParams read_hparams(const ModelSource& src) {

@@ -14,6 +14,8 @@
 
 namespace strata::model {
 
+class TensorBinder;
+
 class Model {
  public:
   // Opens a GGUF file and binds it.
@@ -42,6 +44,7 @@ class Model {
   friend void bind_strata(Model& m);
   friend void bind_qwen3moe(Model& m);
   friend void bind_glm4moe(Model& m);
+  friend void bind_glm4moe_nextn(Model& m, TensorBinder& b);
 };
 
 void bind_strata(Model& m);

@@ -94,6 +94,14 @@ struct MtpWeights {
   HyperHeadWeights head_hc;        // absent when n = 1
   const float* shared_head_norm = nullptr;
   const int32_t* vocab_ids = nullptr;  // [Vr], each < V
+  // glm4moe's nextn layer (absent for strata): fc_embedding / fc_hidden are the two column halves of
+  // eh_proj [d, 2d]; the incoming state H is RMSNorm-ed before hnorm — with output_norm when it is
+  // the main model's (state_norm_main), with shared_head_norm when it is a chained step's own
+  // output (state_norm_chain); the embedding and head may have their own tables.
+  const float* state_norm_main = nullptr;
+  const float* state_norm_chain = nullptr;
+  Weight embd;  // nextn.embed_tokens [V, d]; absent = token_embd
+  Weight head;  // nextn.shared_head_head [V, d]; absent = output
 };
 
 }  // namespace strata::model
