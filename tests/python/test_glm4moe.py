@@ -176,6 +176,9 @@ def test_unsupported_configs_and_broken_files_are_refused(tmp_path: Path) -> Non
         cfg_path.write_text(json.dumps({**cfg, **change}))
         with pytest.raises(strata.ConfigError, match=match):
             convert_glm4moe(tmp_path / "hf", tmp_path / "x.gguf")
+    cfg_path.write_text(json.dumps({**cfg, "moe_intermediate_size": F + 1}))  # disagrees with the tensors
+    with pytest.raises(strata.FormatError, match="the config implies"):
+        convert_glm4moe(tmp_path / "hf", tmp_path / "x.gguf")
     cfg_path.write_text(json.dumps(cfg))
     # A file whose MoE layer lost its selection bias: one clear error naming the tensor.
     good = convert_glm4moe(model, tmp_path / "g.gguf")

@@ -148,6 +148,29 @@ def _block_plan(src: TensorSource, i: int, hp: dict[str, Any], mtp: bool) -> lis
     return plan
 
 
+def _expected_shape(gguf_name: str, hp: dict[str, Any]) -> tuple[int, ...]:
+    """The numpy shape the config implies for a tensor (docs/gguf.md §4)."""
+    d, dh, e, f = hp["d"], hp["head_dim"], hp["experts"], hp["expert_ffn"]
+    q, kv, fs, fd = hp["heads"] * dh, hp["kv_heads"] * dh, f * hp["shared"], hp["ffn"]
+    leaf = gguf_name.split(".", 2)[-1] if gguf_name.startswith("blk.") else gguf_name
+    shapes = {
+        "token_embd.weight": (hp["vocab"], d), "output.weight": (hp["vocab"], d), "output_norm.weight": (d,),
+        "attn_norm.weight": (d,), "post_attention_norm.weight": (d,),
+        "attn_q.weight": (q, d), "attn_k.weight": (kv, d), "attn_v.weight": (kv, d),
+        "attn_output.weight": (d, q),
+        "attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,),
+        "attn_q_norm.weight": (dh,), "attn_k_norm.weight": (dh,),
+        "ffn_gate.weight": (fd, d), "ffn_up.weight": (fd, d), "ffn_down.weight": (d, fd),
+        "ffn_gate_inp.weight": (e, d), "exp_probs_b.bias": (e,),
+        "ffn_gate_exps.weight": (e, f, d), "ffn_up_exps.weight": (e, f, d), "ffn_down_exps.weight": (e, d, f),
+        "ffn_gate_shexp.weight": (fs, d), "ffn_up_shexp.weight": (fs, d), "ffn_down_shexp.weight": (d, fs),
+        "nextn.eh_proj.weight": (d, 2 * d), "nextn.enorm.weight": (d,), "nextn.hnorm.weight": (d,),
+        "nextn.shared_head_norm.weight": (d,), "nextn.embed_tokens.weight": (hp["vocab"], d),
+        "nextn.shared_head_head.weight": (hp["vocab"], d),
+    }
+    return shapes[leaf]
+
+
 def _keeps_f32(gguf_name: str, arr: np.ndarray) -> bool:
     """Norms, biases and the router stay F32 (llama.cpp does the same)."""
     return arr.ndim == 1 or gguf_name.endswith("ffn_gate_inp.weight")
@@ -238,6 +261,9 @@ def convert_glm4moe(
                 if gname is None:
                     raise FormatError(f"tensor {hf_name} has no glm4moe name in gguf's tensor map")
             arr = np.ascontiguousarray(arr, dtype=np.float32)
+            want = _expected_shape(gname, hp)
+            if arr.shape != want:
+                raise FormatError(f"{hf_name}: shape {arr.shape}, the config implies {want}")
             if _keeps_f32(gname, arr):
                 writer.add_tensor(gname, arr)
             else:
