@@ -202,3 +202,9 @@ def test_unsupported_configs_and_broken_files_are_refused(tmp_path: Path) -> Non
     w.close()
     with pytest.raises(strata.FormatError, match="blk.1.exp_probs_b.bias"):
         _engine(bad)
+
+
+def test_metal_backend_refuses_glm4moe(tmp_path: Path) -> None:
+    path = convert_glm4moe(hf_glm(seed=9), tmp_path / "g.gguf")
+    with pytest.raises(strata.InvalidArgument, match="glm4moe is not supported"):
+        _strata.MetalEngine(str(path), backend="metal-emu")
