@@ -190,6 +190,11 @@ def test_accepted_drafts_keep_greedy_output(agreeing: tuple[Any, GlmMtpReference
             st = spec.stats
             # measured 1.77-1.88 tokens per round at 1 step, 2.88-2.94 at 3
             assert st.tokens_per_round > 1.5, (steps, st.tokens_per_round)
+    # exact speculative sampling runs on this drafter too: a seeded sampled run repeats itself
+    sampled = strata.Config(speculative=True, draft_steps=3)
+    a = run(sampled, temperature=0.8, seed=5)
+    b = run(sampled, temperature=0.8, seed=5)
+    assert a.tokens == b.tokens and a.stats.rounds > 0
     # the agreeing drafter is still checked row by row against the reference
     eng = _strata.Engine(str(path), n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
     prompt = TOKENS[:8]
