@@ -228,3 +228,16 @@ def test_nextn_refusals(tmp_path: Path) -> None:
     w.close()
     with pytest.raises(strata.FormatError, match=f"blk.{L}.nextn.hnorm.weight"):
         _strata.Engine(str(bad), n_threads=1, max_ctx=16)
+
+
+@pytest.mark.llama
+def test_llama_cpp_loads_the_file_with_its_nextn_layer(built: tuple[Any, GlmMtpReference, Path]) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    main, _, path = built
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=1)
+    tokens = TOKENS[:8]
+    llm.eval(tokens)
+    got = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    with torch.no_grad():
+        want = main(torch.tensor([tokens])).logits[0].numpy()
+    assert _rel_diff(got, want) <= 1e-3  # llama.cpp keeps K/V in F16 by default (measured 3.2e-4)
