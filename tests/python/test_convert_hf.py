@@ -209,6 +209,8 @@ def test_llama_cpp_loads_the_converted_glm(tmp_path: Path) -> None:
     llm.eval(tokens)
     got = np.array(llm.scores[: len(tokens)], dtype=np.float32)
     assert _rel_diff(got, _hf_logits(model, tokens)) <= 1e-3  # F16 K/V in llama.cpp (measured 6.2e-4)
+    ours = _strata.Engine(str(out), n_threads=1, max_ctx=64).eval(tokens, logits="all")
+    assert _rel_diff(ours, got) <= 1e-3  # strata against llama.cpp on the same file
     hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(src / "tokenizer.json"))
     for text in PROMPTS[:2]:
         want = hf_tok.encode(text, add_special_tokens=False)
