@@ -6,6 +6,9 @@
 // (fc_hidden over the n streams of all rows is ONE gemm — R-10), then block M attends to the MTP's
 // own int8 KV cells — sinks + window only, never indexer state — and the MTP HyperHead, norm
 // and restricted-vocab head give draft logits over vocab_ids.
+// glm4moe's nextn layer runs here too (n = 1, docs/gguf.md §4): fc_embedding / fc_hidden are the
+// halves of its eh_proj, H is first RMSNorm-ed with output_norm (MtpState::Main) or
+// shared_head_norm (MtpState::Chained), and its embedding / head may be the layer's own tables.
 //
 // The restricted head: the rows output.weight[vocab_ids] are gathered once at construction into a
 // contiguous matrix (same type, bytes copied), so a draft step is one GEMV over Vr rows. When
