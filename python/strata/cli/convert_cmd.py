@@ -1,10 +1,13 @@
-"""``python -m strata.cli convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE or GLM-4-MoE directory or
-a strata training checkpoint (.pt) to GGUF."""
+"""``strata convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE or GLM-4-MoE directory or a strata
+training checkpoint (.pt) to GGUF, with a progress bar on stderr."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("src", type=Path, help="model directory (config.json + safetensors) or checkpoint .pt")
     p.add_argument("out", type=Path, help="the GGUF file to write")
     p.add_argument("--type", "--outtype", dest="type", default="F16",
-                   help="storage of weight matrices: f32, f16, bf16, q8_0, q5_0, q4_0 (case-insensitive)")
-    p.add_argument("--expert-type", default=None, help="storage of routed experts (default: --type)")
+                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q4_0, any case (default "
+                   "F16); norms, biases, routers and gates stay F32")
+    p.add_argument("--expert-type", default=None,
+                   help="storage of the routed experts, the bulk of an MoE (default: the --type)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--tokenizer",
         choices=("auto", "bytes", "none"),
@@ -31,7 +37,6 @@ def register(subparsers: Any) -> None:
         "256-byte test vocabulary; none: no tokenizer keys",
     )
     p.add_argument("--name", default=None, help="general.name (default: the source's name)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
@@ -40,6 +45,26 @@ def _hf_tokenizer(source: Path) -> Any:
     from strata.convert.hf_tokenizer import hf_tokenizer_writer
 
     return hf_tokenizer_writer(source)
+
+
+@contextmanager
+def _progress_bar(enabled: bool) -> Iterator[Callable[[int, int, str], None]]:
+    """A tqdm bar on stderr fed by the converters' ``progress(done, total, what)`` callback."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=None, unit="step", desc="convert", file=sys.stderr, dynamic_ncols=True,
+               disable=None if enabled else True)  # None: shown on a terminal only
+
+    def update(done: int, total: int, what: str) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.set_postfix_str(what, refresh=False)
+        bar.update(done - bar.n)
+
+    try:
+        yield update
+    finally:
+        bar.close()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if src.is_dir():
         from strata.convert.hf_dir import convert_hf_dir
 
-        out = convert_hf_dir(src, args.out, weight_type=args.type, expert_type=args.expert_type,
-                             tokenizer=args.tokenizer, name=args.name, progress=not args.no_progress)
+        with _progress_bar(not args.no_progress) as progress:
+            out = convert_hf_dir(src, args.out, weight_type=args.type, expert_type=args.expert_type,
+                                 tokenizer=args.tokenizer, name=args.name, progress=progress)
     else:
         from strata.convert.training_checkpoint import read_training_checkpoint
 
@@ -66,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
                 tokenizer = _hf_tokenizer(tok_path)
             elif args.tokenizer == "bytes":
                 tokenizer = byte_level_tokenizer(int(config["vocab_size"]))
-            out = write_strata_gguf(payload["tensors"], config, args.out, tokenizer=tokenizer,
-                                    weight_type=args.type, expert_type=args.expert_type,
-                                    name=args.name or src.stem)
+            with _progress_bar(not args.no_progress) as progress:
+                out = write_strata_gguf(payload["tensors"], config, args.out, tokenizer=tokenizer,
+                                        weight_type=args.type, expert_type=args.expert_type,
+                                        name=args.name or src.stem, progress=progress)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
     return 0

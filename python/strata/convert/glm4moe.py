@@ -27,7 +27,6 @@ from gguf import (
     get_tensor_name_map,
 )
 
-from strata.convert.progress import Progress
 from strata.convert.qwen3moe import TensorSource, _StateDict
 from strata.convert.safetensors_reader import CheckpointDir
 from strata.convert.tokenizer_keys import apply_tokenizer
@@ -187,12 +186,13 @@ def convert_glm4moe(
     weight_type: str = "F32",
     expert_type: str | None = None,
     name: str | None = None,
-    progress: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """Convert a Hugging Face GLM-4-MoE model to GGUF.
 
     source: a model directory (config.json + *.safetensors, sharded or not, read without torch) or
     an in-memory ``Glm4MoeForCausalLM``. Tied embeddings are written as an explicit output.weight.
+    progress: called as ``progress(done, total, tensor_name)`` after each tensor is encoded.
     """
     if isinstance(source, (str, Path)):
         model_dir = Path(source)
@@ -251,7 +251,7 @@ def convert_glm4moe(
             plan += _block_plan(src, i, hp, mtp and i == hp["layers"])
         plan += [("model.norm.weight", lambda: src.get("model.norm.weight")),
                  ("lm_head.weight", lambda: embed if hp["tied"] else src.get("lm_head.weight"))]
-        bar = Progress(len(plan), f"convert {path.name}", enabled=progress)
+        done = [0]
 
         def add(hf_name: str, arr: np.ndarray) -> None:
             if hf_name.endswith(".e_score_correction_bias"):
@@ -270,7 +270,9 @@ def convert_glm4moe(
                 qtype = storage_type(arr.shape, wanted_experts if gname.endswith("_exps.weight") else wanted)
                 data, raw = encode(arr, qtype)
                 writer.add_tensor(gname, data, raw_dtype=raw)
-            bar.step(gname)
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], len(plan), gname)
 
         for hf_name, load in plan:
             add(hf_name, load())

@@ -43,10 +43,10 @@ def convert_hf_dir(
     expert_type: str | None = None,
     tokenizer: str = "auto",
     name: str | None = None,
-    progress: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """tokenizer: "auto" (the directory's tokenizer.json when present), "bytes" (a byte-level test
-    vocabulary) or "none"."""
+    vocabulary) or "none". progress: the converters' ``progress(done, total, what)`` callback."""
     model_dir = Path(model_dir)
     config_path = model_dir / "config.json"
     if not config_path.is_file():

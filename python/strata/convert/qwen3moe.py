@@ -12,7 +12,7 @@ modules in memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,7 +20,6 @@ import numpy as np
 from gguf import GGML_QUANT_VERSION, GGMLQuantizationType, GGUFWriter
 
 from strata.convert.arrays import to_numpy
-from strata.convert.progress import Progress
 from strata.convert.safetensors_reader import CheckpointDir
 from strata.convert.tokenizer_keys import apply_tokenizer
 from strata.convert.weight_types import FILE_TYPES, encode, parse_weight_type, storage_type
@@ -118,9 +117,6 @@ def _layer_tensors(src: TensorSource, i: int, hp: dict[str, Any]) -> Iterator[tu
             yield f"{b}.ffn_{ours}_exps.weight", stacked, False
 
 
-_LAYER_LEAVES = 12  # tensors per block that _layer_tensors yields
-
-
 def _expected_shape(name: str, hp: dict[str, Any]) -> tuple[int, ...]:
     d, dh, e, f = hp["d"], hp["head_dim"], hp["experts"], hp["expert_ffn"]
     leaf = name.split(".", 2)[-1] if name.startswith("blk.") else name
@@ -151,12 +147,14 @@ def convert_qwen3moe(
     weight_type: str = "F32",
     expert_type: str | None = None,
     name: str | None = None,
-    progress: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """Convert a Hugging Face Qwen3-MoE model to GGUF.
 
     source: a model directory (config.json + *.safetensors, read without torch) or an in-memory
     ``Qwen3MoeForCausalLM``. Tied embeddings are written as an explicit output.weight.
+    progress: called as ``progress(done, total, what)`` after each step (the embedding, each block,
+    the output head), e.g. to drive a progress bar.
     """
     if isinstance(source, (str, Path)):
         model_dir = Path(source)
@@ -198,10 +196,7 @@ def convert_qwen3moe(
         writer.add_expert_feed_forward_length(hp["expert_ffn"])
         apply_tokenizer(writer, tokenizer)
 
-        bar = Progress(3 + _LAYER_LEAVES * hp["layers"], f"convert {path.name}", enabled=progress)
-
         def add(tname: str, arr: np.ndarray, stays_f32: bool) -> None:
-            bar.step(tname)
             arr = np.ascontiguousarray(arr, dtype=np.float32)
             expect = _expected_shape(tname, hp)
             if arr.shape != expect:
@@ -213,14 +208,21 @@ def convert_qwen3moe(
             data, raw = encode(arr, qtype)
             writer.add_tensor(tname, data, raw_dtype=raw)
 
+        steps = hp["layers"] + 2
         embed = src.get("model.embed_tokens.weight")
         add("token_embd.weight", embed, False)
+        if progress is not None:
+            progress(1, steps, "token_embd")
         for i in range(hp["layers"]):
             for tname, arr, stays in _layer_tensors(src, i, hp):
                 add(tname, arr, stays)
+            if progress is not None:
+                progress(i + 2, steps, f"blk.{i}")
         add("output_norm.weight", src.get("model.norm.weight"), True)
         lm_head = embed if hp["tied"] else src.get("lm_head.weight")
         add("output.weight", lm_head, False)
+        if progress is not None:
+            progress(steps, steps, "output")
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
