@@ -92,7 +92,7 @@ def test_convert_dir_tokenizer_and_logits(tmp_path: Path, arch: str) -> None:
     calls: list[tuple[int, int, str]] = []  # what drives the CLI's progress bar
     convert_hf_dir(src, tmp_path / "again.gguf", weight_type="F32", progress=lambda *a: calls.append(a))
     assert [c[0] for c in calls] == list(range(1, len(calls) + 1)) and calls[-1][1] == len(calls)
-    assert calls[-1][2] == "output.weight"
+    assert calls[-1][2].startswith("output")
 
     m = strata.Model(out)
     assert m.arch == arch
