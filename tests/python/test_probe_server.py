@@ -1,6 +1,7 @@
 """Hostile and careless clients against a real ``python -m strata.cli serve`` subprocess on 127.0.0.1
 (docs/server.md, "Limits"): invalid text, NaN, too many stops, oversized bodies, API keys, abandoned
-requests and a prompt that tokenizes for seconds and must not stall /health. Every loop is bounded by a deadline."""
+requests and a prompt that tokenizes for seconds and must not stall /health. Every loop is bounded by
+a deadline, and no server may log a traceback."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -61,11 +63,12 @@ class Served:
         self.base = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "strata.cli", "serve", "--model", str(model), "--port", str(self.port),
                "--log-level", "warning", "--speculative", "off", *args]
+        self.log = tempfile.TemporaryFile()  # the server's stderr (a pipe could fill and block it)
         self.proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+                                     stderr=self.log)
         deadline = time.monotonic() + 60
         while True:
-            assert self.proc.poll() is None, f"serve exited: {self.proc.stderr.read().decode()}"  # type: ignore[union-attr]
+            assert self.proc.poll() is None, f"serve exited: {self.stderr()}"
             assert time.monotonic() < deadline, "serve did not start within 60 s"
             try:
                 if httpx.get(self.base + "/health", timeout=1).status_code == 200:
@@ -83,13 +86,22 @@ class Served:
                 return float(line.rsplit(" ", 1)[1])
         raise AssertionError(f"no metric strata_{name}")
 
-    def stop(self) -> None:
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")
+
+    def stop(self) -> str:
+        """Stop the server; its stderr, which must hold no traceback (abandoned requests included)."""
         self.proc.terminate()
         try:
             self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=15)
+        text = self.stderr()
+        self.log.close()
+        assert "Traceback" not in text, text[-3000:]
+        return text
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,8 @@ def test_deeply_nested_metadata_is_refused(model: strata.Model, tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("config", "why"), [
-    ({"speculative": True}, "the saved settings cannot be used with this model"),  # this model has no MTP layer
+    # this model has no MTP layer
+    ({"speculative": True}, "the saved settings cannot be used with this model"),
     ({"draft_steps": 99}, "the saved settings are invalid"),
     ({"backend": "quantum"}, "the saved settings are invalid"),
     ({"expert_cache": "lots"}, "the saved settings are invalid"),

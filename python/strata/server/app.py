@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -72,6 +72,12 @@ def create_app(worker: EngineWorker, *, max_body: int = DEFAULT_MAX_BODY,
     app.state.worker = worker
     app.state.created = int(time.time())
     install_error_handlers(app)
+
+    @app.exception_handler(ClientGone)
+    async def _gone(_request: Request, _exc: ClientGone) -> Response:
+        # Nobody reads this answer; handled here so an abandoned request logs no traceback.
+        return Response(status_code=499)
+
     app.add_middleware(RequestGuards, max_body=max_body, api_key=api_key)
     tok = worker.model.tokenizer if worker.model.has_tokenizer else None
 
@@ -108,7 +114,7 @@ def create_app(worker: EngineWorker, *, max_body: int = DEFAULT_MAX_BODY,
 
     @app.post("/v1/completions", response_model=None)
     async def completions(req: CompletionRequest, request: Request) -> JSONResponse | StreamingResponse:
-        common_checks(req)
+        await common_checks(req)
         # Tokenizing a long prompt takes seconds: a worker thread does it while the loop serves others.
         ids, prompt_text = await anyio.to_thread.run_sync(
             translate.completion_prompt, req, tokenizer(), worker.model.vocab_size)
@@ -134,7 +140,7 @@ def create_app(worker: EngineWorker, *, max_body: int = DEFAULT_MAX_BODY,
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(req: ChatCompletionRequest,
                                request: Request) -> JSONResponse | StreamingResponse:
-        common_checks(req)
+        await common_checks(req)
         ids, extra_stops = await anyio.to_thread.run_sync(translate.chat_prompt, req, tokenizer())
         translate.check_fits(ids, worker.context_length, "messages")
         limit = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
@@ -164,8 +170,9 @@ def create_app(worker: EngineWorker, *, max_body: int = DEFAULT_MAX_BODY,
             "usage": usage(outcome),
         })
 
-    def common_checks(req: SamplingFields) -> None:
-        translate.check_unicode(req)
+    async def common_checks(req: SamplingFields) -> None:
+        # A walk over every string (and every token id) of a body of megabytes: off the event loop.
+        await anyio.to_thread.run_sync(translate.check_unicode, req)
         translate.check_model(req, worker.model_id)
         translate.check_unsupported(req)
 
