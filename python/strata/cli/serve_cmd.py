@@ -1,4 +1,4 @@
-"""``python -m strata.cli serve``: an OpenAI-compatible HTTP server for a model (docs/server.md)."""
+"""``strata serve``: an OpenAI-compatible HTTP server for a model (docs/server.md)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,19 @@ import os
 import sys
 from typing import Any
 
-from strata.cli.generate_cmd import add_engine_arguments, add_model_argument, config_from, load_model
+from strata.cli.options import (
+    add_engine_arguments,
+    add_model_argument,
+    check_speculative,
+    config_from,
+    load_model,
+)
 from strata.errors import InvalidArgument
 
 EPILOG = """\
 examples:
-  python -m strata.cli serve                                  (the demo model on 127.0.0.1:8080)
-  python -m strata.cli serve --model m.gguf --port 9000 --sessions 4
+  strata serve                                  (the demo model on 127.0.0.1:8080)
+  strata serve --model m.gguf --port 9000 --sessions 4
   curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\
        -d '{"prompt": "def fibonacci(n):", "max_tokens": 64, "temperature": 0}'
 """
@@ -58,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         from strata.server.guards import DEFAULT_MAX_BODY, parse_size
     except ImportError as exc:
         raise InvalidArgument(
-            f"the server needs fastapi and uvicorn (pip install 'strata[server]'): {exc}") from None
+            "the server needs fastapi and uvicorn: pip install fastapi uvicorn (or, in the strata source "
+            f"tree, pip install '.[server]'); {exc}") from None
     max_body = DEFAULT_MAX_BODY
     if args.max_body is not None:
         max_body = parse_size(args.max_body, "--max-body")
@@ -70,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args)
     if not model.has_tokenizer:
         raise InvalidArgument(f"{model.path} has no tokenizer; the server needs one to turn text into tokens")
-    worker = EngineWorker(model, config_from(args), sessions=args.sessions)
+    config = config_from(args)
+    check_speculative(config, model)
+    worker = EngineWorker(model, config, sessions=args.sessions)
     key = "API key required" if api_key else "no API key"
     print(f"serving '{worker.model_id}' (context {worker.context_length}) on http://{args.host}:{args.port}"
           f" (body limit {max_body} bytes; {key})", file=sys.stderr)
