@@ -32,7 +32,8 @@ import strata
 from strata import _strata, quant
 from test_quant_parity import random_blocks
 
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K", "Q2_K", "IQ4_XS", "Q3_K", "Q5_K", "IQ2_XS", "IQ3_XXS"]
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K", "Q2_K", "IQ4_XS",
+         "Q3_K", "Q5_K", "IQ2_XS", "IQ3_XXS"]
 REL_TOL = {"F32": 1e-5, "Q8_0": 2e-2, "Q8_K": 3e-2}
 
 
