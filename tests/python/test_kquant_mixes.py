@@ -9,6 +9,8 @@ kquant_pack.py.
 - They stay close to the F32 model's logits (bounds below, measured with margin), the Q5_K_M mix
   closer than the Q3_K_M one.
 - ``strata inspect`` names the new types in its per-type totals.
+- The Metal backend (emulated), which has no kernels for Q3_K / Q5_K, refuses such a file with one
+  clear error naming the type.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
 import kquant_pack
+import strata
 from strata import _strata
 from strata.cli.__main__ import main as cli_main
 from strata.convert import convert_qwen3moe
@@ -165,3 +168,11 @@ def test_inspect_names_the_k_quant_types(
     text = json.dumps(report)
     for name in ("Q3_K", "Q4_K", "Q5_K", "Q6_K"):
         assert f'"{name}"' in text
+
+
+def test_metal_backend_refuses_the_new_types_clearly(f32_file: Path, tmp_path: Path) -> None:
+    path = tmp_path / "q3.gguf"
+    write_mix(f32_file, path, q3_k_m)
+    eng = _strata.MetalEngine(str(path), backend="metal-emu", max_ctx=64)
+    with pytest.raises(strata.InvalidArgument, match="no Metal GEMV kernel for type Q3_K"):
+        eng.eval([1, 2, 3], logits="all")
