@@ -1,13 +1,15 @@
-"""K-quant mixes of a tiny `qwen3moe` model load and run: a Q5_K_M-style and a Q3_K_M-style file
-(per-tensor types chosen as llama.cpp's mixes choose them, expert and dense matrices alike; norms
-and the router stay F32), written from the F32 conversion with the test encoders of
-kquant_pack.py.
+"""Block-format mixes of a tiny `qwen3moe` model load and run: a Q5_K_M-style and a Q3_K_M-style
+file (per-tensor types chosen as llama.cpp's mixes choose them, expert and dense matrices alike;
+norms and the router stay F32) and one with IQ2_XS / IQ3_XXS experts (the spec's reference
+deployment stores experts in IQ2_XS), written from the F32 conversion with the test encoders of
+kquant_pack.py and iquant_pack.py.
 
 - The engine's logits on each mix equal the PyTorch reference run on the same file decoded by
   ``gguf.quants.dequantize`` (the engine quantizes activations to Q8_K blocks, as ggml does, so the
   bound is that of the other block formats in test_engine_parity.py: 3e-2 of the logit range).
 - They stay close to the F32 model's logits (bounds below, measured with margin), the Q5_K_M mix
-  closer than the Q3_K_M one.
+  closer than the Q3_K_M one; every mix's distance to F32 is its decoded reference's (the
+  weights' own error) plus at most the activation rounding.
 - ``strata inspect`` names the new types in its per-type totals.
 - The Metal backend (emulated), which has no kernels for Q3_K / Q5_K, refuses such a file with one
   clear error naming the type.
@@ -24,6 +26,7 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
+import iquant_pack
 import kquant_pack
 import strata
 from strata import _strata
@@ -83,6 +86,18 @@ def f32_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return convert_qwen3moe(model, tmp_path_factory.mktemp("mix") / "f32.gguf")
 
 
+def iq_experts(name: str, layer: int) -> str:
+    if "ffn_gate_exps" in name or "ffn_up_exps" in name:
+        return "IQ2_XS"
+    if "ffn_down_exps" in name:
+        return "IQ3_XXS"
+    return "Q6_K" if name == "output.weight" else "Q4_K"
+
+
+def encode(arr: np.ndarray, type_name: str) -> np.ndarray:
+    return (iquant_pack if type_name.startswith("IQ") else kquant_pack).quantize(arr, type_name)
+
+
 def write_mix(src: Path, dst: Path, mix: Mix) -> dict[str, str]:
     """Copy ``src`` with every matrix but the router re-encoded as ``mix`` says; returns name -> type."""
     reader = GGUFReader(str(src))
@@ -105,7 +120,7 @@ def write_mix(src: Path, dst: Path, mix: Mix) -> dict[str, str]:
             chosen[t.name] = "F32"
             continue
         type_name = mix(t.name, layer)
-        data = kquant_pack.quantize(arr, type_name)
+        data = encode(arr, type_name)
         writer.add_tensor(t.name, data, raw_dtype=GGMLQuantizationType[type_name])
         chosen[t.name] = type_name
     writer.write_header_to_file()
@@ -133,17 +148,25 @@ def reference(path: Path, ids: list[int]) -> np.ndarray:
         return ReferenceRunner.from_gguf(path, capacity=64).prefill(ids).logits.numpy()
 
 
-# Measured (seeded, Zen 4 AVX2 and scalar alike): engine vs decoded reference 0.024 / 0.021; vs
-# F32 0.13 / 0.41 (the decoded references alone: about the same, the weights' own error).
-@pytest.mark.parametrize(("mix", "to_f32"), [(q5_k_m, 0.2), (q3_k_m, 0.6)])
+# Measured (seeded; AVX2 on Zen 4): engine vs decoded reference 0.023 / 0.021 / 0.024 for
+# Q5_K_M / Q3_K_M / IQ experts; vs F32 0.13 / 0.42 / 0.38, equal to the decoded references'
+# own distance to F32 (the weights' error with these simple encoders).
+USED = {
+    "q5_k_m": {"F32", "Q5_K", "Q6_K"},
+    "q3_k_m": {"F32", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
+    "iq_experts": {"F32", "IQ2_XS", "IQ3_XXS", "Q4_K", "Q6_K"},
+}
+UP_EXPS = {"q5_k_m": "Q5_K", "q3_k_m": "Q3_K", "iq_experts": "IQ2_XS"}
+
+
+@pytest.mark.parametrize(("mix", "to_f32"), [(q5_k_m, 0.2), (q3_k_m, 0.6), (iq_experts, 0.6)])
 def test_mix_runs_like_its_decoded_reference_and_near_f32(
     f32_file: Path, tmp_path: Path, mix: Mix, to_f32: float
 ) -> None:
     path = tmp_path / f"{mix.__name__}.gguf"
     chosen = write_mix(f32_file, path, mix)
-    used = set(chosen.values())
-    assert used == ({"F32", "Q5_K", "Q6_K"} if mix is q5_k_m else {"F32", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
-    assert chosen["blk.1.ffn_up_exps.weight"] == ("Q5_K" if mix is q5_k_m else "Q3_K")  # experts too
+    assert set(chosen.values()) == USED[mix.__name__]
+    assert chosen["blk.1.ffn_up_exps.weight"] == UP_EXPS[mix.__name__]  # experts too
     ids = [int(t) for t in np.random.default_rng(1).integers(0, 300, 24)]
     got, want = logits(path, ids), reference(path, ids)
     # The engine rounds each matrix's input to Q8_K blocks (about 0.6% per product on 256-wide
