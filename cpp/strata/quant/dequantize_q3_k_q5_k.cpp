@@ -1,6 +1,5 @@
 // Q3_K and Q5_K to f32, the float operations of ggml's dequantize_row_q3_K / _q5_K (and numpy's in
 // gguf.quants) in the same order, so the results are bitwise equal.
-#include <cstring>
 
 #include "strata/quant/dequantize_formats.h"
 #include "strata/util/fp16.h"

@@ -4,7 +4,7 @@
 // (2·nibble + 1) and the constant factor (1/8, 1/4) applied once at the end.
 #include <cstring>
 
-#include "strata/cpu/scalar/dot_scalar_more.h"
+#include "strata/cpu/scalar/dot_scalar_rows.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/iq_grids.h"
 #include "strata/util/fp16.h"

@@ -1,7 +1,7 @@
 // Portable reference dots of Q3_K and Q5_K with Q8_K activations: plain loops, exact integer
 // block sums as ggml_vec_dot_q3_K_q8_K / _q5_K_q8_K compute them, f32 accumulation per block.
 // Every SIMD path is tested against these.
-#include "strata/cpu/scalar/dot_scalar_more.h"
+#include "strata/cpu/scalar/dot_scalar_rows.h"
 #include "strata/quant/blocks.h"
 #include "strata/util/fp16.h"
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "strata/cpu/kernels.h"
-#include "strata/cpu/scalar/dot_scalar_more.h"
+#include "strata/cpu/scalar/dot_scalar_rows.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/quantize.h"
 #include "strata/util/fp16.h"

@@ -1,6 +1,6 @@
 #pragma once
-// Scalar reference dots of Q3_K, Q5_K (dot_q3_k_q5_k_scalar.cpp), IQ2_XS and IQ3_XXS
-// (dot_iq2_iq3_scalar.cpp) against Q8_K activations, registered in dot_scalar.cpp's table.
+// Scalar reference row kernels defined outside dot_scalar.cpp (Q8_K activations), registered in
+// its table: Q3_K, Q5_K (dot_q3_k_q5_k_scalar.cpp), IQ2_XS, IQ3_XXS (dot_iq2_iq3_scalar.cpp).
 #include <cstddef>
 #include <cstdint>
 
