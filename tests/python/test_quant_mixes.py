@@ -181,16 +181,21 @@ def test_mix_runs_like_its_decoded_reference_and_near_f32(
     assert err <= rel(want, full_ref) + 5e-2  # the engine adds no more than its activation rounding
 
 
-def test_inspect_names_the_k_quant_types(
-    f32_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("mix", [q3_k_m, iq_experts])
+def test_inspect_names_the_types(
+    f32_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mix: Mix
 ) -> None:
-    path = tmp_path / "q3.gguf"
-    write_mix(f32_file, path, q3_k_m)
+    path = tmp_path / "mix.gguf"
+    chosen = write_mix(f32_file, path, mix)
     assert cli_main(["inspect", str(path), "--json", "--no-tensors"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    text = json.dumps(report)
-    for name in ("Q3_K", "Q4_K", "Q5_K", "Q6_K"):
+    text = json.dumps(json.loads(capsys.readouterr().out))
+    for name in USED[mix.__name__]:
         assert f'"{name}"' in text
+    assert cli_main(["inspect", str(path)]) == 0
+    listing = capsys.readouterr().out
+    for tname in ("blk.0.ffn_up_exps.weight", "output.weight"):
+        line = next(ln for ln in listing.splitlines() if ln.split()[:1] == [tname])
+        assert chosen[tname] in line
 
 
 def test_metal_backend_refuses_the_new_types_clearly(f32_file: Path, tmp_path: Path) -> None:
