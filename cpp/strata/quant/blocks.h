@@ -101,7 +101,7 @@ struct BlockIQ3_XXS {
   uint8_t qs[3 * kQK_K / 8];
 };
 
-// Activation form of the K-quant and IQ4_XS dots: x ≈ d * q, bsums[g] = sum of qs[16g .. 16g+15].
+// Activation form of the K-quant and IQ dots: x ≈ d * q, bsums[g] = sum of qs[16g .. 16g+15].
 struct BlockQ8_K {
   float d;
   int8_t qs[kQK_K];
