@@ -138,7 +138,8 @@ class Model:
         if "tokenizer.ggml.tokens" in self._metadata:
             from strata.tokenizer import Tokenizer
 
-            self._tokenizer = Tokenizer.from_gguf_metadata(self._metadata)
+            self._tokenizer = Tokenizer.from_gguf_metadata(self._metadata, source=self._path,
+                                                           vocab_size=int(self._hparams["vocab_size"]))
 
     # ----------------------------------------------------------------------------------- properties
     @property
@@ -152,7 +153,7 @@ class Model:
 
     @property
     def arch(self) -> str:
-        """``"strata"`` or ``"qwen3moe"``."""
+        """``"strata"``, ``"qwen3moe"`` or ``"glm4moe"`` (docs/models.md)."""
         return str(self._hparams["arch"])
 
     @property

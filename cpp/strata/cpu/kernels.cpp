@@ -13,6 +13,7 @@ quant::GGMLType activation_type(quant::GGMLType type) {
     case GGMLType::Q4_0: case GGMLType::Q5_0: case GGMLType::Q8_0: return GGMLType::Q8_0;
     case GGMLType::Q2_K: case GGMLType::Q4_K: case GGMLType::Q6_K: case GGMLType::IQ4_XS: return GGMLType::Q8_K;
     case GGMLType::Q4_0_R16: case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
+    case GGMLType::Q3_K: case GGMLType::Q5_K: case GGMLType::IQ2_XS: case GGMLType::IQ3_XXS: return GGMLType::Q8_K;
     default: break;
   }
   throw_error(ErrorKind::Value, std::string("no dot kernels for type ") + quant::type_name(type));
@@ -46,6 +47,8 @@ const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
     case Isa::Avx512:
 #if defined(STRATA_HAVE_AVX512_TU)
       k = avx512::kernel(type);
+      // A type without a 512-bit kernel of its own runs the AVX2 one (AVX-512 CPUs run AVX2).
+      if (k == nullptr) k = avx2::kernel(type);
 #endif
       break;
     case Isa::Neon:

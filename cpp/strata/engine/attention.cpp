@@ -1,4 +1,5 @@
-// The attention sub-layer ("QSA", docs/gguf.md §2): projections, per-head q/k RMSNorm, NEOX RoPE
+// The attention sub-layer ("QSA", docs/gguf.md §2): projections (+ glm4moe's optional biases),
+// per-head q/k RMSNorm (optional in glm4moe), NEOX RoPE
 // at the row's position, K/V (and indexer key) writes into the row's cell, cell selection, chunked
 // softmax attention per head, the σ(gate) and the output projection.
 #include <algorithm>
@@ -44,6 +45,15 @@ void project(const BlockContext& c, int R, bool queries) {
     }
   }
   run_linear_tasks(tasks, nt, c.pool);
+  // glm4moe's projection biases (absent elsewhere).
+  auto add_bias = [&](const float* bias, float* y, int64_t n) {
+    if (!bias) return;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < n; ++i) y[r * n + i] += bias[i];
+  };
+  add_bias(w.k_bias, s.k.data(), hp.kv_rows());
+  add_bias(w.v_bias, s.v.data(), hp.kv_rows());
+  if (queries) add_bias(w.q_bias, s.q.data(), hp.q_rows());
 }
 
 // k-norm and RoPE at the row's position (angles kept for the queries), K/V and indexer-key writes.
@@ -61,7 +71,7 @@ void store_kv(const BlockContext& c, int R, int64_t start) {
       if (rd > 0) c.rope->angles(p, cs);
       float* kr = s.k.data() + r * kvrows;
       for (int64_t g = 0; g < hkv; ++g) {
-        rms_norm(kr + g * dh, dh, hp.rms_eps, w.k_norm, kr + g * dh);
+        if (w.k_norm) rms_norm(kr + g * dh, dh, hp.rms_eps, w.k_norm, kr + g * dh);  // optional in glm4moe
         if (rd > 0) c.rope->apply(kr + g * dh, cs);
       }
       kv.write(c.kv_layer, p, kr, s.v.data() + r * kvrows);
@@ -99,7 +109,10 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
       for (int64_t h = 0; h < hq; ++h) {
         const float* src = s.q.data() + r * qrows + (gated ? 2 * h * dh : h * dh);
         float* dst = s.qh.data() + (r * hq + h) * dh;
-        rms_norm(src, dh, hp.rms_eps, w.q_norm, dst);
+        if (w.q_norm)
+          rms_norm(src, dh, hp.rms_eps, w.q_norm, dst);
+        else
+          std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(dh));
         if (rd > 0) c.rope->apply(dst, cs);
       }
     }

@@ -97,17 +97,33 @@ void run_block(const BlockContext& c, float* X, int R, int64_t start) {
   ca.comb = s.comb.data();
   ca.x_in = X;
   ca.x_out = X;
-  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
-    CombineArgs part = ca;
-    part.n_tok = static_cast<int>(e - b);
-    part.routed = ca.routed + b * d;
-    part.weights = ca.weights + b;
-    part.post = ca.post + b * n;
-    part.comb = ca.comb + b * n * n;
-    part.x_in = ca.x_in + b * n * d;
-    part.x_out = ca.x_out + b * n * d;
-    hc_combine(part);
-  });
+  // A sub-layer output in s.out (attention, dense FFN) added into every stream.
+  auto combine_out = [&]() {
+    parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
+      CombineArgs part = ca;
+      part.n_tok = static_cast<int>(e - b);
+      part.routed = ca.routed + b * d;
+      part.weights = ca.weights + b;
+      part.post = ca.post + b * n;
+      part.comb = ca.comb + b * n * n;
+      part.x_in = ca.x_in + b * n * d;
+      part.x_out = ca.x_out + b * n * d;
+      hc_combine(part);
+    });
+  };
+  combine_out();
+
+  // glm4moe's leading dense layers: a SwiGLU FFN instead of the MoE (n = 1, no hyper-connection).
+  if (c.w->dense.present()) {
+    hc_enter(hp, c.w->hc_ffn, X, R, s, c.pool);
+    parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        rms_norm(s.collapsed.data() + r * d, d, hp.rms_eps, c.w->dense.norm, s.xn.data() + r * d);
+    });
+    dense_ffn_forward(c, R);
+    combine_out();
+    return;
+  }
 
   // MoE inside its hyper-connection; the combine forms routed + shared once per dimension.
   hc_enter(hp, c.w->hc_ffn, X, R, s, c.pool);
@@ -127,7 +143,9 @@ void run_block(const BlockContext& c, float* X, int R, int64_t start) {
     part.routed = s.routed.data() + b * K * d;
     part.weights = s.weights.data() + b * K;
     part.shared = has_shared ? s.shared.data() + b * d : nullptr;
-    part.shared_gate = has_shared ? s.shared_gate.data() + b : nullptr;
+    // No shared-expert gate tensor (glm4moe): the shared expert is added with weight 1.
+    const float* sh_gate = c.w->moe.sh_gate_inp.present() ? s.shared_gate.data() : s.one.data();
+    part.shared_gate = has_shared ? sh_gate + b : nullptr;
     part.post = s.post.data() + b * n;
     part.comb = s.comb.data() + b * n * n;
     part.x_in = X + b * n * d;

@@ -61,6 +61,8 @@ void attention_write_kv(const BlockContext& c, int R, int64_t start);
 void write_block_kv(const BlockContext& c, const float* X, int R, int64_t start);
 // MoE sub-layer: s.xn -> s.routed, s.weights, s.shared, s.shared_gate.
 void moe_forward(const BlockContext& c, int R);
+// Dense FFN sub-layer of a layer without experts (glm4moe's leading layers): s.xn -> s.out.
+void dense_ffn_forward(const BlockContext& c, int R);
 // HyperHead (or n = 1: identity) then RMSNorm_w: rows of X -> out [R][d].
 void head_input(const model::HParams& hp, const model::HyperHeadWeights& head, const float* norm_w, const float* X,
                 int R, Scratch& s, float* out, ThreadPool* pool);

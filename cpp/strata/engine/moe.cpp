@@ -20,6 +20,7 @@
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
 #include "strata/experts/expert_store.h"
+#include "strata/routing/glm_scoring.h"
 #include "strata/routing/router.h"
 #include "strata/util/error.h"
 
@@ -48,14 +49,20 @@ void moe_forward(const BlockContext& c, int R) {
   if (Fs > 0) {
     tasks[nt++] = from_x(w.sh_gate, s.sg.data(), Fs);
     tasks[nt++] = from_x(w.sh_up, s.su.data(), Fs);
-    tasks[nt++] = from_x(w.sh_gate_inp, s.shared_gate.data(), 1);
+    if (w.sh_gate_inp.present()) tasks[nt++] = from_x(w.sh_gate_inp, s.shared_gate.data(), 1);
   }
   run_linear_tasks(tasks, nt, c.pool);
   parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       float* p = s.probs.data() + r * E;
-      softmax(p, E);
       const bool draft_row = c.draft_from_row >= 0 && r >= c.draft_from_row;
+      if (hp.gating == model::Gating::Sigmoid) {  // glm4moe (routing/glm_scoring.h)
+        const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
+        routing::sigmoid_route_row(p, s.sel.data() + r * E, static_cast<int>(E), static_cast<int>(K), sr, c.resident,
+                                   c.moce, draft_row, s.ids.data() + r * K, s.weights.data() + r * K);
+        continue;
+      }
+      softmax(p, E);
       routing::route_row(p, static_cast<int>(E), static_cast<int>(K), c.resident, c.moce, draft_row,
                          s.ids.data() + r * K, s.weights.data() + r * K);
     }
@@ -170,7 +177,7 @@ void moe_forward(const BlockContext& c, int R) {
     run_linear_tasks(tasks, nt, c.pool);
     shared_pending = false;
   }
-  if (Fs > 0)
+  if (Fs > 0 && w.sh_gate_inp.present())
     for (int64_t r = 0; r < R; ++r) s.shared_gate[static_cast<std::size_t>(r)] = sigmoid(s.shared_gate[static_cast<std::size_t>(r)]);
 }
 

@@ -36,7 +36,7 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
       max_ctx_(mtp_ctx(m.hparams(), cfg.max_ctx)),
       policy_{cfg.sink, cfg.window, 0},
       kv_(1, std::max<int64_t>(max_ctx_, 1), static_cast<int>(m.hparams().n_head_kv),
-          static_cast<int>(m.hparams().head_dim), model::KvType::Int8, 0),
+          static_cast<int>(m.hparams().head_dim), m.hparams().kv_type, 0),  // strata int8, glm4moe f32
       rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base),
       s_(scratch) {
   const model::HParams& hp = m.hparams();
@@ -70,7 +70,9 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
   max_logit_rows_ = static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / (4 * Vr), 16, max_rows_));
   max_logit_rows_ = std::min(max_logit_rows_, max_rows_);
 
-  // Restricted-vocab head: a view when vocab_ids is one ascending run, else a gathered copy.
+  // Restricted-vocab head: a view when vocab_ids is one ascending run, else a gathered copy (of the
+  // nextn layer's own head when it has one: glm4moe's shared_head_head).
+  const model::Weight& out = m.mtp->head.present() ? m.mtp->head : m.output;
   const int32_t* ids = m.mtp->vocab_ids;
   bool one_run = true;
   for (int64_t i = 1; i < Vr; ++i)
@@ -79,12 +81,12 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
       break;
     }
   if (one_run) {
-    head_ = m.output.rows_slice(ids[0], Vr);
+    head_ = out.rows_slice(ids[0], Vr);
   } else {
-    const std::size_t rb = m.output.row_stride;
+    const std::size_t rb = out.row_stride;
     head_copy_.resize(rb * static_cast<std::size_t>(Vr));
-    for (int64_t i = 0; i < Vr; ++i) std::memcpy(head_copy_.data() + rb * static_cast<std::size_t>(i), m.output.row(ids[i]), rb);
-    head_ = model::Weight{m.output.type, head_copy_.data(), Vr, m.output.cols, rb};
+    for (int64_t i = 0; i < Vr; ++i) std::memcpy(head_copy_.data() + rb * static_cast<std::size_t>(i), out.row(ids[i]), rb);
+    head_ = model::Weight{out.type, head_copy_.data(), Vr, out.cols, rb};
   }
 
   const std::size_t R = static_cast<std::size_t>(max_rows_), d = hp.n_embd, n = hp.hc_count;
@@ -110,18 +112,29 @@ void Mtp::check_rows(const int32_t* tokens, int m, int64_t pos0, bool want_logit
       throw_error(ErrorKind::Value, "Mtp: token " + std::to_string(tokens[r]) + " is outside the vocabulary");
 }
 
-void Mtp::prepare_inputs(const float* H, const int32_t* tokens, int m) {
+void Mtp::prepare_inputs(const float* H, const int32_t* tokens, int m, MtpState src) {
   const model::HParams& hp = m_.hparams();
   const model::MtpWeights& w = *m_.mtp;
   const int64_t d = hp.n_embd, n = hp.hc_count, nd = n * d;
   Scratch& s = *s_;
+  const model::Weight& embd = w.embd.present() ? w.embd : m_.tok_embd;
+  // glm4moe: the state is first normalised as its producer's head would (nullptr for strata).
+  const float* state_norm = src == MtpState::Main ? w.state_norm_main : w.state_norm_chain;
   // e = fc_embedding @ RMSNorm_enorm(Emb[t']) for every row.
   parallel_ranges(pool_, m, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       float* er = emb_.data() + r * d;
-      dequantize_weight_row(m_.tok_embd, tokens[r], er);
+      dequantize_weight_row(embd, tokens[r], er);
       rms_norm(er, d, hp.rms_eps, w.enorm, er);
-      for (int64_t k = 0; k < n; ++k) rms_norm(H + r * nd + k * d, d, hp.rms_eps, w.hnorm, hn_.data() + r * nd + k * d);
+      for (int64_t k = 0; k < n; ++k) {
+        float* hr = hn_.data() + r * nd + k * d;
+        const float* in = H + r * nd + k * d;
+        if (state_norm) {
+          rms_norm(in, d, hp.rms_eps, state_norm, hr);
+          in = hr;
+        }
+        rms_norm(in, d, hp.rms_eps, w.hnorm, hr);
+      }
     }
   });
   linear(w.fc_embedding, emb_.data(), m, s.out.data(), pool_);
@@ -164,11 +177,11 @@ void Mtp::finish(int m, bool want_logits) {
   }
 }
 
-void Mtp::run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits) {
+void Mtp::run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits, MtpState src) {
   check_rows(tokens, m, pos0, want_logits);
   last_rows_ = 0;
   last_logits_ = false;
-  prepare_inputs(H, tokens, m);
+  prepare_inputs(H, tokens, m, src);
   run_block(context(), x_.data(), m, pos0);
   finish(m, want_logits);
 }
@@ -177,12 +190,12 @@ void Mtp::encode(const float* H, const int32_t* tokens, int m, int64_t pos0) {
   check_rows(tokens, m, pos0, false);
   last_rows_ = 0;
   last_logits_ = false;
-  prepare_inputs(H, tokens, m);
+  prepare_inputs(H, tokens, m, MtpState::Main);
   write_block_kv(context(), x_.data(), m, pos0);
 }
 
 void Mtp::run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells,
-                  bool want_logits) {
+                  bool want_logits, MtpState src) {
   check_rows(&token, 1, pos, want_logits);
   if (n_cells < 1 || n_cells > s_->shape.max_list)
     throw_error(ErrorKind::Value, "Mtp::run_row: a list of " + std::to_string(n_cells) + " cells (must be 1.." +
@@ -193,7 +206,7 @@ void Mtp::run_row(const float* H, int32_t token, int64_t pos, const int32_t* cel
                                         "] (entry " + std::to_string(i) + " = " + std::to_string(cells[i]) + ")");
   last_rows_ = 0;
   last_logits_ = false;
-  prepare_inputs(H, &token, 1);
+  prepare_inputs(H, &token, 1, src);
   BlockContext c = context();
   c.cell_list = cells;
   c.cell_list_n = n_cells;
@@ -230,7 +243,7 @@ void Mtp::draft_chain(const float* H, int32_t token, int64_t p, int n_steps, flo
   std::memcpy(chain_streams_.data(), H, sizeof(float) * nd);
   int32_t t = token;
   for (int j = 0; j < n_steps; ++j) {
-    run(chain_streams_.data(), &t, 1, p + j, true);
+    run(chain_streams_.data(), &t, 1, p + j, true, j == 0 ? MtpState::Main : MtpState::Chained);
     if (logits_out) std::memcpy(logits_out + j * Vr, draft_logits(0), sizeof(float) * static_cast<std::size_t>(Vr));
     t = draft_token(0);
     tokens_out[j] = t;

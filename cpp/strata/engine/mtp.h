@@ -6,6 +6,9 @@
 // (fc_hidden over the n streams of all rows is ONE gemm — R-10), then block M attends to the MTP's
 // own int8 KV cells — sinks + window only, never indexer state — and the MTP HyperHead, norm
 // and restricted-vocab head give draft logits over vocab_ids.
+// glm4moe's nextn layer runs here too (n = 1, docs/gguf.md §4): fc_embedding / fc_hidden are the
+// halves of its eh_proj, H is first RMSNorm-ed with output_norm (MtpState::Main) or
+// shared_head_norm (MtpState::Chained), and its embedding / head may be the layer's own tables.
 //
 // The restricted head: the rows output.weight[vocab_ids] are gathered once at construction into a
 // contiguous matrix (same type, bytes copied), so a draft step is one GEMV over Vr rows. When
@@ -35,6 +38,11 @@ class ExpertStore;
 
 namespace strata::engine {
 
+// Where a row's input state H comes from: the main model's final streams, or the previous chain
+// step's own output streams. strata treats both alike; glm4moe normalises them with different
+// weights before hnorm (output_norm / shared_head_norm, docs/gguf.md §4).
+enum class MtpState { Main, Chained };
+
 struct MtpConfig {
   int64_t sink = 64;     // sink cells (0 = none)
   int64_t window = 256;  // window cells (0 = every causal cell)
@@ -62,13 +70,15 @@ class Mtp {
   // Runs m rows: row r at position pos0 + r with input streams H + r·n·d and next token tokens[r].
   // Writes MTP cells pos0 .. pos0+m-1; each row attends by the sink/window policy. With want_logits
   // (m <= max_logit_rows), also the draft logits of every row.
-  void run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits);
+  void run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits,
+           MtpState src = MtpState::Main);
   // K/V-only rows (the drafter encoding committed positions): the same cell bytes as run() writes,
   // without the attention read, MoE and head. out_streams/draft_logits are not produced.
   void encode(const float* H, const int32_t* tokens, int m, int64_t pos0);
   // One row at pos attending to an explicit ascending list of cells (<= pos, at most
   // sink + window + 1 of them; e.g. from draft::DraftCells::draft_row_cells) instead of the policy.
-  void run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells, bool want_logits);
+  void run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells, bool want_logits,
+               MtpState src = MtpState::Main);
 
   // Results of the last run.
   const float* out_streams(int r) const;  // [n][d] before the HyperHead
@@ -82,7 +92,7 @@ class Mtp {
 
  private:
   void check_rows(const int32_t* tokens, int m, int64_t pos0, bool want_logits) const;
-  void prepare_inputs(const float* H, const int32_t* tokens, int m);
+  void prepare_inputs(const float* H, const int32_t* tokens, int m, MtpState src);
   BlockContext context();
   void finish(int m, bool want_logits);
 

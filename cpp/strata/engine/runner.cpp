@@ -57,7 +57,7 @@ Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : m
     mc.max_rows = cfg.max_rows;
     mc.pool = pool;
     mc.experts = experts_.get();
-    mc.expert_layer = static_cast<int>(hp.n_layer);  // expert_layout puts the MTP block after the main layers
+    mc.expert_layer = static_cast<int>(hp.moe_layers());  // expert_layout puts the MTP block after the main layers
     mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
     mtp_in_.resize(static_cast<std::size_t>(cfg.max_rows) * nd);
     mtp_tok_.resize(static_cast<std::size_t>(cfg.max_rows));
@@ -300,7 +300,7 @@ int32_t Runner::draft_step(float* logits_out) {
     mtp_stamp_[static_cast<std::size_t>(pos)] = mtp_clock_;
     ledger_invalidate(pos);
   }
-  m.run_row(mtp_in_.data(), t, pos, list_.data(), n, true);
+  m.run_row(mtp_in_.data(), t, pos, list_.data(), n, true, chain_step_ == 0 ? MtpState::Main : MtpState::Chained);
   const std::size_t Vr = model_->hparams().mtp_vocab;
   if (logits_out) std::memcpy(logits_out, m.draft_logits(0), Vr * sizeof(float));
   const int32_t d = m.draft_token(0);

@@ -40,6 +40,7 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   one.resize(R);
   for (std::size_t i = 0; i < R; ++i) one[i] = 1.0f;
   probs.resize(R * E);
+  sel.resize(hp.gating == model::Gating::Sigmoid ? R * E : 1);
   ids.resize(R * K);
   weights.resize(R * K);
   expert_count.resize(E);
@@ -50,14 +51,15 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   ge.resize(R * K * F);
   ue.resize(R * K * F);
   routed.resize(R * K * d);
-  sg.resize(R * z(hp.ff_shared));
-  su.resize(R * z(hp.ff_shared));
+  const std::size_t f_side = z(std::max(hp.ff_shared, hp.ff_dense));  // shared expert or dense FFN
+  sg.resize(R * f_side);
+  su.resize(R * f_side);
   shared.resize(R * d);
   shared_gate.resize(R);
   h.resize(R * d);
   act_x.resize(PreparedInput::arena_bytes(static_cast<int64_t>(R), static_cast<int64_t>(d)));
   act_h.resize(R * K * F * 4);
-  act_hs.resize(R * z(hp.ff_shared) * 4);
+  act_hs.resize(R * f_side * 4);
   tasks.resize(2 * E + 16);
 }
 
@@ -66,7 +68,7 @@ std::size_t Scratch::capacity_signature() const {
          collapsed.capacity() + xn.capacity() + q.capacity() + k.capacity() + v.capacity() + qh.capacity() +
          att.capacity() + rope_cs.capacity() + iq.capacity() + iw.capacity() + ik.capacity() +
          cells.capacity() + n_cells.capacity() + slot_scores.capacity() + slot_order.capacity() +
-         slot_chunk.capacity() + out.capacity() + one.capacity() + probs.capacity() + ids.capacity() +
+         slot_chunk.capacity() + out.capacity() + one.capacity() + probs.capacity() + sel.capacity() + ids.capacity() +
          weights.capacity() + expert_count.capacity() + expert_offset.capacity() + expert_order.capacity() +
          entries.capacity() +
          entry_rows.capacity() + ge.capacity() + ue.capacity() + routed.capacity() + sg.capacity() +

@@ -54,6 +54,7 @@ struct Scratch {
   AlignedBuffer<float> one;        // [R] = 1 (expand weights)
   // MoE.
   AlignedBuffer<float> probs;      // [R][E]
+  AlignedBuffer<float> sel;        // [R][E] sigmoid routing's selection scores (routing/glm_scoring.h)
   AlignedBuffer<int32_t> ids;      // [R][K]
   AlignedBuffer<float> weights;    // [R][K]
   AlignedBuffer<int32_t> expert_count;   // [E]
@@ -64,8 +65,8 @@ struct Scratch {
   AlignedBuffer<float> ge;         // [R·K][F] gate outputs per entry, then silu(gate)·up
   AlignedBuffer<float> ue;         // [R·K][F]
   AlignedBuffer<float> routed;     // [R][K][d]
-  AlignedBuffer<float> sg;         // [R][Fs]
-  AlignedBuffer<float> su;         // [R][Fs]
+  AlignedBuffer<float> sg;         // [R][max(Fs, Fd)] shared expert or dense FFN (glm4moe) gate
+  AlignedBuffer<float> su;         // [R][max(Fs, Fd)]
   AlignedBuffer<float> shared;     // [R][d]
   AlignedBuffer<float> shared_gate;  // [R]
   // Heads.

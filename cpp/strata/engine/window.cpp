@@ -109,8 +109,9 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, i
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     c.w = &m_.layers[l];
     c.kv_layer = static_cast<int>(l);
-    c.expert_layer = static_cast<int>(l);
-    c.resident = experts_ ? experts_->resident_map(static_cast<int>(l)) : nullptr;  // nullptr in mmap mode
+    // The store numbers MoE layers only (glm4moe's leading dense layers have no experts).
+    c.expert_layer = static_cast<int>(hp.expert_layer(l));
+    c.resident = experts_ && !hp.dense_layer(l) ? experts_->resident_map(c.expert_layer) : nullptr;  // nullptr: mmap
     run_block(c, X, n, start);
   }
   if (experts_) experts_->end_window();

@@ -69,7 +69,8 @@ ExpertLayout expert_layout(const model::Model& m) {
   out.path = m.source().origin();
   out.n_expert = m.hparams().n_expert;
   out.has_file_offsets = true;
-  for (const model::LayerWeights& lw : m.layers) add_layer(out, m, lw.moe);
+  for (const model::LayerWeights& lw : m.layers)
+    if (!lw.dense.present()) add_layer(out, m, lw.moe);  // glm4moe's leading dense layers have no experts
   if (m.mtp) add_layer(out, m, m.mtp->block.moe);
   return out;
 }

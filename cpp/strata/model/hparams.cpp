@@ -1,5 +1,7 @@
 #include "strata/model/hparams.h"
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "strata/util/error.h"
@@ -121,13 +123,77 @@ HParams read_qwen3moe(const ModelSource& src) {
   return hp;
 }
 
+// llama.cpp's `glm4moe` keys (convert_hf_to_gguf.py Glm4MoeModel); docs/gguf.md §4.
+HParams read_glm4moe(const ModelSource& src) {
+  KeyReader k(src, "glm4moe.");
+  HParams hp;
+  hp.arch = Arch::Glm4Moe;
+  hp.arch_name = "glm4moe";
+  hp.kv_type = KvType::F32;
+  hp.context_length = k.u32("context_length");
+  hp.n_embd = k.u32("embedding_length");
+  hp.n_block = k.u32("block_count");
+  hp.n_nextn = k.u32("nextn_predict_layers", 0);
+  if (hp.n_nextn > 1) k.fail("nextn_predict_layers", "= " + std::to_string(hp.n_nextn) + " (only 0 or 1 supported)");
+  if (hp.n_block <= hp.n_nextn)
+    k.fail("block_count", "= " + std::to_string(hp.n_block) + " leaves no main layer (nextn_predict_layers = " +
+                              std::to_string(hp.n_nextn) + ")");
+  hp.n_layer = hp.n_block - hp.n_nextn;
+  hp.n_head = k.u32("attention.head_count");
+  hp.n_head_kv = k.u32("attention.head_count_kv", hp.n_head);
+  if (hp.n_head == 0) k.fail("attention.head_count", "must be > 0");
+  hp.head_dim = k.u32("attention.key_length", hp.n_embd / hp.n_head);
+  const uint32_t value_length = k.u32("attention.value_length", hp.head_dim);
+  if (value_length != hp.head_dim)
+    k.fail("attention.value_length", "= " + std::to_string(value_length) + " must equal attention.key_length = " +
+                                         std::to_string(hp.head_dim));
+  hp.rms_eps = k.f32("attention.layer_norm_rms_epsilon");
+  hp.rope_base = k.f32("rope.freq_base", 10000.0f);
+  hp.rope_dim = k.u32("rope.dimension_count", hp.head_dim);
+  hp.n_expert = k.u32("expert_count");
+  hp.n_expert_used = k.u32("expert_used_count");
+  hp.ff_expert = k.u32("expert_feed_forward_length");
+  hp.ff_shared = hp.ff_expert * k.u32("expert_shared_count", 0);
+  hp.n_dense_lead = k.u32("leading_dense_block_count", 0);
+  if (hp.n_dense_lead >= hp.n_layer)
+    k.fail("leading_dense_block_count", "= " + std::to_string(hp.n_dense_lead) + " leaves no MoE layer (" +
+                                            std::to_string(hp.n_layer) + " main layers)");
+  if (hp.n_dense_lead > 0) {
+    hp.ff_dense = k.u32("feed_forward_length");
+    if (hp.ff_dense == 0) k.fail("feed_forward_length", "must be > 0 with leading dense layers");
+  }
+  // llama.cpp: 0 (none) or absent means sigmoid for this architecture; 1 = softmax, 2 = sigmoid.
+  const uint32_t gating = k.u32("expert_gating_func", 2);
+  if (gating > 2) k.fail("expert_gating_func", "= " + std::to_string(gating) + " (1 = softmax, 2 = sigmoid)");
+  hp.gating = gating == 1 ? Gating::Softmax : Gating::Sigmoid;
+  hp.expert_weights_norm = k.flag("expert_weights_norm", false);
+  hp.expert_weights_scale = k.f32("expert_weights_scale", 1.0f);
+  if (!(hp.expert_weights_scale > 0.0f) || !(hp.expert_weights_scale < 1e6f))
+    k.fail("expert_weights_scale", "must be a positive finite number");
+  hp.hc_count = 1;
+  return hp;
+}
+
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
   throw_file_error(ErrorKind::Format, origin, what);
 }
 
+std::string float_text(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
 }  // namespace
 
-const char* arch_name(Arch a) { return a == Arch::Strata ? "strata" : "qwen3moe"; }
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::Strata: return "strata";
+    case Arch::Qwen3Moe: return "qwen3moe";
+    case Arch::Glm4Moe: return "glm4moe";
+  }
+  return "?";
+}
 
 void validate_hparams(const HParams& hp, const std::string& origin) {
   const std::string p = hp.arch_name + ".";
@@ -149,8 +215,15 @@ void validate_hparams(const HParams& hp, const std::string& origin) {
   if (hp.rope_dim % 2 != 0 || hp.rope_dim > hp.head_dim)
     bad(origin, "key " + p + "rope.dimension_count = " + std::to_string(hp.rope_dim) +
                     " must be even and <= attention.key_length = " + std::to_string(hp.head_dim));
-  if (!(hp.rope_base > 0.0f)) bad(origin, "key " + p + "rope.freq_base must be > 0");
-  if (!(hp.rms_eps >= 0.0f)) bad(origin, "key " + p + "attention.layer_norm_rms_epsilon must be >= 0");
+  // Non-finite or non-positive floats load "fine" and then generate garbage (inf rope base turns every
+  // angle into NaN), so they are refused here with the key's value.
+  auto finite = [&](float v, const char* key, bool zero_ok) {
+    if (!std::isfinite(v) || v < 0.0f || (!zero_ok && v == 0.0f))
+      bad(origin, "key " + p + key + " = " + float_text(v) + " must be finite and " + (zero_ok ? ">= 0" : "> 0"));
+  };
+  finite(hp.rope_base, "rope.freq_base", false);
+  finite(hp.rms_eps, "attention.layer_norm_rms_epsilon", true);
+  if (hp.hc_count > 1) finite(hp.hc_eps, "hyper_connection.epsilon", true);
   if (hp.n_expert_used > hp.n_expert)
     bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) + " exceeds expert_count = " +
                     std::to_string(hp.n_expert));
@@ -166,7 +239,9 @@ void validate_hparams(const HParams& hp, const std::string& origin) {
     positive(hp.indexer_dim, "attention.indexer.key_length");
     positive(hp.indexer_top_k, "attention.indexer.top_k");
   }
-  if (hp.n_nextn == 1 && hp.mtp_vocab == 0) bad(origin, "key " + p + "nextn.vocab_size must be > 0");
+  // glm4moe's nextn head covers the whole vocabulary (set by the binding), so only strata has the key.
+  if (hp.arch == Arch::Strata && hp.n_nextn == 1 && hp.mtp_vocab == 0)
+    bad(origin, "key " + p + "nextn.vocab_size must be > 0");
 }
 
 HParams read_hparams(const ModelSource& src) {
@@ -177,9 +252,12 @@ HParams read_hparams(const ModelSource& src) {
     hp = read_strata(src);
   } else if (*arch == "qwen3moe") {
     hp = read_qwen3moe(src);
+  } else if (*arch == "glm4moe") {
+    hp = read_glm4moe(src);
   } else {
     throw_file_error(ErrorKind::Format, src.origin(),
-                     "general.architecture = '" + *arch + "' is not supported (expected 'strata' or 'qwen3moe')");
+                     "general.architecture = '" + *arch +
+                         "' is not supported (expected 'strata', 'qwen3moe' or 'glm4moe')");
   }
   validate_hparams(hp, src.origin());
   return hp;

@@ -1,6 +1,7 @@
 #pragma once
 // The hyper-parameters of a model, read from its metadata and validated once at load (docs/gguf.md).
-// One struct for both architectures: qwen3moe is strata with features off.
+// One struct for every architecture: qwen3moe and glm4moe are strata with features off (glm4moe adds
+// leading dense layers, attention biases and sigmoid routing with an expert score bias).
 #include <cstdint>
 #include <string>
 
@@ -8,7 +9,10 @@
 
 namespace strata::model {
 
-enum class Arch { Strata, Qwen3Moe };
+enum class Arch { Strata, Qwen3Moe, Glm4Moe };
+// How router logits become expert scores: softmax (strata, qwen3moe) or sigmoid plus a per-expert
+// selection bias (glm4moe, docs/gguf.md §4).
+enum class Gating { Softmax, Sigmoid };
 enum class KvType { Int8, F32 };
 
 struct HParams {
@@ -41,11 +45,22 @@ struct HParams {
   float hc_eps = 0.0f;
   uint32_t mtp_vocab = 0;       // Vr (when n_nextn = 1)
   KvType kv_type = KvType::Int8;
+  // glm4moe (defaults keep strata and qwen3moe unchanged).
+  uint32_t n_dense_lead = 0;    // leading layers with a dense SwiGLU FFN instead of the MoE
+  uint32_t ff_dense = 0;        // their width (feed_forward_length)
+  Gating gating = Gating::Softmax;
+  bool expert_weights_norm = true;    // renormalise the selected experts' weights
+  float expert_weights_scale = 1.0f;  // routed_scaling_factor, applied after the renormalisation
 
   // Derived helpers.
   uint32_t q_rows() const { return n_head * head_dim * (attn_gated ? 2u : 1u); }
   uint32_t kv_rows() const { return n_head_kv * head_dim; }
   bool uses_indexer() const { return indexer_heads > 0 && sliding_window > 0; }
+  bool dense_layer(uint32_t l) const { return l < n_dense_lead; }
+  // A MoE layer's index among the layers that have experts (the expert store's layer numbering);
+  // the MTP block, when present, follows the main model's MoE layers.
+  uint32_t expert_layer(uint32_t l) const { return l - n_dense_lead; }
+  uint32_t moe_layers() const { return n_layer - n_dense_lead; }
 };
 
 // Reads and validates the hyper-parameters of `src` for its general.architecture. Unknown

@@ -9,10 +9,11 @@ std::unique_ptr<Model> Model::from_source(std::unique_ptr<ModelSource> src) {
   std::unique_ptr<Model> m(new Model());
   m->hp_ = read_hparams(*src);
   m->src_ = std::move(src);
-  if (m->hp_.arch == Arch::Strata)
-    bind_strata(*m);
-  else
-    bind_qwen3moe(*m);
+  switch (m->hp_.arch) {
+    case Arch::Strata: bind_strata(*m); break;
+    case Arch::Qwen3Moe: bind_qwen3moe(*m); break;
+    case Arch::Glm4Moe: bind_glm4moe(*m); break;
+  }
   return m;
 }
 

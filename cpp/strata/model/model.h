@@ -1,6 +1,6 @@
 #pragma once
 // A loaded model: validated hyper-parameters plus weight views into the source's memory (no
-// copies). Built per architecture by bind_strata / bind_qwen3moe; immutable after load and safe
+// copies). Built per architecture by bind_strata / bind_qwen3moe / bind_glm4moe; immutable after load and safe
 // to share between windows.
 #include <memory>
 #include <optional>
@@ -13,6 +13,8 @@
 #include "strata/util/aligned.h"
 
 namespace strata::model {
+
+class TensorBinder;
 
 class Model {
  public:
@@ -41,9 +43,12 @@ class Model {
 
   friend void bind_strata(Model& m);
   friend void bind_qwen3moe(Model& m);
+  friend void bind_glm4moe(Model& m);
+  friend void bind_glm4moe_nextn(Model& m, TensorBinder& b);
 };
 
 void bind_strata(Model& m);
 void bind_qwen3moe(Model& m);
+void bind_glm4moe(Model& m);
 
 }  // namespace strata::model

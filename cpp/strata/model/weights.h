@@ -55,8 +55,11 @@ struct HyperHeadWeights {
 struct AttentionWeights {
   const float* norm = nullptr;    // attn_norm [d]
   Weight q, k, v, o;              // attn_q [Hq·Dh·(1|2), d], attn_k/v [Hkv·Dh, d], attn_output [d, Hq·Dh]
-  const float* q_norm = nullptr;  // [Dh]
-  const float* k_norm = nullptr;  // [Dh]
+  const float* q_norm = nullptr;  // [Dh]; glm4moe: optional (nullptr = no q norm)
+  const float* k_norm = nullptr;  // [Dh]; glm4moe: optional
+  const float* q_bias = nullptr;  // glm4moe: optional projection biases [Hq·Dh], [Hkv·Dh], [Hkv·Dh]
+  const float* k_bias = nullptr;
+  const float* v_bias = nullptr;
   Weight idx_q, idx_k, idx_w;     // indexer (absent when Hi = 0 and in the MTP block)
 };
 
@@ -64,12 +67,22 @@ struct MoeWeights {
   const float* norm = nullptr;  // ffn_norm [d]
   Weight router;                // ffn_gate_inp [E, d]
   ExpertWeights gate, up, down; // [E, F, d], [E, F, d], [E, d, F]
-  Weight sh_gate, sh_up, sh_down, sh_gate_inp;  // shared expert (absent when Fs = 0)
+  Weight sh_gate, sh_up, sh_down, sh_gate_inp;  // shared expert (absent when Fs = 0); sh_gate_inp absent =
+                                                // the shared expert is added ungated (glm4moe)
+  const float* score_bias = nullptr;  // [E] sigmoid routing's selection bias (glm4moe exp_probs_b)
+};
+
+// A dense SwiGLU FFN (glm4moe's leading layers): down(silu(gate x) ⊙ up x), norm = ffn norm [d].
+struct DenseFfnWeights {
+  const float* norm = nullptr;
+  Weight gate, up, down;  // [Fd, d], [Fd, d], [d, Fd]
+  bool present() const { return gate.present(); }
 };
 
 struct LayerWeights {
   AttentionWeights attn;
-  MoeWeights moe;
+  MoeWeights moe;        // absent (router not present) in a dense layer
+  DenseFfnWeights dense; // present only in glm4moe's leading dense layers
   HyperConnWeights hc_attn, hc_ffn;  // absent when n = 1
 };
 
@@ -81,6 +94,14 @@ struct MtpWeights {
   HyperHeadWeights head_hc;        // absent when n = 1
   const float* shared_head_norm = nullptr;
   const int32_t* vocab_ids = nullptr;  // [Vr], each < V
+  // glm4moe's nextn layer (absent for strata): fc_embedding / fc_hidden are the two column halves of
+  // eh_proj [d, 2d]; the incoming state H is RMSNorm-ed before hnorm — with output_norm when it is
+  // the main model's (state_norm_main), with shared_head_norm when it is a chained step's own
+  // output (state_norm_chain); the embedding and head may have their own tables.
+  const float* state_norm_main = nullptr;
+  const float* state_norm_chain = nullptr;
+  Weight embd;  // nextn.embed_tokens [V, d]; absent = token_embd
+  Weight head;  // nextn.shared_head_head [V, d]; absent = output
 };
 
 }  // namespace strata::model

@@ -1,4 +1,4 @@
-"""``strata convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE directory or a strata
+"""``strata convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE or GLM-4-MoE directory or a strata
 training checkpoint (.pt) to GGUF, with a progress bar on stderr."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from strata.errors import InvalidArgument
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "convert",
-        help="convert a Hugging Face Qwen3-MoE directory or a strata training checkpoint to GGUF",
-        description="Convert SRC (a Hugging Face Qwen3MoeForCausalLM directory, or a strata training "
-        "checkpoint .pt) to a GGUF file.",
+        help="convert a Hugging Face Qwen3-MoE / GLM-4-MoE directory or a strata training checkpoint to GGUF",
+        description="Convert SRC (a Hugging Face Qwen3MoeForCausalLM or Glm4MoeForCausalLM directory, or "
+        "a strata training checkpoint .pt) to a GGUF file.",
     )
     p.add_argument("src", type=Path, help="model directory (config.json + safetensors) or checkpoint .pt")
     p.add_argument("out", type=Path, help="the GGUF file to write")
-    p.add_argument("--type", default="F16",
-                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q4_0 (default F16); "
-                   "norms, routers and gates stay F32")
+    p.add_argument("--type", "--outtype", dest="type", default="F16",
+                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q4_0, any case (default "
+                   "F16); norms, biases, routers and gates stay F32")
     p.add_argument("--expert-type", default=None,
                    help="storage of the routed experts, the bulk of an MoE (default: the --type)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -42,17 +42,9 @@ def register(subparsers: Any) -> None:
 
 def _hf_tokenizer(source: Path) -> Any:
     """The tokenizer-key writer for a tokenizer.json (file or the directory holding it)."""
-    try:
-        from strata import tokenizer as tok_module  # written by the tokenizer work
-    except ImportError:
-        tok_module = None
-    writer_for = getattr(tok_module, "gguf_tokenizer_writer", None)
-    if writer_for is None:
-        raise InvalidArgument(
-            "this build cannot convert Hugging Face tokenizers yet "
-            "(strata.tokenizer.gguf_tokenizer_writer is missing); use --tokenizer bytes or none"
-        )
-    return writer_for(source)
+    from strata.convert.hf_tokenizer import hf_tokenizer_writer
+
+    return hf_tokenizer_writer(source)
 
 
 @contextmanager
@@ -76,22 +68,17 @@ def _progress_bar(enabled: bool) -> Iterator[Callable[[int, int, str], None]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from strata.convert import byte_level_tokenizer, convert_qwen3moe, write_strata_gguf
+    from strata.convert import byte_level_tokenizer, write_strata_gguf
 
     src: Path = args.src
     if not src.exists():
         raise InvalidArgument(f"{src}: no such file or directory")
     if src.is_dir():
-        tokenizer: Any = None
-        if args.tokenizer == "auto":
-            tokenizer = _hf_tokenizer(src) if (src / "tokenizer.json").is_file() else None
-        elif args.tokenizer == "bytes":
-            import json
+        from strata.convert.hf_dir import convert_hf_dir
 
-            tokenizer = byte_level_tokenizer(int(json.loads((src / "config.json").read_text())["vocab_size"]))
         with _progress_bar(not args.no_progress) as progress:
-            out = convert_qwen3moe(src, args.out, tokenizer=tokenizer, weight_type=args.type,
-                                   expert_type=args.expert_type, name=args.name, progress=progress)
+            out = convert_hf_dir(src, args.out, weight_type=args.type, expert_type=args.expert_type,
+                                 tokenizer=args.tokenizer, name=args.name, progress=progress)
     else:
         from strata.convert.training_checkpoint import read_training_checkpoint
 

@@ -1,11 +1,15 @@
 """Writing GGUF files: the `strata` architecture (from tensors, a StrataModel or a training
-checkpoint), Hugging Face Qwen3-MoE -> `qwen3moe`, and random `strata` models for tests.
+checkpoint), Hugging Face Qwen3-MoE -> `qwen3moe` and GLM-4-MoE -> `glm4moe` (a model directory with
+its tokenizer: `convert_hf_dir`), and random `strata` models for tests.
 
 Nothing here imports torch, except reading a .pt training checkpoint.
 """
 
 from __future__ import annotations
 
+from strata.convert.glm4moe import convert_glm4moe
+from strata.convert.hf_dir import convert_hf_dir
+from strata.convert.hf_tokenizer import hf_tokenizer_writer
 from strata.convert.qwen3moe import convert_qwen3moe
 from strata.convert.random_model import agreeing_strata_tensors, make_random_strata, random_strata_tensors
 from strata.convert.strata_layout import StrataHParams, TensorSpec, strata_keys, strata_tensor_specs
@@ -19,6 +23,9 @@ __all__ = [
     "TensorSpec",
     "TokenizerWriter",
     "byte_level_tokenizer",
+    "convert_glm4moe",
+    "convert_hf_dir",
+    "hf_tokenizer_writer",
     "convert_qwen3moe",
     "make_random_strata",
     "agreeing_strata_tensors",
