@@ -8,7 +8,6 @@ void bind_all(pybind11::module_& m) {
   bind_quant(m);
   bind_engine(m);
   bind_decode(m);
-  bind_metal(m);
 }
 
 }  // namespace strata::bindings

@@ -50,9 +50,9 @@ GemvTile parse_gemv_tile(const std::string& text) {
   return t;
 }
 
-GemvTiles drafter_tiles_from_env() {
+GemvTiles drafter_tiles(const std::string& wide_tile) {
   GemvTiles t;
-  if (const char* s = std::getenv("STRATA_METAL_MTP_TILE"); s != nullptr && *s != '\0') t.wide = parse_gemv_tile(s);
+  if (!wide_tile.empty()) t.wide = parse_gemv_tile(wide_tile);
   return t;
 }
 

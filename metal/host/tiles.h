@@ -26,10 +26,11 @@ struct GemvTiles {
   GemvTile narrow{32, 1, 2, 4};
   GemvTile wide{16, 2, 4, 4};
   const GemvTile& pick(int64_t rows) const { return rows >= kWideRows ? wide : narrow; }
+  bool operator==(const GemvTiles& o) const { return narrow == o.narrow && wide == o.wide; }
 };
 
-// The drafter's tiles: defaults, with the wide class replaced by STRATA_METAL_MTP_TILE when set
-// (read once, when the backend is created; a malformed value is a Config error).
-GemvTiles drafter_tiles_from_env();
+// The drafter's tiles: defaults, with the wide class replaced by `wide_tile` ("L,R,S,K") when it is
+// not empty (Config.metal_mtp_tile, STRATA_METAL_MTP_TILE; a malformed value is a Config error).
+GemvTiles drafter_tiles(const std::string& wide_tile);
 
 }  // namespace strata::mtl

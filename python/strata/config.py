@@ -335,10 +335,11 @@ class Config:
         return native["moce"]["params"]
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """The expert-store and routing keyword arguments of ``_strata.Engine`` for this config."""
+        """The expert-store, routing and decode-settings keyword arguments of ``_strata.Engine`` for this
+        config: the engine gets its settings once, the C++ parser validates them there."""
         return {"expert_mode": self.expert_mode, "expert_cache": self.expert_cache,
                 "expert_direct_io": self.expert_direct_io, "expert_io_threads": self.expert_io_threads,
-                "moce": self.moce_params()}
+                "moce": self.moce_params(), "settings": self._native_env()}
 
     def retention_env(self) -> dict[str, str]:
         """Only the retention variables (what the draft-retention gate reads)."""

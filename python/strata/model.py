@@ -226,27 +226,17 @@ class Model:
                        SamplingPolicy() if sampling is None else sampling)
 
     def _engine(self, config: Config, *, encode_mtp: bool) -> Any:
-        """A native engine over this file with the config's threads, context, MTP cells, expert store and
-        MOCE routing."""
+        """A native engine over this file on the config's backend, with its threads, context, MTP cells,
+        expert store, MOCE routing and decode settings (validated once, by the C++ settings parser)."""
         if not isinstance(config, Config):
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
-        if config.backend != "cpu":
-            return self._metal_engine(config, encode_mtp=encode_mtp)
-        return _strata.Engine(self._path, n_threads=config.threads, max_ctx=config.context_length,
-                              mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
-                              encode_mtp=encode_mtp and self._has_mtp, mtp_requant=config.mtp_requant,
-                              **config.engine_kwargs())
-
-    def _metal_engine(self, config: Config, *, encode_mtp: bool) -> Any:
-        """``_strata.MetalEngine`` for ``backend="metal-emu"`` / ``"metal"``: the same session interface
-        as ``_strata.Engine`` (docs/metal.md); it has no expert store, so the stream mode is refused."""
-        if config.expert_mode != "mmap":
+        if config.backend != "cpu" and config.expert_mode != "mmap":
             raise ConfigError(f"Config.expert_mode={config.expert_mode!r} needs the cpu backend: the "
                               f"{config.backend} backend reads every expert from the mapped weights")
-        return _strata.MetalEngine(self._path, backend=config.backend, max_ctx=config.context_length,
-                                   mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
-                                   encode_mtp=encode_mtp and self._has_mtp, moce=config.moce_params(),
-                                   n_threads=config.threads, mtp_requant=config.mtp_requant)
+        return _strata.Engine(self._path, backend=config.backend, n_threads=config.threads,
+                              max_ctx=config.context_length, mtp_sink=config.mtp_sink,
+                              mtp_window=config.mtp_window, encode_mtp=encode_mtp and self._has_mtp,
+                              mtp_requant=config.mtp_requant, **config.engine_kwargs())
 
     # --------------------------------------------------------------------------------- perplexity
     def perplexity(

@@ -1,10 +1,10 @@
-#include "metal/host/cell_ledger.h"
+#include "strata/engine/cell_ledger.h"
 
 #include <string>
 
 #include "strata/util/error.h"
 
-namespace strata::mtl {
+namespace strata::engine {
 
 namespace {
 constexpr uint64_t kEmptyPrefix = 0x5157a7a5eedULL;
@@ -38,7 +38,7 @@ void CellLedger::drafter_chain(int64_t c, uint64_t round) {
 void CellLedger::check_draft_row(std::span<const int32_t> cells, int64_t pos, const Chain& chain, int64_t n_past) const {
   ++rows_;
   auto fail = [&](int64_t c, const char* why) {
-    throw_error(ErrorKind::Internal, "metal drafter: the draft row at cell " + std::to_string(pos) + " would read cell " +
+    throw_error(ErrorKind::Internal, "drafter: the draft row at cell " + std::to_string(pos) + " would read cell " +
                                          std::to_string(c) + ", which " + why);
   };
   for (const int32_t c32 : cells) {
@@ -63,4 +63,4 @@ void CellLedger::check_draft_row(std::span<const int32_t> cells, int64_t pos, co
   }
 }
 
-}  // namespace strata::mtl
+}  // namespace strata::engine
