@@ -153,8 +153,7 @@ class PyEngine {
            int64_t mtp_sink, int64_t mtp_window, bool encode_mtp, const std::string& expert_mode,
            const py::object& expert_cache, const std::string& expert_direct_io, int expert_io_threads,
            std::optional<routing::MoceParams> moce, bool expert_page_cache_probe, const py::object& mtp_requant,
-           const std::map<std::string, std::string>& settings, const std::string& metallib,
-           const std::string& metal_mtp_tile) {
+           const std::map<std::string, std::string>& settings) {
     EngineArgs a;
     a.path = path;
     backend_ = mtl::parse_backend(backend);
@@ -168,13 +167,13 @@ class PyEngine {
     if (moce) a.moce = *moce;
     a.requant = mtp_requant.is_none() ? model::DrafterRequant::Off
                                       : model::parse_drafter_requant(py::str(mtp_requant).cast<std::string>());
-    a.metallib = metallib;
-    a.metal_mtp_tile = metal_mtp_tile;
     if (max_rows < 0) throw_error(ErrorKind::Value, "Engine: max_rows must be >= 0 (0 = the backend's default)");
-    // The decode settings of this engine, validated once by the one settings parser.
+    // The decode and Metal settings of this engine, validated once by the one settings parser.
     const config::Settings st = config::load_settings_strict(settings);
     spec_.retention = st.retention;
     spec_.mode = st.spec_sample;
+    a.metallib = st.metal.metallib;
+    a.metal_mtp_tile = st.metal.mtp_tile;
     py::gil_scoped_release release;
     if (backend_ == mtl::Backend::Cpu)
       build_cpu(a);
@@ -501,24 +500,21 @@ void bind_engine(py::module_& m) {
   engine_cls
       .def(py::init<const std::string&, const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&,
                     const py::object&, const std::string&, int, std::optional<routing::MoceParams>, bool,
-                    const py::object&, const std::map<std::string, std::string>&, const std::string&,
-                    const std::string&>(),
+                    const py::object&, const std::map<std::string, std::string>&>(),
            py::arg("path"), py::arg("backend") = "cpu", py::arg("n_threads") = 0, py::arg("max_ctx") = 0,
            py::arg("max_rows") = 0, py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256,
            py::arg("encode_mtp") = true, py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(),
            py::arg("expert_direct_io") = "auto", py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(),
            py::arg("expert_page_cache_probe") = false, py::arg("mtp_requant") = py::none(),
-           py::arg("settings") = std::map<std::string, std::string>{}, py::arg("metallib") = "",
-           py::arg("metal_mtp_tile") = "",
+           py::arg("settings") = std::map<std::string, std::string>{},
            "backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu "
            "and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal). expert_mode: 'mmap' (weights "
            "from the file mapping) or 'stream' (cpu only: a bounded resident set read with positioned reads); "
            "expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' (None = every expert); "
            "expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main window's routing (default "
            "plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache "
-           "as misses (mincore). settings: the STRATA_* decode settings (Config.native_env(): retention, "
-           "verification rule), validated once here. metallib / metal_mtp_tile: the metal backend's strata.metallib "
-           "and the drafter's wide GEMV tile ('L,R,S,K'). See docs/experts.md, docs/metal.md.")
+           "as misses (mincore). settings: the STRATA_* settings of the C++ parser (Config's: retention, verification "
+           "rule, STRATA_METALLIB, STRATA_METAL_MTP_TILE), validated once here. See docs/experts.md, docs/metal.md.")
       .def_property_readonly("backend", &PyEngine::backend)
       .def_property_readonly("arch", [](const PyEngine& e) { return e.hp().arch_name; })
       .def_property_readonly("hparams", &PyEngine::hparams)

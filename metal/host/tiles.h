@@ -7,18 +7,16 @@
 #include <cstdint>
 #include <string>
 
+#include "strata/config/gemv_tile.h"
+
 namespace strata::mtl {
 
-struct GemvTile {
-  uint32_t L = 32, R = 1, S = 4, K = 4;
-  bool operator==(const GemvTile& o) const { return L == o.L && R == o.R && S == o.S && K == o.K; }
-};
-
-// Supported: L ∈ {8, 16, 32}, R ∈ {1, 2, 4}, S ∈ {1, 2, 4, 8}, K ∈ {1, 2, 4, 8}, R·K <= 16.
-bool tile_supported(const GemvTile& t);
-std::string tile_string(const GemvTile& t);
-// "L,R,S,K" (whitespace allowed) -> a supported tile; strata::Error(Config) naming what is wrong.
-GemvTile parse_gemv_tile(const std::string& text);
+// The tile and its rule live in the core (config/gemv_tile.h), where the settings parser checks
+// STRATA_METAL_MTP_TILE with them.
+using config::GemvTile;
+using config::parse_gemv_tile;
+using config::tile_string;
+using config::tile_supported;
 
 inline constexpr int64_t kWideRows = 4096;  // rows at or above this are the wide class
 
