@@ -77,7 +77,8 @@ experts::ExpertStoreConfig expert_config(const std::string& mode, const py::obje
   } else if (py::isinstance<py::float_>(cache)) {
     const double f = cache.cast<double>();
     if (!(f > 0.0 && f <= 1.0))
-      throw_error(ErrorKind::Value, "expert_cache: a float is a fraction of all experts in (0, 1], not " + std::to_string(f));
+      throw_error(ErrorKind::Value,
+                  "expert_cache: a float is a fraction of all experts in (0, 1], not " + std::to_string(f));
     c.cache_fraction = f;
   } else if (py::isinstance<py::str>(cache)) {
     const config::Parsed<experts::CacheSize> p = experts::parse_cache_size(cache.cast<std::string>());
@@ -85,7 +86,8 @@ experts::ExpertStoreConfig expert_config(const std::string& mode, const py::obje
     c.cache_bytes = p.value->bytes;
     c.cache_fraction = p.value->fraction;
   } else {
-    throw_error(ErrorKind::Value, "expert_cache: bytes (int), a fraction of all experts (float) or a string like '25%'");
+    throw_error(ErrorKind::Value,
+                "expert_cache: bytes (int), a fraction of all experts (float) or a string like '25%'");
   }
   return c;
 }
@@ -187,7 +189,8 @@ class PyEngine {
   bool cpu() const { return backend_ == mtl::Backend::Cpu; }
   const char* backend() const { return mtl::backend_name(backend_); }
   Runner& runner() {
-    if (!cpu()) throw_error(ErrorKind::Value, std::string("this needs the cpu backend (the engine runs on ") + backend() + ")");
+    if (!cpu())
+      throw_error(ErrorKind::Value, std::string("this needs the cpu backend (the engine runs on ") + backend() + ")");
     return static_cast<Runner&>(*seq_);
   }
 
@@ -243,8 +246,8 @@ class PyEngine {
     const float* H = nullptr;
     if (streams) {
       if (streams->ndim() != 2 || streams->shape(0) != n || streams->shape(1) != d)
-        throw_error(ErrorKind::Value, "mtp_draft: streams must have shape (" + std::to_string(n) + ", " +
-                                          std::to_string(d) + ")");
+        throw_error(ErrorKind::Value,
+                    "mtp_draft: streams must have shape (" + std::to_string(n) + ", " + std::to_string(d) + ")");
       H = streams->data();
     }
     py::array_t<float> logits(std::vector<py::ssize_t>{n_steps, Vr});
@@ -265,17 +268,28 @@ class PyEngine {
     if (!model_->mtp) throw_error(ErrorKind::Value, "this model has no MTP layer");
     const model::MtpWeights& w = *model_->mtp;
     const model::Weight* x = nullptr;
-    if (name == "attn_q") x = &w.block.attn.q;
-    else if (name == "attn_k") x = &w.block.attn.k;
-    else if (name == "attn_v") x = &w.block.attn.v;
-    else if (name == "attn_output") x = &w.block.attn.o;
-    else if (name == "fc_embedding") x = &w.fc_embedding;
-    else if (name == "fc_hidden") x = &w.fc_hidden;
-    else if (name == "ffn_gate_inp") x = &w.block.moe.router;
-    else if (name == "ffn_gate_shexp") x = &w.block.moe.sh_gate;
-    else if (name == "ffn_up_shexp") x = &w.block.moe.sh_up;
-    else if (name == "ffn_down_shexp") x = &w.block.moe.sh_down;
-    else if (name == "ffn_gate_inp_shexp") x = &w.block.moe.sh_gate_inp;
+    if (name == "attn_q")
+      x = &w.block.attn.q;
+    else if (name == "attn_k")
+      x = &w.block.attn.k;
+    else if (name == "attn_v")
+      x = &w.block.attn.v;
+    else if (name == "attn_output")
+      x = &w.block.attn.o;
+    else if (name == "fc_embedding")
+      x = &w.fc_embedding;
+    else if (name == "fc_hidden")
+      x = &w.fc_hidden;
+    else if (name == "ffn_gate_inp")
+      x = &w.block.moe.router;
+    else if (name == "ffn_gate_shexp")
+      x = &w.block.moe.sh_gate;
+    else if (name == "ffn_up_shexp")
+      x = &w.block.moe.sh_up;
+    else if (name == "ffn_down_shexp")
+      x = &w.block.moe.sh_down;
+    else if (name == "ffn_gate_inp_shexp")
+      x = &w.block.moe.sh_gate_inp;
     if (x == nullptr) throw_error(ErrorKind::Value, "mtp_weight: unknown MTP weight '" + name + "'");
     py::dict d;
     d["present"] = x->present();
@@ -337,7 +351,8 @@ class PyEngine {
     const uint64_t layers = h.n_layer + (model_->mtp ? 1u : 0u);
     py::dict d;
     d["mode"] = "mmap";
-    d["io"] = std::string(backend()) + ": every routed expert from the mapped weights (no expert store on this backend)";
+    d["io"] =
+        std::string(backend()) + ": every routed expert from the mapped weights (no expert store on this backend)";
     d["direct_io"] = false;
     d["io_threads"] = 0;
     d["layers"] = layers;
@@ -482,31 +497,34 @@ class PyEngine {
 }  // namespace
 
 void bind_engine(py::module_& m) {
-  m.def("metal_device_available", [] {
+  m.def(
+      "metal_device_available",
+      [] {
 #if defined(STRATA_HAVE_METAL_DEVICE)
-    return true;
+        return true;
 #else
-    return false;
+        return false;
 #endif
-  }, "Whether this build can run the 'metal' backend (macOS with metal-cpp); 'metal-emu' runs everywhere");
+      },
+      "Whether this build can run the 'metal' backend (macOS with metal-cpp); 'metal-emu' runs everywhere");
 
   py::class_<PyCheckpoint>(m, "EngineCheckpoint", "Opaque state of an Engine (lengths and write stamps)")
       .def_property_readonly("n_past", [](const PyCheckpoint& c) { return c.cp.n_past; })
       .def_property_readonly("n_committed", [](const PyCheckpoint& c) { return c.cp.n_committed; });
 
-  py::class_<PyEngine> engine_cls(m, "Engine",
-                       "A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by "
-                       "position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.");
+  py::class_<PyEngine> engine_cls(
+      m, "Engine",
+      "A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by "
+      "position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.");
   engine_cls
-      .def(py::init<const std::string&, const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&,
-                    const py::object&, const std::string&, int, std::optional<routing::MoceParams>, bool,
-                    const py::object&, const std::map<std::string, std::string>&>(),
+      .def(py::init<const std::string&, const std::string&, int, int64_t, int, int64_t, int64_t, bool,
+                    const std::string&, const py::object&, const std::string&, int, std::optional<routing::MoceParams>,
+                    bool, const py::object&, const std::map<std::string, std::string>&>(),
            py::arg("path"), py::arg("backend") = "cpu", py::arg("n_threads") = 0, py::arg("max_ctx") = 0,
-           py::arg("max_rows") = 0, py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256,
-           py::arg("encode_mtp") = true, py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(),
-           py::arg("expert_direct_io") = "auto", py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(),
-           py::arg("expert_page_cache_probe") = false, py::arg("mtp_requant") = py::none(),
-           py::arg("settings") = std::map<std::string, std::string>{},
+           py::arg("max_rows") = 0, py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
+           py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
+           py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
+           py::arg("mtp_requant") = py::none(), py::arg("settings") = std::map<std::string, std::string>{},
            "backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu "
            "and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal). expert_mode: 'mmap' (weights "
            "from the file mapping) or 'stream' (cpu only: a bounded resident set read with positioned reads); "
@@ -573,7 +591,8 @@ void bind_engine(py::module_& m) {
           throw_error(ErrorKind::Config, "MetalEngine: backend must be metal-emu or metal");
         return engine_cls(path, py::arg("backend") = backend, **kw);
       },
-      py::arg("path"), py::arg("backend") = "metal-emu", "Engine(path, backend=...) for backend 'metal-emu' or 'metal'");
+      py::arg("path"), py::arg("backend") = "metal-emu",
+      "Engine(path, backend=...) for backend 'metal-emu' or 'metal'");
 
   m.def(
       "parse_expert_settings",

@@ -19,8 +19,8 @@ sampling::SpecSample spec_mode(const std::string& s) {
 
 pybind11::array_t<float> held_streams(const float* s, int64_t pos, int64_t n, int64_t d) {
   if (!s)
-    throw_error(ErrorKind::Value, "final_streams: position " + std::to_string(pos) +
-                                      " is not held (only the rows of the last eval are)");
+    throw_error(ErrorKind::Value,
+                "final_streams: position " + std::to_string(pos) + " is not held (only the rows of the last eval are)");
   py::array_t<float> out(std::vector<py::ssize_t>{n, d});
   std::memcpy(out.mutable_data(), s, static_cast<std::size_t>(n * d) * sizeof(float));
   return out;
@@ -41,10 +41,10 @@ pybind11::array_t<int32_t> draft_vocab_array(const engine::Sequence& target) {
   return out;
 }
 
-pybind11::object eval_target(engine::Sequence& target, std::mutex& mu,
-                             const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
-                             std::optional<int64_t> start_pos, const std::string& logits,
-                             std::optional<int64_t> draft_from_row) {
+pybind11::object eval_target(
+    engine::Sequence& target, std::mutex& mu,
+    const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
+    std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {
   using engine::LogitRows;
   LogitRows which;
   if (logits == "last")
@@ -59,8 +59,8 @@ pybind11::object eval_target(engine::Sequence& target, std::mutex& mu,
   const int64_t n = tokens.shape(0);
   if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
   if (draft_from_row && *draft_from_row < 0)
-    throw_error(ErrorKind::Value, "eval: draft_from_row must be >= 0 (None = no draft rows), not " +
-                                      std::to_string(*draft_from_row));
+    throw_error(ErrorKind::Value,
+                "eval: draft_from_row must be >= 0 (None = no draft rows), not " + std::to_string(*draft_from_row));
   const int64_t V = target.n_vocab();
   std::vector<int32_t> ids(static_cast<std::size_t>(n));
   const int64_t* src = tokens.data();
@@ -99,7 +99,8 @@ pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mute
     if (h < 0 || h >= target.n_vocab())
       throw_error(ErrorKind::Value, "spec_round: history token " + std::to_string(h) + " is outside the vocabulary");
   if (max_drafts < 0 || max_drafts > draft::kMaxDraftSteps)
-    throw_error(ErrorKind::Value, "spec_round: max_drafts must be in [0, " + std::to_string(draft::kMaxDraftSteps) + "]");
+    throw_error(ErrorKind::Value,
+                "spec_round: max_drafts must be in [0, " + std::to_string(draft::kMaxDraftSteps) + "]");
   if (max_drafts > 0 && !target.has_drafter())
     throw_error(ErrorKind::Value, "spec_round: this model has no MTP layer to draft with (use max_drafts=0)");
   draft::RoundOptions opt;

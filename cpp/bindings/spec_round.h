@@ -5,14 +5,14 @@
 #include <pybind11/pybind11.h>
 
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "strata/draft/speculator.h"
 #include "strata/config/settings.h"
+#include "strata/draft/speculator.h"
 #include "strata/engine/sequence.h"
 #include "strata/sampling/policy.h"
 #include "strata/sampling/rng.h"
@@ -24,10 +24,10 @@ sampling::SpecSample spec_mode(const std::string& s);
 
 // Engine.eval: tokens at start_pos (None = n_past); logits "last" (V floats), "all" (n x V) or "none"
 // (returns None); rows >= draft_from_row are draft rows. Locks `mu` and releases the GIL while it runs.
-pybind11::object eval_target(engine::Sequence& target, std::mutex& mu,
-                             const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
-                             std::optional<int64_t> start_pos, const std::string& logits,
-                             std::optional<int64_t> draft_from_row);
+pybind11::object eval_target(
+    engine::Sequence& target, std::mutex& mu,
+    const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
+    std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row);
 
 // final_streams: the [n][d] streams `s` of position `pos` (nullptr: not held -> Value error).
 pybind11::array_t<float> held_streams(const float* s, int64_t pos, int64_t n, int64_t d);
@@ -64,13 +64,13 @@ void def_spec_round(Class& cls) {
         return spec_round(self.seq(), self.spec_state(), self.mutex(), token, history, max_drafts, chained, policy,
                           rng);
       },
-      py::arg("token"), py::arg("history"), py::arg("max_drafts"), py::arg("chained") = true, py::arg("policy"),
+      py::arg("token"), py::arg("history"), py::arg("max_drafts"), py::arg("chained") = true, py::kw_only(), py::arg("policy"),
       py::arg("rng"),
       "One speculative round for the pending token at position n_past (draft, retain, verify as one "
       "window, roll back the rejected cells) under the engine's retention settings and verification rule; a "
       "plain step when no draft is kept. history: the tokens "
       "the penalties look at, ending with `token` ([] when they are off). Returns (tokens, drafted, "
-      "verified, accepted, draft_probs).");
+      "verified, accepted, draft_probs). policy and rng are keyword arguments.");
 }
 
 }  // namespace strata::bindings

@@ -26,20 +26,20 @@ const char* backend_name(Backend b) {
 
 std::unique_ptr<Device> create_device(Backend b, const std::string& metallib) {
   switch (b) {
-    case Backend::MetalEmu:
-      return std::make_unique<EmuDevice>();
+    case Backend::MetalEmu: return std::make_unique<EmuDevice>();
     case Backend::Metal: {
 #if defined(STRATA_HAVE_METAL_DEVICE)
       if (metallib.empty())
-        throw_error(ErrorKind::Config, "the metal backend needs the path of strata.metallib (Config.metallib, STRATA_METALLIB)");
+        throw_error(ErrorKind::Config,
+                    "the metal backend needs the path of strata.metallib (Config.metallib, STRATA_METALLIB)");
       return create_metal_device(metallib);
 #else
       (void)metallib;
-      throw_error(ErrorKind::Config, "the metal backend needs macOS built with metal-cpp; use STRATA_BACKEND=metal-emu");
+      throw_error(ErrorKind::Config,
+                  "the metal backend needs macOS built with metal-cpp; use STRATA_BACKEND=metal-emu");
 #endif
     }
-    case Backend::Cpu:
-      break;
+    case Backend::Cpu: break;
   }
   throw_error(ErrorKind::Config, "the cpu backend has no Metal device");
 }

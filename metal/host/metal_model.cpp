@@ -104,7 +104,11 @@ std::unique_ptr<MetalModel::Layer> MetalModel::bind_layer(const model::LayerWeig
 }
 
 MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfig& cfg)
-    : dev_(dev), m_(m), hp_(m.hparams()), cfg_(cfg), rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
+    : dev_(dev),
+      m_(m),
+      hp_(m.hparams()),
+      cfg_(cfg),
+      rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
   const model::HParams& hp = hp_;
   if (cfg.max_rows < 1 || cfg.max_rows > 512) throw_error(ErrorKind::Value, "metal backend: max_rows must be 1..512");
   max_ctx_ = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 4096);
@@ -143,7 +147,8 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
     c.sink = hp.sink_count;
     c.window = hp.sliding_window;
     c.top_k = c.indexer ? hp.indexer_top_k : 0;
-    c.list_stride = c.window > 0 ? u32(std::min<int64_t>(max_ctx_, int64_t{c.sink} + c.window + c.top_k)) : u32(max_ctx_);
+    c.list_stride =
+        c.window > 0 ? u32(std::min<int64_t>(max_ctx_, int64_t{c.sink} + c.window + c.top_k)) : u32(max_ctx_);
     cells_.push_back(c);
   }
   if (m.mtp) {
@@ -380,8 +385,8 @@ void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, i
   if (explicit_list) {
     // One draft row reading the host's list (DraftCells::draft_row_cells).
     if (R != 1 || host_list.size() > c.list_stride)
-      throw_error(ErrorKind::Internal, "metal attention: a host list is one row of 1.." + std::to_string(c.list_stride) +
-                                           " cells");
+      throw_error(ErrorKind::Internal,
+                  "metal attention: a host list is one row of 1.." + std::to_string(c.list_stride) + " cells");
     std::memcpy(lists_.as<int32_t>(), host_list.data(), host_list.size() * sizeof(int32_t));
     n_cells_.as<int32_t>()[0] = static_cast<int32_t>(host_list.size());
     max_w = u32(static_cast<int64_t>(host_list.size()));
@@ -462,7 +467,8 @@ void MetalModel::moe(const Layer& L, BufferRef X, int status_slot, int R, int dr
   ra.draft_from_row = draft_from_row;
   ra.has_resident = 0;
   ra.softmax = 1;
-  encode_route(dev_, ra, rlogits_, {}, ids_, rw_, status_.at(static_cast<std::size_t>(status_slot) * cfg_.max_rows * 4));
+  encode_route(dev_, ra, rlogits_, {}, ids_, rw_,
+               status_.at(static_cast<std::size_t>(status_slot) * cfg_.max_rows * 4));
   if (Fs > 0) {
     encode_elementwise(dev_, EwArgs{u32(R) * Fs, kOpSwiglu, 0, 0}, sg_, su_, sg_);
     encode_elementwise(dev_, EwArgs{u32(R), kOpSigmoid, 0, 0}, shgate_, {}, shgate_);
@@ -562,7 +568,8 @@ void MetalModel::mtp_inputs(BufferRef H, int m) {
 void MetalModel::draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) {
   const model::HParams& hp = hp_;
   Mtp& t = *mtp_;
-  if (m < 1 || m > cfg_.max_rows) throw_error(ErrorKind::Internal, "metal draft_encode: " + std::to_string(m) + " rows");
+  if (m < 1 || m > cfg_.max_rows)
+    throw_error(ErrorKind::Internal, "metal draft_encode: " + std::to_string(m) + " rows");
   const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
   std::memcpy(t.H.as<float>(), H, static_cast<std::size_t>(m) * nd * sizeof(float));
   std::memcpy(t.tokens.as<int32_t>(), next_tokens, static_cast<std::size_t>(m) * sizeof(int32_t));

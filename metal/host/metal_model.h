@@ -28,10 +28,10 @@
 namespace strata::mtl {
 
 struct MetalModelConfig {
-  int max_rows = 32;         // rows per chunk (and the most logit rows of one chunk)
-  int64_t max_ctx = 0;       // cells; 0 = min(context_length, 4096)
-  GemvTiles tiles;           // main model
-  GemvTiles drafter_tiles;   // the MTP layer (Config.metal_mtp_tile, STRATA_METAL_MTP_TILE)
+  int max_rows = 32;            // rows per chunk (and the most logit rows of one chunk)
+  int64_t max_ctx = 0;          // cells; 0 = min(context_length, 4096)
+  GemvTiles tiles;              // main model
+  GemvTiles drafter_tiles;      // the MTP layer (Config.metal_mtp_tile, STRATA_METAL_MTP_TILE)
   int64_t max_draft_cells = 0;  // the most cells a draft row reads: drafter sink + window + 1 (0 = 64 + 256 + 1)
   // Expert selection of the main model. The Metal path has no expert store, hence no residency map:
   // MOCE's bonuses apply only to resident experts, so selection is plain top-K whatever these are
@@ -109,9 +109,9 @@ class MetalModel final : public engine::SequenceBackend {
 
   // Cells and scratch (see metal_model.cpp for shapes).
   uint32_t list_stride_ = 0, n_chunks_ = 0, max_cand_ = 0;
-  BufferRef tokens_, rope_cs_, emb_, X_, flat_, mix_, post_, comb_, collapsed_, xn_, q_, k_, v_, qh_, att_, out_,
-      ones_, lists_, n_cells_, iq_, iw_, iscores_, part_o_, part_ml_, rlogits_, ids_, rw_, status_, plan_hdr_,
-      plan_ge_, plan_go_, plan_se_, plan_es_, ge_, ue_, routed_, sg_, su_, shared_, shgate_, h_, hn_, logits_;
+  BufferRef tokens_, rope_cs_, emb_, X_, flat_, mix_, post_, comb_, collapsed_, xn_, q_, k_, v_, qh_, att_, out_, ones_,
+      lists_, n_cells_, iq_, iw_, iscores_, part_o_, part_ml_, rlogits_, ids_, rw_, status_, plan_hdr_, plan_ge_,
+      plan_go_, plan_se_, plan_es_, ge_, ue_, routed_, sg_, su_, shared_, shgate_, h_, hn_, logits_;
 };
 
 // An engine::Sequence over a MetalModel on `dev` (both must outlive it): the model's drafter lists

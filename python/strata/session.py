@@ -442,7 +442,7 @@ class _Run:
         if s._speculative:
             k = max(0, min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1))
         tokens, _drafted, verified, accepted, _probs = self.engine.spec_round(
-            s._tokens[-1], self.history(), k, s._config.draft_chained, self.policy, s._rng)
+            s._tokens[-1], self.history(), k, s._config.draft_chained, policy=self.policy, rng=s._rng)
         before = self.stats.generated_tokens
         self.emit(tokens, out)
         if verified:

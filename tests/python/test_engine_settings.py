@@ -45,7 +45,7 @@ def test_rounds_use_the_engines_retention(backend: str) -> None:
         assert eng.backend == backend
         t = int(eng.eval([1, 5, 9, 2, 7], start_pos=0).argmax())
         rng = _strata.decode.Rng(0)
-        _toks, drafted, verified, _accepted, _probs = eng.spec_round(t, [], 3, True, greedy, rng)
+        _toks, drafted, verified, _accepted, _probs = eng.spec_round(t, [], 3, True, policy=greedy, rng=rng)
         assert drafted == 3
         assert (verified > 0) == verifies
 

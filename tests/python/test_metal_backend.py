@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from strata._strata import decode
 
 import strata
 from strata import _strata
+from strata._strata import decode
 from strata.convert import agreeing_strata_tensors, byte_level_tokenizer, convert_qwen3moe, write_strata_gguf
 
 VOCAB = 300

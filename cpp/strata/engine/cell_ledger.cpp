@@ -11,7 +11,8 @@ constexpr uint64_t kEmptyPrefix = 0x5157a7a5eedULL;
 }
 
 CellLedger::CellLedger(int64_t n_cells)
-    : main_(static_cast<std::size_t>(n_cells), 0), drafter_(static_cast<std::size_t>(n_cells), 0),
+    : main_(static_cast<std::size_t>(n_cells), 0),
+      drafter_(static_cast<std::size_t>(n_cells), 0),
       kind_(static_cast<std::size_t>(n_cells), kNone) {}
 
 uint64_t CellLedger::mix(uint64_t h, uint64_t x) {
@@ -35,7 +36,8 @@ void CellLedger::drafter_chain(int64_t c, uint64_t round) {
   kind_[static_cast<std::size_t>(c)] = kChain;
 }
 
-void CellLedger::check_draft_row(std::span<const int32_t> cells, int64_t pos, const Chain& chain, int64_t n_past) const {
+void CellLedger::check_draft_row(std::span<const int32_t> cells, int64_t pos, const Chain& chain,
+                                 int64_t n_past) const {
   ++rows_;
   auto fail = [&](int64_t c, const char* why) {
     throw_error(ErrorKind::Internal, "drafter: the draft row at cell " + std::to_string(pos) + " would read cell " +

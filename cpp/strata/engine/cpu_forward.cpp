@@ -12,7 +12,8 @@ namespace strata::engine {
 CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConfig& cfg) : model_(std::move(model)) {
   if (!model_) throw_error(ErrorKind::Value, "cpu backend: no model");
   if (cfg.n_threads < 0 || cfg.n_threads > 1024)
-    throw_error(ErrorKind::Value, "cpu backend: n_threads = " + std::to_string(cfg.n_threads) + " must be in [0, 1024]");
+    throw_error(ErrorKind::Value,
+                "cpu backend: n_threads = " + std::to_string(cfg.n_threads) + " must be in [0, 1024]");
   ThreadPool* pool = &ThreadPool::global();
   if (cfg.n_threads > 0) {
     own_pool_ = std::make_unique<ThreadPool>(cfg.n_threads);
@@ -70,7 +71,8 @@ void CpuForward::run_rows(const int32_t* tokens, int R, int64_t start, LogitRows
   if (logits_out == nullptr || which == LogitRows::None) return;
   const std::size_t V = model_->hparams().n_vocab;
   const int rows = which == LogitRows::All ? R : 1;
-  for (int r = 0; r < rows; ++r) std::memcpy(logits_out + static_cast<std::size_t>(r) * V, w.logits(r), V * sizeof(float));
+  for (int r = 0; r < rows; ++r)
+    std::memcpy(logits_out + static_cast<std::size_t>(r) * V, w.logits(r), V * sizeof(float));
 }
 
 void CpuForward::draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) {

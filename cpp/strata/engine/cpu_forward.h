@@ -19,10 +19,10 @@ class ThreadPool;
 namespace strata::engine {
 
 struct CpuForwardConfig {
-  int n_threads = 0;            // 0 = the global pool; > 0 = a pool of this many threads of its own
-  int64_t max_ctx = 0;          // cells; 0 = min(context_length, 32768)
-  int max_rows = 512;           // rows per chunk
-  int64_t mtp_sink = 64;        // the drafter's sink and window (SequenceConfig's): size its lists
+  int n_threads = 0;      // 0 = the global pool; > 0 = a pool of this many threads of its own
+  int64_t max_ctx = 0;    // cells; 0 = min(context_length, 32768)
+  int max_rows = 512;     // rows per chunk
+  int64_t mtp_sink = 64;  // the drafter's sink and window (SequenceConfig's): size its lists
   int64_t mtp_window = 256;
   experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
   routing::MoceParams moce;            // expert selection of the main window

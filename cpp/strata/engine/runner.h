@@ -11,12 +11,12 @@
 namespace strata::engine {
 
 struct RunnerConfig {
-  int n_threads = 0;         // 0 = the global pool; > 0 = a pool of this many threads of its own
-  int64_t max_ctx = 0;       // cells; 0 = min(context_length, 32768)
-  int max_rows = 512;        // rows per chunk
-  int64_t mtp_sink = 64;     // drafter sink cells (STRATA_METAL_MTP_SINK, 0..1024)
-  int64_t mtp_window = 256;  // drafter window (STRATA_METAL_MTP_WIN, 1..2051): a draft row reads W + 1 cells
-  bool encode_mtp = true;    // encode MTP cells during eval (no effect without an MTP layer)
+  int n_threads = 0;                   // 0 = the global pool; > 0 = a pool of this many threads of its own
+  int64_t max_ctx = 0;                 // cells; 0 = min(context_length, 32768)
+  int max_rows = 512;                  // rows per chunk
+  int64_t mtp_sink = 64;               // drafter sink cells (STRATA_METAL_MTP_SINK, 0..1024)
+  int64_t mtp_window = 256;            // drafter window (STRATA_METAL_MTP_WIN, 1..2051): a draft row reads W + 1 cells
+  bool encode_mtp = true;              // encode MTP cells during eval (no effect without an MTP layer)
   experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
   routing::MoceParams moce;            // expert selection of the main window
   model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // R-11 (STRATA_METAL_MTP_Q4 / _Q5)

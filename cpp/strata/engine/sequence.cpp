@@ -49,15 +49,16 @@ void Sequence::check_eval_args(const int32_t* tokens, int64_t n, int64_t start, 
                                const float* logits_out) const {
   if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
   if (start < 0 || start > n_past_)
-    throw_error(ErrorKind::Value, "eval: start " + std::to_string(start) + " is beyond n_past = " + std::to_string(n_past_));
+    throw_error(ErrorKind::Value,
+                "eval: start " + std::to_string(start) + " is beyond n_past = " + std::to_string(n_past_));
   if (start + n > max_ctx())
     throw_error(ErrorKind::Value, "eval: positions up to " + std::to_string(start + n) + " exceed the context of " +
                                       std::to_string(max_ctx()) + " cells");
   const int64_t V = n_vocab();
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= V)
-      throw_error(ErrorKind::Value, "eval: token " + std::to_string(tokens[i]) + " is outside the vocabulary of " +
-                                        std::to_string(V));
+      throw_error(ErrorKind::Value,
+                  "eval: token " + std::to_string(tokens[i]) + " is outside the vocabulary of " + std::to_string(V));
   if (which == LogitRows::All && logits_out == nullptr)
     throw_error(ErrorKind::Value, "eval: every row's logits requested without an output buffer");
 }
@@ -113,15 +114,17 @@ void Sequence::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows w
   n_committed_ = std::min(n_committed_, start);
   ++stamp_;
   const std::size_t V = static_cast<std::size_t>(n_vocab());
-  const int chunk = which == LogitRows::All ? std::min(backend_->max_rows(), backend_->max_logit_rows())
-                                            : backend_->max_rows();
+  const int chunk =
+      which == LogitRows::All ? std::min(backend_->max_rows(), backend_->max_logit_rows()) : backend_->max_rows();
   for (int64_t off = 0; off < n; off += chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk, n - off));
     const bool last = off + rows == n;
     const int64_t pos = start + off;
     float* out = nullptr;
-    if (which == LogitRows::All) out = logits_out + static_cast<std::size_t>(off) * V;
-    else if (which == LogitRows::Last && last) out = logits_out;
+    if (which == LogitRows::All)
+      out = logits_out + static_cast<std::size_t>(off) * V;
+    else if (which == LogitRows::Last && last)
+      out = logits_out;
     const LogitRows rw = out == nullptr ? LogitRows::None : which;
     // The chunk's own row index of the first draft row (rows past the chunk: none of it is draft).
     int chunk_draft = -1;
@@ -139,8 +142,10 @@ void Sequence::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows w
     last_rows_ = rows;
     n_past_ = pos + rows;
     // While the chunk's final streams are held: the drafter's rows, then the carry of its last row.
-    if (drafter && cfg_.encode_mtp) encode_rows(tokens + off, pos, rows);
-    else if (drafter) cells_.wrote(static_cast<int32_t>(std::max<int64_t>(pos - 1, 0)), 0);
+    if (drafter && cfg_.encode_mtp)
+      encode_rows(tokens + off, pos, rows);
+    else if (drafter)
+      cells_.wrote(static_cast<int32_t>(std::max<int64_t>(pos - 1, 0)), 0);
     std::memcpy(carry_.data(), backend_->row_streams(rows - 1), nd_ * sizeof(float));
     carry_pos_ = pos + rows - 1;
   }
@@ -148,7 +153,8 @@ void Sequence::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows w
 
 void Sequence::rollback(int64_t n) {
   if (n < 0 || n > n_past_)
-    throw_error(ErrorKind::Value, "rollback(" + std::to_string(n) + "): must be in [0, n_past = " + std::to_string(n_past_) + "]");
+    throw_error(ErrorKind::Value,
+                "rollback(" + std::to_string(n) + "): must be in [0, n_past = " + std::to_string(n_past_) + "]");
   end_chain();
   n_past_ = n;
   n_committed_ = std::min(n_committed_, n);
@@ -156,8 +162,10 @@ void Sequence::rollback(int64_t n) {
   // Drafter cells from n on are stale; cell n-1 stays valid only if the next eval feeds at n the token
   // it was encoded with (encode_rows), or a draft from n-1 rewrites it.
   if (has_drafter()) {
-    if (n == 0) cells_.reset();
-    else cells_.wrote(static_cast<int32_t>(n), 0);
+    if (n == 0)
+      cells_.reset();
+    else
+      cells_.wrote(static_cast<int32_t>(n), 0);
   }
   if (carry_pos_ >= n) carry_pos_ = -1;
 }
@@ -172,8 +180,10 @@ void Sequence::commit(int64_t n) {
   backend_->set_length(n);
   // Drafter cell n-1 was encoded with a next token the sequence no longer holds.
   if (has_drafter()) {
-    if (n == 0) cells_.reset();
-    else cells_.wrote(static_cast<int32_t>(n - 1), 0);
+    if (n == 0)
+      cells_.reset();
+    else
+      cells_.wrote(static_cast<int32_t>(n - 1), 0);
   }
   if (carry_pos_ >= n) carry_pos_ = -1;
 }
@@ -220,8 +230,8 @@ void Sequence::restore(const SequenceCheckpoint& cp) {
 void Sequence::draft_begin_from(const float* H, int64_t p, int32_t next_token) {
   if (!has_drafter()) throw_error(ErrorKind::Value, "this model has no MTP layer (nextn_predict_layers = 0)");
   if (p < 0 || p >= n_past_)
-    throw_error(ErrorKind::Value, "draft: position " + std::to_string(p) + " is not an evaluated position (n_past = " +
-                                      std::to_string(n_past_) + ")");
+    throw_error(ErrorKind::Value, "draft: position " + std::to_string(p) +
+                                      " is not an evaluated position (n_past = " + std::to_string(n_past_) + ")");
   if (next_token < 0 || next_token >= n_vocab())
     throw_error(ErrorKind::Value, "draft: token " + std::to_string(next_token) + " is outside the vocabulary");
   if (!H) {
@@ -238,7 +248,8 @@ void Sequence::draft_begin_from(const float* H, int64_t p, int32_t next_token) {
 
 int32_t Sequence::draft_step(float* logits_out) {
   if (!has_drafter() || chain_.p < 0)
-    throw_error(ErrorKind::Value, "draft_step: no draft chain (draft_begin first; an eval, rollback or restore ends it)");
+    throw_error(ErrorKind::Value,
+                "draft_step: no draft chain (draft_begin first; an eval, rollback or restore ends it)");
   const int64_t pos = chain_.p + chain_step_;
   if (pos >= max_ctx())
     throw_error(ErrorKind::Value, "draft_step: cell " + std::to_string(pos) + " is outside the context");

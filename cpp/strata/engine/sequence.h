@@ -132,7 +132,10 @@ class Sequence : public DecodeTarget {
   void encode_rows(const int32_t* tokens, int64_t chunk_start, int rows);
   void drafter_wrote(int64_t q0, int m, const int32_t* next_tokens);  // committed cells q0..q0+m-1
   bool drafter_cell_lost(int64_t keep, int64_t n_target, bool changed) const;
-  void end_chain() { chain_ = {}; chain_step_ = 0; }
+  void end_chain() {
+    chain_ = {};
+    chain_step_ = 0;
+  }
 
   std::unique_ptr<SequenceBackend> backend_;
   SequenceConfig cfg_;
@@ -143,8 +146,8 @@ class Sequence : public DecodeTarget {
   int last_rows_ = 0;
   AlignedBuffer<float> carry_;  // [n][d] streams of carry_pos_
   int64_t carry_pos_ = -1;
-  uint64_t stamp_ = 0;               // main write clock (one tick per eval)
-  std::vector<uint64_t> cell_stamp_; // [max_ctx] main cells: the clock of their last write
+  uint64_t stamp_ = 0;                // main write clock (one tick per eval)
+  std::vector<uint64_t> cell_stamp_;  // [max_ctx] main cells: the clock of their last write
   // Drafter: bookkeeping (what a draft row reads), ground truth, the next token each cell was
   // encoded with (-1: a chain cell or none), write stamps, the current chain.
   draft::DraftCells cells_;
@@ -152,8 +155,8 @@ class Sequence : public DecodeTarget {
   std::vector<int32_t> mtp_next_;
   std::vector<uint64_t> mtp_stamp_;
   uint64_t mtp_clock_ = 0;
-  AlignedBuffer<float> mtp_in_;      // [max_rows][n][d] the drafter's input streams (encode rows, chains)
-  AlignedBuffer<int32_t> mtp_tok_;   // [max_rows]
+  AlignedBuffer<float> mtp_in_;     // [max_rows][n][d] the drafter's input streams (encode rows, chains)
+  AlignedBuffer<int32_t> mtp_tok_;  // [max_rows]
   CellLedger::Chain chain_;
   int chain_step_ = 0;
   int32_t chain_token_ = -1;  // the token the chain's next step embeds

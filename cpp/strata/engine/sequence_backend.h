@@ -18,9 +18,9 @@ class SequenceBackend {
   virtual ~SequenceBackend() = default;
 
   virtual const model::HParams& hparams() const = 0;
-  virtual int64_t max_ctx() const = 0;        // cells
-  virtual int max_rows() const = 0;           // rows of one run_rows call
-  virtual int max_logit_rows() const = 0;     // rows of one run_rows call with LogitRows::All
+  virtual int64_t max_ctx() const = 0;     // cells
+  virtual int max_rows() const = 0;        // rows of one run_rows call
+  virtual int max_logit_rows() const = 0;  // rows of one run_rows call with LogitRows::All
   virtual bool has_drafter() const = 0;
   virtual const int32_t* draft_vocab_ids() const = 0;  // [mtp_vocab] model token ids (nullptr: no drafter)
 

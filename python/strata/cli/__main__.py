@@ -32,7 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         import strata
 
         info = strata.build_info()
-        print(f"strata {info['version']} (features: {', '.join(info['features'])}; "
+        features = info["features"]
+        assert isinstance(features, list)
+        print(f"strata {info['version']} (features: {', '.join(features)}; "
               f"active: {info['active_isa']})")
         return 0
     if not getattr(args, "func", None):

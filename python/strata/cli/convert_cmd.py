@@ -36,6 +36,7 @@ def register(subparsers: Any) -> None:
 
 def _hf_tokenizer(source: Path) -> Any:
     """The tokenizer-key writer for a tokenizer.json (file or the directory holding it)."""
+    tok_module: Any
     try:
         from strata import tokenizer as tok_module  # written by the tokenizer work
     except ImportError:
