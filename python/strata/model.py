@@ -185,9 +185,10 @@ class Model:
         if self._tokenizer is None:
             from strata.errors import FormatError
 
-            raise FormatError(f"{self._path}: the file has no tokenizer (no tokenizer.ggml.* keys); "
-                              "generate from token ids instead of text, or convert the model with its "
-                              "tokenizer")
+            raise FormatError(f"{self._path}: the file has no tokenizer (no tokenizer.ggml.* keys), and "
+                              "generating needs one to turn the new tokens into text, even from a prompt "
+                              "of token ids; convert the model with its tokenizer (strata convert SRC "
+                              "OUT.gguf reads the source's tokenizer.json)")
         return self._tokenizer
 
     @property

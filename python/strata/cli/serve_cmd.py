@@ -1,4 +1,4 @@
-"""``python -m strata.cli serve``: an OpenAI-compatible HTTP server for a model (docs/server.md)."""
+"""``strata serve``: an OpenAI-compatible HTTP server for a model (docs/server.md)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,19 @@ import argparse
 import sys
 from typing import Any
 
-from strata.cli.generate_cmd import add_engine_arguments, add_model_argument, config_from, load_model
+from strata.cli.options import (
+    add_engine_arguments,
+    add_model_argument,
+    check_speculative,
+    config_from,
+    load_model,
+)
 from strata.errors import InvalidArgument
 
 EPILOG = """\
 examples:
-  python -m strata.cli serve                                  (the demo model on 127.0.0.1:8080)
-  python -m strata.cli serve --model m.gguf --port 9000 --sessions 4
+  strata serve                                  (the demo model on 127.0.0.1:8080)
+  strata serve --model m.gguf --port 9000 --sessions 4
   curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\
        -d '{"prompt": "def fibonacci(n):", "max_tokens": 64, "temperature": 0}'
 """
@@ -50,11 +56,14 @@ def run(args: argparse.Namespace) -> int:
         from strata.server import EngineWorker, create_app
     except ImportError as exc:
         raise InvalidArgument(
-            f"the server needs fastapi and uvicorn (pip install 'strata[server]'): {exc}") from None
+            "the server needs fastapi and uvicorn: pip install fastapi uvicorn (or, in the strata source "
+            f"tree, pip install '.[server]'); {exc}") from None
     model = load_model(args)
     if not model.has_tokenizer:
         raise InvalidArgument(f"{model.path} has no tokenizer; the server needs one to turn text into tokens")
-    worker = EngineWorker(model, config_from(args), sessions=args.sessions)
+    config = config_from(args)
+    check_speculative(config, model)
+    worker = EngineWorker(model, config, sessions=args.sessions)
     print(f"serving '{worker.model_id}' (context {worker.context_length}) on http://{args.host}:{args.port}",
           file=sys.stderr)
     try:
