@@ -30,30 +30,46 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from strata._strata import decode
 from strata.config import Config
 from strata.errors import ConfigError, FormatError, InvalidArgument
+from strata.native_engine import open_engine
 from strata.sampling import SamplingPolicy
 from strata.session_file import SessionState, model_fingerprint, read_session_file, write_session_file
 from strata.stats import GenerationStats
 
 if TYPE_CHECKING:
-    from strata.model import Model
     from strata.tokenizer import Tokenizer
 
-__all__ = ["Session"]
+__all__ = ["Session", "SessionModel"]
 
 Prompt = str | Sequence[int]
+
+
+class SessionModel(Protocol):
+    """What a session needs of its model (``strata.Model`` is one); kept as a protocol so this module
+    does not import ``strata.model``, which imports it."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def has_mtp(self) -> bool: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def tokenizer(self) -> Tokenizer: ...
 
 
 class Session:
     """A generation session; make one with :meth:`strata.Model.session`."""
 
-    def __init__(self, model: Model, config: Config, sampling: SamplingPolicy) -> None:
+    def __init__(self, model: SessionModel, config: Config, sampling: SamplingPolicy) -> None:
         if not isinstance(config, Config):
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
         if not isinstance(sampling, SamplingPolicy):
@@ -65,7 +81,8 @@ class Session:
         self._config = config
         self._sampling = sampling
         self._speculative = model.has_mtp if config.speculative is None else config.speculative
-        self._engine: Any = model._engine(config, encode_mtp=self._speculative)
+        self._engine: Any = open_engine(model.path, config, has_mtp=model.has_mtp,
+                                        encode_mtp=self._speculative)
         self._n_ctx = int(self._engine.max_ctx)
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)
@@ -76,7 +93,7 @@ class Session:
 
     # ----------------------------------------------------------------------------------- properties
     @property
-    def model(self) -> Model:
+    def model(self) -> SessionModel:
         return self._model
 
     @property
