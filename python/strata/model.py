@@ -139,7 +139,8 @@ class Model:
         if "tokenizer.ggml.tokens" in self._metadata:
             from strata.tokenizer import Tokenizer
 
-            self._tokenizer = Tokenizer.from_gguf_metadata(self._metadata)
+            self._tokenizer = Tokenizer.from_gguf_metadata(self._metadata, source=self._path,
+                                                           vocab_size=int(self._hparams["vocab_size"]))
 
     # ----------------------------------------------------------------------------------- properties
     @property

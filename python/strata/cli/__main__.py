@@ -58,8 +58,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StrataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except UnicodeError as exc:  # text from stdin, a file or the command line that is not UTF-8
+        print(f"error: {_unicode_problem(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _unicode_problem(exc: UnicodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        return f"the input is not valid UTF-8 text: byte 0x{bad} at offset {exc.start} ({exc.reason})"
+    return ("the text is not valid Unicode (undecodable bytes on the command line?) and cannot be "
+            f"written as UTF-8: {getattr(exc, 'reason', exc)}")
 
 
 if __name__ == "__main__":
