@@ -1,8 +1,9 @@
 #pragma once
 // The speculative decode round (SPEC §2.6–§2.8): draft with the MTP chain, keep what retention allows
 // verify the pending token and the kept drafts as ONE window of k+1 rows, keep what the
-// verifier accepts and roll the rejected cells back. Written once against
-// engine::DecodeTarget, so the CPU runner and the Metal model share it.
+// verifier accepts and roll the rejected cells back. It drives an engine::DecodeTarget: an
+// engine::Sequence (the one owner of a sequence's state) on any backend — CPU, metal-emu or Metal —
+// or a scripted target in the tests.
 //
 // One round, pending token t at position p (sampled, not yet evaluated; p = target.n_past()):
 //   drafting   chained: the whole chain of k steps is drafted, then retain_chained keeps a prefix;

@@ -1,7 +1,8 @@
 #pragma once
 // What a speculative round drives (draft/speculator.h): one sequence through a main model and its MTP
-// drafter, on any backend. engine::Runner (CPU) and mtl::MetalModel (metal-emu / Metal) implement it,
-// so the draft loop — drafting, retention, the verification window, rollback — is written once.
+// drafter. engine::Sequence implements it over every backend (CPU, metal-emu, Metal), so the draft
+// loop — drafting, retention, the verification window, rollback — is written once; the speculator's
+// own tests drive it through a scripted target.
 //
 // The drafter protocol (SPEC §2.6, docs/drafting.md): draft_begin(p, t) starts a chain at the last
 // committed row p (its final streams are still held from the last eval) whose next token is t; each
