@@ -36,17 +36,25 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until done() or spin_us have passed; true when done() became true.
+// Spins until done() or spin_us have passed; true when done() became true. Past the first
+// kYieldAfterMicros the spinner also yields between rounds: on an oversubscribed machine the thread
+// it waits for may be runnable but not running, and a pure spin would take its time slice.
+constexpr int kYieldAfterMicros = 20;
+
 template <class Done>
 bool spin_until(Done done, int spin_us) {
   if (spin_us <= 0) return done();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  const auto start = std::chrono::steady_clock::now();
+  const auto yield_from = start + std::chrono::microseconds(std::min(spin_us, kYieldAfterMicros));
+  const auto deadline = start + std::chrono::microseconds(spin_us);
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       cpu_relax();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return done();
+    if (now >= yield_from) std::this_thread::yield();
   }
 }
 
