@@ -64,3 +64,26 @@ def test_decode_bytes_per_token_counts_k_of_e_experts(tmp_path: Path) -> None:
     s = lc.TINY
     assert experts > 0 and dense > 0
     assert machine.decode_bytes_per_token(path) == dense + experts * s.experts_used // s.experts
+
+
+def test_report_has_the_floor_table() -> None:
+    agreement = lc.logit_agreement([[0.0, 1.0]], [[0.0, 1.0]])
+    row = lc.SpeedRow(threads=2, strata_prefill=100.0, llama_prefill=50.0, strata_decode=20.0,
+                      llama_decode=10.0, greedy_agree=3, strata_runs={}, llama_runs={},
+                      strata_switches_per_token=1.5,
+                      llama_switches_per_token=0.25, strata_busy_cpus=1.9, llama_busy_cpus=1.98,
+                      read_bandwidth_gbs=10.0, bytes_per_token=250_000_000)
+    assert row.bandwidth_fraction(20.0) == 0.5
+    report = lc.ModelReport(model="small Q8_0", path="x.gguf", file_mib=1.0, shape=None, agreement=agreement,
+                            speed=[row])
+    text = lc.render([report], 128, 32, markdown=False)
+    floor = text.split("decode against the bandwidth floor")[1]
+    cells = floor.splitlines()[3].split()
+    assert cells[:4] == ["small", "Q8_0", "2", "250"]
+    assert cells[4:] == ["10.0", "50%", "25%", "1.5", "0.2", "1.90", "1.98"]
+
+
+def test_machine_info_names_cpu_isa_and_llc() -> None:
+    info = lc.machine_info()
+    assert info["cpu"] and info["isa"]
+    assert info["llc_bytes"] == machine.llc_bytes()

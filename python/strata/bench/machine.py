@@ -4,16 +4,16 @@
   last-level cache size (sysfs ``cache/index*/size``, the highest level);
 - the measured memory read bandwidth per thread count (``strata.quant.read_bandwidth``: one streaming
   pass over a buffer 8x the last-level cache, at least 512 MiB);
-- the process's context switches (every thread's ``voluntary_ctxt_switches`` +
-  ``nonvoluntary_ctxt_switches`` in ``/proc/self/task/*/status``) and CPU time, so a run reports
-  switches per token and busy CPUs (CPU seconds / wall seconds);
+- the process's context switches (``getrusage(RUSAGE_SELF)``: voluntary + involuntary, every thread
+  of the process, ended ones included) and CPU time, so a run reports switches per token and busy
+  CPUs (CPU seconds / wall seconds);
 - the weight bytes one decode token reads from a ``qwen3moe`` GGUF (every tensor but the embedding, whose
   one row is negligible, with the 3-D expert tensors counted at ``experts_used / experts``).
 """
 
 from __future__ import annotations
 
-import os
+import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,20 +68,10 @@ def read_bandwidth_gbs(threads: int, llc: int, reps: int = 3) -> float:
     return read_bandwidth(max(512 << 20, 8 * llc), threads, reps)
 
 
-def _task_switches() -> int:
-    total = 0
-    try:
-        tasks = list(Path("/proc/self/task").iterdir())
-    except OSError:
-        return 0
-    for task in tasks:
-        try:
-            for line in (task / "status").read_text().splitlines():
-                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                    total += int(line.split()[1])
-        except (OSError, ValueError):
-            continue  # a thread that ended meanwhile
-    return total
+def _usage() -> tuple[int, float]:
+    """(context switches, CPU seconds) of the whole process so far."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return int(u.ru_nvcsw + u.ru_nivcsw), float(u.ru_utime + u.ru_stime)
 
 
 @dataclass
@@ -103,16 +93,13 @@ class ProcessMeter:
         self._wall = 0.0
 
     def start(self) -> None:
-        self._switches = _task_switches()
-        t = os.times()
-        self._cpu = t.user + t.system
+        self._switches, self._cpu = _usage()
         self._wall = time.perf_counter()
 
     def stop(self) -> Counters:
         wall = time.perf_counter() - self._wall
-        t = os.times()
-        return Counters(switches=_task_switches() - self._switches, cpu_s=t.user + t.system - self._cpu,
-                        wall_s=wall)
+        switches, cpu = _usage()
+        return Counters(switches=switches - self._switches, cpu_s=cpu - self._cpu, wall_s=wall)
 
 
 def decode_bytes_per_token(path: Path) -> int:
