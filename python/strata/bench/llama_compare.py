@@ -436,7 +436,10 @@ class ModelReport:
 def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Sequence[int], n_prompt: int,
                   n_decode: int, n_agree: int, repeats: int, seed: int, kv: str,
                   log: Callable[[str], None] = print,
-                  bandwidth: Mapping[int, float] | None = None) -> ModelReport:
+                  bandwidth: Callable[[int], float] | None = None) -> ModelReport:
+    """`bandwidth(threads)` measures the read bandwidth in GB/s; it runs just before and just after each
+    thread count's timed runs, and the larger figure is the floor (load on a shared machine only lowers
+    it)."""
     n_ctx = max(n_prompt + n_decode, n_agree) + 8
     n_ctx = (n_ctx + 255) // 256 * 256
     log(f"{path.name}: logit agreement over {n_agree} positions ...")
@@ -453,6 +456,7 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
     rows = []
     for t in threads:
         log(f"{path.name}: {t} thread(s), prefill {n_prompt} + decode {n_decode}, best of {repeats} ...")
+        bw_before = bandwidth(t) if bandwidth else 0.0
         runners: list[Runner] = [StrataRunner(path, t, n_ctx), LlamaRunner(path, t, n_ctx, False, kv)]
         speeds = [Speed(), Speed()]
         for r in runners:  # warm-up: page the weights in, first-touch the K/V and scratch
@@ -462,6 +466,8 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
                 time_once(r, prompt, n_decode, s)
         (sp, sd), (lp, ld) = (s.tok_s(n_prompt, n_decode) for s in speeds)
         bs, bl = (s.best_decode() for s in speeds)
+        del runners
+        bw = max(bw_before, bandwidth(t) if bandwidth else 0.0)
         rows.append(SpeedRow(
             threads=t, strata_prefill=sp, llama_prefill=lp, strata_decode=sd, llama_decode=ld,
             greedy_agree=_common_prefix(speeds[0].greedy, speeds[1].greedy),
@@ -472,9 +478,8 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
             strata_switches_per_token=speeds[0].decode_switches[bs] / n_decode,
             llama_switches_per_token=speeds[1].decode_switches[bl] / n_decode,
             strata_busy_cpus=speeds[0].decode_busy[bs], llama_busy_cpus=speeds[1].decode_busy[bl],
-            read_bandwidth_gbs=(bandwidth or {}).get(t, 0.0), bytes_per_token=bytes_per_token,
+            read_bandwidth_gbs=bw, bytes_per_token=bytes_per_token,
         ))
-        del runners
     return ModelReport(
         model=label, path=str(path), file_mib=path.stat().st_size / 2**20,
         shape=None if shape is None else {**asdict(shape), "params": shape.params(),
@@ -665,12 +670,18 @@ def run(args: argparse.Namespace) -> int:
                 models.append((medium, f"medium {wtype}", MEDIUM))
     log(f"measuring the read bandwidth at {', '.join(map(str, args.threads))} thread(s) ...")
     bandwidth = {t: read_bandwidth_gbs(t, llc) for t in args.threads}
-    info["read_bandwidth_gbs"] = bandwidth
+
+    def measure(t: int) -> float:  # every measurement also raises the machine-wide best
+        gbs = read_bandwidth_gbs(t, llc)
+        bandwidth[t] = max(bandwidth.get(t, 0.0), gbs)
+        return gbs
+
     reports = [compare_model(path, label, shape, args.threads, args.prompt, args.decode, args.agree_tokens,
-                             args.repeats, args.seed, args.llama_kv, log, bandwidth)
+                             args.repeats, args.seed, args.llama_kv, log, measure)
                for path, label, shape in models]
+    info["read_bandwidth_gbs"] = bandwidth
     info_after = machine_info()
-    bw = ", ".join(f"{g:.1f} GB/s at {t} thread(s)" for t, g in bandwidth.items())
+    bw = ", ".join(f"{g:.1f} GB/s at {t} thread(s)" for t, g in bandwidth.items())  # best measured
     print(f"machine: {info['cpu']}, {info['cpus']} CPUs, ISA path {info['isa']}, last-level cache "
           f"{llc >> 20} MiB, read bandwidth {bw}; load average before {info.get('loadavg', ['?'])[0]}, after "
           f"{info_after.get('loadavg', ['?'])[0]}; llama-cpp-python {info.get('llama_cpp_python')}, "
