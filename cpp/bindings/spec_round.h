@@ -47,7 +47,10 @@ struct SpecState {
 pybind11::tuple spec_round(engine::DecodeTarget& target, SpecState& state, std::mutex& mu, int32_t token,
                            const std::vector<int32_t>& history, int max_drafts, bool chained,
                            const std::map<std::string, std::string>& retention_env,
-                           const sampling::SamplingPolicy& policy, const std::string& mode, sampling::Rng& rng);
+                           const sampling::SamplingPolicy& policy, const std::string& mode, sampling::Rng& rng,
+                           bool adaptive = false);
+// Adaptive speculation's estimates (draft/adaptive.h) as a dict; None before any round.
+pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu);
 
 // Adds `spec_round` to a pybind11 class whose C++ type T has `DecodeTarget& target()`, `SpecState&
 // spec_state()` and `std::mutex& mutex()`.
@@ -59,17 +62,22 @@ void def_spec_round(Class& cls) {
       "spec_round",
       [](T& self, int32_t token, const std::vector<int32_t>& history, int max_drafts, bool chained,
          const std::map<std::string, std::string>& retention_env, const sampling::SamplingPolicy& policy,
-         const std::string& mode, sampling::Rng& rng) {
+         const std::string& mode, sampling::Rng& rng, bool adaptive) {
         return spec_round(self.target(), self.spec_state(), self.mutex(), token, history, max_drafts, chained,
-                          retention_env, policy, mode, rng);
+                          retention_env, policy, mode, rng, adaptive);
       },
       py::arg("token"), py::arg("history"), py::arg("max_drafts"), py::arg("chained") = true,
       py::arg("retention_env") = std::map<std::string, std::string>{}, py::arg("policy"), py::arg("mode") = "exact",
-      py::arg("rng"),
+      py::arg("rng"), py::arg("adaptive") = false,
       "One speculative round for the pending token at position n_past (draft, retain, verify as one "
       "window, roll back the rejected cells); a plain step when no draft is kept. history: the tokens "
       "the penalties look at, ending with `token` ([] when they are off). Returns (tokens, drafted, "
-      "verified, accepted, draft_probs).");
+      "verified, accepted, draft_probs). adaptive: verify only as many of max_drafts drafts as the "
+      "measured costs and acceptance say pay (0 = a plain step; docs/drafting.md).");
+  cls.def(
+      "spec_adaptive_stats", [](T& self) { return spec_adaptive_stats(self.spec_state(), self.mutex()); },
+      "Adaptive speculation's state: chosen draft counts, measured window and draft-step seconds, per-step "
+      "acceptance, estimated and measured gain over plain decoding; None before the first round.");
 }
 
 }  // namespace strata::bindings

@@ -43,8 +43,11 @@ def register(subparsers: Any) -> None:
         help="continue a prompt and stream the generated text",
         description="Continue PROMPT with a model and stream the generated text to stdout.\n"
         "Without --model the demo model shipped with strata is used. Decoding is greedy\n"
-        "(deterministic) unless --temperature is above 0; models with an MTP layer decode\n"
-        "speculatively, which gives the same text faster.",
+        "(deterministic) unless --temperature is above 0. Models with an MTP layer decode\n"
+        "speculatively (the same text at temperature 0, the same distribution above): by default\n"
+        "each round drafts only as many tokens as the measured draft and verification costs and\n"
+        "the live acceptance say pay, and none when they do not (--stats shows the choices and\n"
+        "the estimated and measured gain).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -101,7 +104,8 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--context", type=int, default=None, metavar="N",
                    help="context length in tokens (0 = the model's)")
     g.add_argument("--speculative", choices=("auto", "on", "off"), default=None,
-                   help="MTP speculative decoding (auto = on when the model has an MTP layer)")
+                   help="MTP speculative decoding: auto = adaptive draft count per round (0..--draft-steps, "
+                        "from measured costs and acceptance), on = always --draft-steps, off = never")
     g.add_argument("--draft-steps", type=int, default=None, metavar="K",
                    help="drafts per speculative round (1..16, default 3)")
 

@@ -1,0 +1,131 @@
+#include "strata/draft/adaptive.h"
+
+#include <algorithm>
+#include <string>
+
+#include "strata/util/error.h"
+
+namespace strata::draft {
+namespace {
+
+constexpr double kNewWeight = 0.25;  // running means: weight of a new sample
+constexpr double kDecay = 0.97;      // acceptance counts: decay per observed round
+constexpr double kPriorReach = 1.0;  // prior: one judged draft per step ...
+constexpr double kPriorAccept = 0.5; // ... half accepted
+
+void update_mean(double& mean, int64_t& n, double sample) {
+  mean = n == 0 ? sample : mean + kNewWeight * (sample - mean);
+  ++n;
+}
+
+}  // namespace
+
+AdaptiveDrafts::AdaptiveDrafts(int max_drafts) : k_(max_drafts) {
+  if (max_drafts < 1 || max_drafts > kAdaptiveMaxDrafts)
+    throw_error(ErrorKind::Value, "adaptive speculation: max_drafts " + std::to_string(max_drafts) +
+                                      " is outside [1, " + std::to_string(kAdaptiveMaxDrafts) + "]");
+}
+
+double AdaptiveDrafts::verify_cost(int rows) const {
+  if (verify_n_[static_cast<std::size_t>(rows)] > 0) return verify_s_[static_cast<std::size_t>(rows)];
+  // Unmeasured: a line through the smallest and the largest measured sizes (one row per step when
+  // only one size is known; 1 s per row before anything is measured).
+  int lo = 0, hi = 0;
+  for (int m = 1; m <= k_ + 1; ++m)
+    if (verify_n_[static_cast<std::size_t>(m)] > 0) {
+      if (lo == 0) lo = m;
+      hi = m;
+    }
+  if (lo == 0) return static_cast<double>(rows);
+  const double clo = verify_s_[static_cast<std::size_t>(lo)];
+  if (hi == lo) return clo * static_cast<double>(rows) / static_cast<double>(lo);
+  const double slope = (verify_s_[static_cast<std::size_t>(hi)] - clo) / static_cast<double>(hi - lo);
+  return std::max(clo + slope * static_cast<double>(rows - lo), 0.0);
+}
+
+double AdaptiveDrafts::expected_tokens(int n) const {
+  double r = 1.0, all = 1.0;
+  for (int j = 0; j < n; ++j) {
+    const auto s = static_cast<std::size_t>(j);
+    all *= (accept_[s] + kPriorAccept) / (reach_[s] + kPriorReach);
+    r += all;
+  }
+  return r;
+}
+
+double AdaptiveDrafts::expected_cost(int n) const {
+  const double draft = draft_n_ > 0 ? draft_s_ : 0.0;
+  return static_cast<double>(n) * draft + verify_cost(n + 1);
+}
+
+bool AdaptiveDrafts::warm() const { return rounds_ > static_cast<int64_t>(kWarmupPasses) * (k_ + 1); }
+
+int AdaptiveDrafts::choose(int k_cap) {
+  k_cap = std::clamp(k_cap, 0, k_);
+  int n = 0;
+  if (rounds_ < static_cast<int64_t>(kWarmupPasses) * (k_ + 1)) {
+    n = std::min(k_cap, k_ - static_cast<int>(rounds_ % (k_ + 1)));
+  } else if (since_full_ >= kExploreEvery) {
+    n = k_cap;
+  } else {
+    double best = -1.0;
+    for (int i = 0; i <= k_cap; ++i) {
+      const double rate = expected_tokens(i) / expected_cost(i);
+      if (rate > best) {
+        best = rate;
+        n = i;
+      }
+    }
+    gain_sum_ += best * verify_cost(1);
+    ++gain_n_;
+  }
+  since_full_ = n >= k_cap ? 0 : since_full_ + 1;
+  ++chosen_[static_cast<std::size_t>(n)];
+  ++rounds_;
+  return n;
+}
+
+void AdaptiveDrafts::record_draft(int steps, double seconds) {
+  if (steps < 1) return;
+  update_mean(draft_s_, draft_n_, seconds / static_cast<double>(steps));
+  if (warm()) round_s_ += seconds;
+}
+
+void AdaptiveDrafts::record_verify(int rows, double seconds) {
+  if (rows < 1 || rows > k_ + 1) return;
+  const auto m = static_cast<std::size_t>(rows);
+  update_mean(verify_s_[m], verify_n_[m], seconds);
+  if (warm()) round_s_ += seconds;
+}
+
+void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
+  if (warm()) tokens_ += tokens;
+  if (verified < 1) return;
+  for (int j = 0; j < k_; ++j) {
+    const auto s = static_cast<std::size_t>(j);
+    reach_[s] *= kDecay;
+    accept_[s] *= kDecay;
+    // Draft j was judged when the drafts before it were accepted.
+    if (j < verified && j <= accepted) reach_[s] += 1.0;
+    if (j < accepted) accept_[s] += 1.0;
+  }
+}
+
+AdaptiveStats AdaptiveDrafts::stats() const {
+  AdaptiveStats s;
+  s.max_drafts = k_;
+  s.rounds = rounds_;
+  s.chosen = chosen_;
+  for (int m = 1; m <= k_ + 1; ++m)
+    s.verify_s[static_cast<std::size_t>(m)] = verify_n_[static_cast<std::size_t>(m)] > 0 ? verify_s_[static_cast<std::size_t>(m)] : 0.0;
+  s.draft_step_s = draft_n_ > 0 ? draft_s_ : 0.0;
+  for (int j = 0; j < k_; ++j) {
+    const auto i = static_cast<std::size_t>(j);
+    s.accept[i] = (accept_[i] + kPriorAccept) / (reach_[i] + kPriorReach);
+  }
+  if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);
+  if (round_s_ > 0.0 && verify_n_[1] > 0) s.measured_gain = static_cast<double>(tokens_) / round_s_ * verify_s_[1];
+  return s;
+}
+
+}  // namespace strata::draft

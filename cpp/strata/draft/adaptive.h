@@ -1,0 +1,80 @@
+#pragma once
+// Adaptive speculation: how many drafts a round should verify, chosen from costs and acceptance
+// measured while running (the retention economics of docs/retention-economics.md applied live).
+//
+// A round that verifies n drafts commits, in expectation, R_n = 1 + Σ_{i<n} A_i tokens, where
+// A_i = a_0·…·a_i is the chance that drafts 0..i are all accepted and a_j the live acceptance of
+// draft step j given that the drafts before it were accepted. It costs C_n = n·c_draft + c_verify(n+1)
+// seconds: c_draft the measured time of one draft step, c_verify(m) that of a verification window of m
+// rows (c_verify(1) is a plain step). Each round picks the n in 0..k that maximises R_n / C_n
+// (n = 0: a plain step, 1 token for c_verify(1)).
+//
+// Estimates: every time is a running mean (exponential, weight 1/4 on the new sample, the first sample
+// taken as is); acceptance counts decay by 0.97 per observed round with a prior of one half-accepted
+// draft per step. Warm-up: the first rounds cycle n = k, k-1, .., 0 (kWarmupPasses times) so every
+// window size 1..k+1 and the draft step have measurements. Exploration: after kExploreEvery rounds in a
+// row that verified fewer than k drafts, one round verifies k, so acceptance estimates stay live when the
+// model or the text changes. Everything is sized at construction: choosing allocates nothing.
+#include <array>
+#include <cstdint>
+
+namespace strata::draft {
+
+inline constexpr int kAdaptiveMaxDrafts = 16;  // = kMaxDraftSteps (speculator.h)
+
+// A snapshot for stats: what the policy believes and what it chose.
+struct AdaptiveStats {
+  int max_drafts = 0;
+  int64_t rounds = 0;
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen{};  // rounds that chose n drafts (before retention)
+  std::array<double, kAdaptiveMaxDrafts + 2> verify_s{}; // c_verify(m), m = 1..k+1 (index m); 0 = unmeasured
+  double draft_step_s = 0.0;                              // c_draft
+  std::array<double, kAdaptiveMaxDrafts> accept{};        // a_j, j = 0..k-1
+  // Expected speed-up over plain decoding of the chosen rounds: mean over rounds of
+  // (R_n / C_n) · c_verify(1), with the estimates at the time of the choice.
+  double estimated_gain = 0.0;
+  // Measured: tokens committed per second of the rounds' drafting and verification, times the current
+  // c_verify(1) (so 1.0 = plain decoding's speed as measured inside the same run).
+  double measured_gain = 0.0;
+};
+
+class AdaptiveDrafts {
+ public:
+  static constexpr int kWarmupPasses = 2;
+  static constexpr int kExploreEvery = 32;
+
+  explicit AdaptiveDrafts(int max_drafts);
+
+  // Drafts to run this round, 0..k_cap (k_cap <= max_drafts: what fits this round).
+  int choose(int k_cap);
+  // Measurements of the round just chosen.
+  void record_draft(int steps, double seconds);
+  void record_verify(int rows, double seconds);
+  // A verification of `verified` drafts of which the first `accepted` were accepted; `tokens` committed.
+  void record_round(int verified, int accepted, int tokens);
+
+  double expected_tokens(int n) const;  // R_n
+  double expected_cost(int n) const;    // C_n in seconds (unmeasured sizes are extrapolated)
+  AdaptiveStats stats() const;
+
+ private:
+  double verify_cost(int rows) const;
+  bool warm() const;  // the round being recorded came after the warm-up
+
+  int k_;
+  int64_t rounds_ = 0;
+  int since_full_ = 0;
+  std::array<double, kAdaptiveMaxDrafts + 2> verify_s_{};
+  std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_n_{};
+  double draft_s_ = 0.0;
+  int64_t draft_n_ = 0;
+  std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
+  std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};
+  double gain_sum_ = 0.0;    // Σ estimated gains of the rounds chosen by the economics
+  int64_t gain_n_ = 0;
+  double round_s_ = 0.0;     // seconds of the rounds (drafting + verification)
+  int64_t tokens_ = 0;       // tokens the rounds committed
+};
+
+}  // namespace strata::draft
