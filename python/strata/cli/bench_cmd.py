@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING
 
 from strata.bench import llama_compare
 from strata.bench import retention as rt
-from strata.cli import bench_drafter_quant_cmd, bench_experts_cmd, bench_spec_cmd
+from strata.cli import (
+    bench_drafter_quant_cmd,
+    bench_experts_cmd,
+    bench_spec_cmd,
+    bench_spec_speed_cmd,
+    bench_stream_cmd,
+    bench_wide_model_cmd,
+)
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -327,4 +334,5 @@ def plot_report(report: rt.RetentionReport, path: Path) -> None:
 
 BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.register,
                                      bench_drafter_quant_cmd.register, bench_spec_cmd.register,
-                                     llama_compare.register]
+                                     llama_compare.register, bench_wide_model_cmd.register,
+                                     bench_spec_speed_cmd.register, bench_stream_cmd.register]
