@@ -15,10 +15,16 @@ namespace {
 // Feeds one round as the speculator would: choose, then measured times and the acceptance.
 // verify(m) = seconds of an m-row window, draft = seconds per draft step; drafts accepted with
 // probability 1 up to `accept_upto` (deterministic).
-int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int accept_upto) {
+int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int accept_upto,
+         double bare_plain = 0.0) {
   const int n = a.choose(k_cap);
   if (n > 0) a.record_draft(n, draft * n);
-  a.record_verify(n + 1, verify(n + 1));
+  if (n == 0) {
+    const bool enc = a.encode_plain();
+    a.record_plain(enc || bare_plain <= 0 ? verify(1) : bare_plain, enc);
+  } else {
+    a.record_verify(n + 1, verify(n + 1));
+  }
   const int acc = n < accept_upto ? n : accept_upto;
   a.record_round(n, acc, acc + 1);
   return n;
@@ -99,6 +105,34 @@ TEST(plain_steps_when_every_row_costs_a_step) {
   CHECK_NEAR(s.estimated_gain, 1.0, 1e-9);  // a plain step is the best the economics can do here
   CHECK(s.measured_gain < 1.0 && s.measured_gain > 0.85);
   CHECK(s.accept[1] < 0.2);
+}
+
+TEST(plain_stretches_skip_the_drafter_encoding_until_exploring) {
+  AdaptiveDrafts a(3);
+  for (int i = 0; i < 2 * 4; ++i) feed(a, 3, linear, 0.1, 1, 0.8);  // warm-up
+  CHECK(a.encode_plain());
+  int off = 0, on = 0, explore = 0;
+  for (int i = 0; i < 330; ++i) {
+    const int n = a.choose(3);
+    if (n == 0) {
+      const bool enc = a.encode_plain();
+      a.record_plain(enc ? linear(1) : 0.8, enc);
+      (enc ? on : off) += 1;
+    } else {
+      ++explore;
+      a.record_draft(n, 0.1 * n);
+      a.record_verify(n + 1, linear(n + 1));
+    }
+    a.record_round(n, n > 0 ? 1 : 0, n > 0 ? 2 : 1);
+  }
+  CHECK(explore >= 9 && explore <= 11);
+  // Per exploring cycle of 33 rounds: 3 encoded plain steps entering the stretch, 9 encoded before
+  // exploring, 20 without the drafter's encoding.
+  CHECK(off > 180 && off < 220 && on > 100 && on < 140);
+  const auto s = a.stats();
+  CHECK_NEAR(s.plain_s, 0.8, 1e-12);
+  // The gains are against the plain step without the drafter: 1.0 for n = 0 at c_plain.
+  CHECK_NEAR(s.estimated_gain, 1.0, 1e-9);
 }
 
 TEST(acceptance_follows_a_change) {

@@ -43,6 +43,8 @@ double AdaptiveDrafts::verify_cost(int rows) const {
   return std::max(clo + slope * static_cast<double>(rows - lo), 0.0);
 }
 
+double AdaptiveDrafts::base_cost() const { return plain_n_ > 0 ? plain_s_ : verify_cost(1); }
+
 double AdaptiveDrafts::expected_tokens(int n) const {
   double r = 1.0, all = 1.0;
   for (int j = 0; j < n; ++j) {
@@ -54,6 +56,7 @@ double AdaptiveDrafts::expected_tokens(int n) const {
 }
 
 double AdaptiveDrafts::expected_cost(int n) const {
+  if (n == 0) return std::min(verify_cost(1), base_cost());
   const double draft = draft_n_ > 0 ? draft_s_ : 0.0;
   return static_cast<double>(n) * draft + verify_cost(n + 1);
 }
@@ -76,10 +79,11 @@ int AdaptiveDrafts::choose(int k_cap) {
         n = i;
       }
     }
-    gain_sum_ += best * verify_cost(1);
+    gain_sum_ += best * base_cost();
     ++gain_n_;
   }
   since_full_ = n >= k_cap ? 0 : since_full_ + 1;
+  plain_run_ = n == 0 ? plain_run_ + 1 : 0;
   ++chosen_[static_cast<std::size_t>(n)];
   ++rounds_;
   return n;
@@ -96,6 +100,20 @@ void AdaptiveDrafts::record_verify(int rows, double seconds) {
   const auto m = static_cast<std::size_t>(rows);
   update_mean(verify_s_[m], verify_n_[m], seconds);
   if (warm()) round_s_ += seconds;
+}
+
+void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
+  if (encoded) {
+    record_verify(1, seconds);
+    return;
+  }
+  update_mean(plain_s_, plain_n_, seconds);
+  if (warm()) round_s_ += seconds;
+}
+
+bool AdaptiveDrafts::encode_plain() const {
+  if (!warm() || plain_run_ < kPlainStretch) return true;
+  return since_full_ >= kExploreEvery - kReencodeBefore;
 }
 
 void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
@@ -119,12 +137,14 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   for (int m = 1; m <= k_ + 1; ++m)
     s.verify_s[static_cast<std::size_t>(m)] = verify_n_[static_cast<std::size_t>(m)] > 0 ? verify_s_[static_cast<std::size_t>(m)] : 0.0;
   s.draft_step_s = draft_n_ > 0 ? draft_s_ : 0.0;
+  s.plain_s = plain_n_ > 0 ? plain_s_ : 0.0;
   for (int j = 0; j < k_; ++j) {
     const auto i = static_cast<std::size_t>(j);
     s.accept[i] = (accept_[i] + kPriorAccept) / (reach_[i] + kPriorReach);
   }
   if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);
-  if (round_s_ > 0.0 && verify_n_[1] > 0) s.measured_gain = static_cast<double>(tokens_) / round_s_ * verify_s_[1];
+  if (round_s_ > 0.0 && (verify_n_[1] > 0 || plain_n_ > 0))
+    s.measured_gain = static_cast<double>(tokens_) / round_s_ * base_cost();
   return s;
 }
 

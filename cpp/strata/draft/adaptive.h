@@ -14,7 +14,14 @@
 // draft per step. Warm-up: the first rounds cycle n = k, k-1, .., 0 (kWarmupPasses times) so every
 // window size 1..k+1 and the draft step have measurements. Exploration: after kExploreEvery rounds in a
 // row that verified fewer than k drafts, one round verifies k, so acceptance estimates stay live when the
-// model or the text changes. Everything is sized at construction: choosing allocates nothing.
+// model or the text changes.
+//
+// Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
+// drafter's K/V (encode_plain() false; on the demo model that encoding is a fifth of a step), until
+// kReencodeBefore rounds before the next exploring round, so that round's drafter has a short run of
+// recent cells. A plain step without that encoding is timed separately (c_plain); when measured it is
+// the cost of n = 0 and the baseline of the gains, since it is what decoding without a drafter costs.
+// Everything is sized at construction: choosing allocates nothing.
 #include <array>
 #include <cstdint>
 
@@ -29,12 +36,13 @@ struct AdaptiveStats {
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen{};  // rounds that chose n drafts (before retention)
   std::array<double, kAdaptiveMaxDrafts + 2> verify_s{}; // c_verify(m), m = 1..k+1 (index m); 0 = unmeasured
   double draft_step_s = 0.0;                              // c_draft
+  double plain_s = 0.0;                                   // c_plain (0 = unmeasured)
   std::array<double, kAdaptiveMaxDrafts> accept{};        // a_j, j = 0..k-1
   // Expected speed-up over plain decoding of the chosen rounds: mean over rounds of
-  // (R_n / C_n) · c_verify(1), with the estimates at the time of the choice.
+  // (R_n / C_n) · base, base = c_plain when measured, else c_verify(1), as estimated at the choice.
   double estimated_gain = 0.0;
-  // Measured: tokens committed per second of the rounds' drafting and verification, times the current
-  // c_verify(1) (so 1.0 = plain decoding's speed as measured inside the same run).
+  // Measured: tokens committed per second of the rounds' drafting, verification and plain steps, times
+  // the current base (so 1.0 = plain decoding's speed as measured inside the same run).
   double measured_gain = 0.0;
 };
 
@@ -42,6 +50,8 @@ class AdaptiveDrafts {
  public:
   static constexpr int kWarmupPasses = 2;
   static constexpr int kExploreEvery = 32;
+  static constexpr int kPlainStretch = 4;
+  static constexpr int kReencodeBefore = 8;
 
   explicit AdaptiveDrafts(int max_drafts);
 
@@ -50,6 +60,10 @@ class AdaptiveDrafts {
   // Measurements of the round just chosen.
   void record_draft(int steps, double seconds);
   void record_verify(int rows, double seconds);
+  // A plain step (n = 0): with the drafter's K/V encoded (timed as c_verify(1)) or without (c_plain).
+  void record_plain(double seconds, bool encoded);
+  // Whether the plain step of the round just chosen should encode the drafter's K/V.
+  bool encode_plain() const;
   // A verification of `verified` drafts of which the first `accepted` were accepted; `tokens` committed.
   void record_round(int verified, int accepted, int tokens);
 
@@ -59,15 +73,19 @@ class AdaptiveDrafts {
 
  private:
   double verify_cost(int rows) const;
+  double base_cost() const;  // c_plain when measured, else c_verify(1)
   bool warm() const;  // the round being recorded came after the warm-up
 
   int k_;
   int64_t rounds_ = 0;
   int since_full_ = 0;
+  int plain_run_ = 0;  // rounds in a row that chose a plain step
   std::array<double, kAdaptiveMaxDrafts + 2> verify_s_{};
   std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_n_{};
   double draft_s_ = 0.0;
   int64_t draft_n_ = 0;
+  double plain_s_ = 0.0;
+  int64_t plain_n_ = 0;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};

@@ -41,6 +41,15 @@ sampling::VerifyResult verify_by_sampling(const float* logits, int V, std::span<
   return v;  // unreachable: row n always returns
 }
 
+// Turns the target's drafter encoding back on when it leaves scope (also when a step throws).
+struct EncodingOffGuard {
+  engine::DecodeTarget& target;
+  bool off;
+  ~EncodingOffGuard() {
+    if (off) target.set_drafter_encoding(true);
+  }
+};
+
 }  // namespace
 
 Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
@@ -88,9 +97,13 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   if (adaptive) {
     k = adaptive_.choose(k);
     if (k == 0) {
+      // In a plain stretch the step skips the drafter's K/V (a gap the drafter's cells handle).
+      const bool encode = adaptive_.encode_plain();
+      const EncodingOffGuard guard{target_, !encode};
+      if (!encode) target_.set_drafter_encoding(false);
       const auto t0 = std::chrono::steady_clock::now();
       RoundResult plain = plain_step(t, p, history, opt, rng);
-      adaptive_.record_verify(1, seconds_since(t0));
+      adaptive_.record_plain(seconds_since(t0), encode);
       adaptive_.record_round(0, 0, plain.n_tokens);
       return plain;
     }
@@ -125,7 +138,7 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     t0 = std::chrono::steady_clock::now();
     RoundResult plain = plain_step(t, p, history, opt, rng);
     if (adaptive) {
-      adaptive_.record_verify(1, seconds_since(t0));
+      adaptive_.record_plain(seconds_since(t0), true);
       adaptive_.record_round(0, 0, plain.n_tokens);
     }
     plain.drafted = r.drafted;

@@ -9,7 +9,8 @@
 
 namespace strata::engine {
 
-Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg) : model_(std::move(model)), cfg_(cfg) {
+Runner::Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg)
+    : model_(std::move(model)), cfg_(cfg), encode_allowed_(cfg.encode_mtp) {
   if (!model_) throw_error(ErrorKind::Value, "Runner: no model");
   if (cfg.n_threads < 0 || cfg.n_threads > 1024)
     throw_error(ErrorKind::Value, "Runner: n_threads = " + std::to_string(cfg.n_threads) + " must be in [0, 1024]");

@@ -110,6 +110,7 @@ class Runner final : public DecodeTarget {
   void draft_begin(int64_t p, int32_t next_token) override { draft_begin_from(nullptr, p, next_token); }
   void draft_begin_from(const float* H, int64_t p, int32_t next_token);
   int32_t draft_step(float* logits_out) override;
+  void set_drafter_encoding(bool on) override { cfg_.encode_mtp = on && encode_allowed_; }
 
  private:
   void encode_mtp_rows(const int32_t* tokens, int64_t chunk_start, int rows);
@@ -120,6 +121,7 @@ class Runner final : public DecodeTarget {
 
   std::unique_ptr<model::Model> model_;
   RunnerConfig cfg_;
+  bool encode_allowed_ = true;  // cfg.encode_mtp at construction: set_drafter_encoding never exceeds it
   std::unique_ptr<ThreadPool> own_pool_;
   std::unique_ptr<experts::ExpertStore> experts_;  // before the window and MTP that use it
   std::unique_ptr<Window> window_;
