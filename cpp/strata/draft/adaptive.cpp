@@ -8,17 +8,27 @@
 namespace strata::draft {
 namespace {
 
-constexpr double kNewWeight = 0.25;  // running means: weight of a new sample
 constexpr double kDecay = 0.97;      // acceptance counts: decay per observed round
 constexpr double kPriorReach = 1.0;  // prior: one judged draft per step ...
 constexpr double kPriorAccept = 0.5; // ... half accepted
 
-void update_mean(double& mean, int64_t& n, double sample) {
-  mean = n == 0 ? sample : mean + kNewWeight * (sample - mean);
-  ++n;
+}  // namespace
+
+void RecentMedian::add(double x) {
+  buf_[static_cast<std::size_t>(next_)] = x;
+  next_ = (next_ + 1) % kRecent;
+  n_ = std::min(n_ + 1, kRecent);
 }
 
-}  // namespace
+double RecentMedian::value() const {
+  if (n_ == 0) return 0.0;
+  std::array<double, kRecent> v = buf_;
+  const auto end = v.begin() + n_;
+  const auto mid = v.begin() + n_ / 2;
+  std::nth_element(v.begin(), mid, end);
+  if (n_ % 2 == 1) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
+}
 
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts) : k_(max_drafts) {
   if (max_drafts < 1 || max_drafts > kAdaptiveMaxDrafts)
@@ -27,23 +37,23 @@ AdaptiveDrafts::AdaptiveDrafts(int max_drafts) : k_(max_drafts) {
 }
 
 double AdaptiveDrafts::verify_cost(int rows) const {
-  if (verify_n_[static_cast<std::size_t>(rows)] > 0) return verify_s_[static_cast<std::size_t>(rows)];
+  if (!verify_[static_cast<std::size_t>(rows)].empty()) return verify_[static_cast<std::size_t>(rows)].value();
   // Unmeasured: a line through the smallest and the largest measured sizes (one row per step when
   // only one size is known; 1 s per row before anything is measured).
   int lo = 0, hi = 0;
   for (int m = 1; m <= k_ + 1; ++m)
-    if (verify_n_[static_cast<std::size_t>(m)] > 0) {
+    if (!verify_[static_cast<std::size_t>(m)].empty()) {
       if (lo == 0) lo = m;
       hi = m;
     }
   if (lo == 0) return static_cast<double>(rows);
-  const double clo = verify_s_[static_cast<std::size_t>(lo)];
+  const double clo = verify_[static_cast<std::size_t>(lo)].value();
   if (hi == lo) return clo * static_cast<double>(rows) / static_cast<double>(lo);
-  const double slope = (verify_s_[static_cast<std::size_t>(hi)] - clo) / static_cast<double>(hi - lo);
+  const double slope = (verify_[static_cast<std::size_t>(hi)].value() - clo) / static_cast<double>(hi - lo);
   return std::max(clo + slope * static_cast<double>(rows - lo), 0.0);
 }
 
-double AdaptiveDrafts::base_cost() const { return plain_n_ > 0 ? plain_s_ : verify_cost(1); }
+double AdaptiveDrafts::base_cost() const { return plain_.empty() ? verify_cost(1) : plain_.value(); }
 
 double AdaptiveDrafts::expected_tokens(int n) const {
   double r = 1.0, all = 1.0;
@@ -57,8 +67,7 @@ double AdaptiveDrafts::expected_tokens(int n) const {
 
 double AdaptiveDrafts::expected_cost(int n) const {
   if (n == 0) return std::min(verify_cost(1), base_cost());
-  const double draft = draft_n_ > 0 ? draft_s_ : 0.0;
-  return static_cast<double>(n) * draft + verify_cost(n + 1);
+  return static_cast<double>(n) * draft_.value() + verify_cost(n + 1);
 }
 
 bool AdaptiveDrafts::warm() const { return rounds_ > static_cast<int64_t>(kWarmupPasses) * (k_ + 1); }
@@ -66,10 +75,14 @@ bool AdaptiveDrafts::warm() const { return rounds_ > static_cast<int64_t>(kWarmu
 int AdaptiveDrafts::choose(int k_cap) {
   k_cap = std::clamp(k_cap, 0, k_);
   int n = 0;
+  exploring_ = false;
   if (rounds_ < static_cast<int64_t>(kWarmupPasses) * (k_ + 1)) {
     n = std::min(k_cap, k_ - static_cast<int>(rounds_ % (k_ + 1)));
-  } else if (since_full_ >= kExploreEvery) {
-    n = k_cap;
+  } else if (since_explore_ >= kExploreEvery - 1) {
+    // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live.
+    exploring_ = true;
+    for (int i = 0; i <= k_cap; ++i)
+      if (last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)]) n = i;
   } else {
     double best = -1.0;
     for (int i = 0; i <= k_cap; ++i) {
@@ -82,8 +95,9 @@ int AdaptiveDrafts::choose(int k_cap) {
     gain_sum_ += best * base_cost();
     ++gain_n_;
   }
-  since_full_ = n >= k_cap ? 0 : since_full_ + 1;
+  since_explore_ = exploring_ ? 0 : since_explore_ + 1;
   plain_run_ = n == 0 ? plain_run_ + 1 : 0;
+  last_chosen_[static_cast<std::size_t>(n)] = rounds_;
   ++chosen_[static_cast<std::size_t>(n)];
   ++rounds_;
   return n;
@@ -91,14 +105,13 @@ int AdaptiveDrafts::choose(int k_cap) {
 
 void AdaptiveDrafts::record_draft(int steps, double seconds) {
   if (steps < 1) return;
-  update_mean(draft_s_, draft_n_, seconds / static_cast<double>(steps));
+  draft_.add(seconds / static_cast<double>(steps));
   if (warm()) round_s_ += seconds;
 }
 
 void AdaptiveDrafts::record_verify(int rows, double seconds) {
   if (rows < 1 || rows > k_ + 1) return;
-  const auto m = static_cast<std::size_t>(rows);
-  update_mean(verify_s_[m], verify_n_[m], seconds);
+  verify_[static_cast<std::size_t>(rows)].add(seconds);
   if (warm()) round_s_ += seconds;
 }
 
@@ -107,13 +120,13 @@ void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
     record_verify(1, seconds);
     return;
   }
-  update_mean(plain_s_, plain_n_, seconds);
+  plain_.add(seconds);
   if (warm()) round_s_ += seconds;
 }
 
 bool AdaptiveDrafts::encode_plain() const {
-  if (!warm() || plain_run_ < kPlainStretch) return true;
-  return since_full_ >= kExploreEvery - kReencodeBefore;
+  if (!warm() || exploring_ || plain_run_ < kPlainStretch) return true;
+  return since_explore_ >= kExploreEvery - kReencodeBefore;
 }
 
 void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
@@ -134,16 +147,15 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.max_drafts = k_;
   s.rounds = rounds_;
   s.chosen = chosen_;
-  for (int m = 1; m <= k_ + 1; ++m)
-    s.verify_s[static_cast<std::size_t>(m)] = verify_n_[static_cast<std::size_t>(m)] > 0 ? verify_s_[static_cast<std::size_t>(m)] : 0.0;
-  s.draft_step_s = draft_n_ > 0 ? draft_s_ : 0.0;
-  s.plain_s = plain_n_ > 0 ? plain_s_ : 0.0;
+  for (int m = 1; m <= k_ + 1; ++m) s.verify_s[static_cast<std::size_t>(m)] = verify_[static_cast<std::size_t>(m)].value();
+  s.draft_step_s = draft_.value();
+  s.plain_s = plain_.value();
   for (int j = 0; j < k_; ++j) {
     const auto i = static_cast<std::size_t>(j);
     s.accept[i] = (accept_[i] + kPriorAccept) / (reach_[i] + kPriorReach);
   }
   if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);
-  if (round_s_ > 0.0 && (verify_n_[1] > 0 || plain_n_ > 0))
+  if (round_s_ > 0.0 && (!verify_[1].empty() || !plain_.empty()))
     s.measured_gain = static_cast<double>(tokens_) / round_s_ * base_cost();
   return s;
 }

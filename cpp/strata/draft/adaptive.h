@@ -9,12 +9,13 @@
 // rows (c_verify(1) is a plain step). Each round picks the n in 0..k that maximises R_n / C_n
 // (n = 0: a plain step, 1 token for c_verify(1)).
 //
-// Estimates: every time is a running mean (exponential, weight 1/4 on the new sample, the first sample
-// taken as is); acceptance counts decay by 0.97 per observed round with a prior of one half-accepted
-// draft per step. Warm-up: the first rounds cycle n = k, k-1, .., 0 (kWarmupPasses times) so every
-// window size 1..k+1 and the draft step have measurements. Exploration: after kExploreEvery rounds in a
-// row that verified fewer than k drafts, one round verifies k, so acceptance estimates stay live when the
-// model or the text changes.
+// Estimates: every time is the median of its last 8 samples (RecentMedian) (robust to a cold first call and to
+// other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
+// with a prior of one half-accepted draft per step. Warm-up: the first rounds cycle n = k, k-1, .., 0
+// (kWarmupPasses times) so every window size 1..k+1 and the draft step have measurements.
+// Exploration: every kExploreEvery-th round runs the draft count chosen longest ago instead of the
+// best one, so every size's cost and every step's acceptance stay live when the load, the context
+// length or the text change.
 //
 // Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
 // drafter's K/V (encode_plain() false; on the demo model that encoding is a fifth of a step), until
@@ -46,9 +47,22 @@ struct AdaptiveStats {
   double measured_gain = 0.0;
 };
 
+// The median of the last kRecent samples of a time (0 before any).
+class RecentMedian {
+ public:
+  static constexpr int kRecent = 8;
+  void add(double x);
+  double value() const;
+  bool empty() const { return n_ == 0; }
+
+ private:
+  std::array<double, kRecent> buf_{};
+  int n_ = 0, next_ = 0;
+};
+
 class AdaptiveDrafts {
  public:
-  static constexpr int kWarmupPasses = 2;
+  static constexpr int kWarmupPasses = 3;
   static constexpr int kExploreEvery = 32;
   static constexpr int kPlainStretch = 4;
   static constexpr int kReencodeBefore = 8;
@@ -78,14 +92,12 @@ class AdaptiveDrafts {
 
   int k_;
   int64_t rounds_ = 0;
-  int since_full_ = 0;
-  int plain_run_ = 0;  // rounds in a row that chose a plain step
-  std::array<double, kAdaptiveMaxDrafts + 2> verify_s_{};
-  std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_n_{};
-  double draft_s_ = 0.0;
-  int64_t draft_n_ = 0;
-  double plain_s_ = 0.0;
-  int64_t plain_n_ = 0;
+  int since_explore_ = 0;
+  bool exploring_ = false;  // the round just chosen explores
+  int plain_run_ = 0;       // rounds in a row that chose a plain step
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
+  std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
+  RecentMedian draft_, plain_;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};
