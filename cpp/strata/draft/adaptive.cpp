@@ -78,9 +78,10 @@ int AdaptiveDrafts::choose(int k_cap) {
   exploring_ = false;
   if (rounds_ < static_cast<int64_t>(kWarmupPasses) * (k_ + 1)) {
     n = std::min(k_cap, k_ - static_cast<int>(rounds_ % (k_ + 1)));
-  } else if (since_explore_ >= kExploreEvery - 1) {
+  } else if (since_explore_ >= explore_every_ - 1) {
     // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live.
     exploring_ = true;
+    explored_ = true;
     for (int i = 0; i <= k_cap; ++i)
       if (last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)]) n = i;
   } else {
@@ -94,6 +95,9 @@ int AdaptiveDrafts::choose(int k_cap) {
     }
     gain_sum_ += best * base_cost();
     ++gain_n_;
+    if (explored_) explore_every_ = n == last_best_ ? std::min(2 * explore_every_, kExploreMax) : kExploreEvery;
+    explored_ = false;
+    last_best_ = n;
   }
   since_explore_ = exploring_ ? 0 : since_explore_ + 1;
   plain_run_ = n == 0 ? plain_run_ + 1 : 0;
@@ -117,16 +121,20 @@ void AdaptiveDrafts::record_verify(int rows, double seconds) {
 
 void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
   if (encoded) {
+    v1_sum_ += seconds;
+    ++v1_cnt_;
     record_verify(1, seconds);
     return;
   }
+  plain_sum_ += seconds;
+  ++plain_cnt_;
   plain_.add(seconds);
   if (warm()) round_s_ += seconds;
 }
 
 bool AdaptiveDrafts::encode_plain() const {
   if (!warm() || exploring_ || plain_run_ < kPlainStretch) return true;
-  return since_explore_ >= kExploreEvery - kReencodeBefore;
+  return since_explore_ >= explore_every_ - kReencodeBefore;
 }
 
 void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
@@ -155,8 +163,10 @@ AdaptiveStats AdaptiveDrafts::stats() const {
     s.accept[i] = (accept_[i] + kPriorAccept) / (reach_[i] + kPriorReach);
   }
   if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);
-  if (round_s_ > 0.0 && (!verify_[1].empty() || !plain_.empty()))
-    s.measured_gain = static_cast<double>(tokens_) / round_s_ * base_cost();
+  const double base = plain_cnt_ > 0 ? plain_sum_ / static_cast<double>(plain_cnt_)
+                      : v1_cnt_ > 0   ? v1_sum_ / static_cast<double>(v1_cnt_)
+                                      : 0.0;
+  if (round_s_ > 0.0) s.measured_gain = static_cast<double>(tokens_) / round_s_ * base;
   return s;
 }
 

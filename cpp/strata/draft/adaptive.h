@@ -13,9 +13,10 @@
 // other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
 // with a prior of one half-accepted draft per step. Warm-up: the first rounds cycle n = k, k-1, .., 0
 // (kWarmupPasses times) so every window size 1..k+1 and the draft step have measurements.
-// Exploration: every kExploreEvery-th round runs the draft count chosen longest ago instead of the
-// best one, so every size's cost and every step's acceptance stay live when the load, the context
-// length or the text change.
+// Exploration: every interval-th round runs the draft count chosen longest ago instead of the best
+// one, so every size's cost and every step's acceptance stay live when the load, the context length
+// or the text change. The interval starts at kExploreEvery and doubles (up to kExploreMax) each time
+// the choice after an exploring round is the same as before it, back to kExploreEvery when it changes.
 //
 // Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
 // drafter's K/V (encode_plain() false; on the demo model that encoding is a fifth of a step), until
@@ -62,10 +63,11 @@ class RecentMedian {
 
 class AdaptiveDrafts {
  public:
-  static constexpr int kWarmupPasses = 3;
+  static constexpr int kWarmupPasses = 2;
   static constexpr int kExploreEvery = 32;
-  static constexpr int kPlainStretch = 4;
-  static constexpr int kReencodeBefore = 8;
+  static constexpr int kExploreMax = 256;
+  static constexpr int kPlainStretch = 2;
+  static constexpr int kReencodeBefore = 4;
 
   explicit AdaptiveDrafts(int max_drafts);
 
@@ -93,7 +95,10 @@ class AdaptiveDrafts {
   int k_;
   int64_t rounds_ = 0;
   int since_explore_ = 0;
-  bool exploring_ = false;  // the round just chosen explores
+  int explore_every_ = kExploreEvery;
+  bool exploring_ = false;     // the round just chosen explores
+  bool explored_ = false;      // an exploring round ran since the last regular choice
+  int last_best_ = -1;         // the last regular choice
   int plain_run_ = 0;       // rounds in a row that chose a plain step
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
@@ -105,6 +110,10 @@ class AdaptiveDrafts {
   int64_t gain_n_ = 0;
   double round_s_ = 0.0;     // seconds of the rounds (drafting + verification)
   int64_t tokens_ = 0;       // tokens the rounds committed
+  // Mean plain-step seconds, without / with the drafter's encoding: the measured gain's baseline
+  // (a mean, like round_s_ / tokens_, so both see the same interruptions).
+  double plain_sum_ = 0.0, v1_sum_ = 0.0;
+  int64_t plain_cnt_ = 0, v1_cnt_ = 0;
 };
 
 }  // namespace strata::draft
