@@ -59,7 +59,7 @@ class Case:
 
 
 def _store_config(store: str) -> dict[str, Any]:
-    """ "mmap" or "stream FRACTION[ direct]" -> Config fields."""
+    """ "mmap" or "stream FRACTION[ direct]" -> Config fields (without "direct": buffered reads)."""
     parts = store.split()
     if parts[0] == "mmap":
         return {"expert_mode": "mmap"}

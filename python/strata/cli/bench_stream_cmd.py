@@ -111,5 +111,5 @@ def _run(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps({"model": str(model), "expert_bytes": experts, "other_bytes": other,
                                          "runs": [asdict(r) for r in runs]}, indent=1) + "\n")
     if args.plot is not None:
-        sc.plot(runs, args.plot, head)
+        sc.plot(runs, args.plot, f"{model.name}: {experts / sc.MIB:.0f} MiB experts, {args.threads} threads")
     return 0
