@@ -108,6 +108,9 @@ SETTINGS: tuple[Setting, ...] = (
             "integer 0..64; expert reader threads (0 = read on the compute thread)", False),
 )
 
+# Read by the HTTP server (docs/server.md), not Config fields; known, so never "unknown setting".
+SERVER_ENVS = ("STRATA_API_KEY", "STRATA_MAX_BODY")
+
 _BY_ENV = {s.env: s for s in SETTINGS}
 _BY_FIELD = {s.field: s for s in SETTINGS}
 _EXPERT_ENVS = tuple(s.env for s in SETTINGS if s.group == "experts")
@@ -205,12 +208,13 @@ class Config:
         from strata import _strata
         from strata._strata import decode
 
-        _, diagnostics = decode.parse_settings(self._native_env(), strict=False)
+        native_env = self._native_env()
+        _, diagnostics = decode.parse_settings(native_env, strict=False)
         if diagnostics:
-            raise ConfigError(_field_message(str(diagnostics[0])))
+            raise ConfigError(_field_message(_clip_values(str(diagnostics[0]), native_env)))
         experts = _strata.parse_expert_settings(self._expert_env())
         if experts["diagnostic"]:
-            raise ConfigError(_field_message(str(experts["diagnostic"])))
+            raise ConfigError(_field_message(_clip_values(str(experts["diagnostic"]), self._expert_env())))
         object.__setattr__(self, "expert_mode", experts["mode"])  # canonical: "1" -> "on", ...
         object.__setattr__(self, "expert_direct_io", experts["direct_io"])
 
@@ -276,10 +280,10 @@ class Config:
             values["expert_io_threads"] = int(experts["io_threads"])
             if "STRATA_EXPERT_CACHE" in env:
                 values["expert_cache"] = env["STRATA_EXPERT_CACHE"].strip()
-        unknown = sorted(k for k in env if k not in _BY_ENV)
+        unknown = sorted(k for k in env if k not in _BY_ENV and k not in SERVER_ENVS)
         if unknown:
             diagnostics.append(_unknown_message(unknown))
-        return cls(**values), diagnostics
+        return cls(**values), [_clip_values(d, env) for d in diagnostics]
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some fields changed (validated like the constructor)."""
@@ -363,7 +367,8 @@ class Config:
         def need(ok: bool, field: str, what: str) -> None:
             if not ok:
                 s = _BY_FIELD[field]
-                raise ConfigError(f"Config.{field} ({s.env}) must be {what}, got {getattr(self, field)!r}")
+                shown = _clip(repr(getattr(self, field)))
+                raise ConfigError(f"Config.{field} ({s.env}) must be {what}, got {shown}")
 
         for field in ("threads", "context_length", "draft_steps", "mtp_sink", "mtp_window", "moce_protect",
                       "expert_io_threads"):
@@ -413,11 +418,43 @@ def _num(v: float) -> str:
     return repr(float(v))
 
 
+_ECHO_CHARS = 80  # a diagnostic quotes at most this much of a bad value (a variable may hold megabytes)
+_LONG_WORD_RE = re.compile(r"[^\s…]{" + str(_ECHO_CHARS + 1) + ",}")
+_MAX_INT_DIGITS = 24  # more significant digits than any setting's range; int() refuses > 4300 digits
+
+
+def _clip(text: str) -> str:
+    """``text`` as a diagnostic quotes it: at most ~80 characters, with the full length when cut."""
+    if len(text) <= _ECHO_CHARS:
+        return text
+    return f"{text[:_ECHO_CHARS - 20]}…({len(text)} characters)"
+
+
+def _clip_values(diagnostic: str, env: Mapping[str, str]) -> str:
+    """A diagnostic with every long value of ``env`` it quotes clipped (the C++ parser quotes values)."""
+    for value in env.values():
+        if len(value) > _ECHO_CHARS and value in diagnostic:
+            diagnostic = diagnostic.replace(value, _clip(value))
+        stripped = value.strip()
+        if len(stripped) > _ECHO_CHARS and stripped in diagnostic:
+            diagnostic = diagnostic.replace(stripped, _clip(stripped))
+    # Parts of a value (one item of a list) and anything else overlong, quoted or not.
+    return _LONG_WORD_RE.sub(lambda m: _clip(m.group()), diagnostic)
+
+
+def _to_int(t: str) -> int:
+    """int() of a checked integer text, leading zeros dropped first (int() refuses > 4300 digits)."""
+    sign = "-" if t.startswith("-") else ""
+    return int(sign + (t.lstrip("+-").lstrip("0") or "0"))
+
+
 def _parse_int(text: str, lo: int, hi: int) -> tuple[int | None, str]:
     t = text.strip()
     if not _INT_RE.fullmatch(t):
-        return None, f'not an integer: "{text}"'
-    v = int(t)
+        return None, f'not an integer: "{_clip(text)}"'
+    if len(t.lstrip("+-").lstrip("0")) > _MAX_INT_DIGITS:  # out of every range, and too long for int()
+        return None, f"{_clip(t)} is outside [{lo}, {hi}]"
+    v = _to_int(t)
     if not lo <= v <= hi:
         return None, f"{t} is outside [{lo}, {hi}]"
     return v, ""
@@ -449,7 +486,7 @@ def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
         s = env["STRATA_SPECULATIVE"].strip().lower()
         if s != "auto" and s not in _TRUE and s not in _FALSE:
             reject("speculation", "STRATA_SPECULATIVE",
-                   f'expected auto, on or off, got "{env["STRATA_SPECULATIVE"]}"')
+                   f'expected auto, on or off, got "{_clip(env["STRATA_SPECULATIVE"])}"')
     if "STRATA_DRAFT_STEPS" in env:
         v, why = _parse_int(env["STRATA_DRAFT_STEPS"], 1, MAX_DRAFT_STEPS)
         if v is None:
@@ -458,7 +495,7 @@ def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
         c = env["STRATA_DRAFT_CHAINED"].strip().lower()
         if c not in _TRUE and c not in _FALSE:
             reject("speculation", "STRATA_DRAFT_CHAINED",
-                   f'expected on or off, got "{env["STRATA_DRAFT_CHAINED"]}"')
+                   f'expected on or off, got "{_clip(env["STRATA_DRAFT_CHAINED"])}"')
     order = ["threads", "backend", "context", "speculation"]
     return [(g, problems[g]) for g in order if g in problems]
 
@@ -473,23 +510,23 @@ def _backend_problem(text: str) -> str:
             return ""
         return ('"metal" is not a backend of this build: the Metal GPU backend needs macOS (a build with '
                 "metal-cpp); use metal-emu to run the Metal kernels on the CPU emulator")
-    return f'"{text}" is not a backend (available: cpu, metal-emu, metal)'
+    return f'"{_clip(text)}" is not a backend (available: cpu, metal-emu, metal)'
 
 
 def _python_values(env: Mapping[str, str], rejected: set[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "threads" not in rejected and "STRATA_THREADS" in env:
-        out["threads"] = int(env["STRATA_THREADS"].strip())
+        out["threads"] = _to_int(env["STRATA_THREADS"].strip())
     if "backend" not in rejected and "STRATA_BACKEND" in env:
         out["backend"] = env["STRATA_BACKEND"].strip().lower()
     if "context" not in rejected and "STRATA_CONTEXT" in env:
-        out["context_length"] = int(env["STRATA_CONTEXT"].strip())
+        out["context_length"] = _to_int(env["STRATA_CONTEXT"].strip())
     if "speculation" not in rejected:
         if "STRATA_SPECULATIVE" in env:
             s = env["STRATA_SPECULATIVE"].strip().lower()
             out["speculative"] = None if s == "auto" else s in _TRUE
         if "STRATA_DRAFT_STEPS" in env:
-            out["draft_steps"] = int(env["STRATA_DRAFT_STEPS"].strip())
+            out["draft_steps"] = _to_int(env["STRATA_DRAFT_STEPS"].strip())
         if "STRATA_DRAFT_CHAINED" in env:
             out["draft_chained"] = env["STRATA_DRAFT_CHAINED"].strip().lower() in _TRUE
     return out
@@ -524,5 +561,5 @@ def _unknown_message(unknown: list[str]) -> str:
     parts = []
     for name in unknown:
         close = difflib.get_close_matches(name, list(_BY_ENV), n=1)
-        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        parts.append(f"{_clip(name)} (did you mean {close[0]}?)" if close else _clip(name))
     return f"unknown setting{'s' if len(unknown) > 1 else ''} ignored: {', '.join(parts)}"

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from strata import _strata
+from strata.errors import FormatError
 
 __all__ = ["GGUFFile", "TensorInfo"]
 
@@ -82,6 +83,21 @@ class GGUFFile:
             for name, tname, tid, ne, offset, nbytes in native.tensors()
         ]
         self._by_name = {t.name: t for t in self._tensors}
+        self._check_names()
+
+    def _check_names(self) -> None:
+        """Keys and tensor names reach Python as UTF-8 with invalid bytes replaced (U+FFFD); such a
+        name could not be looked up again (nor told apart from another), so the file is refused."""
+        for i, key in enumerate(self._native.keys()):
+            if "\ufffd" in key and not self._native.has(key):
+                raise FormatError(f"{self.path}: metadata key #{i} ({key!r}) is not valid UTF-8")
+        for i, t in enumerate(self._tensors):
+            if "\ufffd" in t.name:
+                try:
+                    self._native.tensor_data(t.name)
+                except Exception:  # noqa: BLE001 - any failure to find it again means the name is bad
+                    raise FormatError(f"{self.path}: the name of tensor #{i} ({t.name!r}) is not valid UTF-8"
+                                      ) from None
 
     # ---- header
     @property

@@ -138,7 +138,8 @@ class Model:
         if "tokenizer.ggml.tokens" in self._metadata:
             from strata.tokenizer import Tokenizer
 
-            self._tokenizer = Tokenizer.from_gguf_metadata(self._metadata)
+            self._tokenizer = Tokenizer.from_gguf_metadata(self._metadata, source=self._path,
+                                                           vocab_size=int(self._hparams["vocab_size"]))
 
     # ----------------------------------------------------------------------------------- properties
     @property
@@ -185,9 +186,10 @@ class Model:
         if self._tokenizer is None:
             from strata.errors import FormatError
 
-            raise FormatError(f"{self._path}: the file has no tokenizer (no tokenizer.ggml.* keys); "
-                              "generate from token ids instead of text, or convert the model with its "
-                              "tokenizer")
+            raise FormatError(f"{self._path}: the file has no tokenizer (no tokenizer.ggml.* keys), and "
+                              "generating needs one to turn the new tokens into text, even from a prompt "
+                              "of token ids; convert the model with its tokenizer (strata convert SRC "
+                              "OUT.gguf reads the source's tokenizer.json)")
         return self._tokenizer
 
     @property

@@ -92,6 +92,21 @@ class SamplingPolicy:
                 f"SamplingPolicy.seed must be None or an integer in [0, 2**64), got {self.seed!r}")
         self.native()  # the C++ validation too (float32 ranges), so a bad policy never reaches a session
 
+    @classmethod
+    def recommended(cls, seed: int | None = None) -> SamplingPolicy:
+        """The policy the ``strata`` command line samples with unless told otherwise.
+
+        Temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, and a mild repetition penalty of 1.1 over
+        the last 64 tokens: the kind of defaults llama.cpp and ollama ship. Greedy decoding of a small
+        model falls into loops (the demo model repeats one line until ``max_tokens``); the window keeps
+        the penalty from punishing tokens a long text must reuse (indentation, ``self``, brackets).
+        Speculation stays exact under it: the verifier applies the same penalties over the same
+        window, row by row (docs/sampling.md). ``SamplingPolicy()`` itself stays greedy, so the
+        Python API is deterministic unless asked otherwise.
+        """
+        return cls(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repetition_penalty=1.1,
+                   penalty_last_n=64, seed=seed)
+
     @property
     def greedy(self) -> bool:
         """True when decoding is deterministic (temperature 0)."""

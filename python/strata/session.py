@@ -189,7 +189,10 @@ class Session:
         bad = next((t for t in state.tokens if t >= vocab), None)
         if bad is not None:
             raise FormatError(f"{name}: token id {bad} is outside this model's vocabulary [0, {vocab})")
-        fresh = Session(self._model, config, sampling)
+        try:  # a setting valid on its own can still be refused for this model (speculation without MTP)
+            fresh = Session(self._model, config, sampling)
+        except (TypeError, ValueError) as exc:
+            raise FormatError(f"{name}: the saved settings cannot be used with this model: {exc}") from None
         if len(state.tokens) >= fresh._n_ctx or state.n_past >= fresh._n_ctx:
             raise FormatError(f"{name}: the session holds {len(state.tokens)} tokens, more than its context "
                               f"of {fresh._n_ctx} cells can continue from")

@@ -16,16 +16,21 @@ offset size    field
 end-32 32      sha256 of every byte before it
 ====== ======= ==========================================================================
 
-:func:`read_session_file` checks everything (sizes against the file's length before reading, the
-checksum before parsing, the fingerprint, every field's type and range) and returns a plain
-:class:`SessionState`; it never touches a session, so a refused file changes nothing.
+:func:`read_session_file` checks everything (a regular file; the header's sizes against the file's
+length and against fixed maxima before reading the rest, so a huge or endless file costs 64 bytes of
+reading; the checksum before parsing; the fingerprint; the metadata's nesting depth; every field's
+type and range) and returns a plain :class:`SessionState`; it never touches a session, so a refused
+file changes nothing. :func:`write_session_file` writes atomically and removes temporary files left
+by saves that were killed (each save holds a lock on its temporary file while it lives).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
 from dataclasses import dataclass, field
@@ -41,6 +46,8 @@ FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sII32sQQ")
 _DIGEST = 32
 _MAX_META = 64 << 20  # metadata is a few KB; anything near this is not a session file
+_MAX_TOKENS = 1 << 22  # 4 Mi tokens: beyond the largest context strata runs (STRATA_CONTEXT ≤ 1 Mi)
+_MAX_DEPTH = 32  # JSON nesting of the metadata (it needs 3; json would recurse itself to death at ~1000)
 _SAMPLES_PER_TENSOR = 4
 _SAMPLE_BYTES = 256
 _U64 = 1 << 64
@@ -126,19 +133,25 @@ def encode_session(fingerprint: bytes, state: SessionState) -> bytes:
 
 def write_session_file(path: str | os.PathLike[str], fingerprint: bytes, state: SessionState) -> None:
     """Write atomically: a temporary file in the same directory, fsync, rename over ``path``, fsync the
-    directory. On any failure the temporary file is removed and an existing ``path`` is left as it was."""
+    directory. On any failure the temporary file is removed and an existing ``path`` is left as it was.
+
+    The temporary file is locked (``flock``) while this save lives, so temporary files of ``path``
+    that nobody holds are left over from a killed save; they are removed first."""
     data = encode_session(fingerprint, state)
     target = os.path.abspath(os.fspath(path))
     directory = os.path.dirname(target)
+    prefix = "." + os.path.basename(target) + "."
+    _remove_stale_temps(directory, prefix)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed, after the rename
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, target)
-        tmp = None
+            os.replace(tmp, target)
+            tmp = None
         _fsync_dir(directory)
     except OSError as exc:
         raise IOFailure(f"{target}: cannot write the session file: {exc.strerror or exc}") from None
@@ -148,6 +161,29 @@ def write_session_file(path: str | os.PathLike[str], fingerprint: bytes, state: 
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _remove_stale_temps(directory: str, prefix: str) -> None:
+    """Remove ``<prefix>*.tmp`` files that no live save holds a lock on (left by a killed save)."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        full = os.path.join(directory, name)
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a save is writing it now
+            os.unlink(full)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _fsync_dir(directory: str) -> None:
@@ -174,23 +210,43 @@ def read_session_file(
     """
     name = os.fspath(path)
     try:
-        with open(name, "rb") as f:
-            data = f.read()
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; it is refused just below.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise IOFailure(f"{name}: cannot read the session file: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FormatError(f"{name}: not a regular file ({_file_kind(st.st_mode)}); a session file is "
+                                  "a regular file written by Session.save")
+            os.set_blocking(fd, True)
+            data = f.read(_HEADER.size)
+            _check_header(data, st.st_size, FormatError, name)  # sizes known: the rest is bounded
+            data += f.read(st.st_size - len(data) + 1)  # one byte more tells a file that grew
+        except OSError as exc:
+            raise IOFailure(f"{name}: cannot read the session file: {exc.strerror or exc}") from None
     return decode_session(data, fingerprint, name, model_label)
 
 
-def decode_session(
-    data: bytes, fingerprint: bytes, name: str = "<memory>", model_label: str = ""
-) -> SessionState:
-    def bad(what: str) -> FormatError:
-        return FormatError(f"{name}: {what}")
+def _file_kind(mode: int) -> str:
+    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character "
+                       "device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _check_header(data: bytes, size: int, error: type[Exception], name: str) -> tuple[int, int, int, bytes]:
+    """(version, meta_len, n_tokens, fingerprint) of a header whose sizes agree with a file of ``size``
+    bytes and stay under the fixed maxima; ``error("<name>: ...")`` otherwise."""
+    def bad(what: str) -> Exception:
+        return error(f"{name}: {what}")
 
     if data[: len(MAGIC)] != MAGIC[: len(data)]:
         raise bad("not a strata session file (bad magic; expected 'STRATASS')")
-    if len(data) < _HEADER.size + _DIGEST:
-        raise bad(f"truncated session file ({len(data)} bytes; header and checksum alone take "
+    if size < _HEADER.size + _DIGEST or len(data) < _HEADER.size:
+        raise bad(f"truncated session file ({size} bytes; header and checksum alone take "
                   f"{_HEADER.size + _DIGEST})")
     _, version, flags, file_fp, meta_len, n_tokens = _HEADER.unpack_from(data)
     if version != FORMAT_VERSION:
@@ -201,11 +257,23 @@ def decode_session(
         raise bad(f"unknown header flags 0x{flags:08x}")
     if meta_len > _MAX_META:
         raise bad(f"metadata length {meta_len} is implausible (corrupted header?)")
+    if n_tokens > _MAX_TOKENS:
+        raise bad(f"{n_tokens} tokens is implausible (at most {_MAX_TOKENS}; corrupted header?)")
     expected = _HEADER.size + meta_len + 4 * n_tokens + _DIGEST
-    if len(data) != expected:
-        what = "truncated" if len(data) < expected else "has trailing bytes"
+    if size != expected:
+        what = "truncated" if size < expected else "has trailing bytes"
         raise bad(f"{what}: the header describes {expected} bytes ({meta_len} of metadata, {n_tokens} "
-                  f"tokens) but the file has {len(data)}")
+                  f"tokens) but the file has {size}")
+    return version, meta_len, n_tokens, file_fp
+
+
+def decode_session(
+    data: bytes, fingerprint: bytes, name: str = "<memory>", model_label: str = ""
+) -> SessionState:
+    def bad(what: str) -> FormatError:
+        return FormatError(f"{name}: {what}")
+
+    _, meta_len, n_tokens, file_fp = _check_header(data, len(data), FormatError, name)
     body = data[:-_DIGEST]
     if hashlib.sha256(body).digest() != data[-_DIGEST:]:
         raise bad("checksum mismatch: the file is corrupted")
@@ -217,10 +285,26 @@ def decode_session(
         meta = json.loads(body[_HEADER.size : _HEADER.size + meta_len].decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad(f"metadata is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise bad(f"metadata is nested too deeply (more than {_MAX_DEPTH} levels)") from None
     if not isinstance(meta, dict):
         raise bad("metadata is not a JSON object")
+    if _depth(meta) > _MAX_DEPTH:
+        raise bad(f"metadata is nested too deeply (more than {_MAX_DEPTH} levels)")
     tokens = list(struct.unpack_from(f"<{n_tokens}i", body, _HEADER.size + meta_len))
     return _state_from(meta, tokens, bad)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= _MAX_DEPTH:
+                stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def _state_from(meta: dict[str, Any], tokens: list[int], bad: Any) -> SessionState:

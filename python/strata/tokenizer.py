@@ -21,12 +21,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tokenizers
 
+from strata.chat_template import compile_chat_template as _compile_jinja
+from strata.chat_template import output_limit, render_chat_template
 from strata.errors import FormatError, InvalidArgument
 
 if TYPE_CHECKING:
     import gguf
 
 # GGUF keys (llama.cpp names) this module reads and writes.
+_LONG_TEXT = 1 << 16  # characters; above this encode() lets other threads run while it works
+
 KEY_MODEL = "tokenizer.ggml.model"
 KEY_PRE = "tokenizer.ggml.pre"
 KEY_TOKENS = "tokenizer.ggml.tokens"
@@ -294,8 +298,25 @@ class Tokenizer:
 
     # ---------------------------------------------------------------------------------- loading
     @classmethod
-    def from_gguf_metadata(cls, meta: Mapping[str, Any]) -> Tokenizer:
-        """Build from a GGUF key/value mapping (plain Python values: str, int, bool, lists)."""
+    def from_gguf_metadata(cls, meta: Mapping[str, Any], *, source: str | None = None,
+                           vocab_size: int | None = None) -> Tokenizer:
+        """Build from a GGUF key/value mapping (plain Python values: str, int, bool, lists).
+
+        ``source`` (the file's path) starts every error message; ``vocab_size`` (the model's output
+        rows) refuses a tokenizer with more tokens than the model can produce or embed.
+        """
+        try:
+            tok = cls._from_metadata(meta)
+        except FormatError as e:
+            raise FormatError(f"{source}: {e}" if source else str(e)) from None
+        if vocab_size is not None and tok.vocab_size > vocab_size:
+            where = f"{source}: " if source else ""
+            raise FormatError(f"{where}{KEY_TOKENS} has {tok.vocab_size} tokens but the model's vocabulary "
+                              f"has {vocab_size} (ids past {vocab_size - 1} lack an embedding and a logit)")
+        return tok
+
+    @classmethod
+    def _from_metadata(cls, meta: Mapping[str, Any]) -> Tokenizer:
         if KEY_TOKENS not in meta:
             raise FormatError(f"no tokenizer in this file: key {KEY_TOKENS} is missing")
         model = _as_str(meta.get(KEY_MODEL, "gpt2"), KEY_MODEL)
@@ -486,8 +507,12 @@ class Tokenizer:
         """
         if not isinstance(text, str):
             raise InvalidArgument(f"encode() takes a str, got {type(text).__name__}")
+        _check_text(text)
         hf = self._hf if parse_special else self._plain_hf()
-        ids: list[int] = hf.encode(text, add_special_tokens=False).ids
+        if len(text) > _LONG_TEXT:  # encode_batch releases the GIL (encode does not): other threads run
+            ids: list[int] = hf.encode_batch([text], add_special_tokens=False)[0].ids
+        else:
+            ids = hf.encode(text, add_special_tokens=False).ids
         if add_special:
             if self._add_bos and self._bos_id is not None:
                 ids.insert(0, self._bos_id)
@@ -497,7 +522,12 @@ class Tokenizer:
 
     def encode_batch(self, texts: Sequence[str], *, add_special: bool = True) -> list[list[int]]:
         """Like :meth:`encode` for many texts, in parallel on the Rust side."""
-        out = [e.ids for e in self._hf.encode_batch(list(texts), add_special_tokens=False)]
+        texts = list(texts)
+        for t in texts:
+            if not isinstance(t, str):
+                raise InvalidArgument(f"encode_batch() takes strs, got {type(t).__name__}")
+            _check_text(t)
+        out = [e.ids for e in self._hf.encode_batch(texts, add_special_tokens=False)]
         if add_special and (self._add_bos or self._add_eos):
             for ids in out:
                 if self._add_bos and self._bos_id is not None:
@@ -541,9 +571,10 @@ class Tokenizer:
     ) -> str:
         """Render ``messages`` ([{"role": ..., "content": ...}, ...]) with the file's chat template.
 
-        The template is Jinja (rendered in a sandbox, as transformers does); without a template in the
-        file, or without ``jinja2`` installed, ChatML is used (llama.cpp's default too). ``extra``
-        goes to the template (e.g. ``tools``, ``enable_thinking``).
+        The template is Jinja (rendered in a sandbox, as transformers does, with a time and an output
+        size limit: :mod:`strata.chat_template`); without a template in the file, or without ``jinja2``
+        installed, ChatML is used (llama.cpp's default too). ``extra`` goes to the template (e.g.
+        ``tools``, ``enable_thinking``). ``InvalidArgument`` when the template fails or hits a limit.
         """
         _check_messages(messages)
         template = self._chat_template or CHATML_TEMPLATE
@@ -563,10 +594,7 @@ class Tokenizer:
             "messages": [dict(m) for m in messages],
             "add_generation_prompt": add_generation_prompt,
         }
-        try:
-            return str(renderer.render(**context))
-        except Exception as e:  # jinja2's TemplateError and raise_exception() from inside the template
-            raise InvalidArgument(f"chat template failed: {e}") from e
+        return render_chat_template(renderer, context, output_limit(messages))
 
     def _special_text(self, token_id: int | None) -> str:
         return "" if token_id is None else self._tokens[token_id]
@@ -580,6 +608,17 @@ class Tokenizer:
             return None
         self._jinja_template = (template, compiled)
         return compiled
+
+
+def _check_text(text: str) -> None:
+    """Text must be valid Unicode: a lone surrogate (from JSON "\\ud800" or undecodable bytes on the
+    command line) has no UTF-8 form and would make the Rust tokenizer raise a bare TypeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        shown = text[max(0, e.start - 20) : e.start + 20].encode("utf-8", "backslashreplace").decode()
+        raise InvalidArgument(f"text is not valid Unicode: a lone surrogate U+{ord(text[e.start]):04X} at "
+                              f"character {e.start} (near {shown!r}); text must be UTF-8") from None
 
 
 def _check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -597,41 +636,6 @@ def render_chatml(messages: Sequence[Mapping[str, Any]], *, add_generation_promp
     if add_generation_prompt:
         parts.append("<|im_start|>assistant\n")
     return "".join(parts)
-
-
-def _compile_jinja(template: str) -> Any:
-    """Compile a chat template the way transformers does (sandboxed, trim_blocks, loop controls)."""
-    import jinja2  # optional dependency: ImportError means "use the ChatML fallback"
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(
-        x: Any,
-        ensure_ascii: bool = False,
-        indent: int | None = None,
-        separators: Any = None,
-        sort_keys: bool = False,
-    ) -> str:
-        return json.dumps(
-            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-        )
-
-    def strftime_now(fmt: str) -> str:
-        from datetime import datetime
-
-        return datetime.now().strftime(fmt)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    try:
-        return env.from_string(template)
-    except jinja2.exceptions.TemplateSyntaxError as e:
-        raise FormatError(f"{KEY_CHAT_TEMPLATE}: not a valid Jinja template: {e}") from e
 
 
 # ------------------------------------------------------------------------------------- writing

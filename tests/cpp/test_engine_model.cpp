@@ -4,6 +4,7 @@
 #include "check.h"
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "strata/util/error.h"
@@ -81,6 +82,24 @@ TEST(architecture_and_keys) {
   TinyOptions q;
   q.qwen3moe = true;
   CHECK_LOAD_ERROR(q, [](MemorySource& s) { s.set_u("qwen3moe.expert_used_count", 9); }, "qwen3moe.expert_used_count");
+}
+
+// Floats that load but make every output garbage (an inf rope base turns each angle into NaN).
+TEST(non_finite_float_hparams_refused) {
+  TinyOptions o;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK_LOAD_ERROR(o, [&](MemorySource& s) { s.set_f("strata.rope.freq_base", inf); }, "strata.rope.freq_base = inf",
+                   "finite");
+  CHECK_LOAD_ERROR(o, [&](MemorySource& s) { s.set_f("strata.rope.freq_base", nan); }, "strata.rope.freq_base",
+                   "finite");
+  CHECK_LOAD_ERROR(o, [](MemorySource& s) { s.set_f("strata.rope.freq_base", 0.0f); }, "rope.freq_base = 0", "> 0");
+  CHECK_LOAD_ERROR(o, [](MemorySource& s) { s.set_f("strata.rope.freq_base", -5.0f); }, "rope.freq_base = -5");
+  CHECK_LOAD_ERROR(o, [&](MemorySource& s) { s.set_f("strata.attention.layer_norm_rms_epsilon", inf); },
+                   "layer_norm_rms_epsilon = inf");
+  CHECK_LOAD_ERROR(o, [&](MemorySource& s) { s.set_f("strata.hyper_connection.epsilon", nan); },
+                   "hyper_connection.epsilon");
+  CHECK(load_error(o, [](MemorySource& s) { s.set_f("strata.attention.layer_norm_rms_epsilon", 0.0f); }).empty());
 }
 
 TEST(tensor_shapes_and_presence) {

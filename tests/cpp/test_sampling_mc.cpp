@@ -62,8 +62,11 @@ struct Toy {
   }
 };
 
-SamplingPolicy policy() {
+// penalty_last_n = -1: the penalties see the whole sequence; 2: only its last two tokens (a window
+// shorter than prompt + continuation, so tokens leave it as a window of drafts is verified).
+SamplingPolicy policy(int32_t penalty_last_n = -1) {
   SamplingPolicy p;
+  p.penalty_last_n = penalty_last_n;
   p.temperature = 0.6f;
   p.top_p = 0.95f;
   p.min_p = 0.05f;
@@ -76,11 +79,10 @@ const std::array<int32_t, 3> kPrompt = {2, 5, 1};
 
 int cell(const int32_t* gen) { return (gen[0] * V + gen[1]) * V + gen[2]; }
 
-std::vector<long> run_one_at_a_time(const Toy& toy, uint64_t seed) {
+std::vector<long> run_one_at_a_time(const Toy& toy, uint64_t seed, const SamplingPolicy& p = policy()) {
   std::vector<long> hist(kCells, 0);
   Rng rng(seed);
   SampleWorkspace ws;
-  const SamplingPolicy p = policy();
   int32_t ctx[16];
   float l[V];
   for (long s = 0; s < kSequences; ++s) {
@@ -96,11 +98,11 @@ std::vector<long> run_one_at_a_time(const Toy& toy, uint64_t seed) {
   return hist;
 }
 
-std::vector<long> run_speculative(const Toy& toy, uint64_t seed, SpecSample mode, double* mean_accepted) {
+std::vector<long> run_speculative(const Toy& toy, uint64_t seed, SpecSample mode, double* mean_accepted,
+                                  const SamplingPolicy& p = policy()) {
   std::vector<long> hist(kCells, 0);
   Rng rng(seed);
   SampleWorkspace ws;
-  const SamplingPolicy p = policy();
   int32_t ctx[32];
   std::vector<float> rows(4 * V);
   long windows = 0, accepted = 0;
@@ -129,10 +131,9 @@ std::vector<long> run_speculative(const Toy& toy, uint64_t seed, SpecSample mode
 }
 
 // The exact distribution of the 3 generated tokens, by the chain rule over sample_dist.
-std::vector<double> exact_distribution(const Toy& toy) {
+std::vector<double> exact_distribution(const Toy& toy, const SamplingPolicy& p = policy()) {
   std::vector<double> out(kCells, 0.0);
   SampleWorkspace ws;
-  const SamplingPolicy p = policy();
   float l[V], d0[V], d1[V], d2[V];
   int32_t ctx[6] = {kPrompt[0], kPrompt[1], kPrompt[2], 0, 0, 0};
   toy.logits(ctx, 3, l);
@@ -229,4 +230,30 @@ TEST(speculative_sampling_matches_one_at_a_time) {
   CHECK(x2_greedy > 10.0 * (df_greedy + 4.4 * std::sqrt(2.0 * df_greedy)));
   CHECK(acc_exact > 0.3);  // the drafter is right often enough to exercise acceptance ...
   CHECK(acc_exact < 1.8);  // ... and wrong often enough to exercise rejection
+}
+
+TEST(speculative_sampling_is_exact_with_a_penalty_window) {
+  // The command line's recommended policy penalises only a recent window (penalty_last_n = 64); the
+  // verifier must apply the same window to row i (history ++ drafts[0..i)) as one-at-a-time sampling.
+  const Toy toy;
+  const SamplingPolicy p = policy(2);
+  const auto exact = exact_distribution(toy, p);
+  const auto full = exact_distribution(toy);
+  double moved = 0.0;
+  for (int i = 0; i < kCells; ++i) moved += std::fabs(exact[static_cast<size_t>(i)] - full[static_cast<size_t>(i)]);
+  CHECK(0.5 * moved > 0.01);  // the window changes the distribution: this case tests something
+  double acc = 0.0;
+  const auto a = run_one_at_a_time(toy, 505, p);
+  const auto spec = run_speculative(toy, 606, SpecSample::Exact, &acc, p);
+  int df = 0, df_a = 0;
+  long outside = 0, outside_a = 0;
+  const double x2 = chi_square(spec, exact, &df, &outside);
+  const double x2_a = chi_square(a, exact, &df_a, &outside_a);
+  std::printf("MC, penalty window 2: TV(exact speculative, exact) = %.5f, one-at-a-time %.5f; chi-square %.1f / "
+              "%.1f (df %d); TV(window 2, whole sequence) = %.4f\n",
+              tv_exact(spec, exact), tv_exact(a, exact), x2, x2_a, df, 0.5 * moved);
+  CHECK_EQ(outside, 0L);
+  CHECK_EQ(outside_a, 0L);
+  CHECK(x2 < df + 4.4 * std::sqrt(2.0 * df));
+  CHECK(x2_a < df_a + 4.4 * std::sqrt(2.0 * df_a));
 }

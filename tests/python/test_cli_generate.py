@@ -57,18 +57,25 @@ def with_newline(text: str) -> str:
 def test_generate_prints_what_the_api_generates(model: strata.Model, model_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = run_cli(["generate", "--model", str(model_path), "--max-tokens", "24", "def f(x):"],
-                           monkeypatch, capsys)
+    rc, out, err = run_cli(["generate", "--model", str(model_path), "--max-tokens", "24", "--temp", "0",
+                            "def f(x):"], monkeypatch, capsys)
     assert rc == 0 and err == ""
     assert out == with_newline(api_text(model, "def f(x):", 24))
+    # Without sampling flags: the recommended policy (the seed makes it comparable).
+    rc, out, err = run_cli(["generate", "-m", str(model_path), "-n", "24", "-s", "3", "def f(x):"],
+                           monkeypatch, capsys)
+    want = "".join(model.session(sampling=strata.SamplingPolicy.recommended(seed=3)).generate("def f(x):",
+                                                                                           max_tokens=24))
+    assert rc == 0 and out == with_newline(want)
     for spec in ("on", "off"):
         rc, out, _ = run_cli(["generate", "-m", str(model_path), "--max-tokens", "24", "--temperature", "0.9",
                               "--top-p", "0.9", "--seed", "5", "--speculative", spec, "def f(x):"],
                              monkeypatch, capsys)
         config = strata.Config(speculative=spec == "on")
-        want = api_text(model, "def f(x):", 24, config, temperature=0.9, top_p=0.9, seed=5)
+        policy = strata.SamplingPolicy.recommended(seed=5).replace(temperature=0.9, top_p=0.9)
+        want = "".join(model.session(config=config, sampling=policy).generate("def f(x):", max_tokens=24))
         assert rc == 0 and out == with_newline(want)
-    rc, out, _ = run_cli(["generate", "-m", str(model_path), "--max-tokens", "5", "--echo", "abc"],
+    rc, out, _ = run_cli(["generate", "-m", str(model_path), "-n", "5", "--temp", "0", "--echo", "abc"],
                          monkeypatch, capsys)
     assert rc == 0 and out.startswith("abc") and out == with_newline("abc" + api_text(model, "abc", 5))
 
@@ -77,16 +84,16 @@ def test_generate_reads_the_prompt_from_stdin(model: strata.Model, model_path: P
                                               monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     want = with_newline(api_text(model, "import os\n", 12))
-    for args in (["generate", "-m", str(model_path), "--max-tokens", "12"],
-                 ["generate", "-m", str(model_path), "--max-tokens", "12", "-"]):
+    for args in (["generate", "-m", str(model_path), "--max-tokens", "12", "--temp", "0"],
+                 ["generate", "-m", str(model_path), "--max-tokens", "12", "--temp", "0", "-"]):
         rc, out, err = run_cli(args, monkeypatch, capsys, stdin="import os\n")
         assert rc == 0 and out == want and err == ""
 
 
 def test_generate_stats_and_stop(model: strata.Model, model_path: Path, monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = run_cli(["generate", "-m", str(model_path), "--max-tokens", "16", "--stats", "hello"],
-                           monkeypatch, capsys)
+    rc, out, err = run_cli(["generate", "-m", str(model_path), "--max-tokens", "16", "--temp", "0", "--stats",
+                            "hello"], monkeypatch, capsys)
     assert rc == 0 and out == with_newline(api_text(model, "hello", 16))
     assert re.search(r"prompt: 5 tokens \(0 cached\), prefill 5 tokens in [0-9.]+ s \([0-9.]+ tok/s\)", err)
     assert re.search(r"generated: 16 tokens in [0-9.]+ s \([0-9.]+ tok/s\), finish: length", err)
@@ -96,18 +103,18 @@ def test_generate_stats_and_stop(model: strata.Model, model_path: Path, monkeypa
     assert rc == 0 and "speculative: off" in err
     full = api_text(model, "hello", 16)
     stop = full[6:8]
-    rc, out, _ = run_cli(["generate", "-m", str(model_path), "--max-tokens", "16", "--stop", stop, "hello"],
-                         monkeypatch, capsys)
+    rc, out, _ = run_cli(["generate", "-m", str(model_path), "-n", "16", "--temp", "0", "--stop", stop,
+                          "hello"], monkeypatch, capsys)
     assert rc == 0 and out == with_newline(full[: full.find(stop)])
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--temperature", "-1"], "error: --temperature must be >= 0"),
+    (["--temperature", "-1"], "error: --temp must be >= 0"),
     (["--top-p", "0"], "error: --top-p must be in (0, 1]"),
-    (["--seed", "-3"], "error: --seed must be None or an integer"),
+    (["--seed", "-3"], "error: --seed must be -1 (a random seed) or an integer in [0, 2**64), got -3"),
     (["--draft-steps", "0"], "error: --draft-steps (STRATA_DRAFT_STEPS): 0 is outside [1, 16]"),
     (["--threads", "-2"], "error: --threads (STRATA_THREADS): -2 is outside [0, 1024]"),
-    (["--context", "100000000"], "error: --context (STRATA_CONTEXT)"),
+    (["--context", "100000000"], "error: --ctx-size (STRATA_CONTEXT)"),
     (["--max-tokens", "-1"], "error: --max-tokens must be >= 0"),
 ])
 def test_generate_bad_flags(args: list[str], message: str, model_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -156,7 +163,7 @@ def test_help_reads_well(capsys: pytest.CaptureFixture[str]) -> None:
     top = capsys.readouterr().out
     for command in ("generate", "chat", "perplexity"):
         assert re.search(rf"^\s+{command}\s", top, re.M), top
-    for command, words in (("generate", ["examples:", "--temperature", "--stats", "--model PATH", "stdin"]),
+    for command, words in (("generate", ["examples:", "--temp", "--stats", "--model PATH", "stdin"]),
                            ("chat", ["/reset", "/quit", "--system"]),
                            ("perplexity", ["FILE", "--context", "Lower is better"])):
         with pytest.raises(SystemExit):
@@ -175,7 +182,7 @@ def test_chat_from_a_pipe(model: strata.Model, model_path: Path, monkeypatch: py
                {"role": "user", "content": "and then?"}]
     second = "".join(session.chat(history, max_tokens=8))
     after_reset = "".join(model.session().chat([{"role": "user", "content": "bye"}], max_tokens=8))
-    rc, out, err = run_cli(["chat", "-m", str(model_path), "--max-tokens", "8", "--stats"], monkeypatch,
+    rc, out, err = run_cli(["chat", "-m", str(model_path), "-n", "8", "--temp", "0", "--stats"], monkeypatch,
                            capsys, stdin="hello\nand then?\n/unknown\n/reset\nbye\n/quit\nnever read\n")
     assert rc == 0
     assert out == with_newline(first) + with_newline(second) + with_newline(after_reset)

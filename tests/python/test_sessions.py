@@ -318,7 +318,8 @@ def test_cli_generate_save_and_load(model: strata.Model, paths: dict[str, Path],
     rc, out, _ = cli(["generate", "--model", m, "--max-tokens", "12", "--load", str(a), "--save", str(b)],
                      monkeypatch, capsys)
     assert rc == 0
-    control = model.session(sampling=strata.SamplingPolicy(temperature=0.8, seed=4))
+    # The command line's policy: the recommended one with the flags given on top.
+    control = model.session(sampling=strata.SamplingPolicy.recommended(seed=4).replace(temperature=0.8))
     run(control, "hello", 12)
     run(control, "", 12)
     loaded = model.session()

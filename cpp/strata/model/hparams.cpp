@@ -1,5 +1,7 @@
 #include "strata/model/hparams.h"
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "strata/util/error.h"
@@ -125,6 +127,12 @@ HParams read_qwen3moe(const ModelSource& src) {
   throw_file_error(ErrorKind::Format, origin, what);
 }
 
+std::string float_text(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
 }  // namespace
 
 const char* arch_name(Arch a) { return a == Arch::Strata ? "strata" : "qwen3moe"; }
@@ -149,8 +157,15 @@ void validate_hparams(const HParams& hp, const std::string& origin) {
   if (hp.rope_dim % 2 != 0 || hp.rope_dim > hp.head_dim)
     bad(origin, "key " + p + "rope.dimension_count = " + std::to_string(hp.rope_dim) +
                     " must be even and <= attention.key_length = " + std::to_string(hp.head_dim));
-  if (!(hp.rope_base > 0.0f)) bad(origin, "key " + p + "rope.freq_base must be > 0");
-  if (!(hp.rms_eps >= 0.0f)) bad(origin, "key " + p + "attention.layer_norm_rms_epsilon must be >= 0");
+  // Non-finite or non-positive floats load "fine" and then generate garbage (inf rope base turns every
+  // angle into NaN), so they are refused here with the key's value.
+  auto finite = [&](float v, const char* key, bool zero_ok) {
+    if (!std::isfinite(v) || v < 0.0f || (!zero_ok && v == 0.0f))
+      bad(origin, "key " + p + key + " = " + float_text(v) + " must be finite and " + (zero_ok ? ">= 0" : "> 0"));
+  };
+  finite(hp.rope_base, "rope.freq_base", false);
+  finite(hp.rms_eps, "attention.layer_norm_rms_epsilon", true);
+  if (hp.hc_count > 1) finite(hp.hc_eps, "hyper_connection.epsilon", true);
   if (hp.n_expert_used > hp.n_expert)
     bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) + " exceeds expert_count = " +
                     std::to_string(hp.n_expert));

@@ -4,6 +4,7 @@
 // the k ranks merge the two list heads under that rank's multiplier.
 #include "strata/routing/router.h"
 
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -59,18 +60,29 @@ void route_row(const float* probs, int n_experts, int k, const uint8_t* resident
                                       std::to_string(n_experts) + ", " + std::to_string(kMaxTopK) + ")]");
 
   TopList res, non;
+  // A non-finite probability means the router's logits were broken (NaN weights, overflow); routing
+  // around it would hide that, so the row is refused. Checked in the selection loop: no extra pass.
+  bool finite = true;
   if (resident == nullptr) {
-    for (int e = 0; e < n_experts; ++e)
+    for (int e = 0; e < n_experts; ++e) {
+      finite &= std::fabs(probs[e]) <= std::numeric_limits<float>::max();
       if (probs[e] > non.floor) non.insert(probs[e], e, k);
+    }
   } else {
     TopList* lists[2] = {&non, &res};  // indexed, not branched: residency is unpredictable per expert
     for (int e = 0; e < n_experts; ++e) {
+      finite &= std::fabs(probs[e]) <= std::numeric_limits<float>::max();
       TopList* l = lists[resident[e] != 0];
       if (probs[e] > l->floor) l->insert(probs[e], e, k);
     }
   }
-  // Only NaN or -inf probabilities can leave fewer than k candidates.
-  if (res.size + non.size < k) throw_error(ErrorKind::Value, "route_row: probabilities contain NaN or -inf");
+  if (!finite) {
+    int bad = 0;
+    while (std::fabs(probs[bad]) <= std::numeric_limits<float>::max()) ++bad;
+    throw_error(ErrorKind::Value, "route_row: the probability of expert " + std::to_string(bad) + " is " +
+                                      std::to_string(probs[bad]) +
+                                      " (the router produced a non-finite value; refusing to route the row)");
+  }
 
   int ri = 0, ni = 0;
   double sum = 0.0;

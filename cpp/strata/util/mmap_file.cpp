@@ -13,7 +13,9 @@
 namespace strata {
 
 MmapFile::MmapFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
+  // refused below as not a regular file (the flag means nothing for the regular files we map).
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw_file_error(ErrorKind::IO, path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st{};
   if (::fstat(fd_, &st) != 0) {
@@ -23,7 +25,13 @@ MmapFile::MmapFile(const std::string& path) : path_(path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);
-    throw_file_error(ErrorKind::IO, path, "not a regular file");
+    const char* kind = S_ISFIFO(st.st_mode)  ? "a FIFO"
+                       : S_ISDIR(st.st_mode) ? "a directory"
+                       : S_ISCHR(st.st_mode) ? "a character device"
+                       : S_ISBLK(st.st_mode) ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw_file_error(ErrorKind::IO, path, std::string("not a regular file (") + kind + ")");
   }
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ == 0) return;  // an empty file maps to nothing; readers report it as truncated

@@ -337,8 +337,11 @@ def markdown(report: BenchReport, command: str = "") -> str:
     io = sorted({r.io for r in report.runs if r.mode == "stream"})
     if io:
         head.append(f"Expert reads: {', '.join(io)}; {report.config.io_threads} I/O threads.")
-    return ("\n".join(head) + "\n\n" + md(COLUMNS, table_rows(report)) + "\n\nMOCE against plain routing:\n\n"
-            + md(SUMMARY_COLUMNS, summary_rows(report)) + "\n")
+    text = "\n".join(head) + "\n\n" + md(COLUMNS, table_rows(report)) + "\n"
+    summary = summary_rows(report)
+    if not summary:  # only MOCE off was run (--bonus 0): nothing to compare against
+        return text + "\nNo MOCE runs (no bonus λ > 0), so no comparison against plain routing.\n"
+    return text + "\nMOCE against plain routing:\n\n" + md(SUMMARY_COLUMNS, summary) + "\n"
 
 
 def plot(report: BenchReport, path: str | Path) -> None:

@@ -1,1 +1,1 @@
-"""The command line: ``python -m strata.cli``."""
+"""The command line: ``strata`` (or ``python -m strata.cli``)."""

@@ -1,4 +1,4 @@
-"""``python -m strata.cli bench TOOL``: measurement and analysis tools, one sub-subcommand each.
+"""``strata bench TOOL``: measurement and analysis tools, one sub-subcommand each.
 
 The group keeps a registry like ``commands.ALL`` one level down: ``BENCH_TOOLS`` lists functions
 ``register(tools)`` that add one parser to the group's subparsers and set ``func`` on it. A new tool
@@ -83,6 +83,12 @@ def register_retention(tools: SubParsers) -> None:
                    help="fixed cost of drafting one round's chain (default 0.15 or the measured file's)")
     p.add_argument("--max-drafts", type=int, default=rt.DEFAULT_MAX_DRAFTS, metavar="K",
                    help="drafts per round (default 3)")
+    p.add_argument("--schedule", type=_float_list, default=None, metavar="P0,P1,...",
+                   help="also score this per-step floor schedule (the last repeats), together with "
+                   "--cum-floor when given: the policy `strata generate --draft-min-p P0,P1,... "
+                   "--draft-min-cum-p F` runs (family 'given' in the table)")
+    p.add_argument("--cum-floor", type=float, default=None, metavar="F",
+                   help="also score this cumulative floor (with --schedule when given)")
     p.add_argument("--measured", type=Path, default=None, metavar="FILE",
                    help="measured rounds (.json, or .csv with round,step,confidence,accepted)")
     p.add_argument("--bins", type=int, default=10, help="confidence bins for the acceptance estimate")
@@ -109,18 +115,28 @@ def _costs(args: argparse.Namespace, measured: rt.MeasuredData | None) -> rt.Cos
     return rt.CostModel(verifier, base.draft, base.unit, base.draft_steps)
 
 
+def _policies(args: argparse.Namespace) -> list[rt.RetentionPolicy] | None:
+    """The default sweep plus the policy of --schedule / --cum-floor (None: the sweep alone)."""
+    if args.schedule is None and args.cum_floor is None:
+        return None
+    given = rt.RetentionPolicy("given", tuple(args.schedule or ()), 0.0 if args.cum_floor is None
+                               else args.cum_floor)
+    return [*rt.default_sweep(args.max_drafts), given]
+
+
 def run_retention(args: argparse.Namespace) -> int:
     try:
         if args.write_example is not None:
             path = rt.write_example(args.write_example, args.example_rounds, args.max_drafts, args.seed)
             print(f"wrote {args.example_rounds} synthetic rounds to {path}")
             return 0
+        policies = _policies(args)
         if args.measured is not None:
             data = rt.load_measured(args.measured)
             report = rt.evaluate_measured(data, _costs(args, data), args.max_drafts, args.bins,
-                                          source=str(args.measured))
+                                          policies=policies, source=str(args.measured))
         else:
-            report = rt.evaluate_grid(_costs(args, None), args.max_drafts)
+            report = rt.evaluate_grid(_costs(args, None), args.max_drafts, policies=policies)
         print_report(report, full=args.full, plain=args.plain)
         if args.json is not None:
             _write(args.json, json.dumps(report.as_dict(), indent=1) + "\n")
@@ -292,7 +308,7 @@ def plot_report(report: rt.RetentionReport, path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise rt.RetentionInputError("--plot needs matplotlib (pip install 'strata[plot]')") from None
+        raise rt.RetentionInputError("--plot needs matplotlib (pip install matplotlib)") from None
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     curves: tuple[tuple[str, Callable[[rt.PolicyResult], float], str], ...] = (
         ("flat", _first, "flat min-p: p"),

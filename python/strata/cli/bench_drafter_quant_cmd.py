@@ -1,4 +1,4 @@
-"""``python -m strata.cli bench drafter-quant``: the R-11 report (SPEC §2.10) of low-bit drafter weights.
+"""``strata bench drafter-quant``: the R-11 report (SPEC §2.10) of low-bit drafter weights.
 
 Registered in ``bench_cmd.BENCH_TOOLS``; the measurement itself is ``strata.bench.drafter_quant``.
 """

@@ -1,4 +1,4 @@
-"""``python -m strata.cli bench experts``: the expert store against the resident fraction (SPEC §2.5, §6).
+"""``strata bench experts``: the expert store against the resident fraction (SPEC §2.5, §6).
 
 Registered in ``bench_cmd.BENCH_TOOLS``; the measurement itself is ``strata.bench.experts``.
 """
@@ -57,7 +57,7 @@ def register(tools: SubParsers) -> None:
     p.add_argument("--fractions", type=_floats, default=eb.BenchConfig.fractions, metavar="F1,F2,...",
                    help="resident fractions in (0, 1] (default 0.1,0.25,0.5,0.75,1)")
     p.add_argument("--bonus", type=_floats, default=(0.5, 1.0, 2.0), metavar="L1,L2,...",
-                   help="MOCE log-bonuses λ besides off (default 0.5,1,2)")
+                   help="MOCE log-bonuses λ > 0 run besides MOCE off (default 0.5,1,2; 0 = MOCE off only)")
     p.add_argument("--rank1", type=float, default=1.0, help="MOCE rank-1 scale r for the bonus runs (1)")
     p.add_argument("--protect", type=int, default=0, help="MOCE protection r_prot for the bonus runs (0)")
     p.add_argument("--tokens", type=int, default=eb.BenchConfig.tokens, help="decode steps measured (128)")
@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     if any(not 0.0 < f <= 1.0 for f in args.fractions):
         print("error: --fractions must lie in (0, 1]", file=sys.stderr)
         return 2
+    if any(b < 0 for b in args.bonus) or (0 in args.bonus and len(args.bonus) > 1):
+        print("error: --bonus takes log-bonuses λ > 0 (MOCE off is always run), or just 0 for no MOCE runs",
+              file=sys.stderr)
+        return 2
     if args.tokens < 1 or args.prompt < 1:
         print("error: --tokens and --prompt must be >= 1", file=sys.stderr)
         return 2
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                          prompt=args.prompt, n_threads=args.threads, io_threads=args.io_threads,
                          direct_io=args.direct_io, with_mmap=not args.no_mmap, seed=args.seed)
     report = eb.run_bench(path, cfg, text=args.text, progress=lambda s: print(s, file=sys.stderr, flush=True))
-    command = "python -m strata.cli bench experts " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+    command = "strata bench experts " + " ".join(shlex.quote(a) for a in sys.argv[3:])
     text = eb.markdown(report, command)
     print(text)
     if args.markdown is not None:

@@ -1,4 +1,4 @@
-"""``python -m strata.cli bench spec``: speculative decoding with and without the drafter, per retention
+"""``strata bench spec``: speculative decoding with and without the drafter, per retention
 policy and temperature, and the measured rounds file for ``bench retention --measured``.
 
 Registered in ``bench_cmd.BENCH_TOOLS``; the measurement itself is ``strata.bench.spec``.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,26 +37,34 @@ def register(tools: SubParsers) -> None:
     p.add_argument("--runs", type=int, default=3, help="runs per case; the best tok/s is reported (3)")
     p.add_argument("--prompts", type=int, default=None, help="use only the first N held-out prompts")
     p.add_argument("--threads", type=int, default=0, help="engine threads (0 = the shared pool)")
-    p.add_argument("--rounds-out", type=Path, default=Path("spec-rounds.json"),
-                   help="where the measured rounds file goes (spec-rounds.json)")
+    p.add_argument("--rounds-out", type=Path, default=None, metavar="FILE",
+                   help="keep the measured rounds file here, for `bench retention --measured FILE` "
+                   "(default: a temporary file, removed afterwards)")
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.rounds_out is not None:
+        return _measure(args, args.rounds_out)
+    with tempfile.TemporaryDirectory(prefix="strata-spec-") as tmp:
+        return _measure(args, Path(tmp) / "spec-rounds.json")
+
+
+def _measure(args: argparse.Namespace, rounds_out: Path) -> int:
     from strata.bench import retention as rt
     from strata.bench import spec
     from strata.cli.bench_cmd import print_report
 
     rep, doc = spec.run(None if args.model is None else str(args.model), max_tokens=args.max_tokens,
                         draft_steps=args.draft_steps, runs=args.runs, threads=args.threads,
-                        prompts=args.prompts, rounds_out=args.rounds_out)
+                        prompts=args.prompts, rounds_out=rounds_out)
     sys.stdout.write(spec.render(rep) + "\n\n")
-    sys.stdout.write(f"measured rounds: {len(doc['rounds'])} -> {args.rounds_out}; "
-                     f"costs (ms) {doc['costs']}\n\n")
-    data = rt.load_measured(args.rounds_out)
+    kept = f" -> {rounds_out}" if args.rounds_out is not None else " (--rounds-out FILE keeps them)"
+    sys.stdout.write(f"measured rounds: {len(doc['rounds'])}{kept}; costs (ms) {doc['costs']}\n\n")
+    data = rt.load_measured(rounds_out)
     report = rt.evaluate_measured(data, data.costs or rt.CostModel(), args.draft_steps, 10,
-                                  source=str(args.rounds_out))
+                                  source=str(args.rounds_out or "the measured rounds"))
     print_report(report, full=False, plain=True)
     if args.json is not None:
         doc_out = {"spec": asdict(rep), "retention": report.as_dict()}

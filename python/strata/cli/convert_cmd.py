@@ -1,10 +1,13 @@
-"""``python -m strata.cli convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE directory or a strata
-training checkpoint (.pt) to GGUF."""
+"""``strata convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE directory or a strata
+training checkpoint (.pt) to GGUF, with a progress bar on stderr."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("src", type=Path, help="model directory (config.json + safetensors) or checkpoint .pt")
     p.add_argument("out", type=Path, help="the GGUF file to write")
     p.add_argument("--type", default="F16",
-                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q4_0")
-    p.add_argument("--expert-type", default=None, help="storage of routed experts (default: --type)")
+                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q4_0 (default F16); "
+                   "norms, routers and gates stay F32")
+    p.add_argument("--expert-type", default=None,
+                   help="storage of the routed experts, the bulk of an MoE (default: the --type)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--tokenizer",
         choices=("auto", "bytes", "none"),
@@ -49,6 +55,26 @@ def _hf_tokenizer(source: Path) -> Any:
     return writer_for(source)
 
 
+@contextmanager
+def _progress_bar(enabled: bool) -> Iterator[Callable[[int, int, str], None]]:
+    """A tqdm bar on stderr fed by the converters' ``progress(done, total, what)`` callback."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=None, unit="step", desc="convert", file=sys.stderr, dynamic_ncols=True,
+               disable=None if enabled else True)  # None: shown on a terminal only
+
+    def update(done: int, total: int, what: str) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.set_postfix_str(what, refresh=False)
+        bar.update(done - bar.n)
+
+    try:
+        yield update
+    finally:
+        bar.close()
+
+
 def run(args: argparse.Namespace) -> int:
     from strata.convert import byte_level_tokenizer, convert_qwen3moe, write_strata_gguf
 
@@ -63,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
             import json
 
             tokenizer = byte_level_tokenizer(int(json.loads((src / "config.json").read_text())["vocab_size"]))
-        out = convert_qwen3moe(src, args.out, tokenizer=tokenizer, weight_type=args.type,
-                               expert_type=args.expert_type, name=args.name)
+        with _progress_bar(not args.no_progress) as progress:
+            out = convert_qwen3moe(src, args.out, tokenizer=tokenizer, weight_type=args.type,
+                                   expert_type=args.expert_type, name=args.name, progress=progress)
     else:
         from strata.convert.training_checkpoint import read_training_checkpoint
 
@@ -78,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
                 tokenizer = _hf_tokenizer(tok_path)
             elif args.tokenizer == "bytes":
                 tokenizer = byte_level_tokenizer(int(config["vocab_size"]))
-            out = write_strata_gguf(payload["tensors"], config, args.out, tokenizer=tokenizer,
-                                    weight_type=args.type, expert_type=args.expert_type,
-                                    name=args.name or src.stem)
+            with _progress_bar(not args.no_progress) as progress:
+                out = write_strata_gguf(payload["tensors"], config, args.out, tokenizer=tokenizer,
+                                        weight_type=args.type, expert_type=args.expert_type,
+                                        name=args.name or src.stem, progress=progress)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
     return 0

@@ -1,4 +1,4 @@
-"""``python -m strata.cli inspect FILE``: what a GGUF file holds.
+"""``strata inspect FILE``: what a GGUF file holds.
 
 Prints the header (version, alignment, counts, sizes), the metadata (long arrays and strings
 abbreviated), the tensor table and totals per tensor type; ``--json`` prints the same as one JSON

@@ -1,4 +1,4 @@
-"""``python -m strata.cli perplexity FILE``: how well a model predicts a text file.
+"""``strata perplexity FILE``: how well a model predicts a text file.
 
 The file is tokenized with the model's tokenizer, cut into windows of the context length, and every
 token but each window's first is scored (``strata.Model.perplexity``). A progress bar runs on stderr.
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from strata.cli.generate_cmd import add_model_argument, config_from, load_model
+from strata.cli.options import add_model_argument, config_from, load_model
 from strata.errors import InvalidArgument, IOFailure
 
 
@@ -26,9 +26,10 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("file", type=Path, help="a UTF-8 text file ('-' = stdin)")
     add_model_argument(p)
-    p.add_argument("--context", dest="window", type=int, default=None, metavar="N",
+    p.add_argument("-c", "--ctx-size", "--context", dest="window", type=int, default=None, metavar="N",
                    help="tokens per window (default: the context length, see STRATA_CONTEXT)")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="worker threads (0 = one per core)")
+    p.add_argument("-t", "--threads", type=int, default=None, metavar="N",
+                   help="worker threads (0 = one per core)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

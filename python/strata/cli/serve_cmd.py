@@ -1,18 +1,25 @@
-"""``python -m strata.cli serve``: an OpenAI-compatible HTTP server for a model (docs/server.md)."""
+"""``strata serve``: an OpenAI-compatible HTTP server for a model (docs/server.md)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
-from strata.cli.generate_cmd import add_engine_arguments, add_model_argument, config_from, load_model
+from strata.cli.options import (
+    add_engine_arguments,
+    add_model_argument,
+    check_speculative,
+    config_from,
+    load_model,
+)
 from strata.errors import InvalidArgument
 
 EPILOG = """\
 examples:
-  python -m strata.cli serve                                  (the demo model on 127.0.0.1:8080)
-  python -m strata.cli serve --model m.gguf --port 9000 --sessions 4
+  strata serve                                  (the demo model on 127.0.0.1:8080)
+  strata serve --model m.gguf --port 9000 --sessions 4
   curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\
        -d '{"prompt": "def fibonacci(n):", "max_tokens": 64, "temperature": 0}'
 """
@@ -33,6 +40,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 = any free)")
     p.add_argument("--sessions", type=int, default=2, metavar="N",
                    help="sessions kept for prefix reuse, each with its own KV cells (default 2)")
+    p.add_argument("--max-body", default=None, metavar="SIZE",
+                   help="largest request body, bytes or with K/M/G (default 4M, or STRATA_MAX_BODY); "
+                   "413 above it")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="require 'Authorization: Bearer KEY' on every route but /health (default: "
+                   "STRATA_API_KEY, else no key; prefer the variable: arguments show in ps)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="uvicorn's log level (default info)")
     add_engine_arguments(p)
@@ -48,17 +61,31 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from strata.server import EngineWorker, create_app
+        from strata.server.guards import DEFAULT_MAX_BODY, parse_size
     except ImportError as exc:
         raise InvalidArgument(
-            f"the server needs fastapi and uvicorn (pip install 'strata[server]'): {exc}") from None
+            "the server needs fastapi and uvicorn: pip install fastapi uvicorn (or, in the strata source "
+            f"tree, pip install '.[server]'); {exc}") from None
+    max_body = DEFAULT_MAX_BODY
+    if args.max_body is not None:
+        max_body = parse_size(args.max_body, "--max-body")
+    elif os.environ.get("STRATA_MAX_BODY"):
+        max_body = parse_size(os.environ["STRATA_MAX_BODY"], "STRATA_MAX_BODY")
+    api_key = args.api_key if args.api_key is not None else os.environ.get("STRATA_API_KEY") or None
+    if api_key is not None and not api_key.strip():
+        raise InvalidArgument("--api-key must not be empty")
     model = load_model(args)
     if not model.has_tokenizer:
         raise InvalidArgument(f"{model.path} has no tokenizer; the server needs one to turn text into tokens")
-    worker = EngineWorker(model, config_from(args), sessions=args.sessions)
-    print(f"serving '{worker.model_id}' (context {worker.context_length}) on http://{args.host}:{args.port}",
-          file=sys.stderr)
+    config = config_from(args)
+    check_speculative(config, model)
+    worker = EngineWorker(model, config, sessions=args.sessions)
+    key = "API key required" if api_key else "no API key"
+    print(f"serving '{worker.model_id}' (context {worker.context_length}) on http://{args.host}:{args.port}"
+          f" (body limit {max_body} bytes; {key})", file=sys.stderr)
     try:
-        uvicorn.run(create_app(worker), host=args.host, port=args.port, log_level=args.log_level)
+        app = create_app(worker, max_body=max_body, api_key=api_key)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:
         worker.close()
     return 0

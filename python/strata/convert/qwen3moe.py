@@ -12,7 +12,7 @@ modules in memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -147,11 +147,14 @@ def convert_qwen3moe(
     weight_type: str = "F32",
     expert_type: str | None = None,
     name: str | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """Convert a Hugging Face Qwen3-MoE model to GGUF.
 
     source: a model directory (config.json + *.safetensors, read without torch) or an in-memory
     ``Qwen3MoeForCausalLM``. Tied embeddings are written as an explicit output.weight.
+    progress: called as ``progress(done, total, what)`` after each step (the embedding, each block,
+    the output head), e.g. to drive a progress bar.
     """
     if isinstance(source, (str, Path)):
         model_dir = Path(source)
@@ -205,14 +208,21 @@ def convert_qwen3moe(
             data, raw = encode(arr, qtype)
             writer.add_tensor(tname, data, raw_dtype=raw)
 
+        steps = hp["layers"] + 2
         embed = src.get("model.embed_tokens.weight")
         add("token_embd.weight", embed, False)
+        if progress is not None:
+            progress(1, steps, "token_embd")
         for i in range(hp["layers"]):
             for tname, arr, stays in _layer_tensors(src, i, hp):
                 add(tname, arr, stays)
+            if progress is not None:
+                progress(i + 2, steps, f"blk.{i}")
         add("output_norm.weight", src.get("model.norm.weight"), True)
         lm_head = embed if hp["tied"] else src.get("lm_head.weight")
         add("output.weight", lm_head, False)
+        if progress is not None:
+            progress(steps, steps, "output")
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ def write_strata_gguf(
     weight_type: str = "F32",
     expert_type: str | None = None,
     name: str = "strata",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """Write every key and tensor of the `strata` layout.
 
@@ -47,6 +48,7 @@ def write_strata_gguf(
     matrices (F32, F16, BF16, Q8_0, Q5_0, Q4_0; rows a block does not divide fall back to F16);
     expert_type overrides it for the routed experts; norms, hyper-connection tensors, routers,
     gates and indexer weights stay F32, vocab_ids I32. tokenizer: see tokenizer_keys.apply_tokenizer.
+    progress: called as ``progress(done, total, tensor_name)`` after each tensor is encoded.
     """
     hp = StrataHParams.from_any(config)
     wanted = parse_weight_type(weight_type)
@@ -84,7 +86,7 @@ def write_strata_gguf(
         for key, value, vtype in strata_keys(hp):
             {"u32": writer.add_uint32, "f32": writer.add_float32, "bool": writer.add_bool}[vtype](key, value)
         apply_tokenizer(writer, tokenizer)
-        for tname, spec in specs.items():
+        for done, (tname, spec) in enumerate(specs.items(), 1):
             arr = arrays[tname]
             if spec.kind == "weight":
                 qtype = storage_type(spec.shape, wanted_experts if is_expert_tensor(tname) else wanted)
@@ -92,6 +94,8 @@ def write_strata_gguf(
                 writer.add_tensor(tname, data, raw_dtype=raw)
             else:
                 writer.add_tensor(tname, arr)
+            if progress is not None:
+                progress(done, len(specs), tname)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()

@@ -1,6 +1,8 @@
 """The FastAPI application: /v1/models, /v1/completions, /v1/chat/completions (JSON or SSE), /health,
 /metrics. Every error is an OpenAI-style body (strata.server.errors); engine work happens on the
-worker's decode thread (strata.server.engine)."""
+worker's decode thread (strata.server.engine), tokenizing on a worker thread of its own so the event
+loop (and /health) never waits for either; the body limit and API key are checked in front of the
+routes (strata.server.guards)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -22,18 +24,45 @@ from strata.errors import StrataError
 from strata.server import translate
 from strata.server.engine import EngineWorker, Job, Outcome
 from strata.server.errors import APIError, install_error_handlers
+from strata.server.guards import DEFAULT_MAX_BODY, RequestGuards
 from strata.server.metrics import prometheus_text
 from strata.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
-
-POLL_SECONDS = 0.1  # how often a waiting request checks whether its client is still there
 
 
 class ClientGone(Exception):
     """The client disconnected while its request waited or ran."""
 
 
-def create_app(worker: EngineWorker) -> FastAPI:
-    """The app serving one model through ``worker`` (the caller owns the worker and closes it)."""
+class DisconnectWatch:
+    """Cancels a job the moment its client disconnects: a task waits on the connection's next ASGI
+    message (the body has been read, so the next one is ``http.disconnect``) while the request waits
+    for or collects the job's events, so a gone client is noticed between pieces, not only when idle."""
+
+    def __init__(self, job: Job, request: Request) -> None:
+        self.job = job
+        self.gone = asyncio.Event()
+        self._task = asyncio.ensure_future(self._watch(request))
+
+    async def _watch(self, request: Request) -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                self.job.cancel()
+                self.gone.set()
+                return
+
+    def stop(self) -> None:
+        """Stop watching (the streaming response listens for the disconnect itself from here on)."""
+        self._task.cancel()
+
+
+def create_app(worker: EngineWorker, *, max_body: int = DEFAULT_MAX_BODY,
+               api_key: str | None = None) -> FastAPI:
+    """The app serving one model through ``worker`` (the caller owns the worker and closes it).
+
+    ``max_body``: the largest request body in bytes (413 above it); ``api_key``: when set, every route
+    but /health needs ``Authorization: Bearer <api_key>`` (401 otherwise).
+    """
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -43,6 +72,13 @@ def create_app(worker: EngineWorker) -> FastAPI:
     app.state.worker = worker
     app.state.created = int(time.time())
     install_error_handlers(app)
+
+    @app.exception_handler(ClientGone)
+    async def _gone(_request: Request, _exc: ClientGone) -> Response:
+        # Nobody reads this answer; handled here so an abandoned request logs no traceback.
+        return Response(status_code=499)
+
+    app.add_middleware(RequestGuards, max_body=max_body, api_key=api_key)
     tok = worker.model.tokenizer if worker.model.has_tokenizer else None
 
     def tokenizer() -> Any:
@@ -78,8 +114,10 @@ def create_app(worker: EngineWorker) -> FastAPI:
 
     @app.post("/v1/completions", response_model=None)
     async def completions(req: CompletionRequest, request: Request) -> JSONResponse | StreamingResponse:
-        common_checks(req)
-        ids, prompt_text = translate.completion_prompt(req, tokenizer(), worker.model.vocab_size)
+        await common_checks(req)
+        # Tokenizing a long prompt takes seconds: a worker thread does it while the loop serves others.
+        ids, prompt_text = await anyio.to_thread.run_sync(
+            translate.completion_prompt, req, tokenizer(), worker.model.vocab_size)
         translate.check_fits(ids, worker.context_length, "prompt")
         max_tokens = translate.DEFAULT_COMPLETION_TOKENS if req.max_tokens is None else req.max_tokens
         job = worker.submit(ids, max_tokens, translate.stop_list(req), translate.sampling_policy(req))
@@ -90,10 +128,11 @@ def create_app(worker: EngineWorker) -> FastAPI:
             return {"id": rid, "object": "text_completion", "created": created, "model": worker.model_id,
                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]}
 
+        watch = DisconnectWatch(job, request)
         if req.stream:
-            first = await first_event(job, request)
+            first = await first_event(job, watch)
             return SSEResponse(job, sse_events(job, first, chunk, echo, include_usage(req)))
-        text, outcome = await collect(job, request)
+        text, outcome = await collect(job, watch)
         body = chunk(echo + text, outcome.finish_reason or "length")
         body["usage"] = usage(outcome)
         return JSONResponse(body)
@@ -101,8 +140,8 @@ def create_app(worker: EngineWorker) -> FastAPI:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(req: ChatCompletionRequest,
                                request: Request) -> JSONResponse | StreamingResponse:
-        common_checks(req)
-        ids, extra_stops = translate.chat_prompt(req, tokenizer())
+        await common_checks(req)
+        ids, extra_stops = await anyio.to_thread.run_sync(translate.chat_prompt, req, tokenizer())
         translate.check_fits(ids, worker.context_length, "messages")
         limit = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         max_tokens = worker.context_length if limit is None else limit
@@ -118,11 +157,12 @@ def create_app(worker: EngineWorker) -> FastAPI:
                     "model": worker.model_id,
                     "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
+        watch = DisconnectWatch(job, request)
         if req.stream:
-            first = await first_event(job, request)
+            first = await first_event(job, watch)
             opening = chunk("", None, role=True)
             return SSEResponse(job, sse_events(job, first, chunk, None, include_usage(req), opening))
-        text, outcome = await collect(job, request)
+        text, outcome = await collect(job, watch)
         return JSONResponse({
             "id": rid, "object": "chat.completion", "created": created, "model": worker.model_id,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
@@ -130,7 +170,9 @@ def create_app(worker: EngineWorker) -> FastAPI:
             "usage": usage(outcome),
         })
 
-    def common_checks(req: SamplingFields) -> None:
+    async def common_checks(req: SamplingFields) -> None:
+        # A walk over every string (and every token id) of a body of megabytes: off the event loop.
+        await anyio.to_thread.run_sync(translate.check_unicode, req)
         translate.check_model(req, worker.model_id)
         translate.check_unsupported(req)
 
@@ -154,34 +196,44 @@ def engine_error(exc: BaseException) -> APIError:
     return APIError(500, f"the engine failed: {type(exc).__name__}: {exc}", type="server_error")
 
 
-async def next_event(job: Job, request: Request | None) -> tuple[str, Any]:
-    """The job's next event; while waiting, a gone client cancels the job (raises ClientGone)."""
-    while True:
-        try:
-            return await asyncio.wait_for(job.events.get(), POLL_SECONDS)
-        except TimeoutError:
-            if request is not None and await request.is_disconnected():
-                job.cancel()
-                raise ClientGone from None
+async def next_event(job: Job, watch: DisconnectWatch | None) -> tuple[str, Any]:
+    """The job's next event; a client that disconnects meanwhile cancels the job (raises ClientGone)."""
+    if watch is None:
+        return await job.events.get()
+    if watch.gone.is_set():
+        raise ClientGone
+    get = asyncio.ensure_future(job.events.get())
+    gone = asyncio.ensure_future(watch.gone.wait())
+    try:
+        await asyncio.wait((get, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not get.done():
+            get.cancel()
+    if get.done() and not get.cancelled():
+        return get.result()
+    raise ClientGone
 
 
-async def first_event(job: Job, request: Request) -> tuple[str, Any]:
+async def first_event(job: Job, watch: DisconnectWatch) -> tuple[str, Any]:
     """Wait until the job starts producing, so a failure in prefill is still an HTTP error status."""
     try:
-        event = await next_event(job, request)
+        event = await next_event(job, watch)
     except BaseException:
         job.cancel()
         raise
+    finally:
+        watch.stop()  # from here on the streaming response listens for the disconnect
     if event[0] == "error":
         raise engine_error(event[1])
     return event
 
 
-async def collect(job: Job, request: Request) -> tuple[str, Outcome]:
+async def collect(job: Job, watch: DisconnectWatch) -> tuple[str, Outcome]:
     pieces: list[str] = []
     try:
         while True:
-            kind, value = await next_event(job, request)
+            kind, value = await next_event(job, watch)
             if kind == "piece":
                 pieces.append(value)
             elif kind == "end":
@@ -189,6 +241,7 @@ async def collect(job: Job, request: Request) -> tuple[str, Outcome]:
             else:
                 raise engine_error(value)
     finally:
+        watch.stop()
         job.cancel()  # a no-op when the job ended; stops it when this request was abandoned
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 Float = Annotated[float, Field(strict=True)]
 TokenIds = list[Annotated[int, Field(strict=True, ge=0)]]
 
 MAX_STOPS = 16
+Penalty = Annotated[float, Field(strict=True, ge=-2.0, le=2.0, allow_inf_nan=False)]
 
 
 class StreamOptions(BaseModel):
@@ -28,20 +29,29 @@ class SamplingFields(BaseModel):
 
     model: StrictStr | None = None
     max_tokens: Annotated[int, Field(strict=True, ge=0)] | None = None
-    temperature: Annotated[float, Field(strict=True, ge=0.0, le=100.0)] | None = None
-    top_p: Annotated[float, Field(strict=True, gt=0.0, le=1.0)] | None = None
+    # allow_inf_nan=False: NaN (which Python's JSON parser accepts) is "not a finite number", not "> 100".
+    temperature: Annotated[float, Field(strict=True, ge=0.0, le=100.0, allow_inf_nan=False)] | None = None
+    top_p: Annotated[float, Field(strict=True, gt=0.0, le=1.0, allow_inf_nan=False)] | None = None
     top_k: Annotated[int, Field(strict=True, ge=0)] | None = None
-    min_p: Annotated[float, Field(strict=True, ge=0.0, le=1.0)] | None = None
-    repetition_penalty: Annotated[float, Field(strict=True, gt=0.0)] | None = None
-    presence_penalty: Annotated[float, Field(strict=True, ge=-2.0, le=2.0)] | None = None
-    frequency_penalty: Annotated[float, Field(strict=True, ge=-2.0, le=2.0)] | None = None
+    min_p: Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    repetition_penalty: Annotated[float, Field(strict=True, gt=0.0, allow_inf_nan=False)] | None = None
+    presence_penalty: Penalty | None = None
+    frequency_penalty: Penalty | None = None
     seed: Annotated[int, Field(strict=True, ge=0, lt=2**64)] | None = None
-    stop: StrictStr | Annotated[list[StrictStr], Field(max_length=MAX_STOPS)] | None = None
+    stop: StrictStr | list[StrictStr] | None = None
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
     n: StrictInt | None = None
     logit_bias: dict[str, Any] | None = None
     user: StrictStr | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _few_stops(cls, v: str | list[str] | None) -> str | list[str] | None:
+        # A length limit inside the union would be reported against its 'str' branch ("stop.str").
+        if isinstance(v, list) and len(v) > MAX_STOPS:
+            raise ValueError(f"at most {MAX_STOPS} stop strings are allowed, got {len(v)}")
+        return v
 
 
 class CompletionRequest(SamplingFields):

@@ -19,6 +19,35 @@ DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
 CHATML_END = "<|im_end|>"
 
 
+def _first_surrogate(text: str) -> int:
+    """Index of the first lone surrogate in ``text`` (-1 when it is valid Unicode text)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return -1
+
+
+def check_unicode(req: SamplingFields) -> None:
+    """Every string of the request must be valid Unicode: JSON can carry a lone surrogate ("\\ud800"),
+    which no tokenizer and no UTF-8 response can represent (400 naming the field and position)."""
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, str):
+            at = _first_surrogate(value)
+            if at >= 0:
+                raise APIError(400, f"'{path}' is not valid Unicode text: a lone surrogate "
+                                    f"U+{ord(value[at]):04X} at character {at}", param=path)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k, path)
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+
+    walk(req.model_dump(exclude_none=True), "")
+
+
 def check_model(req: SamplingFields, model_id: str) -> None:
     if req.model is not None and req.model != model_id:
         raise APIError(404, f"The model '{req.model}' does not exist; this server serves '{model_id}'",
@@ -92,7 +121,7 @@ def completion_prompt(req: CompletionRequest, tok: Tokenizer, vocab: int) -> tup
             raise _unsupported("prompt", "must be a single prompt (batches of prompts are not supported)")
         prompt = prompt[0]
     if isinstance(prompt, str):
-        ids = tok.encode(prompt, add_special=False, parse_special=True) if prompt else []
+        ids = _encode(tok, prompt, False, "prompt") if prompt else []
         text = prompt
     else:
         for i, t in enumerate(prompt):
@@ -110,6 +139,13 @@ def completion_prompt(req: CompletionRequest, tok: Tokenizer, vocab: int) -> tup
                            param="prompt")
         start = [first]
     return start + ids, text
+
+
+def _encode(tok: Tokenizer, text: str, add_special: bool, param: str) -> list[int]:
+    try:
+        return tok.encode(text, add_special=add_special, parse_special=True)
+    except StrataError as exc:  # text the tokenizer cannot take (check_unicode catches it earlier)
+        raise APIError(400, f"'{param}' cannot be tokenized: {exc}", param=param) from None
 
 
 def message_text(content: Any, index: int) -> str:
@@ -134,7 +170,7 @@ def chat_prompt(req: ChatCompletionRequest, tok: Tokenizer) -> tuple[list[int], 
     except StrataError as exc:
         raise APIError(400, f"the chat template cannot render these messages: {exc}",
                        param="messages") from None
-    ids = tok.encode(text, add_special=True, parse_special=True)
+    ids = _encode(tok, text, True, "messages")
     if tok.bos_id is not None and len(ids) >= 2 and ids[0] == ids[1] == tok.bos_id:
         ids = ids[1:]  # the template wrote BOS itself
     extra = [CHATML_END] if tok.chat_template is None and tok.token_to_id(CHATML_END) is None else []
