@@ -23,7 +23,8 @@ import numpy.typing as npt
 
 from strata import _strata, quant
 
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q6_K", "Q4_K", "IQ4_XS", "Q2_K"]
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q5_0", "Q4_0", "Q6_K", "Q5_K", "Q4_K", "Q3_K", "IQ4_XS", "Q2_K",
+         "IQ3_XXS", "IQ2_XS"]
 # Byte offsets of the fp16 scales inside a block (the rest of a block may be any bytes).
 SCALE_FIELDS = {
     "Q4_0": [0],
@@ -33,6 +34,10 @@ SCALE_FIELDS = {
     "Q4_K": [0, 2],
     "Q6_K": [208],
     "IQ4_XS": [0],
+    "Q3_K": [108],
+    "Q5_K": [0, 2],
+    "IQ2_XS": [0],
+    "IQ3_XXS": [0],
 }
 
 

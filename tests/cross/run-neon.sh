@@ -16,7 +16,7 @@ for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ qemu-aarch64 cmake ninja
   fi
 done
 
-TARGETS=(test_quant test_quant_gemv)
+TARGETS=(test_quant test_quant_gemv test_quant_k_iq)
 for variant in armv8-a armv8.2-a+dotprod; do
   dir="build/cross-aarch64-${variant//[.+]/-}"
   echo "== NEON ($variant) in $dir"

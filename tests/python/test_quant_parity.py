@@ -4,7 +4,8 @@
   ``gguf.quants.quantize`` on random tensors (Gaussian, heavy-tailed, outliers, zero rows, ties).
 - ``gguf.quants.dequantize`` equals our dequantization bitwise, on our quantizers' output and on
   random valid blocks of every format (random bytes with finite, moderate fp16 scales), including
-  Q4_K, Q6_K, Q2_K and IQ4_XS which gguf-py cannot quantize.
+  Q4_K, Q6_K, Q2_K, IQ4_XS, Q3_K, Q5_K, IQ2_XS and IQ3_XXS, which gguf-py cannot quantize.
+- Every codebook entry of IQ2_XS (512) and IQ3_XXS (256) decodes as gguf decodes it.
 - Q4_0 with the Lloyd fit decodes with gguf too and is never worse than the ggml rule.
 """
 
@@ -28,6 +29,10 @@ SCALE_FIELDS: dict[str, list[int]] = {
     "Q4_K": [0, 2],
     "Q6_K": [208],
     "IQ4_XS": [0],
+    "Q3_K": [108],
+    "Q5_K": [0, 2],
+    "IQ2_XS": [0],
+    "IQ3_XXS": [0],
 }
 BLOCK_TYPES = list(SCALE_FIELDS)
 FLOAT_TYPES = ["F32", "F16", "BF16"]
@@ -94,6 +99,23 @@ def test_dequantize_random_valid_blocks_equals_gguf(type_name: str, cols: int) -
     assert ref.shape == (16, cols)
     assert np.array_equal(bits(ours), bits(ref))
     assert np.isfinite(ours).all()
+
+
+@pytest.mark.parametrize(("type_name", "entries", "per_block"), [("IQ2_XS", 512, 32), ("IQ3_XXS", 256, 64)])
+def test_every_codebook_entry_decodes_as_gguf(type_name: str, entries: int, per_block: int) -> None:
+    """Blocks whose index fields walk the whole grid (random signs and scales around them)."""
+    rng = np.random.default_rng(5)
+    nblocks = entries // per_block
+    data = random_blocks(type_name, 1, 256 * nblocks, rng).reshape(nblocks, -1)
+    idx = np.arange(entries).reshape(nblocks, per_block)
+    if type_name == "IQ2_XS":
+        qs = data[:, 2:66].copy().view(np.uint16)
+        data[:, 2:66] = ((qs & np.uint16(0xFE00)) | idx.astype(np.uint16)).view(np.uint8)
+    else:
+        data[:, 2:66] = idx.astype(np.uint8)
+    data = data.reshape(1, -1)
+    ours = quant.dequantize(data, type_name, (1, 256 * nblocks))
+    assert np.array_equal(bits(ours), bits(gq.dequantize(data, QT[type_name])))
 
 
 def test_dequantize_accepts_bytes_and_checks_sizes() -> None:

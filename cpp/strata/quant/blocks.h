@@ -37,12 +37,32 @@ struct BlockQ2_K {
   uint16_t dmin;
 };
 
+// 16 groups of 16: x = d * (sc[g] - 32) * (q - 4 * !hbit), q 2 bits in qs (laid out as Q2_K's),
+// hbit bit 4h + s of hmask[l] for element 128h + 32s + l; sc 6 bits packed in 12 bytes
+// (q3_k_scale). So q3 runs over -4..3.
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+
 // 8 groups of 32: x = d * sc[g] * q - dmin * m[g], q 4 bits, sc/m 6 bits packed in 12 bytes.
 // Group 2k is the low nibbles of qs[32k .. 32k+31], group 2k+1 their high nibbles.
 struct BlockQ4_K {
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+
+// 8 groups of 32 as Q4_K (same scales, mins and low nibbles) plus a fifth bit: element 32g + l
+// has bit g of qh[l]. x = d * sc[g] * q - dmin * m[g], q 5 bits.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
   uint8_t qs[kQK_K / 2];
 };
 
@@ -64,7 +84,24 @@ struct BlockIQ4_XS {
   uint8_t qs[kQK_K / 2];
 };
 
-// Activation form of the K-quant and IQ4_XS dots: x ≈ d * q, bsums[g] = sum of qs[16g .. 16g+15].
+// 32 runs of 8: qs[k] covers elements 8k .. 8k+7, its low 9 bits index kIQ2XSGrid (8 magnitudes),
+// its top 7 bits are sign bits (expanded to 8 by kIQSigns). Elements 16h .. 16h+15 share the scale
+// nibble s = nibble h % 2 of scales[h / 2]. x = d * (0.5 + s) * 0.25 * grid * sign.
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[kQK_K / 8];
+  uint8_t scales[kQK_K / 32];
+};
+
+// 8 groups of 32: qs[0..63] are indices into kIQ3XXSGrid (4 magnitudes each, 8 per group);
+// qs[64 + 4g .. 64 + 4g + 3] is a little-endian uint32 holding four 7-bit sign fields (one per
+// 8 elements) and, in its top 4 bits, the group scale s. x = d * (0.5 + s) * 0.5 * grid * sign.
+struct BlockIQ3_XXS {
+  uint16_t d;
+  uint8_t qs[3 * kQK_K / 8];
+};
+
+// Activation form of the K-quant and IQ dots: x ≈ d * q, bsums[g] = sum of qs[16g .. 16g+15].
 struct BlockQ8_K {
   float d;
   int8_t qs[kQK_K];
@@ -79,9 +116,13 @@ static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockIQ2_XS) == 74);
+static_assert(sizeof(BlockIQ3_XXS) == 98);
 static_assert(sizeof(BlockQ8_K) == 292);
 
 // Q4_K's 6-bit scale and min of group j (0..7) from its 12 packed bytes.
@@ -94,6 +135,18 @@ inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
     m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
 }
+
+// Q3_K's signed scale of group j (0..15), already minus 32: low 4 bits are nibble j / 8 of
+// scales[j % 8], high 2 bits are bits 2 (j / 4) of scales[8 + j % 4].
+inline int q3_k_scale(const uint8_t* s, int j) {
+  const int lo = (s[j % 8] >> (4 * (j / 8))) & 0xF;
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// IQ2_XS's scale multiplier of 16-element half h (0..15): 2 * nibble + 1 (the stored nibble n
+// stands for (0.5 + n) / 4, so this is 8 times that; dots divide by 8 once at the end).
+inline int iq2_xs_scale(const BlockIQ2_XS& b, int h) { return 2 * ((b.scales[h / 2] >> (4 * (h % 2))) & 0xF) + 1; }
 
 // IQ4_XS's signed 6-bit scale of group g (0..7), already minus 32.
 inline int iq4_xs_scale(const BlockIQ4_XS& b, int g) {

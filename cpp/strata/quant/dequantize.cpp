@@ -4,6 +4,7 @@
 #include <string>
 
 #include "strata/quant/blocks.h"
+#include "strata/quant/dequantize_formats.h"
 #include "strata/util/error.h"
 #include "strata/util/fp16.h"
 
@@ -143,6 +144,10 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
     case GGMLType::Q5_0: return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
     case GGMLType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
     case GGMLType::Q2_K: return dequant_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
+    case GGMLType::Q3_K: return detail::dequant_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
+    case GGMLType::Q5_K: return detail::dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case GGMLType::IQ2_XS: return detail::dequant_iq2_xs(static_cast<const BlockIQ2_XS*>(src), dst, nb);
+    case GGMLType::IQ3_XXS: return detail::dequant_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, nb);
     case GGMLType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
     case GGMLType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
     case GGMLType::IQ4_XS: return dequant_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb);

@@ -68,7 +68,8 @@ bool type_supported(GGMLType t) {
   switch (t) {
     case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: case GGMLType::Q8_0:
     case GGMLType::Q4_0: case GGMLType::Q5_0: case GGMLType::Q4_K: case GGMLType::Q6_K:
-    case GGMLType::Q2_K: case GGMLType::IQ4_XS:
+    case GGMLType::Q2_K: case GGMLType::IQ4_XS: case GGMLType::Q3_K: case GGMLType::Q5_K:
+    case GGMLType::IQ2_XS: case GGMLType::IQ3_XXS:
       return true;
     default:
       return false;

@@ -17,6 +17,10 @@ constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k, null
 constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, nullptr};
 constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, nullptr};
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
+constexpr DotKernel kQ3_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k, nullptr};
+constexpr DotKernel kQ5_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q5_k, nullptr};
+constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, nullptr};
+constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, nullptr};
 
 }  // namespace
 
@@ -32,6 +36,10 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::Q4_K: return &kQ4_K;
     case GGMLType::Q6_K: return &kQ6_K;
     case GGMLType::IQ4_XS: return &kIQ4_XS;
+    case GGMLType::Q3_K: return &kQ3_K;
+    case GGMLType::Q5_K: return &kQ5_K;
+    case GGMLType::IQ2_XS: return &kIQ2_XS;
+    case GGMLType::IQ3_XXS: return &kIQ3_XXS;
     default: return nullptr;
   }
 }

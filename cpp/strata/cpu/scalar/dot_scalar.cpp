@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "strata/cpu/kernels.h"
+#include "strata/cpu/scalar/dot_scalar_rows.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/quantize.h"
 #include "strata/util/fp16.h"
@@ -199,6 +200,10 @@ constexpr DotKernel kQ2_K{GGMLType::Q8_K, act_q8_k, rows<dot_q2_k>, nullptr};
 constexpr DotKernel kQ4_K{GGMLType::Q8_K, act_q8_k, rows<dot_q4_k>, nullptr};
 constexpr DotKernel kQ6_K{GGMLType::Q8_K, act_q8_k, rows<dot_q6_k>, nullptr};
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, act_q8_k, rows<dot_iq4_xs>, nullptr};
+constexpr DotKernel kQ3_K{GGMLType::Q8_K, act_q8_k, dot_rows_q3_k, nullptr};
+constexpr DotKernel kQ5_K{GGMLType::Q8_K, act_q8_k, dot_rows_q5_k, nullptr};
+constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_xs, nullptr};
+constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, act_q8_k, dot_rows_iq3_xxs, nullptr};
 
 }  // namespace
 
@@ -214,6 +219,10 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::Q4_K: return &kQ4_K;
     case GGMLType::Q6_K: return &kQ6_K;
     case GGMLType::IQ4_XS: return &kIQ4_XS;
+    case GGMLType::Q3_K: return &kQ3_K;
+    case GGMLType::Q5_K: return &kQ5_K;
+    case GGMLType::IQ2_XS: return &kIQ2_XS;
+    case GGMLType::IQ3_XXS: return &kIQ3_XXS;
     default: return nullptr;
   }
 }

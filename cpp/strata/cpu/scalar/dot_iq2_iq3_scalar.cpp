@@ -1,0 +1,81 @@
+// Portable reference dots of IQ2_XS and IQ3_XXS with Q8_K activations, as ggml's generic
+// ggml_vec_dot_iq2_xs_q8_K / _iq3_xxs_q8_K: codebook magnitudes with their signs times the
+// activation bytes, summed exactly per scale group, the group scales kept as odd integers
+// (2·nibble + 1) and the constant factor (1/8, 1/4) applied once at the end.
+#include <cstring>
+
+#include "strata/cpu/scalar/dot_scalar_rows.h"
+#include "strata/quant/blocks.h"
+#include "strata/quant/iq_grids.h"
+#include "strata/util/fp16.h"
+
+namespace strata::cpu::scalar {
+namespace {
+
+using namespace strata::quant;
+
+// Σ_j sign_j · grid_j · q8_j over one run of 8 elements.
+template <typename Grid>
+int signed_run(Grid grid, uint8_t signs, const int8_t* q8) {
+  int s = 0;
+  for (int j = 0; j < 8; ++j) s += ((signs >> j) & 1 ? -grid(j) : grid(j)) * q8[j];
+  return s;
+}
+
+float dot_iq2_xs(int64_t nb, const BlockIQ2_XS* x, const BlockQ8_K* y) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int isum = 0;
+    for (int h = 0; h < 16; ++h) {  // halves of 16 elements, one scale each
+      int part = 0;
+      for (int l = 0; l < 2; ++l) {
+        const uint16_t q = x[i].qs[2 * h + l];
+        part += signed_run([q](int j) { return iq2xs_grid_value(q & 511, j); }, kIQSigns[q >> 9],
+                           y[i].qs + 16 * h + 8 * l);
+      }
+      isum += iq2_xs_scale(x[i], h) * part;
+    }
+    sum += (fp16_to_fp32(x[i].d) * y[i].d) * static_cast<float>(isum);
+  }
+  return 0.125f * sum;
+}
+
+float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int isum = 0;
+    for (int g = 0; g < 8; ++g) {
+      uint32_t aux;
+      std::memcpy(&aux, x[i].qs + kQK_K / 4 + 4 * g, 4);
+      const uint8_t* q3 = x[i].qs + 8 * g;
+      int part = 0;
+      for (int l = 0; l < 4; ++l) {
+        const int g0 = q3[2 * l], g1 = q3[2 * l + 1];
+        part += signed_run([g0, g1](int j) { return iq3xxs_grid_value(j < 4 ? g0 : g1, j % 4); },
+                           kIQSigns[(aux >> (7 * l)) & 127], y[i].qs + 32 * g + 8 * l);
+      }
+      isum += static_cast<int>(2 * (aux >> 28) + 1) * part;
+    }
+    sum += (fp16_to_fp32(x[i].d) * y[i].d) * static_cast<float>(isum);
+  }
+  return 0.25f * sum;
+}
+
+template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
+void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  for (int64_t r = 0; r < nrows; ++r)
+    out[r] = Dot(n / kQK_K, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
+}
+
+}  // namespace
+
+void dot_rows_iq2_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<BlockIQ2_XS, dot_iq2_xs>(n, w, stride, nrows, act, out);
+}
+void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<BlockIQ3_XXS, dot_iq3_xxs>(n, w, stride, nrows, act, out);
+}
+
+}  // namespace strata::cpu::scalar

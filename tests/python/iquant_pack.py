@@ -1,0 +1,99 @@
+"""Simple encoders for IQ2_XS and IQ3_XXS, used by the tests to build IQ-expert models (gguf-py
+decodes these formats but cannot write them). The codebooks come from ``gguf.quants`` (not from
+strata), so a file built here is decoded by two independent implementations.
+
+Not llama.cpp's quantizers (no importance weights, no joint scale/grid search): per block the
+group scales are fit to the values' maxima, every run of values takes the signs of its elements
+(the smallest one flipped when the format's even-parity rule requires it) and the grid entry
+nearest to its magnitudes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from gguf import quants as gq
+
+QK_K = 256
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+
+
+def _grid(cls: type) -> F32:
+    cls.init_grid()  # type: ignore[attr-defined]
+    g = cls.grid  # type: ignore[attr-defined]
+    return np.asarray(g, dtype=np.float32).reshape(g.shape[-2], g.shape[-1])
+
+
+def _signs(runs: F32) -> tuple[npt.NDArray[np.uint8], F32]:
+    """7-bit sign fields of runs of 8 (N, 8) and the magnitudes to encode (the flipped element's
+    magnitude becomes 0: it is represented with the wrong sign, so it is best kept small)."""
+    neg = runs < 0
+    odd = neg.sum(axis=1) % 2 == 1
+    smallest = np.argmin(np.abs(runs), axis=1)
+    rows = np.nonzero(odd)[0]
+    neg[rows, smallest[rows]] = ~neg[rows, smallest[rows]]
+    mags = np.abs(runs)
+    mags[rows, smallest[rows]] = 0.0
+    field = (neg[:, :7] * (1 << np.arange(7))).sum(axis=1).astype(np.uint8)
+    return field, mags
+
+
+def _nearest(mags: F32, grid: F32, chunk: int = 4096) -> npt.NDArray[np.int64]:
+    """Index of the grid row nearest (squared error) to each row of mags."""
+    out = np.empty(len(mags), dtype=np.int64)
+    g2 = (grid**2).sum(axis=1)
+    for i in range(0, len(mags), chunk):
+        m = mags[i : i + chunk]
+        out[i : i + chunk] = np.argmin(g2[None, :] - 2.0 * m @ grid.T, axis=1)
+    return out
+
+
+def _block_scales(amax: F32, top: float, unit: float) -> tuple[U8, F32, npt.NDArray[np.int64]]:
+    """fp16 d bytes (B, 2), d, and nibbles s (B, G) with d·(0.5 + s)·unit ≈ amax / top."""
+    want = amax / top
+    d16 = (want.max(axis=1) / ((0.5 + 15) * unit)).astype(np.float16)
+    d = d16.astype(np.float32)
+    s = np.zeros(want.shape, dtype=np.int64)
+    ok = d > 0
+    s[ok] = np.clip(np.rint(want[ok] / (d[ok, None] * unit) - 0.5), 0, 15).astype(np.int64)
+    return d16.view(np.uint8).reshape(-1, 2), d, s
+
+
+def quantize_iq2_xs(x: F32) -> U8:
+    grid = _grid(gq.IQ2_XS)
+    b = x.reshape(-1, 16, 16)  # 16 halves of 16 per block, one scale nibble each
+    d_b, d, s = _block_scales(np.abs(b).max(axis=2), 43.0, 0.25)
+    db = d[:, None] * (0.5 + s.astype(np.float32)) * 0.25
+    runs = (b.reshape(-1, 16, 2, 8) / np.where(db > 0, db, 1.0)[:, :, None, None]).reshape(-1, 8)
+    field, mags = _signs(runs.astype(np.float32))
+    idx = _nearest(mags, grid)
+    qs = (idx.astype(np.uint16) | (field.astype(np.uint16) << 9)).reshape(-1, 32)
+    scales = (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
+    return np.concatenate([d_b, qs.view(np.uint8), scales], axis=1)
+
+
+def quantize_iq3_xxs(x: F32) -> U8:
+    grid = _grid(gq.IQ3_XXS)
+    b = x.reshape(-1, 8, 32)  # 8 groups of 32 per block, one scale nibble each
+    d_b, d, s = _block_scales(np.abs(b).max(axis=2), 62.0, 0.5)
+    db = d[:, None] * (0.5 + s.astype(np.float32)) * 0.5
+    runs = (b / np.where(db > 0, db, 1.0)[:, :, None]).reshape(-1, 8).astype(np.float32)
+    field, mags = _signs(runs)
+    idx = _nearest(mags.reshape(-1, 4), grid).reshape(-1, 64).astype(np.uint8)
+    fields = field.reshape(-1, 8, 4).astype(np.uint32)
+    aux = fields[:, :, 0] | fields[:, :, 1] << 7 | fields[:, :, 2] << 14 | fields[:, :, 3] << 21
+    aux |= s.astype(np.uint32) << 28
+    return np.concatenate([d_b, idx, aux.astype("<u4").view(np.uint8).reshape(-1, 32)], axis=1)
+
+
+ENCODERS = {"IQ2_XS": quantize_iq2_xs, "IQ3_XXS": quantize_iq3_xxs}
+
+
+def quantize(array: npt.ArrayLike, type_name: str) -> U8:
+    """``array`` (..., n) with n a multiple of 256 -> (..., row bytes) in ``type_name``."""
+    x = np.ascontiguousarray(array, dtype=np.float32)
+    if x.shape[-1] % QK_K:
+        raise ValueError(f"rows of {x.shape[-1]} are not a multiple of {QK_K}")
+    blocks = ENCODERS[type_name](x.reshape(-1, QK_K))
+    return np.ascontiguousarray(blocks.reshape(*x.shape[:-1], -1))
