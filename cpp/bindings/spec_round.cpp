@@ -91,7 +91,7 @@ pybind11::object eval_target(
 
 pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mutex& mu, int32_t token,
                            const std::vector<int32_t>& history, int max_drafts, bool chained,
-                           const sampling::SamplingPolicy& policy, sampling::Rng& rng) {
+                           const sampling::SamplingPolicy& policy, sampling::Rng& rng, bool adaptive) {
   sampling::validate(policy);
   if (token < 0 || token >= target.n_vocab())
     throw_error(ErrorKind::Value, "spec_round: token " + std::to_string(token) + " is outside the vocabulary");
@@ -110,6 +110,7 @@ pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mute
   opt.caller_min_p = policy.min_p;
   opt.mode = state.mode;
   opt.retention = state.retention;
+  opt.adaptive = adaptive;
   draft::RoundResult r;
   {
     py::gil_scoped_release release;
@@ -122,6 +123,31 @@ pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mute
   for (int i = 0; i < r.n_tokens; ++i) toks.append(r.tokens[i]);
   for (int i = 0; i < r.drafted; ++i) probs.append(r.probs[i]);
   return py::make_tuple(toks, r.drafted, r.verified, r.accepted, probs);
+}
+
+pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
+  namespace py = pybind11;
+  draft::AdaptiveStats a;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!state.spec) return py::none();
+    a = state.spec->adaptive().stats();
+  }
+  py::list chosen, verify_s, accept;
+  for (int n = 0; n <= a.max_drafts; ++n) chosen.append(a.chosen[static_cast<std::size_t>(n)]);
+  for (int m = 1; m <= a.max_drafts + 1; ++m) verify_s.append(a.verify_s[static_cast<std::size_t>(m)]);
+  for (int j = 0; j < a.max_drafts; ++j) accept.append(a.accept[static_cast<std::size_t>(j)]);
+  py::dict d;
+  d["max_drafts"] = a.max_drafts;
+  d["rounds"] = a.rounds;
+  d["chosen"] = chosen;
+  d["verify_seconds"] = verify_s;
+  d["draft_step_seconds"] = a.draft_step_s;
+  d["plain_seconds"] = a.plain_s;
+  d["acceptance"] = accept;
+  d["estimated_gain"] = a.estimated_gain;
+  d["measured_gain"] = a.measured_gain;
+  return d;
 }
 
 }  // namespace strata::bindings

@@ -48,7 +48,9 @@ struct SpecState {
 // next token); draft_probs of the drafted steps. Locks `mu` and releases the GIL while it runs.
 pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mutex& mu, int32_t token,
                            const std::vector<int32_t>& history, int max_drafts, bool chained,
-                           const sampling::SamplingPolicy& policy, sampling::Rng& rng);
+                           const sampling::SamplingPolicy& policy, sampling::Rng& rng, bool adaptive = false);
+// Adaptive speculation's estimates (draft/adaptive.h) as a dict; None before any round.
+pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu);
 
 // Adds `spec_round` to a pybind11 class whose C++ type T has `engine::Sequence& seq()`, `SpecState&
 // spec_state()` and `std::mutex& mutex()`. The retention settings and the verification rule are the
@@ -60,17 +62,23 @@ void def_spec_round(Class& cls) {
   cls.def(
       "spec_round",
       [](T& self, int32_t token, const std::vector<int32_t>& history, int max_drafts, bool chained,
-         const sampling::SamplingPolicy& policy, sampling::Rng& rng) {
+         const sampling::SamplingPolicy& policy, sampling::Rng& rng, bool adaptive) {
         return spec_round(self.seq(), self.spec_state(), self.mutex(), token, history, max_drafts, chained, policy,
-                          rng);
+                          rng, adaptive);
       },
       py::arg("token"), py::arg("history"), py::arg("max_drafts"), py::arg("chained") = true, py::kw_only(), py::arg("policy"),
-      py::arg("rng"),
+      py::arg("rng"), py::arg("adaptive") = false,
       "One speculative round for the pending token at position n_past (draft, retain, verify as one "
       "window, roll back the rejected cells) under the engine's retention settings and verification rule; a "
       "plain step when no draft is kept. history: the tokens "
       "the penalties look at, ending with `token` ([] when they are off). Returns (tokens, drafted, "
-      "verified, accepted, draft_probs). policy and rng are keyword arguments.");
+      "verified, accepted, draft_probs). policy, rng and adaptive are keyword arguments. adaptive: verify only "
+      "as many of max_drafts drafts as the measured costs and acceptance say pay (0 = a plain step; "
+      "docs/drafting.md).");
+  cls.def(
+      "spec_adaptive_stats", [](T& self) { return spec_adaptive_stats(self.spec_state(), self.mutex()); },
+      "Adaptive speculation's state: chosen draft counts, measured window and draft-step seconds, per-step "
+      "acceptance, estimated and measured gain over plain decoding; None before the first round.");
 }
 
 }  // namespace strata::bindings

@@ -64,8 +64,10 @@ SETTINGS: tuple[Setting, ...] = (
             "integer 0 or 16..1048576; KV cells per session (0 = the model's context length, at most 32768)",
             False),
     Setting("STRATA_SPECULATIVE", "speculative", "speculation", "auto",
-            "auto | on | off (also 1/0, true/false, yes/no); MTP speculative decoding (auto = on when the "
-            "model has an MTP layer)", False),
+            "auto | on | off (also 1/0, true/false, yes/no); MTP speculative decoding: auto = when the model "
+            "has an MTP layer, each round verifies the number of drafts (0..draft_steps, 0 = a plain step) "
+            "that the measured window and draft costs and the live acceptance say is fastest; on = always "
+            "draft_steps; off = never", False),
     Setting("STRATA_DRAFT_STEPS", "draft_steps", "speculation", "3",
             "integer 1..16; drafts the MTP chain proposes per round", False),
     Setting("STRATA_DRAFT_CHAINED", "draft_chained", "speculation", "on",
@@ -146,7 +148,9 @@ class Config:
             emulator: any platform, slow — for parity checks) or ``"metal"`` (the GPU; macOS builds with
             metal-cpp only, elsewhere a ConfigError). See docs/metal.md.
         context_length: KV cells per session; 0 = the model's context length (at most 32768).
-        speculative: MTP speculative decoding: ``None`` = on when the model has an MTP layer.
+        speculative: MTP speculative decoding: ``None`` (auto) = adaptive when the model has an MTP layer
+            (each round verifies as many drafts, 0..draft_steps, as measured costs and acceptance say
+            pay); ``True`` = always ``draft_steps``; ``False`` = never.
         draft_steps: drafts the MTP chain proposes per round (1..16).
         draft_chained: chained drafting (all ``draft_steps`` drafted, then retention keeps a prefix) or
             non-chained (each step judged by retention as it is drafted; SPEC §2.7).

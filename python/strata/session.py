@@ -81,13 +81,15 @@ class Session:
         self._config = config
         self._sampling = sampling
         self._speculative = model.has_mtp if config.speculative is None else config.speculative
+        # auto: each round verifies as many drafts as the measured costs say pay (draft/adaptive.h)
+        self._adaptive = self._speculative and config.speculative is None
         self._engine: Any = open_engine(model.path, config, has_mtp=model.has_mtp,
                                         encode_mtp=self._speculative)
         self._n_ctx = int(self._engine.max_ctx)
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)
         self._tokens: list[int] = []
-        self._stats = GenerationStats(speculative=self._speculative)
+        self._stats = GenerationStats(speculative=self._speculative, adaptive=self._adaptive)
         self._lock = threading.RLock()
         self._active: object | None = None
 
@@ -143,7 +145,7 @@ class Session:
             self._tokens = []
             self._engine.rollback(0)
             self._rng.reseed(self._seed)
-            self._stats = GenerationStats(speculative=self._speculative)
+            self._stats = GenerationStats(speculative=self._speculative, adaptive=self._adaptive)
 
     # ------------------------------------------------------------------------------- save / load
     def save(self, path: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> None:
@@ -187,7 +189,7 @@ class Session:
         with self._lock:
             self._active = None
             for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_seed", "_rng",
-                         "_tokens", "_stats"):
+                         "_tokens", "_stats", "_adaptive"):
                 setattr(self, attr, getattr(fresh, attr))
         return dict(state.extra)
 
@@ -360,7 +362,7 @@ class _Run:
         tok = session._model.tokenizer
         self.eog = tok.eog_ids
         self.text = _TextStream(tok, stops)
-        self.stats = GenerationStats(speculative=session._speculative)
+        self.stats = GenerationStats(speculative=session._speculative, adaptive=session._adaptive)
         session._stats = self.stats
         self.done = False
         # Expert-store counters of this call: snapshots of the engine's running totals.
@@ -462,11 +464,16 @@ class _Run:
         if s._speculative:
             k = max(0, min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1))
         tokens, _drafted, verified, accepted, _probs = self.engine.spec_round(
-            s._tokens[-1], self.history(), k, s._config.draft_chained, policy=self.policy, rng=s._rng)
+            s._tokens[-1], self.history(), k, s._config.draft_chained, policy=self.policy, rng=s._rng,
+            adaptive=s._adaptive)
         before = self.stats.generated_tokens
         self.emit(tokens, out)
         if verified:
             self.stats.record_round(int(verified), int(accepted), self.stats.generated_tokens - before)
+        if s._speculative:
+            self.stats.record_step(int(verified))
+            if s._adaptive:
+                self.stats.record_adaptive(self.engine.spec_adaptive_stats())
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         self.record_experts()

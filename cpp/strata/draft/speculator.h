@@ -15,12 +15,19 @@
 //              rows were encoded by the window itself.
 // No draft kept (or none fits, or the streams of p - 1 are no longer held — after a restore): a plain
 // step — eval [t] at p and sample its logits; the next round can draft again.
+// Adaptive rounds (opt.adaptive) first ask AdaptiveDrafts how many drafts pay this round (0 = a plain
+// step) and report the measured draft, verification and plain-step times and the acceptance back. At
+// temperature > 0 (SpecSample::Exact) they verify by sampling: each row draws its token as a plain step
+// would and the draft is kept while it matches — the same acceptance as exact speculative sampling with
+// deterministic drafts, and the same output as plain decoding with the same seed, whatever number of
+// drafts the (timing-dependent) choice made.
 // Buffers are sized once at construction: a round allocates nothing.
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "strata/config/settings.h"
+#include "strata/draft/adaptive.h"
 #include "strata/engine/decode_target.h"
 #include "strata/sampling/policy.h"
 #include "strata/sampling/rng.h"
@@ -37,6 +44,7 @@ struct RoundOptions {
   config::RetentionSettings retention; // STRATA_METAL_SPEC_MIN_P_SCHEDULE / _MIN_CUM_P
   sampling::SamplingPolicy policy;
   sampling::SpecSample mode = sampling::SpecSample::Exact;
+  bool adaptive = false;  // choose each round's draft count (<= max_drafts) from measured costs (adaptive.h)
 };
 
 struct RoundResult {
@@ -59,6 +67,8 @@ class Speculator {
   RoundResult round(int32_t t, std::span<const int32_t> history, const RoundOptions& opt, sampling::Rng& rng);
 
   int max_drafts() const { return max_drafts_; }
+  // Adaptive speculation's estimates and choices (rounds with opt.adaptive).
+  const AdaptiveDrafts& adaptive() const { return adaptive_; }
   // The draft logits of the last round's drafted steps ([drafted][Vr]).
   const float* draft_logits() const { return dlogits_.data(); }
 
@@ -75,6 +85,7 @@ class Speculator {
   std::vector<int32_t> window_; // [max_drafts+1] the window's input tokens
   std::vector<int32_t> one_;    // history fallback: [t]
   sampling::SampleWorkspace ws_;
+  AdaptiveDrafts adaptive_;
 };
 
 }  // namespace strata::draft

@@ -41,6 +41,12 @@ class DecodeTarget {
   // Runs the chain's next drafter row; writes its draft logits ([Vr]) to logits_out (nullptr: not
   // wanted) and returns its draft token (a model token id).
   virtual int32_t draft_step(float* logits_out) = 0;
+
+  // Whether evals encode the drafter's K/V of the rows they commit (on for an engine made with a
+  // drafter). Adaptive speculation turns it off around plain steps while drafting does not pay; the
+  // drafter's cells then have a gap, which draft_cells handles (a later chain reads the sinks and the
+  // run written since). Backends that always encode ignore it.
+  virtual void set_drafter_encoding(bool on) { (void)on; }
 };
 
 }  // namespace strata::engine

@@ -9,7 +9,7 @@
 namespace strata::engine {
 
 Sequence::Sequence(std::unique_ptr<SequenceBackend> backend, const SequenceConfig& cfg)
-    : backend_(std::move(backend)), cfg_(cfg) {
+    : backend_(std::move(backend)), cfg_(cfg), encode_allowed_(cfg.encode_mtp) {
   if (!backend_) throw_error(ErrorKind::Value, "sequence: no backend");
   const model::HParams& hp = backend_->hparams();
   const std::size_t ctx = static_cast<std::size_t>(backend_->max_ctx());
@@ -269,7 +269,8 @@ int32_t Sequence::draft_step(float* logits_out) {
   cells_.draft_row_cells(pos32, list_);
   cells_.check_reads(list_, pos32, chain_step_);
   ledger_.check_draft_row(list_, pos, chain_, n_past_);
-  const int32_t d = backend_->draft_row(mtp_in_.data(), chain_token_, pos, list_, logits_out, mtp_in_.data());
+  const int32_t d = backend_->draft_row(mtp_in_.data(), chain_token_, pos, list_, logits_out, mtp_in_.data(),
+                                         chain_step_ > 0);
   chain_token_ = d;
   ++chain_step_;
   return d;

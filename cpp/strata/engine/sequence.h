@@ -110,6 +110,9 @@ class Sequence : public DecodeTarget {
   void draft_begin(int64_t p, int32_t next_token) override { draft_begin_from(nullptr, p, next_token); }
   void draft_begin_from(const float* H, int64_t p, int32_t next_token);
   int32_t draft_step(float* logits_out) override;
+  // Adaptive speculation turns the drafter's K/V encoding off around plain steps while drafting does
+  // not pay; never beyond what the engine was made with (SequenceConfig::encode_mtp).
+  void set_drafter_encoding(bool on) override { cfg_.encode_mtp = on && encode_allowed_; }
   // n_steps chained steps: draft_begin_from(H, p, next_token) then n_steps draft_step()s. logits_out:
   // [n_steps][Vr] or nullptr; tokens_out: [n_steps].
   void mtp_draft(const float* H, int32_t next_token, int64_t p, int n_steps, float* logits_out, int32_t* tokens_out);
@@ -139,6 +142,7 @@ class Sequence : public DecodeTarget {
 
   std::unique_ptr<SequenceBackend> backend_;
   SequenceConfig cfg_;
+  bool encode_allowed_ = true;  // cfg.encode_mtp at construction
   std::size_t nd_ = 0;  // floats of one row's streams (hc_count · n_embd)
   int64_t n_past_ = 0, n_committed_ = 0;
   // The rows the backend holds (the last chunk) and the carried row before them.

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 from strata.bench import llama_compare
 from strata.bench import retention as rt
-from strata.cli import bench_drafter_quant_cmd, bench_experts_cmd, bench_spec_cmd
+from strata.cli import (
+    bench_drafter_quant_cmd,
+    bench_experts_cmd,
+    bench_spec_cmd,
+    bench_spec_speed_cmd,
+    bench_stream_cmd,
+    bench_wide_model_cmd,
+)
 from strata.cli.retention_report import plot_report, print_report, write_csv
 
 if TYPE_CHECKING:
@@ -152,4 +159,5 @@ def _write(path: Path, text: str) -> None:
 
 BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.register,
                                      bench_drafter_quant_cmd.register, bench_spec_cmd.register,
-                                     llama_compare.register]
+                                     llama_compare.register, bench_wide_model_cmd.register,
+                                     bench_spec_speed_cmd.register, bench_stream_cmd.register]
