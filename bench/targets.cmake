@@ -3,3 +3,8 @@
 add_executable(window_rows_bench ${CMAKE_CURRENT_LIST_DIR}/window_rows_bench.cpp)
 target_link_libraries(window_rows_bench PRIVATE strata_core)
 target_compile_options(window_rows_bench PRIVATE ${STRATA_WARNINGS})
+# pool_decode_bench: decode / prefill per (threads, spin budget) and the pool's dispatches, sleeps,
+# context switches and busy CPUs per token (docs/benchmarks.md, "The thread pool").
+add_executable(pool_decode_bench ${CMAKE_CURRENT_LIST_DIR}/pool_decode_bench.cpp)
+target_link_libraries(pool_decode_bench PRIVATE strata_core)
+target_compile_options(pool_decode_bench PRIVATE ${STRATA_WARNINGS})

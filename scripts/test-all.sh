@@ -67,6 +67,6 @@ if [ "$(uname -m)" = "x86_64" ]; then
   fi
 fi
 
-$PY -m ruff check python tests/python bench
+$PY -m ruff check python tests/python bench && $PY -m mypy --config-file pyproject.toml
 # Run pytest from the tests folder so `import strata` resolves to the installed package.
 (cd tests/python && $PY -m pytest -q -p no:cacheprovider --rootdir=../.. -c ../../pyproject.toml .)

@@ -61,7 +61,11 @@ py::dict settings_dict(const config::Settings& s) {
   mtp["window"] = s.mtp.window;
   mtp["q4"] = s.mtp.q4;
   mtp["q5"] = s.mtp.q5;
+  py::dict metal;
+  metal["metallib"] = s.metal.metallib;
+  metal["mtp_tile"] = s.metal.mtp_tile;
   py::dict out;
+  out["metal"] = metal;
   out["retention"] = retention;
   out["moce"] = moce;
   out["mtp"] = mtp;

@@ -1,26 +1,37 @@
-// strata._strata.Engine: one sequence through a model's main window and MTP drafter
-// (engine/runner.h). Compute releases the GIL; one engine serves one caller at a time (a mutex
-// serialises concurrent calls from several Python threads).
+// strata._strata.Engine: one sequence (engine/sequence.h) through a model's main window and MTP
+// drafter on a backend chosen with backend=: "cpu" (engine::Runner: Window + Mtp over an expert
+// store), "metal-emu" (the Metal kernels and dispatch plan on the threadgroup emulator, any platform,
+// slowly) or "metal" (the GPU, macOS with metal-cpp). Every backend answers the same methods, so
+// strata.Session and the tests use one class. The decode settings (retention, verification rule)
+// come once, with the engine, from Config (the C++ parser validates them); a round gets none.
+// Compute releases the GIL; a mutex serialises concurrent calls from several Python threads.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bindings/bindings.h"
 #include "bindings/spec_round.h"
+#include "metal/emu/emu_device.h"
+#include "metal/host/backend.h"
+#include "metal/host/metal_model.h"
+#include "metal/host/tiles.h"
+#include "strata/config/settings.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/engine/runner.h"
 #include "strata/experts/expert_settings.h"
 #include "strata/experts/expert_store.h"
+#include "strata/model/drafter_requant.h"
 #include "strata/model/model.h"
 #include "strata/util/error.h"
+#include "strata/util/thread_pool.h"
 
 namespace py = pybind11;
 
@@ -29,11 +40,11 @@ namespace {
 
 using engine::LogitRows;
 using engine::Runner;
-using engine::RunnerCheckpoint;
 using engine::RunnerConfig;
+using engine::Sequence;
 
 struct PyCheckpoint {
-  RunnerCheckpoint cp;
+  engine::SequenceCheckpoint cp;
   const void* owner;
 };
 
@@ -67,7 +78,8 @@ experts::ExpertStoreConfig expert_config(const std::string& mode, const py::obje
   } else if (py::isinstance<py::float_>(cache)) {
     const double f = cache.cast<double>();
     if (!(f > 0.0 && f <= 1.0))
-      throw_error(ErrorKind::Value, "expert_cache: a float is a fraction of all experts in (0, 1], not " + std::to_string(f));
+      throw_error(ErrorKind::Value,
+                  "expert_cache: a float is a fraction of all experts in (0, 1], not " + std::to_string(f));
     c.cache_fraction = f;
   } else if (py::isinstance<py::str>(cache)) {
     const config::Parsed<experts::CacheSize> p = experts::parse_cache_size(cache.cast<std::string>());
@@ -75,7 +87,8 @@ experts::ExpertStoreConfig expert_config(const std::string& mode, const py::obje
     c.cache_bytes = p.value->bytes;
     c.cache_fraction = p.value->fraction;
   } else {
-    throw_error(ErrorKind::Value, "expert_cache: bytes (int), a fraction of all experts (float) or a string like '25%'");
+    throw_error(ErrorKind::Value,
+                "expert_cache: bytes (int), a fraction of all experts (float) or a string like '25%'");
   }
   return c;
 }
@@ -114,6 +127,30 @@ py::dict store_dict(experts::ExpertStore& st) {
   return d;
 }
 
+// The expert-store counters of expert_stats(), all zero: the Metal backends read every routed
+// expert from the mapped weights (no resident set, nothing streamed).
+py::dict zero_counters() {
+  py::dict d;
+  for (const char* k : {"windows", "rows", "hits", "misses", "prefetch_hits", "bytes_read", "io_bytes", "evictions"})
+    d[k] = 0;
+  d["stall_s"] = 0.0;
+  return d;
+}
+
+struct EngineArgs {
+  std::string path, backend;
+  int n_threads = 0;
+  int64_t max_ctx = 0;
+  int max_rows = 0;
+  int64_t mtp_sink = 64, mtp_window = 256;
+  bool encode_mtp = true;
+  experts::ExpertStoreConfig experts;
+  routing::MoceParams moce;
+  model::DrafterRequant requant = model::DrafterRequant::Off;
+  std::optional<cpu::RepackMode> repack;  // cpu backend: repacked weights (None = STRATA_REPACK)
+  std::string metallib, metal_mtp_tile;
+};
+
 cpu::RepackMode parse_repack(const std::string& s) {
   for (auto m : {cpu::RepackMode::Auto, cpu::RepackMode::On, cpu::RepackMode::Off})
     if (s == cpu::repack_mode_name(m)) return m;
@@ -122,27 +159,49 @@ cpu::RepackMode parse_repack(const std::string& s) {
 
 class PyEngine {
  public:
-  PyEngine(const std::string& path, int n_threads, int64_t max_ctx, int max_rows, int64_t mtp_sink, int64_t mtp_window,
-           bool encode_mtp, const std::string& expert_mode, const py::object& expert_cache,
-           const std::string& expert_direct_io, int expert_io_threads, std::optional<routing::MoceParams> moce,
-           bool expert_page_cache_probe, const py::object& mtp_requant, const py::object& repack) {
-    RunnerConfig cfg;
-    if (!repack.is_none()) cfg.repack = parse_repack(repack.cast<std::string>());
-    cfg.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
-    if (moce) cfg.moce = *moce;
-    cfg.n_threads = n_threads;
-    cfg.max_ctx = max_ctx;
-    cfg.max_rows = max_rows;
-    cfg.mtp_sink = mtp_sink;
-    cfg.mtp_window = mtp_window;
-    cfg.encode_mtp = encode_mtp;
-    cfg.mtp_requant = mtp_requant.is_none() ? model::DrafterRequant::Off
-                                            : model::parse_drafter_requant(py::str(mtp_requant).cast<std::string>());
+  PyEngine(const std::string& path, const std::string& backend, int n_threads, int64_t max_ctx, int max_rows,
+           int64_t mtp_sink, int64_t mtp_window, bool encode_mtp, const std::string& expert_mode,
+           const py::object& expert_cache, const std::string& expert_direct_io, int expert_io_threads,
+           std::optional<routing::MoceParams> moce, bool expert_page_cache_probe, const py::object& mtp_requant,
+           const std::map<std::string, std::string>& settings, const py::object& repack) {
+    EngineArgs a;
+    if (!repack.is_none()) a.repack = parse_repack(repack.cast<std::string>());
+    a.path = path;
+    backend_ = mtl::parse_backend(backend);
+    a.n_threads = n_threads;
+    a.max_ctx = max_ctx;
+    a.max_rows = max_rows;
+    a.mtp_sink = mtp_sink;
+    a.mtp_window = mtp_window;
+    a.encode_mtp = encode_mtp;
+    a.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
+    if (moce) a.moce = *moce;
+    a.requant = mtp_requant.is_none() ? model::DrafterRequant::Off
+                                      : model::parse_drafter_requant(py::str(mtp_requant).cast<std::string>());
+    if (max_rows < 0) throw_error(ErrorKind::Value, "Engine: max_rows must be >= 0 (0 = the backend's default)");
+    // The decode and Metal settings of this engine, validated once by the one settings parser.
+    const config::Settings st = config::load_settings_strict(settings);
+    spec_.retention = st.retention;
+    spec_.mode = st.spec_sample;
+    a.metallib = st.metal.metallib;
+    a.metal_mtp_tile = st.metal.mtp_tile;
     py::gil_scoped_release release;
-    runner_ = std::make_unique<Runner>(model::Model::load(path), cfg);
+    if (backend_ == mtl::Backend::Cpu)
+      build_cpu(a);
+    else
+      build_metal(a);
   }
 
-  const model::HParams& hp() const { return runner_->hparams(); }
+  const model::HParams& hp() const { return seq_->hparams(); }
+  Sequence& seq() { return *seq_; }
+  const model::Model& model() const { return *model_; }
+  bool cpu() const { return backend_ == mtl::Backend::Cpu; }
+  const char* backend() const { return mtl::backend_name(backend_); }
+  Runner& runner() {
+    if (!cpu())
+      throw_error(ErrorKind::Value, std::string("this needs the cpu backend (the engine runs on ") + backend() + ")");
+    return static_cast<Runner&>(*seq_);
+  }
 
   py::dict hparams() const {
     const model::HParams& h = hp();
@@ -180,24 +239,24 @@ class PyEngine {
 
   py::object eval(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
                   std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {
-    return eval_target(*runner_, mu_, tokens, start_pos, logits, draft_from_row);
+    return eval_target(*seq_, mu_, tokens, start_pos, logits, draft_from_row);
   }
 
   py::array_t<float> final_streams(int64_t pos) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (pos < 0) pos += runner_->n_past();
-    return held_streams(runner_->streams_at(pos), pos, hp().hc_count, hp().n_embd);
+    if (pos < 0) pos += seq_->n_past();
+    return held_streams(seq_->streams_at(pos), pos, hp().hc_count, hp().n_embd);
   }
 
   py::tuple mtp_draft(int64_t next_token, int n_steps, std::optional<int64_t> pos,
                       std::optional<py::array_t<float, py::array::c_style | py::array::forcecast>> streams) {
-    check_draft_args(*runner_, next_token, n_steps);
+    check_draft_args(*seq_, next_token, n_steps);
     const int64_t n = hp().hc_count, d = hp().n_embd, Vr = hp().mtp_vocab;
     const float* H = nullptr;
     if (streams) {
       if (streams->ndim() != 2 || streams->shape(0) != n || streams->shape(1) != d)
-        throw_error(ErrorKind::Value, "mtp_draft: streams must have shape (" + std::to_string(n) + ", " +
-                                          std::to_string(d) + ")");
+        throw_error(ErrorKind::Value,
+                    "mtp_draft: streams must have shape (" + std::to_string(n) + ", " + std::to_string(d) + ")");
       H = streams->data();
     }
     py::array_t<float> logits(std::vector<py::ssize_t>{n_steps, Vr});
@@ -207,30 +266,39 @@ class PyEngine {
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
-      const int64_t p = pos ? *pos : runner_->n_past() - 1;
-      runner_->mtp_draft(H, static_cast<int32_t>(next_token), p, n_steps, lp, tp);
+      const int64_t p = pos ? *pos : seq_->n_past() - 1;
+      seq_->mtp_draft(H, static_cast<int32_t>(next_token), p, n_steps, lp, tp);
     }
     return py::make_tuple(logits, toks);
   }
 
-  py::array_t<int32_t> mtp_vocab_ids() const { return draft_vocab_array(*runner_); }
-
   // One MTP weight (R-11 tests and bench drafter-quant): its type, shape, address and bytes.
   py::dict mtp_weight(const std::string& name) const {
-    if (!runner_->has_mtp()) throw_error(ErrorKind::Value, "this model has no MTP layer");
-    const model::MtpWeights& w = *runner_->model().mtp;
+    if (!model_->mtp) throw_error(ErrorKind::Value, "this model has no MTP layer");
+    const model::MtpWeights& w = *model_->mtp;
     const model::Weight* x = nullptr;
-    if (name == "attn_q") x = &w.block.attn.q;
-    else if (name == "attn_k") x = &w.block.attn.k;
-    else if (name == "attn_v") x = &w.block.attn.v;
-    else if (name == "attn_output") x = &w.block.attn.o;
-    else if (name == "fc_embedding") x = &w.fc_embedding;
-    else if (name == "fc_hidden") x = &w.fc_hidden;
-    else if (name == "ffn_gate_inp") x = &w.block.moe.router;
-    else if (name == "ffn_gate_shexp") x = &w.block.moe.sh_gate;
-    else if (name == "ffn_up_shexp") x = &w.block.moe.sh_up;
-    else if (name == "ffn_down_shexp") x = &w.block.moe.sh_down;
-    else if (name == "ffn_gate_inp_shexp") x = &w.block.moe.sh_gate_inp;
+    if (name == "attn_q")
+      x = &w.block.attn.q;
+    else if (name == "attn_k")
+      x = &w.block.attn.k;
+    else if (name == "attn_v")
+      x = &w.block.attn.v;
+    else if (name == "attn_output")
+      x = &w.block.attn.o;
+    else if (name == "fc_embedding")
+      x = &w.fc_embedding;
+    else if (name == "fc_hidden")
+      x = &w.fc_hidden;
+    else if (name == "ffn_gate_inp")
+      x = &w.block.moe.router;
+    else if (name == "ffn_gate_shexp")
+      x = &w.block.moe.sh_gate;
+    else if (name == "ffn_up_shexp")
+      x = &w.block.moe.sh_up;
+    else if (name == "ffn_down_shexp")
+      x = &w.block.moe.sh_down;
+    else if (name == "ffn_gate_inp_shexp")
+      x = &w.block.moe.sh_gate_inp;
     if (x == nullptr) throw_error(ErrorKind::Value, "mtp_weight: unknown MTP weight '" + name + "'");
     py::dict d;
     d["present"] = x->present();
@@ -250,54 +318,87 @@ class PyEngine {
 
   void commit(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
-    runner_->commit(n);
+    seq_->commit(n);
   }
   void rollback(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
-    runner_->rollback(n);
+    seq_->rollback(n);
   }
   PyCheckpoint checkpoint() {
     std::lock_guard<std::mutex> lock(mu_);
-    return PyCheckpoint{runner_->checkpoint(), this};
+    return PyCheckpoint{seq_->checkpoint(), this};
   }
   void restore(const PyCheckpoint& cp) {
     if (cp.owner != this) throw_error(ErrorKind::Value, "restore: the checkpoint belongs to another engine");
     std::lock_guard<std::mutex> lock(mu_);
-    runner_->restore(cp.cp);
+    seq_->restore(cp.cp);
   }
   bool mtp_cell_valid(int64_t c) {
     std::lock_guard<std::mutex> lock(mu_);
-    return runner_->mtp_cell_valid(c);
+    return seq_->mtp_cell_valid(c);
+  }
+  int64_t reuse_prefix(const std::vector<int32_t>& held, const std::vector<int32_t>& target, bool drafting) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seq_->reuse_prefix(held, target, drafting);
+  }
+  py::dict draft_stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const draft::DraftCells& c = seq_->draft_cells();
+    py::dict d;
+    d["sink_end"] = c.sink_end();
+    d["run_begin"] = c.run_begin();
+    d["run_end"] = c.run_end();
+    d["rows_checked"] = seq_->ledger().rows_checked();
+    d["reads_checked"] = seq_->ledger().reads_checked();
+    return d;
   }
 
-  Runner& runner() { return *runner_; }
-  engine::DecodeTarget& target() { return *runner_; }
   SpecState& spec_state() { return spec_; }
   std::mutex& mutex() { return mu_; }
 
   py::dict expert_stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return store_dict(runner_->expert_store());
+    if (cpu()) return store_dict(runner().expert_store());
+    const model::HParams& h = hp();
+    const uint64_t layers = h.n_layer + (model_->mtp ? 1u : 0u);
+    py::dict d;
+    d["mode"] = "mmap";
+    d["io"] =
+        std::string(backend()) + ": every routed expert from the mapped weights (no expert store on this backend)";
+    d["direct_io"] = false;
+    d["io_threads"] = 0;
+    d["layers"] = layers;
+    d["experts_per_layer"] = h.n_expert;
+    d["total_experts"] = layers * h.n_expert;
+    d["expert_bytes_total"] = 0;
+    d["slots"] = 0;
+    d["slot_bytes"] = 0;
+    d["capacity_bytes"] = 0;
+    d["resident"] = layers * h.n_expert;
+    d["resident_bytes"] = 0;
+    d["total"] = zero_counters();
+    d["last_window"] = zero_counters();
+    return d;
   }
   void reset_expert_stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    runner_->expert_store().reset_counters();
+    if (cpu()) runner().expert_store().reset_counters();
   }
   void clear_expert_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    runner_->expert_store().clear();
+    runner().expert_store().clear();
   }
   routing::MoceParams moce() {
     std::lock_guard<std::mutex> lock(mu_);
-    return runner_->window().moce();
+    return cpu() ? runner().window().moce() : moce_;
   }
   void set_moce(const routing::MoceParams& p) {
     std::lock_guard<std::mutex> lock(mu_);
-    runner_->set_moce(p);
+    runner().set_moce(p);
   }
   void set_route_trace(bool on) {
     std::lock_guard<std::mutex> lock(mu_);
-    experts::ExpertStore& st = runner_->expert_store();
+    experts::ExpertStore& st = runner().expert_store();
     if (on)
       st.trace().enable(st.n_layers(), st.n_expert());
     else
@@ -305,7 +406,7 @@ class PyEngine {
   }
   py::list route_trace() {
     std::lock_guard<std::mutex> lock(mu_);
-    const experts::RouteTrace& t = runner_->expert_store().trace();
+    const experts::RouteTrace& t = runner().expert_store().trace();
     if (!t.on()) throw_error(ErrorKind::Value, "route_trace: tracing is off (set_route_trace(True) first)");
     const py::ssize_t E = static_cast<py::ssize_t>(t.n_expert());
     py::list out;
@@ -333,52 +434,134 @@ class PyEngine {
     return out;
   }
 
+  model::DrafterRequant requant() const { return requant_; }
+
  private:
-  std::unique_ptr<Runner> runner_;
+  void build_cpu(const EngineArgs& a) {
+    RunnerConfig cfg;
+    cfg.experts = a.experts;
+    cfg.moce = a.moce;
+    cfg.n_threads = a.n_threads;
+    cfg.max_ctx = a.max_ctx;
+    cfg.max_rows = a.max_rows > 0 ? a.max_rows : 512;
+    cfg.mtp_sink = a.mtp_sink;
+    cfg.mtp_window = a.mtp_window;
+    cfg.encode_mtp = a.encode_mtp;
+    cfg.mtp_requant = a.requant;
+    cfg.repack = a.repack;
+    requant_ = a.requant;
+    auto runner = std::make_unique<Runner>(model::Model::load(a.path), cfg);
+    model_ = &runner->model();
+    seq_ = std::move(runner);
+  }
+
+  void build_metal(const EngineArgs& a) {
+    if (a.n_threads < 0 || a.n_threads > 1024)
+      throw_error(ErrorKind::Value, "Engine: n_threads = " + std::to_string(a.n_threads) + " must be in [0, 1024]");
+    if (a.experts.mode != experts::ExpertMode::Mmap)
+      throw_error(ErrorKind::Config, std::string("expert_mode 'stream' needs the cpu backend: the ") + backend() +
+                                         " backend reads every expert from the mapped weights");
+    mtl::MetalModelConfig cfg;
+    cfg.max_ctx = a.max_ctx;
+    cfg.max_rows = a.max_rows > 0 ? a.max_rows : 32;
+    cfg.drafter_tiles = mtl::drafter_tiles(a.metal_mtp_tile);
+    cfg.moce = a.moce;
+    moce_ = a.moce;
+    requant_ = a.requant;
+    own_model_ = model::Model::load(a.path);
+    // R-11 before the device wraps the drafter's weights (the Q4_0 / Q5_0 GEMVs run as any other).
+    model::requant_drafter(*own_model_, a.requant, &ThreadPool::global());
+    if (backend_ == mtl::Backend::MetalEmu) {
+      // Threadgroups on a pool (results do not depend on scheduling): the shared one, or n_threads.
+      emu::Options opt;
+      if (a.n_threads == 1) {
+        opt.pool = nullptr;
+      } else if (a.n_threads > 1) {
+        own_pool_ = std::make_unique<ThreadPool>(a.n_threads);
+        opt.pool = own_pool_.get();
+      } else {
+        opt.pool = &ThreadPool::global();
+      }
+      device_ = std::make_unique<mtl::EmuDevice>(opt);
+    } else {
+      device_ = mtl::create_device(backend_, a.metallib);
+    }
+    engine::SequenceConfig sc;
+    sc.mtp_sink = a.mtp_sink;
+    sc.mtp_window = a.mtp_window;
+    sc.encode_mtp = a.encode_mtp;
+    model_ = own_model_.get();
+    seq_ = mtl::metal_sequence(*device_, *own_model_, cfg, sc);
+  }
+
+  mtl::Backend backend_ = mtl::Backend::Cpu;
+  model::DrafterRequant requant_ = model::DrafterRequant::Off;
+  routing::MoceParams moce_;
+  // The Metal backends: the model, the emulator's pool and the device the sequence runs on.
+  std::unique_ptr<model::Model> own_model_;
+  std::unique_ptr<ThreadPool> own_pool_;
+  std::unique_ptr<mtl::Device> device_;
+  const model::Model* model_ = nullptr;
+  std::unique_ptr<Sequence> seq_;  // after what it refers to
   std::mutex mu_;
-  SpecState spec_;  // after runner_: its speculator refers to the runner
+  SpecState spec_;  // after seq_: its speculator refers to the sequence
 };
 
 }  // namespace
 
 void bind_engine(py::module_& m) {
-  py::class_<PyCheckpoint>(m, "EngineCheckpoint", "Opaque state of an Engine (lengths and write stamps)")
-      .def_property_readonly("n_past", [](const PyCheckpoint& c) { return c.cp.window.n_past; })
-      .def_property_readonly("n_committed", [](const PyCheckpoint& c) { return c.cp.window.n_committed; });
+  m.def(
+      "metal_device_available",
+      [] {
+#if defined(STRATA_HAVE_METAL_DEVICE)
+        return true;
+#else
+        return false;
+#endif
+      },
+      "Whether this build can run the 'metal' backend (macOS with metal-cpp); 'metal-emu' runs everywhere");
 
-  py::class_<PyEngine> engine_cls(m, "Engine",
-                       "A GGUF model (strata or qwen3moe) evaluated on the CPU over one sequence: the main "
-                       "window (KV cells indexed by position) and, when the model has one, the MTP drafter.");
+  py::class_<PyCheckpoint>(m, "EngineCheckpoint", "Opaque state of an Engine (lengths and write stamps)")
+      .def_property_readonly("n_past", [](const PyCheckpoint& c) { return c.cp.n_past; })
+      .def_property_readonly("n_committed", [](const PyCheckpoint& c) { return c.cp.n_committed; });
+
+  py::class_<PyEngine> engine_cls(
+      m, "Engine",
+      "A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by "
+      "position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.");
   engine_cls
-      .def(py::init<const std::string&, int, int64_t, int, int64_t, int64_t, bool, const std::string&, const py::object&,
-                    const std::string&, int, std::optional<routing::MoceParams>, bool, const py::object&,
-                    const py::object&>(),
-           py::arg("path"), py::arg("n_threads") = 0, py::arg("max_ctx") = 0, py::arg("max_rows") = 512,
-           py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
+      .def(py::init<const std::string&, const std::string&, int, int64_t, int, int64_t, int64_t, bool,
+                    const std::string&, const py::object&, const std::string&, int, std::optional<routing::MoceParams>,
+                    bool, const py::object&, const std::map<std::string, std::string>&, const py::object&>(),
+           py::arg("path"), py::arg("backend") = "cpu", py::arg("n_threads") = 0, py::arg("max_ctx") = 0,
+           py::arg("max_rows") = 0, py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
            py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
            py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
-           py::arg("mtp_requant") = py::none(), py::arg("repack") = py::none(),
-           "repack: 'auto' | 'on' | 'off' (None = STRATA_REPACK), Q4_0/Q8_0 weights interleaved at load for the "
-           "kernels (docs/quantization.md); "
-           "expert_mode: 'mmap' (weights from the file mapping) or 'stream' (a bounded resident set read with "
-           "positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' "
-           "(None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main "
-           "window's routing (default plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages "
-           "were not in the page cache as misses (mincore). See docs/experts.md.")
+           py::arg("mtp_requant") = py::none(), py::arg("settings") = std::map<std::string, std::string>{},
+           py::arg("repack") = py::none(),
+           "repack (cpu): 'auto' | 'on' | 'off' (None = STRATA_REPACK): Q4_0/Q8_0 weights interleaved at load for "
+           "the kernels (docs/quantization.md). backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu "
+           "and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal). expert_mode: 'mmap' (weights "
+           "from the file mapping) or 'stream' (cpu only: a bounded resident set read with positioned reads); "
+           "expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' (None = every expert); "
+           "expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main window's routing (default "
+           "plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache "
+           "as misses (mincore). settings: the STRATA_* settings of the C++ parser (Config's: retention, verification "
+           "rule, STRATA_METALLIB, STRATA_METAL_MTP_TILE), validated once here. See docs/experts.md, docs/metal.md.")
+      .def_property_readonly("backend", &PyEngine::backend)
       .def_property_readonly("arch", [](const PyEngine& e) { return e.hp().arch_name; })
       .def_property_readonly("hparams", &PyEngine::hparams)
       .def_property_readonly("vocab_size", [](const PyEngine& e) { return e.hp().n_vocab; })
-      .def_property_readonly("max_ctx", [](PyEngine& e) { return e.runner().window().max_ctx(); })
-      .def_property_readonly("max_rows", [](PyEngine& e) { return e.runner().window().max_rows(); })
-      .def_property_readonly("n_past", [](PyEngine& e) { return e.runner().n_past(); })
-      .def_property_readonly("n_committed", [](PyEngine& e) { return e.runner().n_committed(); })
-      .def_property_readonly("has_mtp", [](PyEngine& e) { return e.runner().has_mtp(); })
-      .def_property_readonly("mtp_vocab_ids", &PyEngine::mtp_vocab_ids)
+      .def_property_readonly("max_ctx", [](PyEngine& e) { return e.seq().max_ctx(); })
+      .def_property_readonly("max_rows", [](PyEngine& e) { return e.seq().max_rows(); })
+      .def_property_readonly("n_past", [](PyEngine& e) { return e.seq().n_past(); })
+      .def_property_readonly("n_committed", [](PyEngine& e) { return e.seq().n_committed(); })
+      .def_property_readonly("has_mtp", [](PyEngine& e) { return e.seq().has_mtp(); })
+      .def_property_readonly("mtp_vocab_ids", [](PyEngine& e) { return draft_vocab_array(e.seq()); })
       .def_property_readonly("mtp_requant",
                              [](PyEngine& e) -> py::object {
-                               const auto r = e.runner().config().mtp_requant;
-                               if (r == model::DrafterRequant::Off) return py::none();
-                               return py::str(model::drafter_requant_name(r));
+                               if (e.requant() == model::DrafterRequant::Off) return py::none();
+                               return py::str(model::drafter_requant_name(e.requant()));
                              })
       .def_property_readonly("repack",
                              [](PyEngine& e) {
@@ -390,7 +573,7 @@ void bind_engine(py::module_& m) {
                                d["seconds"] = r.seconds;
                                d["experts_left"] = r.experts_left;
                                return d;
-                             }, "What the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
+                             }, "cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
       .def("mtp_weight", &PyEngine::mtp_weight, py::arg("name"),
            "One MTP weight as a dict: present, type, repacked, rows, cols, address, data (uint8 [rows, row_bytes] "
            "copy; a repacked weight as its plain type and bytes)")
@@ -407,12 +590,19 @@ void bind_engine(py::module_& m) {
            "Final main-model streams [n, d] (before the HyperHead) of a position of the last eval")
       .def("mtp_draft", &PyEngine::mtp_draft, py::arg("next_token"), py::arg("n_steps") = 1,
            py::arg("pos") = py::none(), py::arg("streams") = py::none(),
-           "Chained MTP draft from the streams of position pos (default n_past-1) and the token at pos+1. "
-           "Returns (logits [n_steps, Vr] over the restricted vocabulary, token ids [n_steps]).")
+           "Chained MTP draft from the streams of position pos (default n_past-1; or `streams` [n, d]) and the "
+           "token at pos+1. Returns (logits [n_steps, Vr] over the restricted vocabulary, token ids [n_steps]).")
       .def("mtp_cell_valid", &PyEngine::mtp_cell_valid, py::arg("cell"))
+      .def("reuse_prefix", &PyEngine::reuse_prefix, py::arg("held"), py::arg("target"), py::arg("drafting"),
+           "Where to start evaluating `target` when the engine holds the tokens `held`: the longest common prefix "
+           "(at most len(target) - 1), one token less (or 0) when drafting and a drafter cell a later draft row "
+           "reads would be lost there (engine/sequence.h)")
+      .def("draft_stats", &PyEngine::draft_stats,
+           "The drafter's cell bookkeeping (sink_end, run_begin, run_end) and the ledger's checked rows/reads")
       .def("expert_stats", &PyEngine::expert_stats,
            "The expert store: mode, I/O path, slots, and counters ('total' since the last reset, 'last_window' of the "
-           "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, windows, rows")
+           "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, windows, "
+           "rows (zero on the metal backends: no expert store)")
       .def("reset_expert_stats", &PyEngine::reset_expert_stats)
       .def("clear_expert_cache", &PyEngine::clear_expert_cache, "Drop every resident expert (stream mode)")
       .def_property("moce", &PyEngine::moce, &PyEngine::set_moce, "MoceParams of the main window's expert selection")
@@ -420,6 +610,16 @@ void bind_engine(py::module_& m) {
            "Record, per MoE layer of the last window, the router's probabilities, residency map and chosen ids (tests)")
       .def("route_trace", &PyEngine::route_trace);
   def_spec_round(engine_cls);
+  // A thin alias of Engine for the Metal backends only (backend "cpu" is refused).
+  m.def(
+      "MetalEngine",
+      [engine_cls](const std::string& path, const std::string& backend, const py::kwargs& kw) -> py::object {
+        if (mtl::parse_backend(backend) == mtl::Backend::Cpu)
+          throw_error(ErrorKind::Config, "MetalEngine: backend must be metal-emu or metal");
+        return engine_cls(path, py::arg("backend") = backend, **kw);
+      },
+      py::arg("path"), py::arg("backend") = "metal-emu",
+      "Engine(path, backend=...) for backend 'metal-emu' or 'metal'");
 
   m.def(
       "parse_expert_settings",

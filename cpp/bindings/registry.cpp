@@ -6,9 +6,8 @@ namespace strata::bindings {
 void bind_all(pybind11::module_& m) {
   bind_gguf(m);
   bind_quant(m);
+  bind_decode(m);  // before the engine: its signatures name decode's types
   bind_engine(m);
-  bind_decode(m);
-  bind_metal(m);
 }
 
 }  // namespace strata::bindings

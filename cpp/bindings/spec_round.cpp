@@ -19,21 +19,21 @@ sampling::SpecSample spec_mode(const std::string& s) {
 
 pybind11::array_t<float> held_streams(const float* s, int64_t pos, int64_t n, int64_t d) {
   if (!s)
-    throw_error(ErrorKind::Value, "final_streams: position " + std::to_string(pos) +
-                                      " is not held (only the rows of the last eval are)");
+    throw_error(ErrorKind::Value,
+                "final_streams: position " + std::to_string(pos) + " is not held (only the rows of the last eval are)");
   py::array_t<float> out(std::vector<py::ssize_t>{n, d});
   std::memcpy(out.mutable_data(), s, static_cast<std::size_t>(n * d) * sizeof(float));
   return out;
 }
 
-void check_draft_args(const engine::DecodeTarget& target, int64_t next_token, int n_steps) {
+void check_draft_args(const engine::Sequence& target, int64_t next_token, int n_steps) {
   if (!target.has_drafter()) throw_error(ErrorKind::Value, "this model has no MTP layer (nextn_predict_layers = 0)");
   if (next_token < 0 || next_token >= target.n_vocab())
     throw_error(ErrorKind::Value, "mtp_draft: next_token " + std::to_string(next_token) + " is outside the vocabulary");
   if (n_steps < 1 || n_steps > 256) throw_error(ErrorKind::Value, "mtp_draft: n_steps must be in [1, 256]");
 }
 
-pybind11::array_t<int32_t> draft_vocab_array(const engine::DecodeTarget& target) {
+pybind11::array_t<int32_t> draft_vocab_array(const engine::Sequence& target) {
   if (!target.has_drafter()) throw_error(ErrorKind::Value, "this model has no MTP layer");
   const int64_t Vr = target.draft_vocab();
   py::array_t<int32_t> out(std::vector<py::ssize_t>{Vr});
@@ -41,10 +41,10 @@ pybind11::array_t<int32_t> draft_vocab_array(const engine::DecodeTarget& target)
   return out;
 }
 
-pybind11::object eval_target(engine::DecodeTarget& target, std::mutex& mu,
-                             const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
-                             std::optional<int64_t> start_pos, const std::string& logits,
-                             std::optional<int64_t> draft_from_row) {
+pybind11::object eval_target(
+    engine::Sequence& target, std::mutex& mu,
+    const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
+    std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {
   using engine::LogitRows;
   LogitRows which;
   if (logits == "last")
@@ -59,8 +59,8 @@ pybind11::object eval_target(engine::DecodeTarget& target, std::mutex& mu,
   const int64_t n = tokens.shape(0);
   if (n < 1) throw_error(ErrorKind::Value, "eval: no tokens");
   if (draft_from_row && *draft_from_row < 0)
-    throw_error(ErrorKind::Value, "eval: draft_from_row must be >= 0 (None = no draft rows), not " +
-                                      std::to_string(*draft_from_row));
+    throw_error(ErrorKind::Value,
+                "eval: draft_from_row must be >= 0 (None = no draft rows), not " + std::to_string(*draft_from_row));
   const int64_t V = target.n_vocab();
   std::vector<int32_t> ids(static_cast<std::size_t>(n));
   const int64_t* src = tokens.data();
@@ -89,10 +89,9 @@ pybind11::object eval_target(engine::DecodeTarget& target, std::mutex& mu,
   return out;
 }
 
-pybind11::tuple spec_round(engine::DecodeTarget& target, SpecState& state, std::mutex& mu, int32_t token,
+pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mutex& mu, int32_t token,
                            const std::vector<int32_t>& history, int max_drafts, bool chained,
-                           const std::map<std::string, std::string>& retention_env,
-                           const sampling::SamplingPolicy& policy, const std::string& mode, sampling::Rng& rng) {
+                           const sampling::SamplingPolicy& policy, sampling::Rng& rng, bool adaptive) {
   sampling::validate(policy);
   if (token < 0 || token >= target.n_vocab())
     throw_error(ErrorKind::Value, "spec_round: token " + std::to_string(token) + " is outside the vocabulary");
@@ -100,7 +99,8 @@ pybind11::tuple spec_round(engine::DecodeTarget& target, SpecState& state, std::
     if (h < 0 || h >= target.n_vocab())
       throw_error(ErrorKind::Value, "spec_round: history token " + std::to_string(h) + " is outside the vocabulary");
   if (max_drafts < 0 || max_drafts > draft::kMaxDraftSteps)
-    throw_error(ErrorKind::Value, "spec_round: max_drafts must be in [0, " + std::to_string(draft::kMaxDraftSteps) + "]");
+    throw_error(ErrorKind::Value,
+                "spec_round: max_drafts must be in [0, " + std::to_string(draft::kMaxDraftSteps) + "]");
   if (max_drafts > 0 && !target.has_drafter())
     throw_error(ErrorKind::Value, "spec_round: this model has no MTP layer to draft with (use max_drafts=0)");
   draft::RoundOptions opt;
@@ -108,24 +108,46 @@ pybind11::tuple spec_round(engine::DecodeTarget& target, SpecState& state, std::
   opt.chained = chained;
   opt.policy = policy;
   opt.caller_min_p = policy.min_p;
-  opt.mode = spec_mode(mode);
+  opt.mode = state.mode;
+  opt.retention = state.retention;
+  opt.adaptive = adaptive;
   draft::RoundResult r;
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu);
     if (!state.spec || (max_drafts > 0 && state.spec->max_drafts() < max_drafts))
       state.spec = std::make_unique<draft::Speculator>(target, std::max(max_drafts, 1));
-    if (state.retention_env != retention_env) {  // parsed once per distinct setting, not per round
-      state.retention = config::load_settings_strict(retention_env).retention;
-      state.retention_env = retention_env;
-    }
-    opt.retention = state.retention;
     r = state.spec->round(token, history, opt, rng);
   }
   py::list toks, probs;
   for (int i = 0; i < r.n_tokens; ++i) toks.append(r.tokens[i]);
   for (int i = 0; i < r.drafted; ++i) probs.append(r.probs[i]);
   return py::make_tuple(toks, r.drafted, r.verified, r.accepted, probs);
+}
+
+pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
+  namespace py = pybind11;
+  draft::AdaptiveStats a;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!state.spec) return py::none();
+    a = state.spec->adaptive().stats();
+  }
+  py::list chosen, verify_s, accept;
+  for (int n = 0; n <= a.max_drafts; ++n) chosen.append(a.chosen[static_cast<std::size_t>(n)]);
+  for (int m = 1; m <= a.max_drafts + 1; ++m) verify_s.append(a.verify_s[static_cast<std::size_t>(m)]);
+  for (int j = 0; j < a.max_drafts; ++j) accept.append(a.accept[static_cast<std::size_t>(j)]);
+  py::dict d;
+  d["max_drafts"] = a.max_drafts;
+  d["rounds"] = a.rounds;
+  d["chosen"] = chosen;
+  d["verify_seconds"] = verify_s;
+  d["draft_step_seconds"] = a.draft_step_s;
+  d["plain_seconds"] = a.plain_s;
+  d["acceptance"] = accept;
+  d["estimated_gain"] = a.estimated_gain;
+  d["measured_gain"] = a.measured_gain;
+  return d;
 }
 
 }  // namespace strata::bindings

@@ -1,7 +1,5 @@
 #include "metal/host/backend.h"
 
-#include <cstdlib>
-
 #include "metal/emu/emu_device.h"
 #include "strata/util/error.h"
 #if defined(STRATA_HAVE_METAL_DEVICE)
@@ -26,31 +24,22 @@ const char* backend_name(Backend b) {
   return "?";
 }
 
-Backend backend_from_env() {
-  const char* s = std::getenv("STRATA_BACKEND");
-  return parse_backend(s ? s : "");
-}
-
 std::unique_ptr<Device> create_device(Backend b, const std::string& metallib) {
   switch (b) {
-    case Backend::MetalEmu:
-      return std::make_unique<EmuDevice>();
+    case Backend::MetalEmu: return std::make_unique<EmuDevice>();
     case Backend::Metal: {
 #if defined(STRATA_HAVE_METAL_DEVICE)
-      std::string path = metallib;
-      if (path.empty()) {
-        const char* s = std::getenv("STRATA_METALLIB");
-        path = s ? s : "";
-      }
-      if (path.empty()) throw_error(ErrorKind::Config, "the metal backend needs the path of strata.metallib (STRATA_METALLIB)");
-      return create_metal_device(path);
+      if (metallib.empty())
+        throw_error(ErrorKind::Config,
+                    "the metal backend needs the path of strata.metallib (Config.metallib, STRATA_METALLIB)");
+      return create_metal_device(metallib);
 #else
       (void)metallib;
-      throw_error(ErrorKind::Config, "the metal backend needs macOS built with metal-cpp; use STRATA_BACKEND=metal-emu");
+      throw_error(ErrorKind::Config,
+                  "the metal backend needs macOS built with metal-cpp; use STRATA_BACKEND=metal-emu");
 #endif
     }
-    case Backend::Cpu:
-      break;
+    case Backend::Cpu: break;
   }
   throw_error(ErrorKind::Config, "the cpu backend has no Metal device");
 }

@@ -104,7 +104,11 @@ std::unique_ptr<MetalModel::Layer> MetalModel::bind_layer(const model::LayerWeig
 }
 
 MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfig& cfg)
-    : dev_(dev), m_(m), hp_(m.hparams()), cfg_(cfg), rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
+    : dev_(dev),
+      m_(m),
+      hp_(m.hparams()),
+      cfg_(cfg),
+      rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
   const model::HParams& hp = hp_;
   if (hp.arch == model::Arch::Glm4Moe)  // dense layers, biases and sigmoid routing are CPU-only so far
     throw_error(ErrorKind::Value, "metal backend: glm4moe is not supported (use the CPU engine)");
@@ -115,7 +119,6 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
   const int64_t Hq = hp.n_head, Hkv = hp.n_head_kv, Dh = hp.head_dim, nb = (Dh + 63) / 64;
   const int64_t Hi = hp.indexer_heads, Di = hp.indexer_dim, V = hp.n_vocab;
   const int64_t nmix = (2 + n) * n;
-  const bool windowed = hp.sliding_window > 0;
 
   tok_embd_ = weight(m.tok_embd);
   output_ = weight(m.output);
@@ -146,22 +149,19 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
     c.sink = hp.sink_count;
     c.window = hp.sliding_window;
     c.top_k = c.indexer ? hp.indexer_top_k : 0;
-    c.list_stride = c.window > 0 ? u32(std::min<int64_t>(max_ctx_, int64_t{c.sink} + c.window + c.top_k)) : u32(max_ctx_);
+    c.list_stride =
+        c.window > 0 ? u32(std::min<int64_t>(max_ctx_, int64_t{c.sink} + c.window + c.top_k)) : u32(max_ctx_);
     cells_.push_back(c);
   }
   if (m.mtp) {
-    if (cfg.mtp_sink < 0 || cfg.mtp_sink > 1024 || cfg.mtp_window < 1 || cfg.mtp_window > 2051)
-      throw_error(ErrorKind::Value, "metal backend: the MTP sink must be 0..1024 and the window 1..2051 (got " +
-                                        std::to_string(cfg.mtp_sink) + ", " + std::to_string(cfg.mtp_window) + ")");
+    const int64_t draft_cells = cfg.max_draft_cells > 0 ? cfg.max_draft_cells : 64 + 256 + 1;
     const model::MtpWeights& w = *m.mtp;
     mtp_ = std::make_unique<Mtp>();
     Mtp& t = *mtp_;
     t.block = bind_layer(w.block);
     t.cells = new_cells(false, false);  // int8 cells; the drafter never computes indexer state
-    t.cells.sink = u32(cfg.mtp_sink);
-    t.cells.window = u32(cfg.mtp_window);
-    // Draft rows read the host's DraftCells lists: sink + window + the row's own cell.
-    t.cells.list_stride = u32(std::min<int64_t>(max_ctx_, cfg.mtp_sink + cfg.mtp_window + 1));
+    // Draft rows read the host's lists (engine::Sequence's DraftCells): sink + window + the row's own cell.
+    t.cells.list_stride = u32(std::min<int64_t>(max_ctx_, draft_cells));
     t.enorm = wrap(w.enorm, static_cast<std::size_t>(d) * 4);
     t.hnorm = wrap(w.hnorm, static_cast<std::size_t>(d) * 4);
     t.shared_head_norm = wrap(w.shared_head_norm, static_cast<std::size_t>(d) * 4);
@@ -187,14 +187,12 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
   }
 
   // Lists: sinks + window + indexer picks (windowed), or implicit (every causal cell).
-  (void)windowed;
   list_stride_ = cells_.empty() ? 1u : cells_[0].list_stride;
   if (mtp_) list_stride_ = std::max(list_stride_, mtp_->cells.list_stride);
   n_chunks_ = (list_stride_ + 63) / 64;
   max_cand_ = u32(max_ctx_);
   const std::size_t f = 4, N = static_cast<std::size_t>(R * K);
   tokens_ = scratch(R * 4);
-  carry_ = scratch(nd * f);
   rope_cs_ = scratch(R * std::max<int64_t>(hp.rope_dim, 1) * f);
   emb_ = scratch(R * d * f);
   X_ = scratch(R * nd * f);
@@ -240,16 +238,6 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
   // Constants: ones (the attention expand's weight, and post = comb = 1 when n = 1).
   float* one = ones_.as<float>();
   std::fill(one, one + std::max<std::size_t>(N, static_cast<std::size_t>(R * n * n)), 1.0f);
-
-  // Session bookkeeping.
-  cell_stamp_.assign(cells, 0);
-  ledger_ = CellLedger(max_ctx_);
-  if (mtp_) {
-    dcells_ = draft::DraftCells(static_cast<int>(cfg.mtp_sink), static_cast<int>(cfg.mtp_window));
-    mtp_next_.assign(cells, -1);
-    mtp_stamp_.assign(cells, 0);
-    list_.reserve(static_cast<std::size_t>(dcells_.max_row_cells()));
-  }
 }
 
 MetalModel::~MetalModel() = default;
@@ -271,149 +259,16 @@ void MetalModel::gemv(const DevWeight& w, BufferRef x, uint32_t nx, uint32_t x_s
 
 const int32_t* MetalModel::draft_vocab_ids() const { return mtp_ ? m_.mtp->vocab_ids : nullptr; }
 
-const float* MetalModel::streams_at(int64_t p) const {
-  if (p < 0 || p >= n_past_) return nullptr;
+const float* MetalModel::row_streams(int r) const {
   const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
-  if (last_rows_ > 0 && p >= last_start_ && p < last_start_ + last_rows_)
-    return X_.as<float>() + static_cast<std::size_t>(p - last_start_) * nd;
-  if (p == carry_pos_) return carry_.as<float>();
-  return nullptr;
+  return X_.as<float>() + static_cast<std::size_t>(r) * nd;
 }
 
-std::vector<float> MetalModel::last_streams() const {
-  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
-  const float* x = streams_at(n_past_ - 1);
-  if (!x) return {};
-  return std::vector<float>(x, x + nd);
-}
-
-void MetalModel::eval(const int32_t* tokens, int64_t n, int64_t start, engine::LogitRows which, float* logits_out,
-                      int64_t draft_from_row) {
-  if (n <= 0) throw_error(ErrorKind::Value, "metal eval: no tokens");
-  if (start < 0 || start > n_past_)
-    throw_error(ErrorKind::Value, "metal eval: start " + std::to_string(start) + " is past n_past " + std::to_string(n_past_));
-  if (start + n > max_ctx_)
-    throw_error(ErrorKind::Value, "metal eval: positions up to " + std::to_string(start + n) + " exceed max_ctx " +
-                                      std::to_string(max_ctx_));
-  for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= hp_.n_vocab)
-      throw_error(ErrorKind::Value, "metal eval: token " + std::to_string(tokens[i]) + " is outside the vocabulary");
-  if (which != engine::LogitRows::None && logits_out == nullptr)
-    throw_error(ErrorKind::Value, "metal eval: logits requested without an output buffer");
-  end_chain();
-  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
-  const std::size_t V = hp_.n_vocab;
-  // The streams of start-1: the drafter row the first token completes.
-  if (const float* prev = start > 0 ? streams_at(start - 1) : nullptr) {
-    if (prev != carry_.as<float>()) std::memcpy(carry_.as<float>(), prev, nd * sizeof(float));
-    carry_pos_ = start - 1;
-  } else {
-    carry_pos_ = -1;
-  }
-  if (mtp_) {
-    // DraftCells rule 1: everything from start on is stale; from start-1 when this eval re-encodes
-    // that cell (its streams are held) or cannot and it was encoded with another next token.
-    int64_t c0 = start;
-    const bool reencode = cfg_.encode_mtp && carry_pos_ == start - 1;
-    if (start > 0 && (reencode || mtp_next_[static_cast<std::size_t>(start - 1)] != tokens[0])) c0 = start - 1;
-    drafter_stale_from(c0);
-  }
-  n_committed_ = std::min(n_committed_, start);
-  ++stamp_;
-  for (int64_t c0 = 0; c0 < n; c0 += cfg_.max_rows) {
-    const int R = static_cast<int>(std::min<int64_t>(cfg_.max_rows, n - c0));
-    const bool last = c0 + R == n;
-    const int64_t pos = start + c0;
-    engine::LogitRows rw = engine::LogitRows::None;
-    float* out = nullptr;
-    if (which == engine::LogitRows::All) {
-      rw = which;
-      out = logits_out + static_cast<std::size_t>(c0) * V;
-    } else if (which == engine::LogitRows::Last && last) {
-      rw = which;
-      out = logits_out;
-    }
-    int chunk_draft = -1;
-    if (draft_from_row >= 0 && draft_from_row < c0 + R) chunk_draft = static_cast<int>(std::max<int64_t>(draft_from_row - c0, 0));
-    last_rows_ = 0;  // X_ is rewritten now
-    for (int r = 0; r < R; ++r) {  // before the run: a failed chunk still leaves its cells stamped
-      cell_stamp_[static_cast<std::size_t>(pos + r)] = stamp_;
-      ledger_.main_wrote(pos + r, tokens[c0 + r]);
-    }
-    run_chunk(tokens + c0, R, pos, rw, out, chunk_draft);
-    last_start_ = pos;
-    last_rows_ = R;
-    n_past_ = pos + R;
-    if (mtp_ && cfg_.encode_mtp) mtp_encode(pos, tokens + c0, R);
-    std::memcpy(carry_.as<float>(), X_.as<float>() + static_cast<std::size_t>(R - 1) * nd, nd * sizeof(float));
-    carry_pos_ = pos + R - 1;
-  }
-}
-
-void MetalModel::drafter_stale_from(int64_t c0) {
-  // DraftCells::wrote(c0, 0) reads a write past the end of its run as a gap and drops the whole run;
-  // when nothing valid lies at or past c0 there is nothing to mark, so the run is kept.
-  if (c0 <= dcells_.run_end() || c0 < dcells_.sink_end()) dcells_.wrote(static_cast<int32_t>(c0), 0);
-}
-
-void MetalModel::rollback(int64_t n) {
-  if (n < 0 || n > n_past_)
-    throw_error(ErrorKind::Value, "rollback(" + std::to_string(n) + "): must be in [0, n_past = " + std::to_string(n_past_) + "]");
-  end_chain();
-  n_past_ = n;
-  n_committed_ = std::min(n_committed_, n);
-  // Drafter cells from n on are stale; cell n-1 stays valid only if the next eval feeds at n the token
-  // it was encoded with (eval's rule), or a draft from n-1 rewrites it.
-  if (mtp_) drafter_stale_from(n);
-  if (carry_pos_ >= n) carry_pos_ = -1;
-}
-
-void MetalModel::commit(int64_t n) {
-  if (n < n_committed_ || n > n_past_)
-    throw_error(ErrorKind::Value, "commit(" + std::to_string(n) + "): must be in [n_committed = " +
-                                      std::to_string(n_committed_) + ", n_past = " + std::to_string(n_past_) + "]");
-  rollback(n);
-  n_committed_ = n;
-}
-
-MetalCheckpoint MetalModel::checkpoint() const {
-  MetalCheckpoint cp;
-  cp.n_past = n_past_;
-  cp.n_committed = n_committed_;
-  cp.stamp = stamp_;
-  cp.mtp_clock = mtp_clock_;
-  cp.cells = dcells_;
-  cp.owner = this;
-  return cp;
-}
-
-void MetalModel::restore(const MetalCheckpoint& cp) {
-  if (cp.owner != this || cp.n_past < 0 || cp.n_past > max_ctx_ || cp.n_committed < 0 || cp.n_committed > cp.n_past ||
-      cp.stamp > stamp_ || cp.mtp_clock > mtp_clock_)
-    throw_error(ErrorKind::Value, "restore: the checkpoint does not belong to this model");
-  for (int64_t c = 0; c < cp.n_past; ++c)
-    if (cell_stamp_[static_cast<std::size_t>(c)] > cp.stamp)
-      throw_error(ErrorKind::Value, "restore: cell " + std::to_string(c) +
-                                        " was rewritten after the checkpoint was taken (the checkpoint is stale)");
-  end_chain();
-  n_past_ = cp.n_past;
-  n_committed_ = cp.n_committed;
-  last_rows_ = 0;
-  carry_pos_ = -1;
-  if (mtp_) {
-    // The checkpoint's bookkeeping, cut at the first drafter cell written since (chain cells of later
-    // rounds, re-encodings after rollbacks): its K/V is no longer what the checkpoint saw.
-    dcells_ = cp.cells;
-    for (int64_t c = 0; c < max_ctx_; ++c)
-      if (mtp_stamp_[static_cast<std::size_t>(c)] > cp.mtp_clock) {
-        drafter_stale_from(c);
-        break;
-      }
-  }
-}
-
-void MetalModel::run_chunk(const int32_t* tokens, int R, int64_t start, engine::LogitRows which, float* logits_out,
-                           int draft_from_row) {
+void MetalModel::run_rows(const int32_t* tokens, int R, int64_t start, engine::LogitRows which, float* logits_out,
+                          int draft_from_row) {
+  if (R < 1 || R > cfg_.max_rows || start < 0 || start + R > max_ctx_)
+    throw_error(ErrorKind::Internal, "metal run_rows: " + std::to_string(R) + " rows at " + std::to_string(start) +
+                                         " do not fit the chunk or the context");
   const model::HParams& hp = hp_;
   const uint32_t d = hp.n_embd, n = hp.hc_count, nd = n * d;
   // Host inputs of the chunk: tokens, RoPE angles per row, implicit list lengths.
@@ -454,7 +309,7 @@ void MetalModel::run_chunk(const int32_t* tokens, int R, int64_t start, engine::
       if (st[l * static_cast<std::size_t>(cfg_.max_rows) + static_cast<std::size_t>(r)] != 0)
         throw_error(ErrorKind::Value, "metal eval: router probabilities of layer " + std::to_string(l) + " row " +
                                           std::to_string(r) + " contain NaN or -inf");
-  if (logit_rows > 0)
+  if (logit_rows > 0 && logits_out)
     std::memcpy(logits_out, logits_.as<float>(), sizeof(float) * hp.n_vocab * static_cast<std::size_t>(logit_rows));
 }
 
@@ -492,7 +347,8 @@ void MetalModel::hc_enter(const Layer& L, BufferRef X, bool ffn, int R) {
 // Attention of R rows at positions start..: projections, prep (K/V into the block's cells), lists,
 // attention, output projection, expand into the streams. kv_only: the K/V write alone (catch-up rows).
 void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, int64_t start, bool kv_only,
-                           const std::vector<int32_t>* host_list) {
+                           std::span<const int32_t> host_list) {
+  const bool explicit_list = !host_list.empty();
   const model::HParams& hp = hp_;
   const uint32_t d = hp.n_embd, n = hp.hc_count, Hq = hp.n_head, Hkv = hp.n_head_kv, Dh = hp.head_dim;
   const uint32_t qrows = hp.q_rows(), kvrows = hp.kv_rows(), nb = (Dh + 63) / 64;
@@ -528,14 +384,14 @@ void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, i
   e.barrier();
   if (kv_only) return;
   uint32_t max_w = u32(start + R);  // implicit lists: the last row attends to every cell up to it
-  if (host_list) {
+  if (explicit_list) {
     // One draft row reading the host's list (DraftCells::draft_row_cells).
-    if (R != 1 || host_list->empty() || host_list->size() > c.list_stride)
-      throw_error(ErrorKind::Internal, "metal attention: a host list is one row of 1.." + std::to_string(c.list_stride) +
-                                           " cells");
-    std::memcpy(lists_.as<int32_t>(), host_list->data(), host_list->size() * sizeof(int32_t));
-    n_cells_.as<int32_t>()[0] = static_cast<int32_t>(host_list->size());
-    max_w = u32(static_cast<int64_t>(host_list->size()));
+    if (R != 1 || host_list.size() > c.list_stride)
+      throw_error(ErrorKind::Internal,
+                  "metal attention: a host list is one row of 1.." + std::to_string(c.list_stride) + " cells");
+    std::memcpy(lists_.as<int32_t>(), host_list.data(), host_list.size() * sizeof(int32_t));
+    n_cells_.as<int32_t>()[0] = static_cast<int32_t>(host_list.size());
+    max_w = u32(static_cast<int64_t>(host_list.size()));
   } else if (c.window > 0) {
     CellArgs ca{};
     ca.n_rows = u32(R);
@@ -567,7 +423,7 @@ void MetalModel::attention(const Layer& L, const Cells& c, BufferRef X, int R, i
   aa.head_dim = Dh;
   aa.kv_blocks = nb;
   aa.list_stride = c.list_stride;
-  aa.implicit_list = (host_list || c.window > 0) ? 0u : 1u;
+  aa.implicit_list = (explicit_list || c.window > 0) ? 0u : 1u;
   aa.plane_stride = u32(cfg_.max_rows);
   aa.n_chunks = n_chunks_;
   aa.q_stride = Hq * Dh;
@@ -613,7 +469,8 @@ void MetalModel::moe(const Layer& L, BufferRef X, int status_slot, int R, int dr
   ra.draft_from_row = draft_from_row;
   ra.has_resident = 0;
   ra.softmax = 1;
-  encode_route(dev_, ra, rlogits_, {}, ids_, rw_, status_.at(static_cast<std::size_t>(status_slot) * cfg_.max_rows * 4));
+  encode_route(dev_, ra, rlogits_, {}, ids_, rw_,
+               status_.at(static_cast<std::size_t>(status_slot) * cfg_.max_rows * 4));
   if (Fs > 0) {
     encode_elementwise(dev_, EwArgs{u32(R) * Fs, kOpSwiglu, 0, 0}, sg_, su_, sg_);
     encode_elementwise(dev_, EwArgs{u32(R), kOpSigmoid, 0, 0}, shgate_, {}, shgate_);
@@ -709,28 +566,15 @@ void MetalModel::mtp_inputs(BufferRef H, int m) {
   e.barrier();
 }
 
-// The drafter's K/V of the rows whose next token this chunk made known: q = chunk_start-1 ..
-// chunk_start+R-2 (streams of q, token q+1), K/V only. Reported to DraftCells (rule 2).
-void MetalModel::mtp_encode(int64_t chunk_start, const int32_t* tokens, int R) {
+// The drafter's K/V of m committed rows q0.. (streams H, next tokens), K/V only.
+void MetalModel::draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) {
   const model::HParams& hp = hp_;
   Mtp& t = *mtp_;
+  if (m < 1 || m > cfg_.max_rows)
+    throw_error(ErrorKind::Internal, "metal draft_encode: " + std::to_string(m) + " rows");
   const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
-  float* H = t.H.as<float>();
-  int32_t* tok = t.tokens.as<int32_t>();
-  int m = 0;
-  int64_t q0 = chunk_start;
-  if (chunk_start > 0 && carry_pos_ == chunk_start - 1) {
-    std::memcpy(H, carry_.as<float>(), nd * sizeof(float));
-    tok[0] = tokens[0];
-    m = 1;
-    q0 = chunk_start - 1;
-  }
-  for (int r = 0; r + 1 < R; ++r) {
-    std::memcpy(H + static_cast<std::size_t>(m) * nd, X_.as<float>() + static_cast<std::size_t>(r) * nd, nd * sizeof(float));
-    tok[m] = tokens[r + 1];
-    ++m;
-  }
-  if (m == 0) return;
+  std::memcpy(t.H.as<float>(), H, static_cast<std::size_t>(m) * nd * sizeof(float));
+  std::memcpy(t.tokens.as<int32_t>(), next_tokens, static_cast<std::size_t>(m) * sizeof(int32_t));
   const int64_t rd = std::max<int64_t>(hp.rope_dim, 1);
   for (int r = 0; r < m; ++r)
     if (hp.rope_dim > 0) rope_.angles(q0 + r, rope_cs_.as<float>() + r * rd);
@@ -739,73 +583,27 @@ void MetalModel::mtp_encode(int64_t chunk_start, const int32_t* tokens, int R) {
   hc_enter(*t.block, t.X, false, m);
   attention(*t.block, t.cells, t.X, m, q0, /*kv_only=*/true);
   dev_.submit();
-  ++mtp_clock_;
-  for (int r = 0; r < m; ++r) {
-    const std::size_t c = static_cast<std::size_t>(q0 + r);
-    mtp_next_[c] = tok[r];
-    mtp_stamp_[c] = mtp_clock_;
-    ledger_.drafter_committed(q0 + r, tok[r]);
-  }
-  dcells_.wrote(static_cast<int32_t>(q0), m);
 }
 
-void MetalModel::draft_begin(int64_t p, int32_t next_token) {
-  if (!mtp_) throw_error(ErrorKind::Value, "draft: this model has no MTP layer (nextn_predict_layers = 0)");
-  if (next_token < 0 || static_cast<uint32_t>(next_token) >= hp_.n_vocab)
-    throw_error(ErrorKind::Value, "draft: token " + std::to_string(next_token) + " is outside the vocabulary");
-  const float* H = streams_at(p);
-  if (!H)
-    throw_error(ErrorKind::Value, "draft: the final streams of position " + std::to_string(p) +
-                                      " are not held (only the rows of the last eval are; evaluate it again)");
-  const std::size_t nd = static_cast<std::size_t>(hp_.hc_count) * hp_.n_embd;
-  std::memcpy(mtp_->H.as<float>(), H, nd * sizeof(float));
-  chain_ = CellLedger::Chain{p, next_token, ++rounds_};
-  chain_step_ = 0;
-  chain_token_ = next_token;
-}
-
-int32_t MetalModel::draft_step(float* logits_out) {
-  if (!mtp_ || chain_.p < 0)
-    throw_error(ErrorKind::Value, "draft_step: no draft chain (draft_begin first; an eval, rollback or restore ends it)");
+int32_t MetalModel::draft_row(const float* H, int32_t token, int64_t pos, std::span<const int32_t> cells,
+                              float* logits_out, float* streams_out) {
   const model::HParams& hp = hp_;
   Mtp& t = *mtp_;
-  const int64_t pos = chain_.p + chain_step_;
-  if (pos >= max_ctx_) throw_error(ErrorKind::Value, "draft_step: position " + std::to_string(pos) + " is past max_ctx");
-  if (chain_step_ == 0) {
-    // Step 0 writes cell p's committed K/V (the main streams at p, token t_{p+1}): rule 2.
-    const std::size_t c = static_cast<std::size_t>(chain_.p);
-    ++mtp_clock_;
-    mtp_next_[c] = chain_.next;
-    mtp_stamp_[c] = mtp_clock_;
-    ledger_.drafter_committed(chain_.p, chain_.next);
-    dcells_.wrote(static_cast<int32_t>(chain_.p), 1);
-  }
-  // The row's cells: exactly DraftCells' list, checked by the bookkeeping and by the ground truth.
-  const int32_t pos32 = static_cast<int32_t>(pos);
-  dcells_.draft_row_cells(pos32, list_);
-  dcells_.check_reads(list_, pos32, chain_step_);
-  ledger_.check_draft_row(list_, pos, chain_, n_past_);
+  if (cells.empty()) throw_error(ErrorKind::Internal, "metal draft_row: an empty cell list");
   const std::size_t nd = static_cast<std::size_t>(hp.hc_count) * hp.n_embd;
   const int64_t Vr = hp.mtp_vocab;
-  t.tokens.as<int32_t>()[0] = chain_token_;
+  if (H != t.H.as<float>()) std::memcpy(t.H.as<float>(), H, nd * sizeof(float));
+  t.tokens.as<int32_t>()[0] = token;
   if (hp.rope_dim > 0) rope_.angles(pos, rope_cs_.as<float>());
   tiles_ = &cfg_.drafter_tiles;
   mtp_inputs(t.H, 1);
   const Layer& L = *t.block;
   hc_enter(L, t.X, false, 1);
-  attention(L, t.cells, t.X, 1, pos, false, &list_);
+  attention(L, t.cells, t.X, 1, pos, false, cells);
   hc_enter(L, t.X, true, 1);
   moe(L, t.X, static_cast<int>(layers_.size()), 1, -1, false);
   head(t.X, 1, t.head_fn, t.head_base, t.head_scale, t.shared_head_norm, t.head, t.logits);
   dev_.submit();
-  if (chain_step_ > 0) {
-    // A speculative chain cell: no wrote() (rule 3); the next eval from p+1 marks it stale.
-    const std::size_t c = static_cast<std::size_t>(pos);
-    ++mtp_clock_;
-    mtp_next_[c] = -1;
-    mtp_stamp_[c] = mtp_clock_;
-    ledger_.drafter_chain(pos, chain_.round);
-  }
   if (status_.as<int32_t>()[layers_.size() * static_cast<std::size_t>(cfg_.max_rows)] != 0)
     throw_error(ErrorKind::Value, "draft_step: router probabilities contain NaN or -inf");
   const float* l = t.logits.as<float>();
@@ -813,19 +611,17 @@ int32_t MetalModel::draft_step(float* logits_out) {
   int64_t best = 0;
   for (int64_t i = 1; i < Vr; ++i)
     if (l[i] > l[best]) best = i;
-  const int32_t tok = m_.mtp->vocab_ids[best];
-  std::memcpy(t.H.as<float>(), t.X.as<float>(), nd * sizeof(float));  // chained: the step's output streams
-  chain_token_ = tok;
-  ++chain_step_;
-  return tok;
+  std::memcpy(streams_out, t.X.as<float>(), nd * sizeof(float));  // chained: the step's output streams
+  return m_.mtp->vocab_ids[best];
 }
 
-void MetalModel::mtp_draft(int64_t p, int32_t next_token, int n_steps, float* logits_out, int32_t* tokens_out) {
-  if (n_steps < 1) throw_error(ErrorKind::Value, "mtp_draft: n_steps must be >= 1");
-  if (p < 0 || p + n_steps > max_ctx_) throw_error(ErrorKind::Value, "mtp_draft: positions past max_ctx");
-  draft_begin(p, next_token);
-  const std::size_t Vr = hp_.mtp_vocab;
-  for (int j = 0; j < n_steps; ++j) tokens_out[j] = draft_step(logits_out ? logits_out + j * Vr : nullptr);
+std::unique_ptr<engine::Sequence> metal_sequence(Device& dev, const model::Model& m, MetalModelConfig cfg,
+                                                 const engine::SequenceConfig& seq) {
+  if (seq.mtp_sink < 0 || seq.mtp_sink > 1024 || seq.mtp_window < 1 || seq.mtp_window > 2051)
+    throw_error(ErrorKind::Value, "metal backend: the MTP sink must be 0..1024 and the window 1..2051 (got " +
+                                      std::to_string(seq.mtp_sink) + ", " + std::to_string(seq.mtp_window) + ")");
+  cfg.max_draft_cells = seq.mtp_sink + seq.mtp_window + 1;
+  return std::make_unique<engine::Sequence>(std::make_unique<MetalModel>(dev, m, cfg), seq);
 }
 
 }  // namespace strata::mtl

@@ -7,18 +7,16 @@
 #include <cstdint>
 #include <string>
 
+#include "strata/config/gemv_tile.h"
+
 namespace strata::mtl {
 
-struct GemvTile {
-  uint32_t L = 32, R = 1, S = 4, K = 4;
-  bool operator==(const GemvTile& o) const { return L == o.L && R == o.R && S == o.S && K == o.K; }
-};
-
-// Supported: L ∈ {8, 16, 32}, R ∈ {1, 2, 4}, S ∈ {1, 2, 4, 8}, K ∈ {1, 2, 4, 8}, R·K <= 16.
-bool tile_supported(const GemvTile& t);
-std::string tile_string(const GemvTile& t);
-// "L,R,S,K" (whitespace allowed) -> a supported tile; strata::Error(Config) naming what is wrong.
-GemvTile parse_gemv_tile(const std::string& text);
+// The tile and its rule live in the core (config/gemv_tile.h), where the settings parser checks
+// STRATA_METAL_MTP_TILE with them.
+using config::GemvTile;
+using config::parse_gemv_tile;
+using config::tile_string;
+using config::tile_supported;
 
 inline constexpr int64_t kWideRows = 4096;  // rows at or above this are the wide class
 
@@ -26,10 +24,11 @@ struct GemvTiles {
   GemvTile narrow{32, 1, 2, 4};
   GemvTile wide{16, 2, 4, 4};
   const GemvTile& pick(int64_t rows) const { return rows >= kWideRows ? wide : narrow; }
+  bool operator==(const GemvTiles& o) const { return narrow == o.narrow && wide == o.wide; }
 };
 
-// The drafter's tiles: defaults, with the wide class replaced by STRATA_METAL_MTP_TILE when set
-// (read once, when the backend is created; a malformed value is a Config error).
-GemvTiles drafter_tiles_from_env();
+// The drafter's tiles: defaults, with the wide class replaced by `wide_tile` ("L,R,S,K") when it is
+// not empty (Config.metal_mtp_tile, STRATA_METAL_MTP_TILE; a malformed value is a Config error).
+GemvTiles drafter_tiles(const std::string& wide_tile);
 
 }  // namespace strata::mtl

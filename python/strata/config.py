@@ -50,7 +50,7 @@ class Setting:
     # for the experts group, by the C++ expert-store parser _strata.parse_expert_settings)
 
 
-# Groups validated by the C++ parser: retention, mtp, sampling, moce; by the C++ expert-store parser:
+# Groups validated by the C++ parser: retention, mtp, sampling, moce, metal; by the C++ expert-store parser:
 # experts. Groups of this module: threads, backend, context, speculation. The order is the order of
 # docs/settings.md.
 SETTINGS: tuple[Setting, ...] = (
@@ -64,8 +64,10 @@ SETTINGS: tuple[Setting, ...] = (
             "integer 0 or 16..1048576; KV cells per session (0 = the model's context length, at most 32768)",
             False),
     Setting("STRATA_SPECULATIVE", "speculative", "speculation", "auto",
-            "auto | on | off (also 1/0, true/false, yes/no); MTP speculative decoding (auto = on when the "
-            "model has an MTP layer)", False),
+            "auto | on | off (also 1/0, true/false, yes/no); MTP speculative decoding: auto = when the model "
+            "has an MTP layer, each round verifies the number of drafts (0..draft_steps, 0 = a plain step) "
+            "that the measured window and draft costs and the live acceptance say is fastest; on = always "
+            "draft_steps; off = never", False),
     Setting("STRATA_DRAFT_STEPS", "draft_steps", "speculation", "3",
             "integer 1..16; drafts the MTP chain proposes per round", False),
     Setting("STRATA_DRAFT_CHAINED", "draft_chained", "speculation", "on",
@@ -96,6 +98,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_MOCE_DRAFT", "moce_draft", "moce", "0",
             "boolean (1/0, true/false, on/off, yes/no); draft rows get the squared bonus and r_prot = 1",
             True),
+    Setting("STRATA_METALLIB", "metallib", "metal", "unset",
+            "path of strata.metallib, the compiled Metal kernels the metal backend loads (<= 4096 bytes)",
+            True),
+    Setting("STRATA_METAL_MTP_TILE", "metal_mtp_tile", "metal", "unset",
+            "L,R,S,K; the drafter's wide-class GEMV tile on the Metal backends (L in {8,16,32}, "
+            "R in {1,2,4}, S in {1,2,4,8}, K in {1,2,4,8}, R*K <= 16)", True),
     Setting("STRATA_EXPERT_MODE", "expert_mode", "experts", "mmap",
             "mmap | stream; routed experts from the file mapping or a bounded resident set", False),
     Setting("STRATA_EXPERT_CACHE", "expert_cache", "experts", "0",
@@ -147,7 +155,9 @@ class Config:
             emulator: any platform, slow — for parity checks) or ``"metal"`` (the GPU; macOS builds with
             metal-cpp only, elsewhere a ConfigError). See docs/metal.md.
         context_length: KV cells per session; 0 = the model's context length (at most 32768).
-        speculative: MTP speculative decoding: ``None`` = on when the model has an MTP layer.
+        speculative: MTP speculative decoding: ``None`` (auto) = adaptive when the model has an MTP layer
+            (each round verifies as many drafts, 0..draft_steps, as measured costs and acceptance say
+            pay); ``True`` = always ``draft_steps``; ``False`` = never.
         draft_steps: drafts the MTP chain proposes per round (1..16).
         draft_chained: chained drafting (all ``draft_steps`` drafted, then retention keeps a prefix) or
             non-chained (each step judged by retention as it is drafted; SPEC §2.7).
@@ -166,6 +176,9 @@ class Config:
             every expert (an int is bytes).
         expert_direct_io: ``"auto"``, ``"on"`` or ``"off"`` (O_DIRECT reads of the stream mode).
         expert_io_threads: expert reader threads (0..64; 0 = read on the compute thread).
+        metallib: the path of strata.metallib for ``backend="metal"``; ``""`` = unset.
+        metal_mtp_tile: the drafter's wide-class GEMV tile ``"L,R,S,K"`` on the Metal backends; ``""`` =
+            the default tiles (docs/metal.md).
         isa: CPU kernel path: ``"auto"`` (the best this CPU runs), or ``"avx512"``, ``"avx2"``,
             ``"neon"``, ``"scalar"`` to force one (process-wide, applied when a model is loaded; a
             path this CPU cannot run is a ConfigError).
@@ -194,6 +207,8 @@ class Config:
     expert_cache: str = "0"
     expert_direct_io: Literal["auto", "on", "off"] = "auto"
     expert_io_threads: int = 4
+    metallib: str = ""
+    metal_mtp_tile: str = ""
     isa: str = "auto"
     repack: Literal["auto", "on", "off"] = "auto"
 
@@ -219,9 +234,11 @@ class Config:
         from strata._strata import decode
 
         native_env = self._native_env()
-        _, diagnostics = decode.parse_settings(native_env, strict=False)
+        native, diagnostics = decode.parse_settings(native_env, strict=False)
         if diagnostics:
             raise ConfigError(_field_message(_clip_values(str(diagnostics[0]), native_env)))
+        object.__setattr__(self, "metal_mtp_tile", native["metal"]["mtp_tile"])  # canonical "L,R,S,K"
+        object.__setattr__(self, "metallib", native["metal"]["metallib"])  # trimmed
         experts = _strata.parse_expert_settings(self._expert_env())
         if experts["diagnostic"]:
             raise ConfigError(_field_message(_clip_values(str(experts["diagnostic"]), self._expert_env())))
@@ -268,6 +285,8 @@ class Config:
             "moce_rank1": float(native["moce"]["rank1"]),
             "moce_protect": int(native["moce"]["protect"]),
             "moce_draft": bool(native["moce"]["draft"]),
+            "metallib": str(native["metal"]["metallib"]),
+            "metal_mtp_tile": str(native["metal"]["mtp_tile"]),
         }
         # The C++ settings hold float32; keep the text's own value when the group was accepted.
         if "retention" not in _rejected_groups(diagnostics):
@@ -343,6 +362,10 @@ class Config:
             env["STRATA_METAL_SPEC_MIN_P_SCHEDULE"] = ",".join(_num(p) for p in self.spec_min_p_schedule)
         if self.spec_min_cum_p is not None:
             env["STRATA_METAL_SPEC_MIN_CUM_P"] = _num(self.spec_min_cum_p)
+        if self.metallib:
+            env["STRATA_METALLIB"] = self.metallib
+        if self.metal_mtp_tile:
+            env["STRATA_METAL_MTP_TILE"] = self.metal_mtp_tile
         return env
 
     def _expert_env(self) -> dict[str, str]:
@@ -371,10 +394,11 @@ class Config:
         return native["moce"]["params"]
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """The expert-store, routing and repack keyword arguments of ``_strata.Engine`` for this config."""
+        """The expert-store, routing, decode-settings and repack keyword arguments of ``_strata.Engine``
+        for this config: the engine gets its settings once, the C++ parser validates them there."""
         return {"expert_mode": self.expert_mode, "expert_cache": self.expert_cache,
                 "expert_direct_io": self.expert_direct_io, "expert_io_threads": self.expert_io_threads,
-                "moce": self.moce_params(), "repack": self.repack}
+                "moce": self.moce_params(), "settings": self._native_env(), "repack": self.repack}
 
     def retention_env(self) -> dict[str, str]:
         """Only the retention variables (what the draft-retention gate reads)."""
@@ -415,6 +439,8 @@ class Config:
         need(isinstance(self.expert_cache, str), "expert_cache",
              "a size string ('30%', '512M', '0') or bytes")
         need(isinstance(self.expert_direct_io, str), "expert_direct_io", "'auto', 'on' or 'off'")
+        need(isinstance(self.metallib, str), "metallib", "a path (str)")
+        need(isinstance(self.metal_mtp_tile, str), "metal_mtp_tile", "an 'L,R,S,K' string")
         need(isinstance(self.isa, str), "isa", "'auto', 'avx512', 'avx2', 'neon' or 'scalar'")
         need(isinstance(self.repack, str), "repack", "'auto', 'on' or 'off'")
         need(self.spec_min_cum_p is None or _is_number(self.spec_min_cum_p), "spec_min_cum_p",

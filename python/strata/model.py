@@ -19,11 +19,12 @@ import numpy as np
 
 from strata import _strata
 from strata.config import Config
-from strata.errors import ConfigError, InvalidArgument, IOFailure
+from strata.errors import InvalidArgument, IOFailure
+from strata.native_engine import open_engine
 from strata.sampling import SamplingPolicy
+from strata.session import Session
 
 if TYPE_CHECKING:
-    from strata.session import Session
     from strata.tokenizer import Tokenizer
 
 __all__ = ["DEMO_MODEL_PATH", "Model", "ModelInfo", "PerplexityResult"]
@@ -222,34 +223,12 @@ class Model:
                 ``STRATA_*`` environment).
             sampling: the session's sampling policy (default greedy, ``SamplingPolicy()``).
         """
-        from strata.session import Session
-
         return Session(self, Config() if config is None else config,
                        SamplingPolicy() if sampling is None else sampling)
 
-    def _engine(self, config: Config, *, encode_mtp: bool) -> Any:
-        """A native engine over this file with the config's threads, context, MTP cells, expert store and
-        MOCE routing."""
-        if not isinstance(config, Config):
-            raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
-        if config.backend != "cpu":
-            return self._metal_engine(config, encode_mtp=encode_mtp)
-        config.apply_cpu()
-        return _strata.Engine(self._path, n_threads=config.threads, max_ctx=config.context_length,
-                              mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
-                              encode_mtp=encode_mtp and self._has_mtp, mtp_requant=config.mtp_requant,
-                              **config.engine_kwargs())
-
-    def _metal_engine(self, config: Config, *, encode_mtp: bool) -> Any:
-        """``_strata.MetalEngine`` for ``backend="metal-emu"`` / ``"metal"``: the same session interface
-        as ``_strata.Engine`` (docs/metal.md); it has no expert store, so the stream mode is refused."""
-        if config.expert_mode != "mmap":
-            raise ConfigError(f"Config.expert_mode={config.expert_mode!r} needs the cpu backend: the "
-                              f"{config.backend} backend reads every expert from the mapped weights")
-        return _strata.MetalEngine(self._path, backend=config.backend, max_ctx=config.context_length,
-                                   mtp_sink=config.mtp_sink, mtp_window=config.mtp_window,
-                                   encode_mtp=encode_mtp and self._has_mtp, moce=config.moce_params(),
-                                   n_threads=config.threads, mtp_requant=config.mtp_requant)
+    def _engine(self, config: Config, *, encode_mtp: bool) -> _strata.Engine:
+        """A native engine over this file (strata.native_engine.open_engine)."""
+        return open_engine(self._path, config, has_mtp=self._has_mtp, encode_mtp=encode_mtp)
 
     # --------------------------------------------------------------------------------- perplexity
     def perplexity(

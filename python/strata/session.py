@@ -1,9 +1,10 @@
 """``strata.Session``: one conversation with a model — its tokens, KV cells, sampler history and RNG.
 
-A session owns its own native engine (``strata._strata.Engine``): KV cells of the main model and the
-MTP drafter for ``Config.context_length`` tokens. Calls continue the session: ``generate`` appends the
-prompt to what is already there, ``chat`` renders the whole conversation and reuses the KV cells of the
-longest common token prefix (so a multi-turn chat only evaluates the new turn). ``reset()`` empties it.
+A session owns its own native engine (``strata._strata.Engine``, on the config's backend): KV cells of
+the main model and the MTP drafter for ``Config.context_length`` tokens. Calls continue the session:
+``generate`` appends the prompt to what is already there, ``chat`` renders the whole conversation and
+reuses the KV cells of the longest common token prefix (so a multi-turn chat only evaluates the new
+turn). ``reset()`` empties it.
 
 Decoding (SPEC §2.8):
 
@@ -29,30 +30,46 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from strata._strata import decode
 from strata.config import Config
 from strata.errors import ConfigError, FormatError, InvalidArgument
+from strata.native_engine import open_engine
 from strata.sampling import SamplingPolicy
 from strata.session_file import SessionState, model_fingerprint, read_session_file, write_session_file
 from strata.stats import GenerationStats
 
 if TYPE_CHECKING:
-    from strata.model import Model
     from strata.tokenizer import Tokenizer
 
-__all__ = ["Session"]
+__all__ = ["Session", "SessionModel"]
 
 Prompt = str | Sequence[int]
+
+
+class SessionModel(Protocol):
+    """What a session needs of its model (``strata.Model`` is one); kept as a protocol so this module
+    does not import ``strata.model``, which imports it."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def has_mtp(self) -> bool: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def tokenizer(self) -> Tokenizer: ...
 
 
 class Session:
     """A generation session; make one with :meth:`strata.Model.session`."""
 
-    def __init__(self, model: Model, config: Config, sampling: SamplingPolicy) -> None:
+    def __init__(self, model: SessionModel, config: Config, sampling: SamplingPolicy) -> None:
         if not isinstance(config, Config):
             raise InvalidArgument(f"config must be a strata.Config, got {type(config).__name__}")
         if not isinstance(sampling, SamplingPolicy):
@@ -64,19 +81,21 @@ class Session:
         self._config = config
         self._sampling = sampling
         self._speculative = model.has_mtp if config.speculative is None else config.speculative
-        self._engine: Any = model._engine(config, encode_mtp=self._speculative)
+        # auto: each round verifies as many drafts as the measured costs say pay (draft/adaptive.h)
+        self._adaptive = self._speculative and config.speculative is None
+        self._engine: Any = open_engine(model.path, config, has_mtp=model.has_mtp,
+                                        encode_mtp=self._speculative)
         self._n_ctx = int(self._engine.max_ctx)
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)
         self._tokens: list[int] = []
-        self._stats = GenerationStats(speculative=self._speculative)
+        self._stats = GenerationStats(speculative=self._speculative, adaptive=self._adaptive)
         self._lock = threading.RLock()
         self._active: object | None = None
-        self._retention_env = config.retention_env()
 
     # ----------------------------------------------------------------------------------- properties
     @property
-    def model(self) -> Model:
+    def model(self) -> SessionModel:
         return self._model
 
     @property
@@ -126,7 +145,7 @@ class Session:
             self._tokens = []
             self._engine.rollback(0)
             self._rng.reseed(self._seed)
-            self._stats = GenerationStats(speculative=self._speculative)
+            self._stats = GenerationStats(speculative=self._speculative, adaptive=self._adaptive)
 
     # ------------------------------------------------------------------------------- save / load
     def save(self, path: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> None:
@@ -170,7 +189,7 @@ class Session:
         with self._lock:
             self._active = None
             for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_seed", "_rng",
-                         "_tokens", "_stats", "_retention_env"):
+                         "_tokens", "_stats", "_adaptive"):
                 setattr(self, attr, getattr(fresh, attr))
         return dict(state.extra)
 
@@ -343,10 +362,9 @@ class _Run:
         tok = session._model.tokenizer
         self.eog = tok.eog_ids
         self.text = _TextStream(tok, stops)
-        self.stats = GenerationStats(speculative=session._speculative)
+        self.stats = GenerationStats(speculative=session._speculative, adaptive=session._adaptive)
         session._stats = self.stats
         self.done = False
-        self.spec_mode = session._config.spec_sample
         # Expert-store counters of this call: snapshots of the engine's running totals.
         self.expert_mode = session._config.expert_mode
         self.experts_start = self.engine.expert_stats()["total"]
@@ -406,23 +424,10 @@ class _Run:
                 f"session holds at most {s._n_ctx - 1} before generating; shorten it, call reset(), or "
                 "create the session with a larger Config(context_length=...)")
         t0 = time.perf_counter()
-        common = 0
-        for a, b in zip(s._tokens, target, strict=False):
-            if a != b:
-                break
-            common += 1
-        keep = min(common, int(eng.n_past), len(target) - 1)
-        changed = keep < len(s._tokens) and s._tokens[keep] != target[keep]
-        if keep < eng.n_past:
-            eng.rollback(keep)
-        start = keep
-        if self.drafter_cell_lost(keep, len(target), changed):
-            # One token more: row keep-1 encodes drafter cell keep-1 again with the new token at keep;
-            # cell keep-2 stays valid since the token fed at keep-1 is the one it was encoded with.
-            start = keep - 1
-            if self.drafter_cell_lost(start, len(target), False):
-                start = 0
-        if start < keep:
+        # The prefix-reuse decision (longest common prefix, drafter cells a later draft row reads) is
+        # the engine's (engine/sequence.h).
+        start = int(eng.reuse_prefix(s._tokens, target, s._speculative))
+        if start < eng.n_past:
             eng.rollback(start)
         s._tokens = target[:start]
         try:
@@ -447,26 +452,6 @@ class _Run:
         self.t_decode = t1
         return out
 
-    def drafter_cell_lost(self, keep: int, n_target: int, changed: bool) -> bool:
-        """Whether continuing at `keep` would leave a hole the drafter must read.
-
-        The drafter's cell keep-1 is encoded from the main model's final streams at keep-1 and the token
-        at keep. The engine keeps it across a rollback while the token at keep stays the same (`changed`
-        false); re-encoding it needs the streams of keep-1, which the engine holds only for the rows of
-        its last evaluation. A hole matters when it lies in the drafter's sink or in the window of a
-        position still to come.
-        """
-        s, eng = self.s, self.engine
-        if not s._speculative or keep == 0 or (eng.mtp_cell_valid(keep - 1) and not changed):
-            return False
-        try:
-            eng.final_streams(keep - 1)
-            return False  # held: the evaluation from `keep` encodes the cell itself
-        except InvalidArgument:
-            pass
-        c = keep - 1  # a draft row at p reads the sinks and [p - mtp_window, p]
-        return c < s._config.mtp_sink or c >= n_target - 1 - s._config.mtp_window
-
     # ------------------------------------------------------------------------------------- decode
     def step(self) -> list[str]:
         """One decode round in the engine (``spec_round``, draft/speculator.h): with speculation, draft up
@@ -479,12 +464,16 @@ class _Run:
         if s._speculative:
             k = max(0, min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1))
         tokens, _drafted, verified, accepted, _probs = self.engine.spec_round(
-            s._tokens[-1], self.history(), k, s._config.draft_chained, s._retention_env, self.policy,
-            self.spec_mode, s._rng)
+            s._tokens[-1], self.history(), k, s._config.draft_chained, policy=self.policy, rng=s._rng,
+            adaptive=s._adaptive)
         before = self.stats.generated_tokens
         self.emit(tokens, out)
         if verified:
             self.stats.record_round(int(verified), int(accepted), self.stats.generated_tokens - before)
+        if s._speculative:
+            self.stats.record_step(int(verified))
+            if s._adaptive:
+                self.stats.record_adaptive(self.engine.spec_adaptive_stats())
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         self.record_experts()

@@ -33,6 +33,12 @@ class GenerationStats:
         drafted: per draft step j, how many rounds proposed a draft at step j (after retention).
         accepted: per draft step j, how many of those drafts the verifier accepted.
         steps: decode evaluations (rounds plus single-token steps).
+        adaptive: whether the drafts per round were chosen adaptively (``Config.speculative`` auto).
+        draft_counts: draft_counts[n] = decode steps that verified n drafts (0 = a plain step).
+        estimated_gain, measured_gain: adaptive speculation's expected speed-up over plain decoding
+            from its cost and acceptance estimates, and the measured one (tokens per second of the
+            rounds times the measured plain-step time), over the session's engine so far; 0 when
+            not adaptive or still warming up (docs/drafting.md).
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
         expert_hits, expert_misses: routed-expert uses of this call found resident / not resident
             (prefill and decode; in mmap mode misses are counted only with the page-cache probe).
@@ -56,6 +62,10 @@ class GenerationStats:
     drafted: list[int] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)
     steps: int = 0
+    adaptive: bool = False
+    draft_counts: list[int] = field(default_factory=list)
+    estimated_gain: float = 0.0
+    measured_gain: float = 0.0
     expert_mode: str = "mmap"
     expert_hits: int = 0
     expert_misses: int = 0
@@ -110,6 +120,18 @@ class GenerationStats:
         return self.expert_hits / used if used else 0.0
 
     # ----------------------------------------------------------------------------------- updating
+    def record_step(self, n_drafts: int) -> None:
+        """One decode step that verified n_drafts drafts (0: a plain step)."""
+        while len(self.draft_counts) <= n_drafts:
+            self.draft_counts.append(0)
+        self.draft_counts[n_drafts] += 1
+
+    def record_adaptive(self, snapshot: dict[str, Any] | None) -> None:
+        """Take the gains from an engine ``spec_adaptive_stats()`` snapshot (None: nothing yet)."""
+        if snapshot is not None:
+            self.estimated_gain = float(snapshot["estimated_gain"])
+            self.measured_gain = float(snapshot["measured_gain"])
+
     def record_round(self, n_drafts: int, n_accepted: int, committed: int) -> None:
         """One speculative round: n_drafts verified, the first n_accepted accepted, `committed` tokens
         kept (n_accepted + 1, fewer when generation ended inside the round)."""
@@ -145,6 +167,10 @@ class GenerationStats:
             "drafted": list(self.drafted),
             "accepted": list(self.accepted),
             "acceptance": self.acceptance,
+            "adaptive": self.adaptive,
+            "draft_counts": list(self.draft_counts),
+            "estimated_gain": self.estimated_gain,
+            "measured_gain": self.measured_gain,
             "expert_mode": self.expert_mode,
             "expert_hits": self.expert_hits,
             "expert_misses": self.expert_misses,
@@ -171,6 +197,12 @@ class GenerationStats:
             acc = ", ".join(f"{a:.2f}" for a in self.acceptance) or "-"
             lines.append(f"speculative: {self.rounds} rounds, {self.tokens_per_round:.2f} tokens/round, "
                          f"acceptance per draft step [{acc}]")
+            counts = ", ".join(f"{n}:{c}" for n, c in enumerate(self.draft_counts) if c) or "-"
+            line = f"drafts verified per step {{{counts}}}"
+            if self.adaptive:
+                line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, "
+                         f"measured {self.measured_gain:.2f}x over a plain step")
+            lines.append(line)
         else:
             lines.append("speculative: off")
         lines.append(f"experts ({self.expert_mode}): {self.expert_hits} hits, {self.expert_misses} misses "

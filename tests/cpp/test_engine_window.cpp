@@ -509,6 +509,40 @@ TEST(no_allocation_per_token) {
   CHECK_EQ(g_allocs.load() - before_rounds, 0L);
 }
 
+TEST(decode_step_needs_five_dispatches_per_layer) {
+  // Weights big enough that every linear region is threaded (> cpu::kParallelMinBytes): a decode
+  // row costs per layer the attention projections, the attention heads, the output projection, the
+  // gate/up region of the routed AND shared experts, and the down region — no dispatch per expert
+  // and none for the shared expert on its own.
+  TinyOptions o;
+  o.d = 128;
+  o.heads = 8;
+  o.kv_heads = 2;
+  o.head_dim = 32;
+  o.rope_dim = 32;
+  o.experts = 8;
+  o.used = 2;
+  o.ff = 256;
+  o.ff_shared = 256;
+  auto model = tiny_model(o);
+  const auto& hp = model->hparams();
+  strata::ThreadPool pool(3);
+  WindowConfig cfg;
+  cfg.max_ctx = 64;
+  cfg.max_rows = 8;
+  cfg.pool = &pool;
+  Window w(*model, cfg);
+  auto toks = tokens_for(24, static_cast<int>(hp.n_vocab), 5);
+  w.run(toks.data(), 8, 0, LogitRows::Last);
+  const uint64_t before = pool.dispatches();
+  const int steps = 10;
+  for (int p = 8; p < 8 + steps; ++p) w.run(toks.data() + p, 1, p, LogitRows::Last);
+  const double per_token = static_cast<double>(pool.dispatches() - before) / steps;
+  if (std::getenv("STRATA_TEST_VERBOSE")) std::printf("dispatches per decode token: %.1f\n", per_token);
+  CHECK(per_token >= static_cast<double>(hp.n_layer));  // the regions are threaded at all
+  CHECK_MSG(per_token <= 5.0 * hp.n_layer + 1, "dispatches per decode token: " + std::to_string(per_token));
+}
+
 TEST(r10_fc_hidden_one_gemm_equals_n_gemv) {
   // the MTP applies fc_hidden to the n streams (of all rows) as ONE gemm; each stream's
   // result must be bitwise what a separate gemv gives — for float and block weights alike.

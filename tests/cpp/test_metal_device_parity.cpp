@@ -314,7 +314,8 @@ TEST(tiny_model_greedy_tokens_equal_cpu_on_b) {
   strata::mtl::MetalModelConfig mc;
   mc.max_rows = 4;
   mc.max_ctx = 64;
-  strata::mtl::MetalModel metal(device_b(), *model, mc);
+  const auto metal_seq = strata::mtl::metal_sequence(device_b(), *model, mc, {});
+  strata::engine::Sequence& metal = *metal_seq;
   const int V = static_cast<int>(cpu.hparams().n_vocab);
   std::vector<int32_t> prompt = {1, 5, 9, 2, 7, 30, 11};
   std::vector<float> lc(static_cast<size_t>(V)), lm(static_cast<size_t>(V));

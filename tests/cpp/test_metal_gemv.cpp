@@ -243,12 +243,11 @@ TEST(tile_parsing_and_validation) {
     CHECK(std::string(e.what()).find("R*K <= 16") != std::string::npos);
   }
   for (const GemvTile& t : kTiles) CHECK(strata::mtl::tile_supported(t));
-  ::setenv("STRATA_METAL_MTP_TILE", "8,4,2,4", 1);
-  CHECK(strata::mtl::drafter_tiles_from_env().wide == (GemvTile{8, 4, 2, 4}));
-  CHECK(strata::mtl::drafter_tiles_from_env().narrow == strata::mtl::GemvTiles{}.narrow);
-  ::setenv("STRATA_METAL_MTP_TILE", "8,4,2,5", 1);
-  CHECK_THROWS(strata::mtl::drafter_tiles_from_env());
-  ::unsetenv("STRATA_METAL_MTP_TILE");
+  // The drafter's wide tile from Config.metal_mtp_tile (STRATA_METAL_MTP_TILE); "" = the defaults.
+  CHECK(strata::mtl::drafter_tiles("8,4,2,4").wide == (GemvTile{8, 4, 2, 4}));
+  CHECK(strata::mtl::drafter_tiles("8,4,2,4").narrow == strata::mtl::GemvTiles{}.narrow);
+  CHECK(strata::mtl::drafter_tiles("") == strata::mtl::GemvTiles{});
+  CHECK_THROWS(strata::mtl::drafter_tiles("8,4,2,5"));
 }
 
 TEST(reverse_between_barriers_exposes_a_missing_barrier) {

@@ -50,7 +50,8 @@ Result greedy_both(const TinyOptions& o, int prompt_len, int steps, int metal_ro
   strata::mtl::MetalModelConfig mc;
   mc.max_rows = metal_rows;
   mc.max_ctx = 128;
-  strata::mtl::MetalModel metal(dev, *model, mc);
+  const auto metal_seq = strata::mtl::metal_sequence(dev, *model, mc, {});
+  strata::engine::Sequence& metal = *metal_seq;
   const int V = static_cast<int>(cpu.hparams().n_vocab);
   std::vector<int32_t> prompt;
   for (int i = 0; i < prompt_len; ++i) prompt.push_back((i * 17 + 5) % V);
@@ -133,7 +134,8 @@ TEST(bad_calls_are_refused) {
   strata::mtl::EmuDevice dev;
   strata::mtl::MetalModelConfig mc;
   mc.max_ctx = 16;
-  strata::mtl::MetalModel metal(dev, *model, mc);
+  const auto metal_seq = strata::mtl::metal_sequence(dev, *model, mc, {});
+  strata::engine::Sequence& metal = *metal_seq;
   const int32_t bad_token = 1000, ok = 3;
   CHECK_THROWS(metal.eval(&bad_token, 1, 0, nullptr));
   CHECK_THROWS(metal.eval(&ok, 1, 1, nullptr));   // start past n_past
@@ -160,9 +162,11 @@ TEST(mtp_drafts_equal_cpu) {
   strata::mtl::MetalModelConfig mc;
   mc.max_rows = 5;
   mc.max_ctx = 96;
-  mc.mtp_sink = 2;
-  mc.mtp_window = 6;
-  strata::mtl::MetalModel metal(dev, *model, mc);
+  strata::engine::SequenceConfig sc;
+  sc.mtp_sink = 2;
+  sc.mtp_window = 6;
+  const auto metal_seq = strata::mtl::metal_sequence(dev, *model, mc, sc);
+  strata::engine::Sequence& metal = *metal_seq;
   CHECK(metal.has_mtp());
   const int V = static_cast<int>(cpu.hparams().n_vocab), Vr = static_cast<int>(cpu.hparams().mtp_vocab);
   std::vector<int32_t> prompt;
@@ -180,7 +184,7 @@ TEST(mtp_drafts_equal_cpu) {
     std::vector<int32_t> dc(static_cast<size_t>(steps)), dm(static_cast<size_t>(steps));
     std::vector<float> lgc(static_cast<size_t>(steps * Vr)), lgm(static_cast<size_t>(steps * Vr));
     cpu.mtp_draft(nullptr, tc, pos - 1, steps, lgc.data(), dc.data());
-    metal.mtp_draft(pos - 1, tm, steps, lgm.data(), dm.data());
+    metal.mtp_draft(nullptr, tm, pos - 1, steps, lgm.data(), dm.data());
     CHECK(dc == dm);
     for (size_t i = 0; i < lgc.size(); ++i) worst = std::max(worst, std::fabs(double(lgc[i]) - lgm[i]));
     drafted += steps;

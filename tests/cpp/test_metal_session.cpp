@@ -1,4 +1,6 @@
-// MetalModel as a session backend (engine::DecodeTarget) on the emulator (STRATA_BACKEND=metal-emu):
+// engine::Sequence over the Metal backend on the emulator (backend "metal-emu"), and the sequence
+// tests (rollback and restore, the drafter's cells and ledger, a randomized speculation run) through
+// the same code on the CPU backend too:
 //   - a 4-row verification window's logits are bitwise the four one-row evals (the kernels are
 //     row-independent: batched GEMV rows, per-row norms, attention and MoE entries);
 //   - rollback and restore, then continuing, give bitwise the logits and drafts of a fresh run; a
@@ -19,21 +21,23 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "metal/emu/emu_device.h"
-#include "metal/host/cell_ledger.h"
 #include "metal/host/metal_model.h"
 #include "strata/draft/speculator.h"
+#include "strata/engine/cell_ledger.h"
 #include "strata/engine/runner.h"
+#include "strata/engine/sequence.h"
 #include "strata/sampling/sample_dist.h"
 #include "strata/util/error.h"
 #include "test_engine_support.h"
 
-using strata::engine::DecodeTarget;
 using strata::engine::LogitRows;
-using strata::mtl::MetalModel;
+using strata::engine::Sequence;
 using strata_test::TinyOptions;
+using strata::engine::DecodeTarget;
 
 namespace {
 
@@ -41,22 +45,38 @@ constexpr int kSink = 2, kWin = 6;
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
-// A tiny strata model with every feature and an MTP layer, on an emulator that reverses the
-// dispatches between barriers.
+// A tiny strata model with every feature and an MTP layer behind a Sequence on one backend:
+// "metal-emu" (an emulator that reverses the dispatches between barriers) or "cpu" (Window + Mtp).
+constexpr const char* kBackends[] = {"metal-emu", "cpu"};
+
 struct Emu {
   std::unique_ptr<strata::model::Model> model;
-  strata::mtl::EmuDevice dev{{}, /*reverse_between_barriers=*/true};
-  std::unique_ptr<MetalModel> m;
-  explicit Emu(const TinyOptions& o, int max_rows = 5, int64_t max_ctx = 96) : model(strata_test::tiny_model(o)) {
+  std::unique_ptr<strata::mtl::EmuDevice> dev;
+  std::unique_ptr<Sequence> m;
+  explicit Emu(const TinyOptions& o, int max_rows = 5, int64_t max_ctx = 96, const char* backend = "metal-emu") {
+    strata::engine::SequenceConfig sc;
+    sc.mtp_sink = kSink;
+    sc.mtp_window = kWin;
+    if (std::string(backend) == "cpu") {
+      strata::engine::RunnerConfig rc;
+      rc.n_threads = 1;
+      rc.max_rows = max_rows;
+      rc.max_ctx = max_ctx;
+      rc.mtp_sink = kSink;
+      rc.mtp_window = kWin;
+      m = std::make_unique<strata::engine::Runner>(strata_test::tiny_model(o), rc);
+      return;
+    }
+    model = strata_test::tiny_model(o);
+    dev = std::make_unique<strata::mtl::EmuDevice>(strata::emu::Options{}, /*reverse_between_barriers=*/true);
     strata::mtl::MetalModelConfig mc;
     mc.max_rows = max_rows;
     mc.max_ctx = max_ctx;
-    mc.mtp_sink = kSink;
-    mc.mtp_window = kWin;
-    m = std::make_unique<MetalModel>(dev, *model, mc);
+    m = strata::mtl::metal_sequence(*dev, *model, mc, sc);
   }
-  int V() const { return static_cast<int>(model->hparams().n_vocab); }
-  int Vr() const { return static_cast<int>(model->hparams().mtp_vocab); }
+  int V() const { return m->n_vocab(); }
+  int Vr() const { return m->draft_vocab(); }
+  uint64_t violations() const { return dev ? dev->emulator().violation_count() : 0; }
 };
 
 std::vector<int32_t> prompt_of(int n, int V, int salt) {
@@ -125,7 +145,7 @@ TEST(verification_window_logits_equal_one_row_evals) {
   TinyOptions o;
   o.seed = 21;
   Emu e(o);
-  MetalModel& m = *e.m;
+  Sequence& m = *e.m;
   const int V = e.V();
   const auto prompt = prompt_of(10, V, 3);
   m.eval(prompt.data(), 10, 0, nullptr);
@@ -150,15 +170,16 @@ TEST(verification_window_logits_equal_one_row_evals) {
   for (int r = 0; r < 7; ++r) m.eval(&long_win[static_cast<size_t>(r)], 1, 10 + r, one.data());
   CHECK(std::memcmp(one.data(), lw.data() + static_cast<size_t>(6) * V, V * sizeof(float)) == 0);
   CHECK_THROWS(m.eval(win, 4, 10, LogitRows::All, nullptr, -1));
-  CHECK_EQ(e.dev.emulator().violation_count(), uint64_t{0});
+  CHECK_EQ(e.violations(), uint64_t{0});
 }
 
-TEST(rollback_and_restore_then_continue_equal_a_fresh_run) {
+void rollback_and_restore_then_continue_equal_a_fresh_run_on(const char* backend) {
+  std::printf("backend %s\n", backend);
   TinyOptions o;
   o.seed = 22;
   const int steps = 3;
   // Fresh: prompt, three single-token steps, then a 3-step draft chain from the last row.
-  Emu fresh(o);
+  Emu fresh(o, 5, 96, backend);
   const int V = fresh.V(), Vr = fresh.Vr();
   const auto prompt = prompt_of(12, V, 5);
   const int32_t cont[4] = {9, 33, 4, 17};
@@ -172,19 +193,19 @@ TEST(rollback_and_restore_then_continue_equal_a_fresh_run) {
   }
   std::vector<float> dl_want(static_cast<size_t>(3) * Vr), dl(static_cast<size_t>(3) * Vr);
   std::vector<int32_t> dt_want(3), dt(3);
-  fresh.m->mtp_draft(14, cont[3], 3, dl_want.data(), dt_want.data());
+  fresh.m->mtp_draft(nullptr, cont[3], 14, 3, dl_want.data(), dt_want.data());
 
   // Rollback: a 4-row window whose first token is cont[0], a draft chain past it, then back to 13.
   {
-    Emu e(o);
-    MetalModel& m = *e.m;
+    Emu e(o, 5, 96, backend);
+    Sequence& m = *e.m;
     m.eval(prompt.data(), 12, 0, lg.data());
     CHECK(same(lg, want[0]));
     const int32_t branch[4] = {cont[0], 50, 51, 52};
     std::vector<float> w(static_cast<size_t>(4) * V);
     m.eval(branch, 4, 12, LogitRows::All, w.data(), 1);
     CHECK(std::memcmp(w.data(), want[1].data(), V * sizeof(float)) == 0);
-    m.mtp_draft(15, 3, 3, nullptr, dt.data());
+    m.mtp_draft(nullptr, 3, 15, 3, nullptr, dt.data());
     m.rollback(13);
     CHECK(m.mtp_cell_valid(11));
     CHECK(!m.mtp_cell_valid(13));
@@ -192,7 +213,7 @@ TEST(rollback_and_restore_then_continue_equal_a_fresh_run) {
       m.eval(&cont[s], 1, 12 + s, lg.data());
       CHECK_MSG(same(lg, want[static_cast<size_t>(s + 1)]), "after rollback, step " + std::to_string(s));
     }
-    m.mtp_draft(14, cont[3], 3, dl.data(), dt.data());
+    m.mtp_draft(nullptr, cont[3], 14, 3, dl.data(), dt.data());
     CHECK(same(dl, dl_want));
     CHECK(dt == dt_want);
     // The last draft row read exactly the sink and the W + 1 window cells.
@@ -205,13 +226,13 @@ TEST(rollback_and_restore_then_continue_equal_a_fresh_run) {
   // Restore: a checkpoint after the prompt, a diverging branch with drafts, restore, re-feed the last
   // prompt token (the drafter cell it completes was rewritten by the branch), continue.
   {
-    Emu e(o);
-    MetalModel& m = *e.m;
+    Emu e(o, 5, 96, backend);
+    Sequence& m = *e.m;
     m.eval(prompt.data(), 12, 0, lg.data());
-    const strata::mtl::MetalCheckpoint cp = m.checkpoint();
+    const strata::engine::SequenceCheckpoint cp = m.checkpoint();
     const int32_t branch[3] = {44, 45, 46};
     m.eval(branch, 3, 12, nullptr);
-    m.mtp_draft(14, 8, 3, nullptr, dt.data());
+    m.mtp_draft(nullptr, 8, 14, 3, nullptr, dt.data());
     m.restore(cp);
     CHECK_EQ(m.n_past(), int64_t{12});
     CHECK(m.mtp_cell_valid(10));
@@ -223,23 +244,28 @@ TEST(rollback_and_restore_then_continue_equal_a_fresh_run) {
       m.eval(&cont[s], 1, 12 + s, lg.data());
       CHECK_MSG(same(lg, want[static_cast<size_t>(s + 1)]), "after restore, step " + std::to_string(s));
     }
-    m.mtp_draft(14, cont[3], 3, dl.data(), dt.data());
+    m.mtp_draft(nullptr, cont[3], 14, 3, dl.data(), dt.data());
     CHECK(same(dl, dl_want));
     CHECK(dt == dt_want);
     // A checkpoint whose cells were rewritten since is refused.
-    const strata::mtl::MetalCheckpoint late = m.checkpoint();
+    const strata::engine::SequenceCheckpoint late = m.checkpoint();
     m.rollback(8);
     m.eval(branch, 3, 8, nullptr);
     CHECK_THROWS(m.restore(late));
-    CHECK_EQ(e.dev.emulator().violation_count(), uint64_t{0});
+    CHECK_EQ(e.violations(), uint64_t{0});
   }
 }
 
-TEST(draft_rows_follow_draft_cells_and_the_ledger) {
+TEST(rollback_and_restore_then_continue_equal_a_fresh_run) {
+  for (const char* b : kBackends) rollback_and_restore_then_continue_equal_a_fresh_run_on(b);
+}
+
+void draft_rows_follow_draft_cells_and_the_ledger_on(const char* backend) {
+  std::printf("backend %s\n", backend);
   TinyOptions o;
   o.seed = 23;
-  Emu e(o);
-  MetalModel& m = *e.m;
+  Emu e(o, 5, 96, backend);
+  Sequence& m = *e.m;
   const int V = e.V();
   const auto prompt = prompt_of(14, V, 1);
   m.eval(prompt.data(), 14, 0, nullptr);
@@ -283,24 +309,28 @@ TEST(draft_rows_follow_draft_cells_and_the_ledger) {
               static_cast<unsigned long long>(m.ledger().rows_checked()),
               static_cast<unsigned long long>(m.ledger().reads_checked()));
   CHECK_EQ(m.ledger().rows_checked(), uint64_t{3});
-  CHECK_EQ(e.dev.emulator().violation_count(), uint64_t{0});
+  CHECK_EQ(e.violations(), uint64_t{0});
+}
+
+TEST(draft_rows_follow_draft_cells_and_the_ledger) {
+  for (const char* b : kBackends) draft_rows_follow_draft_cells_and_the_ledger_on(b);
 }
 
 TEST(cell_ledger_catches_stale_and_foreign_reads) {
-  strata::mtl::CellLedger g(16);
+  strata::engine::CellLedger g(16);
   for (int x = 0; x < 8; ++x) g.main_wrote(x, 10 + x);
   for (int c = 0; c < 6; ++c) g.drafter_committed(c, 10 + c + 1);  // cell c with token t_{c+1}
   g.drafter_committed(7, 99);                                      // cell 7 (= p) with the pending token
-  const strata::mtl::CellLedger::Chain chain{7, 99, 5};
+  const strata::engine::CellLedger::Chain chain{7, 99, 5};
   g.drafter_chain(8, 5);
   const std::vector<int32_t> ok = {0, 1, 4, 5, 7, 8, 9};
   g.check_draft_row(ok, 9, chain, 8);
   const std::vector<int32_t> unencoded = {0, 6, 7};  // cell 6 never encoded
   CHECK_THROWS(g.check_draft_row(unencoded, 7, chain, 8));
-  const strata::mtl::CellLedger::Chain other{7, 98, 5};  // cell 7 was encoded with another next token
+  const strata::engine::CellLedger::Chain other{7, 98, 5};  // cell 7 was encoded with another next token
   const std::vector<int32_t> seven = {7, 8};
   CHECK_THROWS(g.check_draft_row(seven, 8, other, 8));
-  const strata::mtl::CellLedger::Chain later{7, 99, 6};  // chain cell 8 belongs to round 5
+  const strata::engine::CellLedger::Chain later{7, 99, 6};  // chain cell 8 belongs to round 5
   CHECK_THROWS(g.check_draft_row(seven, 9, later, 8));
   g.main_wrote(3, 77);  // the main sequence diverged at 3: committed cells 2.. are stale now
   const std::vector<int32_t> before = {0, 1};
@@ -343,7 +373,7 @@ TEST(speculative_greedy_equals_plain_greedy_and_cpu) {
   CHECK(b.rounds > 0);
   CHECK(b.accepted >= 3);  // windows that kept drafts, not only rejections
   CHECK(spec.m->ledger().rows_checked() >= static_cast<uint64_t>(b.drafted));
-  CHECK_EQ(spec.dev.emulator().violation_count(), uint64_t{0});
+  CHECK_EQ(spec.violations(), uint64_t{0});
 }
 
 namespace {
@@ -388,20 +418,21 @@ TEST(speculator_on_metal_equals_cpu_runner) {
               tc == tm ? "equal" : "differ");
   CHECK(tc == tm);
   CHECK(dm > 0);
-  CHECK_EQ(e.dev.emulator().violation_count(), uint64_t{0});
+  CHECK_EQ(e.violations(), uint64_t{0});
 }
 
-TEST(random_session_reads_only_committed_drafter_cells) {
+void random_session_reads_only_committed_drafter_cells_on(const char* backend) {
+  std::printf("backend %s\n", backend);
   TinyOptions o;
   o.seed = 26;
   std::mt19937 g(77);
-  Emu e(o, /*max_rows=*/3, /*max_ctx=*/64);
-  MetalModel& m = *e.m;
+  Emu e(o, /*max_rows=*/3, /*max_ctx=*/64, backend);
+  Sequence& m = *e.m;
   strata::draft::Speculator spec(m, 4);
   const int V = e.V();
   strata::sampling::Rng rng(5);
   std::vector<int32_t> seq;  // committed tokens; seq.back() is pending
-  std::vector<strata::mtl::MetalCheckpoint> cps;
+  std::vector<strata::engine::SequenceCheckpoint> cps;
   std::vector<size_t> cp_len;
   int rounds = 0, drafted = 0, restores = 0, rollbacks = 0;
   auto feed = [&](int64_t from) {
@@ -457,13 +488,17 @@ TEST(random_session_reads_only_committed_drafter_cells) {
       drafted += r.drafted;
     }
   }
-  std::printf("random metal-emu session: %d rounds (%d drafter rows), %d rollbacks, %d restores; ledger checked %llu "
+  std::printf("random %s session: %d rounds (%d drafter rows), %d rollbacks, %d restores; ledger checked %llu "
               "rows, %llu reads\n",
-              rounds, drafted, rollbacks, restores, static_cast<unsigned long long>(m.ledger().rows_checked()),
+              backend, rounds, drafted, rollbacks, restores, static_cast<unsigned long long>(m.ledger().rows_checked()),
               static_cast<unsigned long long>(m.ledger().reads_checked()));
   CHECK(rounds > 15);
   CHECK(drafted > 15);
   CHECK(restores + rollbacks > 2);
   CHECK(m.ledger().rows_checked() == static_cast<uint64_t>(drafted));
-  CHECK_EQ(e.dev.emulator().violation_count(), uint64_t{0});
+  CHECK_EQ(e.violations(), uint64_t{0});
+}
+
+TEST(random_session_reads_only_committed_drafter_cells) {
+  for (const char* b : kBackends) random_session_reads_only_committed_drafter_cells_on(b);
 }

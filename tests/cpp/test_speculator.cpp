@@ -236,7 +236,7 @@ TEST(random_sessions_never_read_uncommitted_drafter_cells) {
     const int V = run.n_vocab();
     strata::sampling::Rng rng(static_cast<uint64_t>(trial));
     std::vector<int32_t> seq;  // committed tokens; seq.back() is pending (not yet evaluated)
-    std::vector<strata::engine::RunnerCheckpoint> cps;
+    std::vector<strata::engine::SequenceCheckpoint> cps;
     std::vector<std::size_t> cp_len;
     auto feed_prompt = [&](int64_t from) {
       // Re-evaluate seq[from..) in random chunk sizes, leaving the last token pending.

@@ -5,7 +5,12 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <thread>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "strata/util/aligned.h"
 #include "strata/util/error.h"
@@ -41,8 +46,7 @@ TEST(default_pool_follows_set_default_threads) {
   ThreadPool& three = ThreadPool::global();
   CHECK_EQ(three.size(), 3);
   ThreadPool::set_default_threads(0);  // back to one per core, even after a custom size
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  CHECK_EQ(ThreadPool::global().size(), cores);
+  CHECK_EQ(ThreadPool::global().size(), ThreadPool::default_threads());
   // The replaced pool stays usable: an engine made before the change still holds it.
   std::atomic<int64_t> sum{0};
   three.parallel_for(100, 1, [&](int64_t b, int64_t e) {
@@ -50,6 +54,98 @@ TEST(default_pool_follows_set_default_threads) {
   });
   CHECK_EQ(sum.load(), int64_t{4950});
 }
+
+TEST(default_threads_counts_physical_cores) {
+  const int n = strata::ThreadPool::default_threads();
+  CHECK(n >= 1);
+  CHECK(n <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+TEST(thread_pool_counts_dispatches_not_inline_runs) {
+  strata::ThreadPool pool(2);
+  const uint64_t before = pool.dispatches();
+  pool.parallel_for(4, 8, [](int64_t, int64_t) {});  // n <= grain: inline
+  CHECK_EQ(pool.dispatches(), before);
+  for (int i = 0; i < 10; ++i) pool.parallel_for(64, 1, [](int64_t, int64_t) {});
+  CHECK_EQ(pool.dispatches(), before + 10);
+}
+
+TEST(spinning_workers_do_not_sleep_between_close_dispatches) {
+  // A generous spin budget: back-to-back dispatches never reach a condition-variable sleep.
+  strata::ThreadPool pool(2, 2'000'000);
+  std::atomic<int64_t> sum{0};
+  for (int it = 0; it < 500; ++it)
+    pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+  CHECK_EQ(sum.load(), int64_t{500} * 2016);
+  CHECK_EQ(pool.sleeps(), uint64_t{0});
+}
+
+TEST(non_spinning_pool_sleeps_and_stays_correct) {
+  strata::ThreadPool pool(3, 0);
+  for (int it = 0; it < 200; ++it) {
+    std::vector<std::atomic<int>> hits(97);
+    pool.parallel_for(97, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    for (auto& h : hits) CHECK_EQ(h.load(), 1);
+  }
+  CHECK(pool.sleeps() > 0);
+}
+
+TEST(thread_start_failure_is_an_error_not_a_hang) {
+  using strata::ThreadPool;
+  ThreadPool::fail_thread_start_for_test(3);
+  std::string what;
+  strata::ErrorKind kind = strata::ErrorKind::Internal;
+  try {
+    ThreadPool pool(6);
+  } catch (const strata::Error& e) {
+    what = e.what();
+    kind = e.kind();
+  }
+  ThreadPool::fail_thread_start_for_test(-1);
+  CHECK(kind == strata::ErrorKind::IO);
+  CHECK(what.find("could not start worker thread 4 of 6") != std::string::npos);
+  ThreadPool ok(6);  // the hook is off again
+  CHECK_EQ(ok.size(), 6);
+}
+
+// ASan and TSan reserve terabytes of shadow address space: an RLIMIT_AS would break them first.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STRATA_TEST_SHADOW_MEMORY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STRATA_TEST_SHADOW_MEMORY 1
+#endif
+#endif
+#if !defined(STRATA_TEST_SHADOW_MEMORY)
+TEST(thread_start_failure_under_an_address_space_limit) {
+  // The reported case: `ulimit -v` small and 1024 threads. In a child process (the limit must not
+  // reach the test runner), with an alarm so a hang fails the test instead of stalling ctest.
+  const pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(60);
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = rlim_t{1} << 30;  // 1 GiB: far less than 1024 thread stacks
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(3);
+    try {
+      strata::ThreadPool pool(1024);
+    } catch (const strata::Error& e) {
+      _exit(e.kind() == strata::ErrorKind::IO ? 0 : 4);
+    } catch (...) {
+      _exit(5);
+    }
+    _exit(6);  // every thread started: the limit did not bite
+  }
+  int status = 0;
+  CHECK_EQ(waitpid(pid, &status, 0), pid);
+  CHECK(WIFEXITED(status));  // not killed by the alarm (a hang) or a signal
+  CHECK_EQ(WEXITSTATUS(status), 0);
+}
+#endif
 
 TEST(aligned_buffer_is_aligned) {
   strata::AlignedBuffer<float> buf(1000);

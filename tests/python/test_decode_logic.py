@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from strata._strata import decode
 
 import strata
+from strata._strata import decode
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:

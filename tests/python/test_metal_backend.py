@@ -1,7 +1,7 @@
 """The Metal backend through the CPU threadgroup emulator (``Config(backend="metal-emu")``) as a session
 backend: whole ``Model.session(...).generate`` runs, plain and speculative, give the CPU backend's greedy
-tokens on tiny strata and qwen3moe models; ``_strata.MetalEngine`` offers the interface Session uses;
-bad backend names are clear errors (docs/metal.md)."""
+tokens on tiny strata and qwen3moe models; ``_strata.Engine(backend="metal-emu")`` offers the interface
+Session uses; bad backend names are clear errors (docs/metal.md)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from strata._strata import decode
 
 import strata
 from strata import _strata
+from strata._strata import decode
 from strata.convert import agreeing_strata_tensors, byte_level_tokenizer, convert_qwen3moe, write_strata_gguf
 
 VOCAB = 300
@@ -150,7 +150,7 @@ def test_qwen3moe_session_equals_cpu(models: dict[str, strata.Model]) -> None:
 def test_metal_engine_has_the_session_interface(models: dict[str, strata.Model]) -> None:
     path = models["random"].path
     cpu = _strata.Engine(path, n_threads=1, max_ctx=64, mtp_sink=2, mtp_window=6)
-    emu = _strata.MetalEngine(path, backend="metal-emu", max_ctx=64, max_rows=8, mtp_sink=2, mtp_window=6)
+    emu = _strata.Engine(path, backend="metal-emu", max_ctx=64, max_rows=8, mtp_sink=2, mtp_window=6)
     assert (emu.max_ctx, emu.n_past, emu.has_mtp, emu.backend) == (64, 0, True, "metal-emu")
     prompt = [1, 7, 42, 99, 5, 250, 17, 3, 8, 64]
     lc = cpu.eval(prompt, start_pos=0, logits="all")

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "strata/config/gemv_tile.h"
 #include "strata/util/error.h"
 #include "strata/util/log.h"
 
@@ -24,6 +25,9 @@ constexpr const char* kMoceBonus = "STRATA_MOCE_BONUS";
 constexpr const char* kMoceRank1 = "STRATA_MOCE_RANK1";
 constexpr const char* kMoceProtect = "STRATA_MOCE_PROTECT";
 constexpr const char* kMoceDraft = "STRATA_MOCE_DRAFT";
+constexpr const char* kMetallib = "STRATA_METALLIB";
+constexpr const char* kMetalMtpTile = "STRATA_METAL_MTP_TILE";
+constexpr std::size_t kMaxPath = 4096;
 
 constexpr double kMaxLogBonus = 8.0;
 constexpr double kMaxRank1 = 1024.0;
@@ -91,6 +95,10 @@ const std::vector<SettingInfo>& known_settings() {
       {kMoceRank1, "moce", "1", "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1"},
       {kMoceProtect, "moce", "0", "integer 0..64 (r_prot); first rank that gets the bonus is max(1, r_prot)"},
       {kMoceDraft, "moce", "0", "boolean; draft rows get m = b² and r_prot = 1"},
+      {kMetallib, "metal", "unset", "path of strata.metallib (the metal backend's compiled kernels; at most 4096 bytes)"},
+      {kMetalMtpTile, "metal", "unset",
+       "L,R,S,K: the drafter's wide-class GEMV tile on the Metal backends (L in {8,16,32}, R in {1,2,4}, S in "
+       "{1,2,4,8}, K in {1,2,4,8}, R*K <= 16)"},
   };
   return v;
 }
@@ -188,6 +196,29 @@ ParseResult parse_settings(const EnvMap& env) {
       out.diagnostics.push_back(g.diagnostic());
     else
       s.moce = m;
+  }
+
+  // The Metal backend's library and drafter tile.
+  {
+    Group g{"Metal settings ignored, no metallib and the default drafter tile apply"};
+    MetalSettings m;
+    if (const auto* v = find(env, kMetallib)) {
+      const std::string t(trim(*v));
+      if (t.empty()) g.reject(kMetallib, "empty");
+      else if (t.size() > kMaxPath) g.reject(kMetallib, "longer than 4096 bytes");
+      else m.metallib = t;
+    }
+    if (const auto* v = find(env, kMetalMtpTile)) {
+      try {
+        m.mtp_tile = tile_string(parse_gemv_tile(*v));
+      } catch (const Error& e) {
+        g.reject(kMetalMtpTile, e.what());
+      }
+    }
+    if (g.failed())
+      out.diagnostics.push_back(g.diagnostic());
+    else
+      s.metal = m;
   }
   return out;
 }

@@ -46,10 +46,18 @@ struct MtpCellSettings {
   bool q5 = false;   // Q5_0
 };
 
+// The Metal backend: STRATA_METALLIB (the path of strata.metallib, for backend "metal") and
+// STRATA_METAL_MTP_TILE (the drafter's wide-class GEMV tile "L,R,S,K", config/gemv_tile.h).
+struct MetalSettings {
+  std::string metallib;  // "" = none given
+  std::string mtp_tile;  // "" = the default tiles
+};
+
 struct Settings {
   RetentionSettings retention;
   MoceSettings moce;
   MtpCellSettings mtp;
+  MetalSettings metal;
   sampling::SpecSample spec_sample = sampling::SpecSample::Exact;  // STRATA_SPEC_SAMPLE=exact|greedy
 };
 

@@ -1,6 +1,7 @@
 #include "strata/draft/speculator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -10,9 +11,50 @@
 #include "strata/util/error.h"
 
 namespace strata::draft {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Verification by sampling (adaptive rounds at temperature > 0): row i draws its token exactly as a
+// plain step would (sample_logits over history ++ drafts[0..i), one uniform) and the draft is kept
+// while it equals that token. A draft is thus accepted with probability p_i(draft) — the acceptance of
+// exact speculative sampling with deterministic drafts — and a rejected row's token is distributed as
+// p_i without the draft, as there. Every committed token consumes one uniform in order, as plain
+// decoding does, so the output equals plain decoding's with the same seed whatever number of drafts a
+// round chose (adaptive choices depend on measured times; the text must not).
+sampling::VerifyResult verify_by_sampling(const float* logits, int V, std::span<const int32_t> drafts,
+                                          const sampling::SamplingPolicy& policy, std::span<const int32_t> history,
+                                          sampling::Rng& rng, sampling::SampleWorkspace& ws) {
+  sampling::VerifyResult v;
+  const int n = static_cast<int>(drafts.size());
+  for (int i = 0; i <= n; ++i) {
+    const int32_t tok = sampling::sample_logits(logits + static_cast<std::size_t>(i) * static_cast<std::size_t>(V), V,
+                                                policy, history, drafts.first(static_cast<std::size_t>(i)), rng, ws);
+    if (i == n || tok != drafts[static_cast<std::size_t>(i)]) {
+      v.accepted = i;
+      v.next_token = tok;
+      return v;
+    }
+  }
+  return v;  // unreachable: row n always returns
+}
+
+// Turns the target's drafter encoding back on when it leaves scope (also when a step throws).
+struct EncodingOffGuard {
+  engine::DecodeTarget& target;
+  bool off;
+  ~EncodingOffGuard() {
+    if (off) target.set_drafter_encoding(true);
+  }
+};
+
+}  // namespace
 
 Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
-    : target_(target), max_drafts_(max_drafts), V_(target.n_vocab()), Vr_(target.draft_vocab()) {
+    : target_(target), max_drafts_(max_drafts), V_(target.n_vocab()), Vr_(target.draft_vocab()),
+      adaptive_(std::clamp(max_drafts, 1, kMaxDraftSteps)) {
   if (max_drafts < 1 || max_drafts > kMaxDraftSteps)
     throw_error(ErrorKind::Value, "speculator: max_drafts " + std::to_string(max_drafts) + " is outside [1, " +
                                       std::to_string(kMaxDraftSteps) + "]");
@@ -48,12 +90,28 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     throw_error(ErrorKind::Value, "speculator: a round of " + std::to_string(opt.max_drafts) +
                                       " drafts (this speculator holds at most " + std::to_string(max_drafts_) + ")");
   // Drafts fit when every window row has a cell: positions p .. p + k.
-  const int k = static_cast<int>(std::min<int64_t>(opt.max_drafts, target_.max_ctx() - 1 - p));
+  int k = static_cast<int>(std::min<int64_t>(opt.max_drafts, target_.max_ctx() - 1 - p));
   if (k < 1 || p < 1 || !target_.has_drafter() || !target_.draft_ready(p - 1))
     return plain_step(t, p, history, opt, rng);
+  const bool adaptive = opt.adaptive;
+  if (adaptive) {
+    k = adaptive_.choose(k);
+    if (k == 0) {
+      // In a plain stretch the step skips the drafter's K/V (a gap the drafter's cells handle).
+      const bool encode = adaptive_.encode_plain();
+      const EncodingOffGuard guard{target_, !encode};
+      if (!encode) target_.set_drafter_encoding(false);
+      const auto t0 = std::chrono::steady_clock::now();
+      RoundResult plain = plain_step(t, p, history, opt, rng);
+      adaptive_.record_plain(seconds_since(t0), encode);
+      adaptive_.record_round(0, 0, plain.n_tokens);
+      return plain;
+    }
+  }
 
   // Drafting: the chain starts at the last committed row p - 1 with next token t.
   RoundResult r;
+  auto t0 = std::chrono::steady_clock::now();
   target_.draft_begin(p - 1, t);
   int n = 0;
   if (opt.chained) {
@@ -75,19 +133,29 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
                          std::span<int32_t>(window_.data() + 1, static_cast<std::size_t>(k)),
                          std::span<float>(r.probs, static_cast<std::size_t>(k)));
   }
+  if (adaptive) adaptive_.record_draft(r.drafted, seconds_since(t0));
   if (n == 0) {
+    t0 = std::chrono::steady_clock::now();
     RoundResult plain = plain_step(t, p, history, opt, rng);
+    if (adaptive) {
+      adaptive_.record_plain(seconds_since(t0), true);
+      adaptive_.record_round(0, 0, plain.n_tokens);
+    }
     plain.drafted = r.drafted;
     return plain;
   }
 
   // Verification: ONE window of n + 1 rows; rows >= 1 are draft rows.
   window_[0] = t;
+  t0 = std::chrono::steady_clock::now();
   target_.eval(window_.data(), n + 1, p, engine::LogitRows::All, logits_.data(), 1);
   one_[0] = t;
   const std::span<const int32_t> hist = history.empty() ? std::span<const int32_t>(one_) : history;
   const std::span<const int32_t> drafts(window_.data() + 1, static_cast<std::size_t>(n));
-  const sampling::VerifyResult v = sampling::verify_window(logits_.data(), V_, drafts, opt.policy, opt.mode, hist, rng, ws_);
+  const bool by_sampling = adaptive && opt.policy.temperature > 0.0f && opt.mode == sampling::SpecSample::Exact;
+  const sampling::VerifyResult v =
+      by_sampling ? verify_by_sampling(logits_.data(), V_, drafts, opt.policy, hist, rng, ws_)
+                  : sampling::verify_window(logits_.data(), V_, drafts, opt.policy, opt.mode, hist, rng, ws_);
   // Commit: the accepted rows stay, the rejected drafts' cells go.
   target_.rollback(p + 1 + v.accepted);
   r.verified = n;
@@ -95,6 +163,10 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   for (int j = 0; j < v.accepted; ++j) r.tokens[j] = drafts[static_cast<std::size_t>(j)];
   r.tokens[v.accepted] = v.next_token;
   r.n_tokens = v.accepted + 1;
+  if (adaptive) {
+    adaptive_.record_verify(n + 1, seconds_since(t0));  // the window, its verification and the rollback
+    adaptive_.record_round(n, v.accepted, r.n_tokens);
+  }
   return r;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // The speculative decode round (SPEC §2.6–§2.8): draft with the MTP chain, keep what retention allows
 // verify the pending token and the kept drafts as ONE window of k+1 rows, keep what the
-// verifier accepts and roll the rejected cells back. Written once against
-// engine::DecodeTarget, so the CPU runner and the Metal model share it.
+// verifier accepts and roll the rejected cells back. It drives an engine::DecodeTarget: an
+// engine::Sequence (the one owner of a sequence's state) on any backend — CPU, metal-emu or Metal —
+// or a scripted target in the tests.
 //
 // One round, pending token t at position p (sampled, not yet evaluated; p = target.n_past()):
 //   drafting   chained: the whole chain of k steps is drafted, then retain_chained keeps a prefix;
@@ -14,12 +15,19 @@
 //              rows were encoded by the window itself.
 // No draft kept (or none fits, or the streams of p - 1 are no longer held — after a restore): a plain
 // step — eval [t] at p and sample its logits; the next round can draft again.
+// Adaptive rounds (opt.adaptive) first ask AdaptiveDrafts how many drafts pay this round (0 = a plain
+// step) and report the measured draft, verification and plain-step times and the acceptance back. At
+// temperature > 0 (SpecSample::Exact) they verify by sampling: each row draws its token as a plain step
+// would and the draft is kept while it matches — the same acceptance as exact speculative sampling with
+// deterministic drafts, and the same output as plain decoding with the same seed, whatever number of
+// drafts the (timing-dependent) choice made.
 // Buffers are sized once at construction: a round allocates nothing.
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "strata/config/settings.h"
+#include "strata/draft/adaptive.h"
 #include "strata/engine/decode_target.h"
 #include "strata/sampling/policy.h"
 #include "strata/sampling/rng.h"
@@ -36,6 +44,7 @@ struct RoundOptions {
   config::RetentionSettings retention; // STRATA_METAL_SPEC_MIN_P_SCHEDULE / _MIN_CUM_P
   sampling::SamplingPolicy policy;
   sampling::SpecSample mode = sampling::SpecSample::Exact;
+  bool adaptive = false;  // choose each round's draft count (<= max_drafts) from measured costs (adaptive.h)
 };
 
 struct RoundResult {
@@ -58,6 +67,8 @@ class Speculator {
   RoundResult round(int32_t t, std::span<const int32_t> history, const RoundOptions& opt, sampling::Rng& rng);
 
   int max_drafts() const { return max_drafts_; }
+  // Adaptive speculation's estimates and choices (rounds with opt.adaptive).
+  const AdaptiveDrafts& adaptive() const { return adaptive_; }
   // The draft logits of the last round's drafted steps ([drafted][Vr]).
   const float* draft_logits() const { return dlogits_.data(); }
 
@@ -74,6 +85,7 @@ class Speculator {
   std::vector<int32_t> window_; // [max_drafts+1] the window's input tokens
   std::vector<int32_t> one_;    // history fallback: [t]
   sampling::SampleWorkspace ws_;
+  AdaptiveDrafts adaptive_;
 };
 
 }  // namespace strata::draft

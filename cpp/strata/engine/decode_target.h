@@ -1,7 +1,8 @@
 #pragma once
 // What a speculative round drives (draft/speculator.h): one sequence through a main model and its MTP
-// drafter, on any backend. engine::Runner (CPU) and mtl::MetalModel (metal-emu / Metal) implement it,
-// so the draft loop — drafting, retention, the verification window, rollback — is written once.
+// drafter. engine::Sequence implements it over every backend (CPU, metal-emu, Metal), so the draft
+// loop — drafting, retention, the verification window, rollback — is written once; the speculator's
+// own tests drive it through a scripted target.
 //
 // The drafter protocol (SPEC §2.6, docs/drafting.md): draft_begin(p, t) starts a chain at the last
 // committed row p (its final streams are still held from the last eval) whose next token is t; each
@@ -40,6 +41,12 @@ class DecodeTarget {
   // Runs the chain's next drafter row; writes its draft logits ([Vr]) to logits_out (nullptr: not
   // wanted) and returns its draft token (a model token id).
   virtual int32_t draft_step(float* logits_out) = 0;
+
+  // Whether evals encode the drafter's K/V of the rows they commit (on for an engine made with a
+  // drafter). Adaptive speculation turns it off around plain steps while drafting does not pay; the
+  // drafter's cells then have a gap, which draft_cells handles (a later chain reads the sinks and the
+  // run written since). Backends that always encode ignore it.
+  virtual void set_drafter_encoding(bool on) { (void)on; }
 };
 
 }  // namespace strata::engine

@@ -14,6 +14,10 @@ namespace {
 
 // Weight bytes per claimed block: big enough to amortise the claim, small enough to balance.
 constexpr int64_t kBlockBytes = 32 * 1024;
+// Rows per block are a multiple of this: the dot kernels take weight rows four at a time (a block
+// of 30 rows would end in a slower 2-row group) and interleaved 8-row weight layouts need whole
+// groups of 8.
+constexpr int64_t kRowAlign = 8;
 constexpr int64_t kMaxBlocks = int64_t{1} << 24;
 // Activation rows per multi-activation kernel call.
 constexpr int64_t kActGroup = 8;
@@ -36,7 +40,9 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     LinearTask& k = tasks[t];
     const int64_t stride = static_cast<int64_t>(std::max<std::size_t>(k.w.row_stride, 1));
     k.kernel = &cpu::dot_kernel(k.w.type, cpu::active_isa());
-    k.rows_per_block = cpu::aligned_rows(*k.kernel, std::max<int64_t>(1, kBlockBytes / stride));
+    // Row blocks in whole kernel groups (16 rows for repacked weights: cpu/kernels.h row_align).
+    k.rows_per_block = cpu::aligned_rows(
+        *k.kernel, (std::max<int64_t>(1, kBlockBytes / stride) + kRowAlign - 1) / kRowAlign * kRowAlign);
     k.first_block = n_blocks;
     n_blocks += (k.w.rows + k.rows_per_block - 1) / k.rows_per_block;
     total_bytes += k.w.rows * stride * std::max<int64_t>(1, k.nx);

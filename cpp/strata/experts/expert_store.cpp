@@ -11,6 +11,7 @@
 #include <new>
 
 #include "strata/cpu/repack/repack.h"
+#include "strata/experts/mapping_advice.h"
 #include "strata/util/error.h"
 
 namespace strata::experts {
@@ -69,6 +70,8 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
                                        layout_.path + ") has none; use mmap mode");
   reader_ = std::make_unique<ExpertReader>(layout_.path, cfg.direct_io);
   layout_.validate(reader_->file_size());
+  // The expert bytes come only through the store: no read-around through the mapping (mapping_advice.h).
+  advice_ = advise_expert_mapping(layout_, reader_->file_size());
 
   repack_part_.assign(static_cast<std::size_t>(L) * kExpertParts, 0);
   for (int l = 0; l < L; ++l)

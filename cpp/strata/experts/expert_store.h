@@ -8,7 +8,8 @@
 //            one expert each, the three matrices of a (layer, expert) side by side). Misses are read
 //            with positioned reads (ExpertReader: direct I/O where allowed) on a few I/O threads,
 //            eviction is LRU among unpinned slots, and the residency map (one byte per expert and
-//            layer) is what the router reads.
+//            layer) is what the router reads. The file mapping is advised so that the expert bytes
+//            never enter the page cache through it (mapping_advice.h).
 //
 // A MoE layer uses the store through a LayerPass (one per layer and window): constructed after the
 // router has run, it orders the layer's experts resident first (the R-2 plan's order), pins the
@@ -33,6 +34,7 @@
 #include "strata/experts/expert_layout.h"
 #include "strata/experts/expert_reader.h"
 #include "strata/experts/io_pool.h"
+#include "strata/experts/mapping_advice.h"
 #include "strata/experts/route_trace.h"
 #include "strata/model/weights.h"
 
@@ -80,6 +82,8 @@ class ExpertStore {
   bool direct_io() const { return reader_ && reader_->direct(); }
   std::string io_note() const;  // "direct I/O (O_DIRECT)", "buffered pread (...)", "mmap"
   int io_threads() const { return io_ ? io_->threads() : 0; }
+  // stream: what advise_expert_mapping did to the file mapping (mapping_advice.h); mmap: nothing.
+  const MappingAdvice& mapping_advice() const { return advice_; }
 
   // The router's residency map of a layer: E bytes, 1 = resident. It changes only inside a
   // LayerPass, so between passes (when the router runs) it is stable. nullptr in mmap mode.
@@ -134,6 +138,7 @@ class ExpertStore {
   ExpertLayout layout_;
   ExpertStoreConfig cfg_;
   std::unique_ptr<ExpertReader> reader_;
+  MappingAdvice advice_;
   std::size_t slot_bytes_ = 0;
   std::vector<std::size_t> part_offset_;  // [layer][part] byte offset of a part's region in a slot
   std::vector<uint8_t> repack_part_;      // [layer][part] 1: slices are repacked on arrival

@@ -1,30 +1,139 @@
 #include "strata/util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <memory>
+#include <set>
+#include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
+
+#include "strata/util/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 namespace strata {
 
 namespace {
-int resolved(int n_threads) {  // 0 or less: one thread per core
-  return n_threads > 0 ? n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+std::atomic<int> g_fail_start_at{-1};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
 }
+
+// Spins until done() or spin_us have passed; true when done() became true. Past the first
+// kYieldAfterMicros the spinner also yields between rounds: on an oversubscribed machine the thread
+// it waits for may be runnable but not running, and a pure spin would take its time slice.
+constexpr int kYieldAfterMicros = 20;
+
+template <class Done>
+bool spin_until(Done done, int spin_us) {
+  if (spin_us <= 0) return done();
+  const auto start = std::chrono::steady_clock::now();
+  const auto yield_from = start + std::chrono::microseconds(std::min(spin_us, kYieldAfterMicros));
+  const auto deadline = start + std::chrono::microseconds(spin_us);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return done();
+    if (now >= yield_from) std::this_thread::yield();
+  }
+}
+
+int resolved(int n_threads) { return n_threads > 0 ? n_threads : ThreadPool::default_threads(); }
+
+#if defined(__linux__)
+int read_int(const std::string& path) {
+  std::ifstream f(path);
+  int v = -1;
+  if (!(f >> v)) return -1;
+  return v;
+}
+
+// Distinct (package, core) pairs among the CPUs this process may run on; 0 when unreadable.
+int linux_physical_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  std::set<std::pair<int, int>> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    const int core = read_int(dir + "core_id"), pkg = read_int(dir + "physical_package_id");
+    if (core < 0 || pkg < 0) return 0;
+    cores.emplace(pkg, core);
+  }
+  return static_cast<int>(cores.size());
+}
+#endif
+
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
-  n_threads = resolved(n_threads);
-  workers_.reserve(static_cast<size_t>(n_threads - 1));
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+int ThreadPool::default_threads() {
+  int n = 0;
+#if defined(__linux__)
+  n = linux_physical_cores();
+#elif defined(__APPLE__)
+  int v = 0;
+  std::size_t len = sizeof(v);
+  if (sysctlbyname("hw.physicalcpu", &v, &len, nullptr, 0) == 0) n = v;
+#endif
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, n);
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::fail_thread_start_for_test(int index) { g_fail_start_at.store(index); }
+
+ThreadPool::ThreadPool(int n_threads, int spin_us) : spin_us_(std::max(0, spin_us)) {
+  n_threads = resolved(n_threads);
+  workers_.reserve(static_cast<size_t>(n_threads - 1));
+  for (int i = 1; i < n_threads; ++i) {
+    std::string why;
+    try {
+      if (i == g_fail_start_at.load()) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+      workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::exception& e) {  // std::system_error (EAGAIN), or bad_alloc for its state
+      why = e.what();
+    }
+    if (!why.empty()) {
+      // The started workers wait for a job: stop and join them before the pool unwinds.
+      stop_workers();
+      throw_error(ErrorKind::IO, "could not start worker thread " + std::to_string(i + 1) + " of " +
+                                     std::to_string(n_threads) + " (" + why +
+                                     "); lower the thread count (STRATA_THREADS / --threads) or raise the "
+                                     "process's thread or memory limit");
+    }
+  }
+}
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::run_chunks() {
@@ -45,16 +154,22 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto ready = [&] { return stop_.load() || generation_.load() != seen; };
+    if (!spin_until(ready, spin_us_)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      // Announce the sleep before the last look (seq_cst): a dispatcher that bumps generation_
+      // after that look sees the count and notifies under the mutex, so no wake-up is lost.
+      sleeping_workers_.fetch_add(1);
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
+      cv_start_.wait(lock, ready);
+      sleeping_workers_.fetch_sub(1);
     }
+    if (stop_.load()) return;
+    seen = generation_.load();
     run_chunks();
-    {
+    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) cv_done_.notify_one();
+      cv_done_.notify_one();
     }
   }
 }
@@ -70,23 +185,28 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
   // About four chunks per thread balances uneven rows without much counter traffic.
   const int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = &fn;
-    n_ = n;
-    chunk_ = chunk;
-    next_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  error_ = nullptr;
+  pending_.store(static_cast<int>(workers_.size()));
+  generation_.fetch_add(1);  // publishes the job (seq_cst)
+  dispatches_.fetch_add(1, std::memory_order_relaxed);
+  if (sleeping_workers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    cv_start_.notify_all();
   }
-  cv_start_.notify_all();
   run_chunks();
-  {
+  auto done = [&] { return pending_.load() == 0; };
+  if (!spin_until(done, spin_us_)) {
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_done_.wait(lock, [&] { return pending_ == 0; });
-    fn_ = nullptr;
+    caller_sleeping_.store(true);
+    sleeps_.fetch_add(1, std::memory_order_relaxed);
+    cv_done_.wait(lock, done);
+    caller_sleeping_.store(false);
   }
+  fn_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }
 

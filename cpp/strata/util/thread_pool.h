@@ -2,6 +2,12 @@
 // A persistent pool of worker threads for data-parallel kernels. parallel_for splits [0, n)
 // into chunks claimed through an atomic counter; the calling thread works too. Dispatch does not
 // allocate, so it is safe on the per-token path.
+//
+// Between dispatches a worker spins (with a CPU pause) for up to spin_us microseconds before it
+// sleeps on a condition variable: a decode step issues dozens of dispatches a few microseconds
+// apart, and a sleeping worker costs a context switch and a scheduler wake-up (tens of
+// microseconds) on every one of them. The caller waits for the workers the same way. Past the
+// spin budget everyone sleeps, so an idle pool costs no CPU.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -14,8 +20,12 @@ namespace strata {
 
 class ThreadPool {
  public:
-  // n_threads counts the caller: 1 means "run everything inline".
-  explicit ThreadPool(int n_threads = 0);
+  // Microseconds a worker (and a waiting caller) spins before sleeping.
+  static constexpr int kDefaultSpinMicros = 300;
+
+  // n_threads counts the caller: 1 means "run everything inline"; 0 or less: default_threads().
+  // Throws strata::Error(IO) naming the thread that could not start (after stopping the others).
+  explicit ThreadPool(int n_threads = 0, int spin_us = kDefaultSpinMicros);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -26,23 +36,41 @@ class ThreadPool {
   // Exceptions thrown by fn are rethrown on the calling thread (the first one wins).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
-  // The process-wide default pool (hardware_concurrency threads unless set_default_threads ran).
+  // Jobs handed to the workers so far (inline runs not counted): tests and benchmarks count
+  // dispatches per token with it.
+  uint64_t dispatches() const noexcept { return dispatches_.load(std::memory_order_relaxed); }
+  // Times a worker or the caller went to sleep on a condition variable (spin budget exhausted).
+  uint64_t sleeps() const noexcept { return sleeps_.load(std::memory_order_relaxed); }
+
+  // The process-wide default pool (default_threads() threads unless set_default_threads ran).
   static ThreadPool& global();
   static void set_default_threads(int n_threads);
+  // Physical cores this process may run on (SMT siblings counted once; sysfs topology, the
+  // affinity mask), else std::thread::hardware_concurrency(); at least 1.
+  static int default_threads();
+
+  // Test seam: starting worker `index` (1 .. n_threads - 1; the caller is thread 1, so worker i is
+  // thread i + 1) fails as if the OS refused it; -1 turns it off.
+  static void fail_thread_start_for_test(int index);
 
  private:
   void worker_loop();
   void run_chunks();
+  void stop_workers();
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  const int spin_us_;
+
+  std::atomic<uint64_t> generation_{0};  // bumped once per job; workers watch it
+  std::atomic<int> pending_{0};          // workers still inside the job in flight
+  std::atomic<int> sleeping_workers_{0};
+  std::atomic<bool> caller_sleeping_{false};
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;  // guards only the sleeps below
   std::condition_variable cv_start_;
   std::condition_variable cv_done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
 
-  // The job in flight.
+  // The job in flight (written before generation_ is bumped, read after it is seen).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 1;
@@ -50,6 +78,9 @@ class ThreadPool {
   std::exception_ptr error_;
   std::mutex error_mutex_;
   std::mutex dispatch_mutex_;  // one job at a time
+
+  std::atomic<uint64_t> dispatches_{0};
+  std::atomic<uint64_t> sleeps_{0};
 };
 
 }  // namespace strata

@@ -270,9 +270,9 @@ def run_bench(path: str | Path, cfg: BenchConfig, text: str | Path | None = None
     plan: list[tuple[str, float | None, MoceSetting]] = []
     if cfg.with_mmap:
         plan.append(("mmap", None, MoceSetting()))
-    for fraction in cfg.fractions:
+    for resident_fraction in cfg.fractions:
         for m in cfg.moce:
-            plan.append(("stream", fraction, m))
+            plan.append(("stream", resident_fraction, m))
     for i, (mode, fraction, m) in enumerate(plan):
         if progress:
             where = "mmap" if mode == "mmap" else f"{fraction:.0%} resident"

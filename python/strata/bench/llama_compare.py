@@ -8,7 +8,16 @@ file through both engines with the same thread counts:
   top-1 agreement, KL(p_llama.cpp || p_strata) of the softmaxes;
 - prefill tok/s (N prompt tokens in one call, logits of the last row only) and decode tok/s (M greedy
   steps, one token per call), best of R repeats, engines interleaved so load on a shared machine
-  falls on both alike.
+  falls on both alike;
+- per decode run: context switches per token and busy CPUs (the process's CPU seconds / wall seconds),
+  and the weight bytes a token reads x tok/s as a fraction of the measured read bandwidth.
+
+The machine is printed and recorded with the figures: CPU model, strata's ISA path, last-level cache
+size, read bandwidth per thread count (strata.bench.machine). A ``NAME:Q4_K_M`` model is the NAME:Q8_0 file
+requantized by llama.cpp's own quantizer (``llama_model_quantize``, ``LLAMA_FTYPE_MOSTLY_Q4_K_M``: Q4_K
+experts, Q6_K output and some down/V tensors, as ``llama-quantize Q4_K_M`` writes it). A model whose file
+is smaller than 4x the last-level cache would measure the cache, not memory: the bench then adds the
+``medium`` shape in the same format (or says it cannot).
 
 K/V precision: strata keeps ``qwen3moe`` K/V cells in f32 (docs/gguf.md §3); llama.cpp is asked for f32
 K/V as well (``type_k = type_v = F32``, ``--llama-kv f16`` gives its default instead). Flash attention
@@ -23,7 +32,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 import zlib
@@ -35,6 +43,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from strata.bench.machine import (
+    ProcessMeter,
+    active_isa,
+    cpu_model,
+    decode_bytes_per_token,
+    llc_bytes,
+    read_bandwidth_gbs,
+)
 from strata.convert import WEIGHT_TYPES, byte_level_tokenizer, convert_qwen3moe
 
 # ---------------------------------------------------------------------------------------------
@@ -91,8 +107,16 @@ SMALL = MoeShape("small", d=1024, layers=12, experts=64, experts_used=8, expert_
 # engines should agree to float rounding at realistic dimensions (head_dim 128, rope base 1e6, vocab 32k).
 SMALL2 = MoeShape("small2", d=1024, layers=2, experts=16, experts_used=8, expert_ffn=512, vocab=32000,
                   heads=16, kv_heads=4, head_dim=128)
-SHAPES = {s.name: s for s in (TINY, SMALL, SMALL2)}
-DEFAULT_MODELS = "tiny:F32,tiny:Q8_0,small2:F32,small2:Q8_0,small:Q8_0"
+# For machines whose last-level cache is large (a 300 MiB L3 makes a Q4 `small` only ~2.5x the cache):
+# 1.5x SMALL's width and expert ffn, 16 layers: 3.85 G parameters (~4.1 GB Q8_0, ~2.2 GB Q4_0).
+MEDIUM = MoeShape("medium", d=1536, layers=16, experts=64, experts_used=8, expert_ffn=768, vocab=32000,
+                  heads=16, kv_heads=4, head_dim=128)
+SHAPES = {s.name: s for s in (TINY, SMALL, SMALL2, MEDIUM)}
+DEFAULT_MODELS = "tiny:F32,tiny:Q8_0,small2:F32,small2:Q8_0,small:Q8_0,small:Q4_0,small:Q4_K_M"
+# Formats made by llama.cpp's quantizer from the Q8_0 file (gguf.quants, the converter's, has no K-quants).
+LLAMA_QUANTIZED = {"Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+# A decode benchmark model must be at least this many times the last-level cache.
+LLC_FACTOR = 4
 
 
 class _LazyRandomState(Mapping[str, npt.NDArray[np.float32]]):
@@ -173,11 +197,35 @@ def build_gguf(shape: MoeShape, path: Path, weight_type: str = "Q8_0", seed: int
     return path
 
 
+def llama_quantize(src: Path, dst: Path, weight_type: str, threads: int = 2) -> Path:
+    """dst = src requantized by llama.cpp (``llama_model_quantize``) to the file type `weight_type`."""
+    import ctypes
+
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = int(getattr(llama_cpp, LLAMA_QUANTIZED[weight_type]))
+    params.allow_requantize = True
+    params.nthread = threads
+    tmp = dst.with_name(dst.name + ".part")
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
+    if rc != 0 or not tmp.is_file():
+        raise RuntimeError(f"llama_model_quantize({src} -> {weight_type}) failed with {rc}")
+    tmp.replace(dst)
+    return dst
+
+
 def cached_gguf(shape: MoeShape, workdir: Path, weight_type: str, seed: int,
                 log: Callable[[str], None] = print) -> Path:
     s = shape
     path = workdir / (f"qwen3moe-{s.name}-d{s.d}-L{s.layers}-E{s.experts}k{s.experts_used}-F{s.expert_ffn}"
                       f"-V{s.vocab}-{weight_type.lower()}-s{seed}.gguf")
+    if not path.is_file() and weight_type in LLAMA_QUANTIZED:
+        src = cached_gguf(shape, workdir, "Q8_0", seed, log)
+        log(f"quantizing {src.name} to {weight_type} with llama.cpp ...")
+        t0 = time.perf_counter()
+        llama_quantize(src, path, weight_type)
+        log(f"  done in {time.perf_counter() - t0:.1f} s, {path.stat().st_size / 2**20:.0f} MiB")
     if not path.is_file():
         log(f"building {path} ({shape.params() / 1e6:.0f} M parameters) ...")
         t0 = time.perf_counter()
@@ -303,7 +351,12 @@ Runner = StrataRunner | LlamaRunner
 class Speed:
     prefill_s: list[float] = field(default_factory=list)
     decode_s: list[float] = field(default_factory=list)
+    decode_switches: list[int] = field(default_factory=list)  # context switches during the decode steps
+    decode_busy: list[float] = field(default_factory=list)  # busy CPUs during the decode steps
     greedy: list[int] = field(default_factory=list)
+
+    def best_decode(self) -> int:
+        return int(np.argmin(self.decode_s))
 
     def tok_s(self, n_prompt: int, n_decode: int) -> tuple[float, float]:
         return n_prompt / min(self.prefill_s), n_decode / min(self.decode_s)
@@ -314,12 +367,16 @@ def time_once(runner: Runner, prompt: Sequence[int], n_decode: int, speed: Speed
     token = runner.prefill(prompt)
     t1 = time.perf_counter()
     greedy = [token]
+    meter = ProcessMeter()
+    meter.start()
     for _ in range(n_decode):
         token = runner.step(token)
         greedy.append(token)
-    t2 = time.perf_counter()
+    counters = meter.stop()
     speed.prefill_s.append(t1 - t0)
-    speed.decode_s.append(t2 - t1)
+    speed.decode_s.append(counters.wall_s)
+    speed.decode_switches.append(counters.switches)
+    speed.decode_busy.append(counters.busy_cpus())
     speed.greedy = greedy
 
 
@@ -352,6 +409,18 @@ class SpeedRow:
     greedy_agree: int  # leading decode tokens both engines chose alike (of n_decode + 1)
     strata_runs: dict[str, list[float]]
     llama_runs: dict[str, list[float]]
+    # Of the best decode run of each engine:
+    strata_switches_per_token: float = 0.0
+    llama_switches_per_token: float = 0.0
+    strata_busy_cpus: float = 0.0
+    llama_busy_cpus: float = 0.0
+    read_bandwidth_gbs: float = 0.0  # measured with the same thread count
+    bytes_per_token: int = 0  # weight bytes one decode token reads
+
+    def bandwidth_fraction(self, decode_tok_s: float) -> float:
+        if self.read_bandwidth_gbs <= 0:
+            return 0.0
+        return self.bytes_per_token * decode_tok_s / (self.read_bandwidth_gbs * 1e9)
 
 
 @dataclass
@@ -366,7 +435,11 @@ class ModelReport:
 
 def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Sequence[int], n_prompt: int,
                   n_decode: int, n_agree: int, repeats: int, seed: int, kv: str,
-                  log: Callable[[str], None] = print) -> ModelReport:
+                  log: Callable[[str], None] = print,
+                  bandwidth: Callable[[int], float] | None = None) -> ModelReport:
+    """`bandwidth(threads)` measures the read bandwidth in GB/s; it runs just before and just after each
+    thread count's timed runs, and the larger figure is the floor (load on a shared machine only lowers
+    it)."""
     n_ctx = max(n_prompt + n_decode, n_agree) + 8
     n_ctx = (n_ctx + 255) // 256 * 256
     log(f"{path.name}: logit agreement over {n_agree} positions ...")
@@ -379,9 +452,11 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
     agreement = logit_agreement(ref_logits, ours)
 
     prompt = prompt_tokens(n_prompt, vocab, seed + 2)
+    bytes_per_token = decode_bytes_per_token(path)
     rows = []
     for t in threads:
         log(f"{path.name}: {t} thread(s), prefill {n_prompt} + decode {n_decode}, best of {repeats} ...")
+        bw_before = bandwidth(t) if bandwidth else 0.0
         runners: list[Runner] = [StrataRunner(path, t, n_ctx), LlamaRunner(path, t, n_ctx, False, kv)]
         speeds = [Speed(), Speed()]
         for r in runners:  # warm-up: page the weights in, first-touch the K/V and scratch
@@ -390,13 +465,21 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
             for r, s in zip(runners, speeds, strict=True):
                 time_once(r, prompt, n_decode, s)
         (sp, sd), (lp, ld) = (s.tok_s(n_prompt, n_decode) for s in speeds)
+        bs, bl = (s.best_decode() for s in speeds)
+        del runners
+        bw = max(bw_before, bandwidth(t) if bandwidth else 0.0)
         rows.append(SpeedRow(
             threads=t, strata_prefill=sp, llama_prefill=lp, strata_decode=sd, llama_decode=ld,
             greedy_agree=_common_prefix(speeds[0].greedy, speeds[1].greedy),
-            strata_runs={"prefill_s": speeds[0].prefill_s, "decode_s": speeds[0].decode_s},
-            llama_runs={"prefill_s": speeds[1].prefill_s, "decode_s": speeds[1].decode_s},
+            strata_runs={"prefill_s": speeds[0].prefill_s, "decode_s": speeds[0].decode_s,
+                         "decode_switches": speeds[0].decode_switches, "decode_busy": speeds[0].decode_busy},
+            llama_runs={"prefill_s": speeds[1].prefill_s, "decode_s": speeds[1].decode_s,
+                        "decode_switches": speeds[1].decode_switches, "decode_busy": speeds[1].decode_busy},
+            strata_switches_per_token=speeds[0].decode_switches[bs] / n_decode,
+            llama_switches_per_token=speeds[1].decode_switches[bl] / n_decode,
+            strata_busy_cpus=speeds[0].decode_busy[bs], llama_busy_cpus=speeds[1].decode_busy[bl],
+            read_bandwidth_gbs=bw, bytes_per_token=bytes_per_token,
         ))
-        del runners
     return ModelReport(
         model=label, path=str(path), file_mib=path.stat().st_size / 2**20,
         shape=None if shape is None else {**asdict(shape), "params": shape.params(),
@@ -412,14 +495,8 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
 
 def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {"platform": platform.platform(), "cpus": os.cpu_count(),
-                            "python": sys.version.split()[0]}
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
+                            "python": sys.version.split()[0], "cpu": cpu_model(), "isa": active_isa(),
+                            "llc_bytes": llc_bytes()}
     try:
         info["loadavg"] = list(os.getloadavg())
     except OSError:
@@ -449,6 +526,8 @@ AGREE_COLUMNS = ("model", "positions", "max |Δ|", "mean |Δ|", "logit std", "ma
                  "mean KL", "max KL")
 SPEED_COLUMNS = ("model", "threads", "prefill strata", "prefill llama.cpp", "ratio", "decode strata",
                  "decode llama.cpp", "ratio", "greedy agree")
+FLOOR_COLUMNS = ("model", "threads", "MB/token", "read GB/s", "strata % of bw", "llama.cpp % of bw",
+                 "strata switches/tok", "llama.cpp switches/tok", "strata busy CPUs", "llama.cpp busy CPUs")
 
 
 def agreement_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
@@ -465,6 +544,15 @@ def speed_rows(reports: Sequence[ModelReport], n_decode: int) -> list[list[str]]
     return [[r.model, str(s.threads), _rate(s.strata_prefill), _rate(s.llama_prefill),
              f"{s.strata_prefill / s.llama_prefill:.2f}", _rate(s.strata_decode), _rate(s.llama_decode),
              f"{s.strata_decode / s.llama_decode:.2f}", f"{s.greedy_agree}/{n_decode + 1}"]
+            for r in reports for s in r.speed]
+
+
+def floor_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
+    return [[r.model, str(s.threads), f"{s.bytes_per_token / 1e6:.0f}", f"{s.read_bandwidth_gbs:.1f}",
+             f"{100 * s.bandwidth_fraction(s.strata_decode):.0f}%",
+             f"{100 * s.bandwidth_fraction(s.llama_decode):.0f}%",
+             f"{s.strata_switches_per_token:.1f}", f"{s.llama_switches_per_token:.1f}",
+             f"{s.strata_busy_cpus:.2f}", f"{s.llama_busy_cpus:.2f}"]
             for r in reports for s in r.speed]
 
 
@@ -491,7 +579,11 @@ def render(reports: Sequence[ModelReport], n_prompt: int, n_decode: int, markdow
              table(AGREE_COLUMNS, agreement_rows(reports)), "",
              f"speed, tok/s (prefill: {n_prompt} tokens in one call; decode: {n_decode} greedy steps; "
              "best run; ratio = strata / llama.cpp)",
-             table(SPEED_COLUMNS, speed_rows(reports, n_decode), left=2)]
+             table(SPEED_COLUMNS, speed_rows(reports, n_decode), left=2), "",
+             "decode against the bandwidth floor (weight bytes per token x tok/s / measured read bandwidth,"
+             " same threads) and the pool's behaviour (context switches per token, busy CPUs),"
+             " best decode run",
+             table(FLOOR_COLUMNS, floor_rows(reports), left=2)]
     return "\n".join(parts)
 
 
@@ -544,6 +636,8 @@ def run(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    info = machine_info()
+    llc = int(info["llc_bytes"])
     models: list[tuple[Path, str, MoeShape | None]] = []
     if args.model:
         for path in args.model:
@@ -552,25 +646,51 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             models.append((path, path.stem, None))
     else:
+        entries = []
         for entry in (s.strip() for s in args.models.split(",") if s.strip()):
             name, _, wtype = entry.partition(":")
             wtype = (wtype or args.weight_type).upper()
             if name not in SHAPES:
                 print(f"error: unknown model {name!r}; choose from {', '.join(SHAPES)}", file=sys.stderr)
                 return 2
-            if wtype not in WEIGHT_TYPES:
-                print(f"error: unknown weight type {wtype!r}; choose from {', '.join(WEIGHT_TYPES)}",
-                      file=sys.stderr)
+            if wtype not in WEIGHT_TYPES and wtype not in LLAMA_QUANTIZED:
+                print(f"error: unknown weight type {wtype!r}; choose from "
+                      f"{', '.join([*WEIGHT_TYPES, *LLAMA_QUANTIZED])}", file=sys.stderr)
                 return 2
+            entries.append((name, wtype))
+        for name, wtype in entries:
             shape = SHAPES[name]
-            models.append((cached_gguf(shape, args.workdir, wtype, args.seed, log), f"{name} {wtype}", shape))
-    info = machine_info()
+            path = cached_gguf(shape, args.workdir, wtype, args.seed, log)
+            models.append((path, f"{name} {wtype}", shape))
+            too_small = name == "small" and llc > 0 and path.stat().st_size < LLC_FACTOR * llc
+            if too_small and ("medium", wtype) not in entries:
+                log(f"{path.name} is < {LLC_FACTOR}x the {llc >> 20} MiB last-level cache: "
+                    f"adding medium {wtype}")
+                medium = cached_gguf(MEDIUM, args.workdir, wtype, args.seed, log)
+                models.append((medium, f"medium {wtype}", MEDIUM))
+    log(f"measuring the read bandwidth at {', '.join(map(str, args.threads))} thread(s) ...")
+    bandwidth = {t: read_bandwidth_gbs(t, llc) for t in args.threads}
+
+    def measure(t: int) -> float:  # every measurement also raises the machine-wide best
+        gbs = read_bandwidth_gbs(t, llc)
+        bandwidth[t] = max(bandwidth.get(t, 0.0), gbs)
+        return gbs
+
     reports = [compare_model(path, label, shape, args.threads, args.prompt, args.decode, args.agree_tokens,
-                             args.repeats, args.seed, args.llama_kv, log) for path, label, shape in models]
+                             args.repeats, args.seed, args.llama_kv, log, measure)
+               for path, label, shape in models]
+    info["read_bandwidth_gbs"] = bandwidth
     info_after = machine_info()
-    print(f"machine: {info.get('cpu', '?')}, {info['cpus']} CPUs, load average before "
-          f"{info.get('loadavg', ['?'])[0]}, after {info_after.get('loadavg', ['?'])[0]}; "
-          f"llama-cpp-python {info.get('llama_cpp_python')}, llama.cpp K/V {args.llama_kv}")
+    bw = ", ".join(f"{g:.1f} GB/s at {t} thread(s)" for t, g in bandwidth.items())  # best measured
+    print(f"machine: {info['cpu']}, {info['cpus']} CPUs, ISA path {info['isa']}, last-level cache "
+          f"{llc >> 20} MiB, read bandwidth {bw}; load average before {info.get('loadavg', ['?'])[0]}, after "
+          f"{info_after.get('loadavg', ['?'])[0]}; llama-cpp-python {info.get('llama_cpp_python')}, "
+          f"llama.cpp K/V {args.llama_kv}")
+    for path, label, _ in models:
+        size = path.stat().st_size
+        if llc > 0 and size < LLC_FACTOR * llc:
+            print(f"note: {label} ({size >> 20} MiB) is < {LLC_FACTOR}x the last-level cache: "
+                  "its decode measures the cache, not memory")
     print(render(reports, args.prompt, args.decode, args.markdown))
     if args.json is not None:
         doc = {

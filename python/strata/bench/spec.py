@@ -178,8 +178,7 @@ def record_rounds(model_path: str | None, prompts: list[str], *, max_tokens: int
             if kr < 1:
                 break
             # The session's round (draft/speculator.h): chained, retention off (nothing is dropped).
-            new, _drafted, verified, accepted, probs = eng.spec_round(t, [], kr, True, {}, greedy, "exact",
-                                                                      rng)
+            new, _drafted, verified, accepted, probs = eng.spec_round(t, [], kr, True, policy=greedy, rng=rng)
             if verified == 0:  # no cell left for a draft: a plain step ran
                 break
             rounds.append({"confidences": [float(x) for x in probs[:verified]],

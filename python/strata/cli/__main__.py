@@ -43,8 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         import strata
 
         info = strata.build_info()
-        print(f"strata {info['version']} (features: {', '.join(info['features'])}; "
-              f"active: {info['active_isa']}; runnable here: {', '.join(info['supported_isas'])})")
+        features = info["features"]
+        supported = info["supported_isas"]
+        assert isinstance(features, list) and isinstance(supported, list)
+        print(f"strata {info['version']} (features: {', '.join(features)}; "
+              f"active: {info['active_isa']}; runnable here: {', '.join(supported)})")
         return 0
     if not getattr(args, "func", None):
         parser.print_help()
@@ -68,7 +71,7 @@ def _unicode_problem(exc: UnicodeError) -> str:
         bad = exc.object[exc.start : exc.start + 1].hex()
         return f"the input is not valid UTF-8 text: byte 0x{bad} at offset {exc.start} ({exc.reason})"
     return ("the text is not valid Unicode (undecodable bytes on the command line?) and cannot be "
-            f"written as UTF-8: {exc.reason}")
+            f"written as UTF-8: {getattr(exc, 'reason', exc)}")
 
 
 if __name__ == "__main__":

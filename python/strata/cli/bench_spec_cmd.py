@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, rounds_out: Path) -> int:
     from strata.bench import retention as rt
     from strata.bench import spec
-    from strata.cli.bench_cmd import print_report
+    from strata.cli.retention_report import print_report
 
     rep, doc = spec.run(None if args.model is None else str(args.model), max_tokens=args.max_tokens,
                         draft_steps=args.draft_steps, runs=args.runs, threads=args.threads,

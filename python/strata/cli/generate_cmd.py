@@ -39,7 +39,10 @@ def register(subparsers: Any) -> None:
         "Without --model the demo model shipped with strata is used. Sampling follows the\n"
         "recommended policy (temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, repeat penalty\n"
         "1.1 over the last 64 tokens); --temp 0 decodes greedily (deterministic). Models with an\n"
-        "MTP layer decode speculatively, which gives text from the same distribution, faster.",
+        "MTP layer decode speculatively: by default each round drafts only as many tokens as the\n"
+        "measured draft and verification costs and the live acceptance say pay (none when they\n"
+        "do not), and the text is the one plain decoding gives with the same seed (--stats shows\n"
+        "the draft counts chosen and the estimated and measured gain).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

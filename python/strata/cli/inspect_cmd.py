@@ -151,12 +151,13 @@ def _print_text(r: dict[str, Any]) -> None:
 
     if "tensors" in r:
         print("\ntensors (shape in GGUF order, innermost dimension first):")
-        rows = [(t["name"], t["type"], "[" + ", ".join(str(d) for d in t["shape"]) + "]", str(t["nbytes"]),
-                 str(t["offset"])) for t in r["tensors"]]
+        rows: list[tuple[str, ...]] = [
+            (t["name"], t["type"], "[" + ", ".join(str(d) for d in t["shape"]) + "]", str(t["nbytes"]),
+             str(t["offset"])) for t in r["tensors"]]
         _table(("name", "type", "shape", "bytes", "offset"), rows, right={3, 4})
 
     print("\ntotals by type:")
-    rows = [(name, str(t["tensors"]), str(t["elements"]), str(t["bytes"]), _size(t["bytes"]))
+    rows = [(str(name), str(t["tensors"]), str(t["elements"]), str(t["bytes"]), _size(t["bytes"]))
             for name, t in sorted(r["totals_by_type"].items(), key=lambda kv: -kv[1]["bytes"])]
     rows.append(("all", str(r["tensor_count"]),
                  str(sum(t["elements"] for t in r["totals_by_type"].values())),

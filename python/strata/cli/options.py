@@ -80,7 +80,8 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("-c", "--ctx-size", "--context", dest="context", type=int, default=None, metavar="N",
                    help="context length in tokens (0 = the model's)")
     g.add_argument("--speculative", choices=("auto", "on", "off"), default=None,
-                   help="MTP speculative decoding (auto = on when the model has an MTP layer)")
+                   help="MTP speculative decoding: auto = adaptive draft count per round (0..--draft-steps, "
+                        "from measured costs and acceptance), on = always --draft-steps, off = never")
     g.add_argument("--draft-steps", type=int, default=None, metavar="K",
                    help="drafts per speculative round (1..16, default 3)")
     g.add_argument("--draft-min-p", default=None, metavar="P0[,P1,...]",

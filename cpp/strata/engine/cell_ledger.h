@@ -1,17 +1,18 @@
 #pragma once
-// The ground truth of what the drafter reads (SPEC §2.6, R-9), kept beside draft::DraftCells and
-// independent of it: every main cell and every drafter cell records, as a 64-bit hash, the token
-// prefix its K/V was computed from. Main cell x holds key(t_0..t_x); a committed drafter cell c was
-// computed from the main model's streams at c and token t_{c+1}, so it holds key(t_0..t_{c+1}); a
-// speculative chain cell holds the id of the draft round that wrote it. A draft row may read a cell
-// only if that record matches the current sequence (or it is one of its own round's chain cells):
+// The ground truth of what the drafter reads (rule R-9: a draft row reads only cells holding the
+// drafter's committed K/V of the current tokens, or its own round's chain cells), kept by
+// engine::Sequence beside draft::DraftCells and independent of it, for every backend: every main
+// cell and every drafter cell records, as a 64-bit hash, the token prefix its K/V was computed from. Main cell x holds
+// key(t_0..t_x); a committed drafter cell c was computed from the main model's streams at c and token t_{c+1}, so it
+// holds key(t_0..t_{c+1}); a speculative chain cell holds the id of the draft round that wrote it. A draft row may read
+// a cell only if that record matches the current sequence (or it is one of its own round's chain cells):
 // check_draft_row throws Internal otherwise. DraftCells decides what to read; this proves the
 // decision right on every draft row (tests drive rollbacks, restores and rounds through it).
 #include <cstdint>
 #include <span>
 #include <vector>
 
-namespace strata::mtl {
+namespace strata::engine {
 
 class CellLedger {
  public:
@@ -48,4 +49,4 @@ class CellLedger {
   mutable uint64_t rows_ = 0, reads_ = 0;
 };
 
-}  // namespace strata::mtl
+}  // namespace strata::engine

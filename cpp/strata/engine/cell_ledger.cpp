@@ -1,17 +1,18 @@
-#include "metal/host/cell_ledger.h"
+#include "strata/engine/cell_ledger.h"
 
 #include <string>
 
 #include "strata/util/error.h"
 
-namespace strata::mtl {
+namespace strata::engine {
 
 namespace {
 constexpr uint64_t kEmptyPrefix = 0x5157a7a5eedULL;
 }
 
 CellLedger::CellLedger(int64_t n_cells)
-    : main_(static_cast<std::size_t>(n_cells), 0), drafter_(static_cast<std::size_t>(n_cells), 0),
+    : main_(static_cast<std::size_t>(n_cells), 0),
+      drafter_(static_cast<std::size_t>(n_cells), 0),
       kind_(static_cast<std::size_t>(n_cells), kNone) {}
 
 uint64_t CellLedger::mix(uint64_t h, uint64_t x) {
@@ -35,10 +36,11 @@ void CellLedger::drafter_chain(int64_t c, uint64_t round) {
   kind_[static_cast<std::size_t>(c)] = kChain;
 }
 
-void CellLedger::check_draft_row(std::span<const int32_t> cells, int64_t pos, const Chain& chain, int64_t n_past) const {
+void CellLedger::check_draft_row(std::span<const int32_t> cells, int64_t pos, const Chain& chain,
+                                 int64_t n_past) const {
   ++rows_;
   auto fail = [&](int64_t c, const char* why) {
-    throw_error(ErrorKind::Internal, "metal drafter: the draft row at cell " + std::to_string(pos) + " would read cell " +
+    throw_error(ErrorKind::Internal, "drafter: the draft row at cell " + std::to_string(pos) + " would read cell " +
                                          std::to_string(c) + ", which " + why);
   };
   for (const int32_t c32 : cells) {
@@ -63,4 +65,4 @@ void CellLedger::check_draft_row(std::span<const int32_t> cells, int64_t pos, co
   }
 }
 
-}  // namespace strata::mtl
+}  // namespace strata::engine

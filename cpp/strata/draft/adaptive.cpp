@@ -1,0 +1,173 @@
+#include "strata/draft/adaptive.h"
+
+#include <algorithm>
+#include <string>
+
+#include "strata/util/error.h"
+
+namespace strata::draft {
+namespace {
+
+constexpr double kDecay = 0.97;      // acceptance counts: decay per observed round
+constexpr double kPriorReach = 1.0;  // prior: one judged draft per step ...
+constexpr double kPriorAccept = 0.5; // ... half accepted
+
+}  // namespace
+
+void RecentMedian::add(double x) {
+  buf_[static_cast<std::size_t>(next_)] = x;
+  next_ = (next_ + 1) % kRecent;
+  n_ = std::min(n_ + 1, kRecent);
+}
+
+double RecentMedian::value() const {
+  if (n_ == 0) return 0.0;
+  std::array<double, kRecent> v = buf_;
+  const auto end = v.begin() + n_;
+  const auto mid = v.begin() + n_ / 2;
+  std::nth_element(v.begin(), mid, end);
+  if (n_ % 2 == 1) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
+}
+
+AdaptiveDrafts::AdaptiveDrafts(int max_drafts) : k_(max_drafts) {
+  if (max_drafts < 1 || max_drafts > kAdaptiveMaxDrafts)
+    throw_error(ErrorKind::Value, "adaptive speculation: max_drafts " + std::to_string(max_drafts) +
+                                      " is outside [1, " + std::to_string(kAdaptiveMaxDrafts) + "]");
+}
+
+double AdaptiveDrafts::verify_cost(int rows) const {
+  if (!verify_[static_cast<std::size_t>(rows)].empty()) return verify_[static_cast<std::size_t>(rows)].value();
+  // Unmeasured: a line through the smallest and the largest measured sizes (one row per step when
+  // only one size is known; 1 s per row before anything is measured).
+  int lo = 0, hi = 0;
+  for (int m = 1; m <= k_ + 1; ++m)
+    if (!verify_[static_cast<std::size_t>(m)].empty()) {
+      if (lo == 0) lo = m;
+      hi = m;
+    }
+  if (lo == 0) return static_cast<double>(rows);
+  const double clo = verify_[static_cast<std::size_t>(lo)].value();
+  if (hi == lo) return clo * static_cast<double>(rows) / static_cast<double>(lo);
+  const double slope = (verify_[static_cast<std::size_t>(hi)].value() - clo) / static_cast<double>(hi - lo);
+  return std::max(clo + slope * static_cast<double>(rows - lo), 0.0);
+}
+
+double AdaptiveDrafts::base_cost() const { return plain_.empty() ? verify_cost(1) : plain_.value(); }
+
+double AdaptiveDrafts::expected_tokens(int n) const {
+  double r = 1.0, all = 1.0;
+  for (int j = 0; j < n; ++j) {
+    const auto s = static_cast<std::size_t>(j);
+    all *= (accept_[s] + kPriorAccept) / (reach_[s] + kPriorReach);
+    r += all;
+  }
+  return r;
+}
+
+double AdaptiveDrafts::expected_cost(int n) const {
+  if (n == 0) return std::min(verify_cost(1), base_cost());
+  return static_cast<double>(n) * draft_.value() + verify_cost(n + 1);
+}
+
+bool AdaptiveDrafts::warm() const { return rounds_ > static_cast<int64_t>(kWarmupPasses) * (k_ + 1); }
+
+int AdaptiveDrafts::choose(int k_cap) {
+  k_cap = std::clamp(k_cap, 0, k_);
+  int n = 0;
+  exploring_ = false;
+  if (rounds_ < static_cast<int64_t>(kWarmupPasses) * (k_ + 1)) {
+    n = std::min(k_cap, k_ - static_cast<int>(rounds_ % (k_ + 1)));
+  } else if (since_explore_ >= explore_every_ - 1) {
+    // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live.
+    exploring_ = true;
+    explored_ = true;
+    for (int i = 0; i <= k_cap; ++i)
+      if (last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)]) n = i;
+  } else {
+    double best = -1.0;
+    for (int i = 0; i <= k_cap; ++i) {
+      const double rate = expected_tokens(i) / expected_cost(i);
+      if (rate > best) {
+        best = rate;
+        n = i;
+      }
+    }
+    gain_sum_ += best * base_cost();
+    ++gain_n_;
+    if (explored_) explore_every_ = n == last_best_ ? std::min(2 * explore_every_, kExploreMax) : kExploreEvery;
+    explored_ = false;
+    last_best_ = n;
+  }
+  since_explore_ = exploring_ ? 0 : since_explore_ + 1;
+  plain_run_ = n == 0 ? plain_run_ + 1 : 0;
+  last_chosen_[static_cast<std::size_t>(n)] = rounds_;
+  ++chosen_[static_cast<std::size_t>(n)];
+  ++rounds_;
+  return n;
+}
+
+void AdaptiveDrafts::record_draft(int steps, double seconds) {
+  if (steps < 1) return;
+  draft_.add(seconds / static_cast<double>(steps));
+  if (warm()) round_s_ += seconds;
+}
+
+void AdaptiveDrafts::record_verify(int rows, double seconds) {
+  if (rows < 1 || rows > k_ + 1) return;
+  verify_[static_cast<std::size_t>(rows)].add(seconds);
+  if (warm()) round_s_ += seconds;
+}
+
+void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
+  if (encoded) {
+    v1_sum_ += seconds;
+    ++v1_cnt_;
+    record_verify(1, seconds);
+    return;
+  }
+  plain_sum_ += seconds;
+  ++plain_cnt_;
+  plain_.add(seconds);
+  if (warm()) round_s_ += seconds;
+}
+
+bool AdaptiveDrafts::encode_plain() const {
+  if (!warm() || exploring_ || plain_run_ < kPlainStretch) return true;
+  return since_explore_ >= explore_every_ - kReencodeBefore;
+}
+
+void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
+  if (warm()) tokens_ += tokens;
+  if (verified < 1) return;
+  for (int j = 0; j < k_; ++j) {
+    const auto s = static_cast<std::size_t>(j);
+    reach_[s] *= kDecay;
+    accept_[s] *= kDecay;
+    // Draft j was judged when the drafts before it were accepted.
+    if (j < verified && j <= accepted) reach_[s] += 1.0;
+    if (j < accepted) accept_[s] += 1.0;
+  }
+}
+
+AdaptiveStats AdaptiveDrafts::stats() const {
+  AdaptiveStats s;
+  s.max_drafts = k_;
+  s.rounds = rounds_;
+  s.chosen = chosen_;
+  for (int m = 1; m <= k_ + 1; ++m) s.verify_s[static_cast<std::size_t>(m)] = verify_[static_cast<std::size_t>(m)].value();
+  s.draft_step_s = draft_.value();
+  s.plain_s = plain_.value();
+  for (int j = 0; j < k_; ++j) {
+    const auto i = static_cast<std::size_t>(j);
+    s.accept[i] = (accept_[i] + kPriorAccept) / (reach_[i] + kPriorReach);
+  }
+  if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);
+  const double base = plain_cnt_ > 0 ? plain_sum_ / static_cast<double>(plain_cnt_)
+                      : v1_cnt_ > 0   ? v1_sum_ / static_cast<double>(v1_cnt_)
+                                      : 0.0;
+  if (round_s_ > 0.0) s.measured_gain = static_cast<double>(tokens_) / round_s_ * base;
+  return s;
+}
+
+}  // namespace strata::draft

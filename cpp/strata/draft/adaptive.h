@@ -1,0 +1,119 @@
+#pragma once
+// Adaptive speculation: how many drafts a round should verify, chosen from costs and acceptance
+// measured while running (the retention economics of docs/retention-economics.md applied live).
+//
+// A round that verifies n drafts commits, in expectation, R_n = 1 + Σ_{i<n} A_i tokens, where
+// A_i = a_0·…·a_i is the chance that drafts 0..i are all accepted and a_j the live acceptance of
+// draft step j given that the drafts before it were accepted. It costs C_n = n·c_draft + c_verify(n+1)
+// seconds: c_draft the measured time of one draft step, c_verify(m) that of a verification window of m
+// rows (c_verify(1) is a plain step). Each round picks the n in 0..k that maximises R_n / C_n
+// (n = 0: a plain step, 1 token for c_verify(1)).
+//
+// Estimates: every time is the median of its last 8 samples (RecentMedian) (robust to a cold first call and to
+// other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
+// with a prior of one half-accepted draft per step. Warm-up: the first rounds cycle n = k, k-1, .., 0
+// (kWarmupPasses times) so every window size 1..k+1 and the draft step have measurements.
+// Exploration: every interval-th round runs the draft count chosen longest ago instead of the best
+// one, so every size's cost and every step's acceptance stay live when the load, the context length
+// or the text change. The interval starts at kExploreEvery and doubles (up to kExploreMax) each time
+// the choice after an exploring round is the same as before it, back to kExploreEvery when it changes.
+//
+// Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
+// drafter's K/V (encode_plain() false; on the demo model that encoding is a fifth of a step), until
+// kReencodeBefore rounds before the next exploring round, so that round's drafter has a short run of
+// recent cells. A plain step without that encoding is timed separately (c_plain); when measured it is
+// the cost of n = 0 and the baseline of the gains, since it is what decoding without a drafter costs.
+// Everything is sized at construction: choosing allocates nothing.
+#include <array>
+#include <cstdint>
+
+namespace strata::draft {
+
+inline constexpr int kAdaptiveMaxDrafts = 16;  // = kMaxDraftSteps (speculator.h)
+
+// A snapshot for stats: what the policy believes and what it chose.
+struct AdaptiveStats {
+  int max_drafts = 0;
+  int64_t rounds = 0;
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen{};  // rounds that chose n drafts (before retention)
+  std::array<double, kAdaptiveMaxDrafts + 2> verify_s{}; // c_verify(m), m = 1..k+1 (index m); 0 = unmeasured
+  double draft_step_s = 0.0;                              // c_draft
+  double plain_s = 0.0;                                   // c_plain (0 = unmeasured)
+  std::array<double, kAdaptiveMaxDrafts> accept{};        // a_j, j = 0..k-1
+  // Expected speed-up over plain decoding of the chosen rounds: mean over rounds of
+  // (R_n / C_n) · base, base = c_plain when measured, else c_verify(1), as estimated at the choice.
+  double estimated_gain = 0.0;
+  // Measured: tokens committed per second of the rounds' drafting, verification and plain steps, times
+  // the current base (so 1.0 = plain decoding's speed as measured inside the same run).
+  double measured_gain = 0.0;
+};
+
+// The median of the last kRecent samples of a time (0 before any).
+class RecentMedian {
+ public:
+  static constexpr int kRecent = 8;
+  void add(double x);
+  double value() const;
+  bool empty() const { return n_ == 0; }
+
+ private:
+  std::array<double, kRecent> buf_{};
+  int n_ = 0, next_ = 0;
+};
+
+class AdaptiveDrafts {
+ public:
+  static constexpr int kWarmupPasses = 2;
+  static constexpr int kExploreEvery = 32;
+  static constexpr int kExploreMax = 256;
+  static constexpr int kPlainStretch = 2;
+  static constexpr int kReencodeBefore = 4;
+
+  explicit AdaptiveDrafts(int max_drafts);
+
+  // Drafts to run this round, 0..k_cap (k_cap <= max_drafts: what fits this round).
+  int choose(int k_cap);
+  // Measurements of the round just chosen.
+  void record_draft(int steps, double seconds);
+  void record_verify(int rows, double seconds);
+  // A plain step (n = 0): with the drafter's K/V encoded (timed as c_verify(1)) or without (c_plain).
+  void record_plain(double seconds, bool encoded);
+  // Whether the plain step of the round just chosen should encode the drafter's K/V.
+  bool encode_plain() const;
+  // A verification of `verified` drafts of which the first `accepted` were accepted; `tokens` committed.
+  void record_round(int verified, int accepted, int tokens);
+
+  double expected_tokens(int n) const;  // R_n
+  double expected_cost(int n) const;    // C_n in seconds (unmeasured sizes are extrapolated)
+  AdaptiveStats stats() const;
+
+ private:
+  double verify_cost(int rows) const;
+  double base_cost() const;  // c_plain when measured, else c_verify(1)
+  bool warm() const;  // the round being recorded came after the warm-up
+
+  int k_;
+  int64_t rounds_ = 0;
+  int since_explore_ = 0;
+  int explore_every_ = kExploreEvery;
+  bool exploring_ = false;     // the round just chosen explores
+  bool explored_ = false;      // an exploring round ran since the last regular choice
+  int last_best_ = -1;         // the last regular choice
+  int plain_run_ = 0;       // rounds in a row that chose a plain step
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
+  std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
+  RecentMedian draft_, plain_;
+  std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
+  std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};
+  double gain_sum_ = 0.0;    // Σ estimated gains of the rounds chosen by the economics
+  int64_t gain_n_ = 0;
+  double round_s_ = 0.0;     // seconds of the rounds (drafting + verification)
+  int64_t tokens_ = 0;       // tokens the rounds committed
+  // Mean plain-step seconds, without / with the drafter's encoding: the measured gain's baseline
+  // (a mean, like round_s_ / tokens_, so both see the same interruptions).
+  double plain_sum_ = 0.0, v1_sum_ = 0.0;
+  int64_t plain_cnt_ = 0, v1_cnt_ = 0;
+};
+
+}  // namespace strata::draft

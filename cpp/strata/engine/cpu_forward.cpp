@@ -1,0 +1,99 @@
+#include "strata/engine/cpu_forward.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "strata/cpu/repack/repack.h"
+#include "strata/util/error.h"
+#include "strata/util/log.h"
+#include "strata/util/thread_pool.h"
+
+namespace strata::engine {
+
+CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConfig& cfg) : model_(std::move(model)) {
+  if (!model_) throw_error(ErrorKind::Value, "cpu backend: no model");
+  if (cfg.n_threads < 0 || cfg.n_threads > 1024)
+    throw_error(ErrorKind::Value,
+                "cpu backend: n_threads = " + std::to_string(cfg.n_threads) + " must be in [0, 1024]");
+  ThreadPool* pool = &ThreadPool::global();
+  if (cfg.n_threads > 0) {
+    own_pool_ = std::make_unique<ThreadPool>(cfg.n_threads);
+    pool = own_pool_.get();
+  }
+  const model::HParams& hp = model_->hparams();
+  // before anything takes views of the drafter weights.
+  model::requant_drafter(*model_, cfg.mtp_requant, pool);
+  // Repacked weights, also before any view is taken; stream-mode experts repack as they arrive.
+  experts::ExpertStoreConfig ec = cfg.experts;
+  ec.repack = cfg.repack.value_or(cpu::repack_mode());
+  repack_report_ = model::repack_weights(*model_, ec.repack, ec.mode == experts::ExpertMode::Mmap, pool);
+  if (repack_report_.matrices > 0) log(LogLevel::Info, repack_report_.summary());
+  experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
+  WindowConfig wc;
+  wc.max_ctx = cfg.max_ctx;
+  wc.max_rows = cfg.max_rows;
+  wc.pool = pool;
+  wc.experts = experts_.get();
+  wc.moce = cfg.moce;
+  const bool with_mtp = model_->mtp.has_value();
+  const int64_t ctx = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 32768);
+  // The Mtp's own policy in the cell_select convention (sinks + (p - W', p]) with W' = W + 1 is the
+  // draft row's list when the run covers the window; lists hold sink + W' + 1 entries at most.
+  if (with_mtp) wc.extra_list = std::min(ctx, cfg.mtp_sink + cfg.mtp_window + 2);
+  window_ = std::make_unique<Window>(*model_, wc);
+  if (with_mtp) {
+    MtpConfig mc;
+    mc.sink = cfg.mtp_sink;
+    mc.window = cfg.mtp_window + 1;
+    mc.max_ctx = window_->max_ctx();
+    mc.max_rows = cfg.max_rows;
+    mc.pool = pool;
+    mc.experts = experts_.get();
+    mc.expert_layer = static_cast<int>(hp.n_layer);  // expert_layout puts the MTP block after the main layers
+    mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
+  }
+}
+
+CpuForward::~CpuForward() = default;
+
+void CpuForward::set_length(int64_t n) {
+  Window& w = *window_;
+  if (n <= w.n_past()) {
+    w.rollback(n);
+    return;
+  }
+  // Longer than the window's length (a restore after a rollback): the sequence vouches for the
+  // cells (their write stamps are its own), so the window takes them as they are.
+  Checkpoint cp = w.checkpoint();
+  cp.n_past = n;
+  cp.n_committed = std::min(cp.n_committed, n);
+  w.restore(cp);
+}
+
+void CpuForward::run_rows(const int32_t* tokens, int R, int64_t start, LogitRows which, float* logits_out,
+                          int draft_from_row) {
+  Window& w = *window_;
+  w.run(tokens, R, start, which, draft_from_row);
+  if (logits_out == nullptr || which == LogitRows::None) return;
+  const std::size_t V = model_->hparams().n_vocab;
+  const int rows = which == LogitRows::All ? R : 1;
+  for (int r = 0; r < rows; ++r)
+    std::memcpy(logits_out + static_cast<std::size_t>(r) * V, w.logits(r), V * sizeof(float));
+}
+
+void CpuForward::draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) {
+  mtp_->encode(H, next_tokens, m, q0);
+}
+
+int32_t CpuForward::draft_row(const float* H, int32_t token, int64_t pos, std::span<const int32_t> cells,
+                              float* logits_out, float* streams_out) {
+  Mtp& m = *mtp_;
+  m.run_row(H, token, pos, cells.data(), static_cast<int64_t>(cells.size()), true);
+  if (logits_out) std::memcpy(logits_out, m.draft_logits(0), static_cast<std::size_t>(m.vocab_size()) * sizeof(float));
+  const model::HParams& hp = model_->hparams();
+  std::memcpy(streams_out, m.out_streams(0), static_cast<std::size_t>(hp.hc_count) * hp.n_embd * sizeof(float));
+  return m.draft_token(0);
+}
+
+}  // namespace strata::engine

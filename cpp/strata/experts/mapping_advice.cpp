@@ -1,0 +1,62 @@
+#include "strata/experts/mapping_advice.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace strata::experts {
+
+MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_size) {
+  MappingAdvice out;
+  if (!layout.has_file_offsets || layout.path.empty() || file_size == 0) return out;
+  // The mapping's base: every part's data pointer minus its file offset, the same for all parts.
+  const uint8_t* base = nullptr;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [begin, end) file offsets of expert data
+  for (const ExpertLayer& l : layout.layers)
+    for (const ExpertTensor& t : l.part) {
+      if (!t.view.data) return out;
+      const uint8_t* b = static_cast<const uint8_t*>(t.view.data) - t.file_offset;
+      if (base && b != base) return out;
+      base = b;
+      ranges.emplace_back(t.file_offset, t.file_offset + t.view.expert_stride * static_cast<uint64_t>(layout.n_expert));
+    }
+  if (!base || ranges.empty()) return out;
+  std::sort(ranges.begin(), ranges.end());
+  const long pg = ::sysconf(_SC_PAGESIZE);
+  const uint64_t page = pg > 0 ? static_cast<uint64_t>(pg) : 4096;
+  auto* map = const_cast<uint8_t*>(base);
+  out.applied = true;
+  const uint64_t mapped = (file_size + page - 1) / page * page;
+  if (::madvise(map, mapped, MADV_RANDOM) != 0) ++out.failures;
+
+  const int fd = ::open(layout.path.c_str(), O_RDONLY | O_CLOEXEC);
+  uint64_t cursor = 0;  // end of the last expert range (whole pages), where the next gap starts
+  for (const auto& [begin, end] : ranges) {
+    const uint64_t b = (begin + page - 1) / page * page;  // shrunk to whole pages
+    const uint64_t e = end / page * page;
+    if (b > cursor) {
+      if (::madvise(map + cursor, b - cursor, MADV_WILLNEED) != 0) ++out.failures;
+      out.other_bytes += b - cursor;
+    }
+    if (e > b) {
+      if (::madvise(map + b, e - b, MADV_DONTNEED) != 0) ++out.failures;
+      if (fd >= 0 && ::posix_fadvise(fd, static_cast<off_t>(b), static_cast<off_t>(e - b), POSIX_FADV_DONTNEED) != 0)
+        ++out.failures;
+      out.expert_bytes += e - b;
+    }
+    cursor = std::max(cursor, std::max(b, e));
+  }
+  if (mapped > cursor) {
+    if (::madvise(map + cursor, mapped - cursor, MADV_WILLNEED) != 0) ++out.failures;
+    out.other_bytes += mapped - cursor;
+  }
+  if (fd >= 0) ::close(fd);
+  else ++out.failures;
+  return out;
+}
+
+}  // namespace strata::experts

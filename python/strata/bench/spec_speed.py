@@ -1,0 +1,153 @@
+"""Decode speed with the drafter off, adaptive (auto) and forced on, through the public ``generate`` path.
+
+Each case (temperature × threads × expert store) runs the modes alternately — off, auto, on, off, auto,
+on, … — ``runs`` times, each run a fresh session generating ``max_tokens`` tokens from the same prompt
+with a fixed seed, and reports the median decode tok/s per mode, the speed-up of each mode over ``off``
+(the ratio of medians), tokens per round, the draft counts chosen, the per-step acceptance, adaptive
+speculation's estimated and measured gain, and the expert MiB read per generated token (stream mode).
+At temperature 0 it also checks that every mode produced the same text (``same_text``). Measures only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import strata
+
+MODES: dict[str, bool | None] = {"off": False, "auto": None, "on": True}
+PROMPT = ("import os\nimport sys\n\n\ndef parse_args(argv):\n    \"\"\"Parse the command line.\"\"\"\n"
+          "    import argparse\n    p = argparse.ArgumentParser(description=__doc__)\n")
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    tok_s: list[float] = field(default_factory=list)
+    tokens_per_round: float = 0.0
+    draft_counts: list[int] = field(default_factory=list)
+    acceptance: list[float] = field(default_factory=list)
+    estimated_gain: float = 0.0
+    measured_gain: float = 0.0
+    mib_per_token: float = 0.0
+    text: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.tok_s) if self.tok_s else 0.0
+
+
+@dataclass
+class Case:
+    temperature: float
+    threads: int
+    store: str  # "mmap" or e.g. "stream 25% direct"
+    modes: dict[str, ModeResult]
+
+    def speedup(self, mode: str) -> float:
+        base = self.modes["off"].median
+        return self.modes[mode].median / base if base > 0 else 0.0
+
+    @property
+    def same_text(self) -> bool | None:
+        if self.temperature > 0:
+            return None
+        texts = {m.text for m in self.modes.values()}
+        return len(texts) == 1
+
+
+def _store_config(store: str) -> dict[str, Any]:
+    """ "mmap" or "stream FRACTION[ direct]" -> Config fields (without "direct": buffered reads)."""
+    parts = store.split()
+    if parts[0] == "mmap":
+        return {"expert_mode": "mmap"}
+    cfg: dict[str, Any] = {"expert_mode": "stream", "expert_cache": parts[1]}
+    cfg["expert_direct_io"] = "on" if "direct" in parts[2:] else "off"
+    return cfg
+
+
+def run_case(model: strata.Model, temperature: float, threads: int, store: str, *, modes: list[str],
+             runs: int, max_tokens: int, draft_steps: int, prompt: str = PROMPT) -> Case:
+    results = {m: ModeResult(m) for m in modes}
+    extra = _store_config(store)
+    for _ in range(runs):
+        for m in modes:
+            cfg = strata.Config(speculative=MODES[m], threads=threads, draft_steps=draft_steps, **extra)
+            s = model.session(config=cfg, sampling=strata.SamplingPolicy(temperature=temperature, seed=1))
+            text = "".join(s.generate(prompt, max_tokens=max_tokens))
+            st = s.stats
+            r = results[m]
+            r.tok_s.append(st.decode_tokens_per_second)
+            r.text = text
+            r.tokens_per_round = st.tokens_per_round
+            r.draft_counts = list(st.draft_counts)
+            r.acceptance = list(st.acceptance)
+            r.estimated_gain = st.estimated_gain
+            r.measured_gain = st.measured_gain
+            r.mib_per_token = st.expert_bytes_per_token / (1 << 20)
+    return Case(temperature, threads, store, results)
+
+
+def run(model_path: str | None, *, temperatures: list[float], threads: list[int], stores: list[str],
+        modes: list[str], runs: int, max_tokens: int, draft_steps: int) -> list[Case]:
+    model = strata.Model(model_path)
+    return [run_case(model, t, n, store, modes=modes, runs=runs, max_tokens=max_tokens,
+                     draft_steps=draft_steps)
+            for store in stores for n in threads for t in temperatures]
+
+
+def render(cases: list[Case]) -> str:
+    head = ("| store | temp | threads | mode | tok/s (median) | × off | tokens/round | drafts chosen "
+            "(0,1,2,..) | acceptance per step | est. / meas. gain | expert MiB/token | same text |")
+    lines = [head, "|" + "---|" * 12]
+    for c in cases:
+        for m, r in c.modes.items():
+            acc = ", ".join(f"{a:.2f}" for a in r.acceptance) or "-"
+            counts = ",".join(str(x) for x in r.draft_counts) or "-"
+            gain = f"{r.estimated_gain:.2f} / {r.measured_gain:.2f}" if m == "auto" else "-"
+            same = "-" if c.same_text is None else ("yes" if c.same_text else "NO")
+            lines.append(f"| {c.store} | {c.temperature:g} | {c.threads} | {m} | {r.median:.1f} | "
+                         f"{c.speedup(m):.2f} | {r.tokens_per_round:.2f} | {counts} | {acc} | {gain} | "
+                         f"{r.mib_per_token:.2f} | {same} |")
+    return "\n".join(lines)
+
+
+def as_json(cases: list[Case]) -> list[dict[str, Any]]:
+    out = []
+    for c in cases:
+        d = asdict(c)
+        for m in c.modes:
+            d["modes"][m]["median"] = c.modes[m].median
+            d["modes"][m]["speedup"] = c.speedup(m)
+            d["modes"][m].pop("text")
+        d["same_text"] = c.same_text
+        out.append(d)
+    return out
+
+
+def plot(cases: list[Case], path: Path, title: str) -> None:
+    """Speed-up over drafting off against the first draft step's acceptance, one point per case and mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for mode, marker in (("auto", "o"), ("on", "s")):
+        xs = [c.modes[mode].acceptance[0] for c in cases if mode in c.modes and c.modes[mode].acceptance]
+        ys = [c.speedup(mode) for c in cases if mode in c.modes and c.modes[mode].acceptance]
+        labels = [f"{c.store}, t={c.temperature:g}, {c.threads}thr" for c in cases
+                  if mode in c.modes and c.modes[mode].acceptance]
+        ax.scatter(xs, ys, marker=marker, label=f"drafter {mode}")
+        for x, y, lab in zip(xs, ys, labels, strict=True):
+            ax.annotate(lab, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("acceptance of draft step 0")
+    ax.set_ylabel("decode speed-up over drafting off (median tok/s ratio)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,73 @@
+"""``python -m strata.cli bench spec-speed``: decode tok/s with the drafter off, auto (adaptive) and on, per
+temperature, thread count and expert store, through ``generate``; median of alternated runs.
+
+Registered in ``bench_cmd.BENCH_TOOLS``; the measurement is ``strata.bench.spec_speed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _list(kind: type) -> object:
+    def parse(text: str) -> list[object]:
+        try:
+            return [kind(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+    return parse
+
+
+def register(tools: SubParsers) -> None:
+    p = tools.add_parser(
+        "spec-speed",
+        help="decode tok/s with the drafter off / auto / on (median of alternated runs), MiB read per token",
+        description=(
+            "Generate from one prompt with the MTP drafter off, adaptive (auto) and always on, alternating "
+            "the modes run by run, per temperature, thread count and expert store; report median tok/s, "
+            "speed-up over off, tokens per round, drafts chosen, acceptance, adaptive speculation's "
+            "estimated and measured gain, expert MiB read per token, and whether the temperature-0 texts "
+            "agree. See docs/benchmarks.md."
+        ),
+    )
+    p.add_argument("--model", type=Path, default=None,
+                   help="a strata GGUF with an MTP layer (default: the demo)")
+    p.add_argument("--temperatures", type=_list(float), default=[0.0, 0.7], help="comma list (0,0.7)")
+    p.add_argument("--threads", type=_list(int), default=[1, 2], help="comma list of thread counts (1,2)")
+    p.add_argument("--stores", type=_list(str), default=["mmap"],
+                   help="comma list of expert stores: mmap, or 'stream 25%% direct' / 'stream 50%%' (mmap)")
+    p.add_argument("--modes", type=_list(str), default=["off", "auto", "on"],
+                   help="drafter modes (off,auto,on)")
+    p.add_argument("--runs", type=int, default=5, help="runs per mode and case; the median is reported (5)")
+    p.add_argument("--max-tokens", type=int, default=256, help="tokens generated per run (256)")
+    p.add_argument("--draft-steps", type=int, default=3, help="largest drafts per round (3)")
+    p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
+    p.add_argument("--plot", type=Path, default=None,
+                   help="plot speed-up against acceptance here (matplotlib)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from strata.bench import spec_speed
+
+    bad = [m for m in args.modes if m not in spec_speed.MODES]
+    if bad or "off" not in args.modes:
+        print(f"bench spec-speed: --modes must include off and be among off, auto, on (got {args.modes})",
+              file=sys.stderr)
+        return 2
+    cases = spec_speed.run(None if args.model is None else str(args.model), temperatures=args.temperatures,
+                           threads=args.threads, stores=args.stores, modes=args.modes, runs=args.runs,
+                           max_tokens=args.max_tokens, draft_steps=args.draft_steps)
+    sys.stdout.write(spec_speed.render(cases) + "\n")
+    if args.json is not None:
+        args.json.write_text(json.dumps(spec_speed.as_json(cases), indent=1) + "\n")
+    if args.plot is not None:
+        spec_speed.plot(cases, args.plot, f"{args.model or 'demo model'}: drafter speed-up vs acceptance")
+    return 0

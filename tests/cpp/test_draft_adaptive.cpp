@@ -1,0 +1,180 @@
+// Adaptive speculation (draft/adaptive.h): the warm-up schedule, the economics R_n / C_n, the choice
+// under cheap and expensive verification, exploration, the acceptance estimate and the gains.
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <cmath>
+#include <vector>
+
+#include "strata/draft/adaptive.h"
+#include "strata/util/error.h"
+
+using strata::draft::AdaptiveDrafts;
+
+namespace {
+
+// Feeds one round as the speculator would: choose, then measured times and the acceptance.
+// verify(m) = seconds of an m-row window, draft = seconds per draft step; drafts accepted with
+// probability 1 up to `accept_upto` (deterministic).
+int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int accept_upto,
+         double bare_plain = 0.0) {
+  const int n = a.choose(k_cap);
+  if (n > 0) a.record_draft(n, draft * n);
+  if (n == 0) {
+    const bool enc = a.encode_plain();
+    a.record_plain(enc || bare_plain <= 0 ? verify(1) : bare_plain, enc);
+  } else {
+    a.record_verify(n + 1, verify(n + 1));
+  }
+  const int acc = n < accept_upto ? n : accept_upto;
+  a.record_round(n, acc, acc + 1);
+  return n;
+}
+
+double flat(int m) { return 1.0 + 0.02 * (m - 1); }  // memory-bound: a window costs about one step
+double linear(int m) { return static_cast<double>(m); }  // compute-bound: every row a whole step
+
+}  // namespace
+
+TEST(warmup_cycles_every_window_size) {
+  AdaptiveDrafts a(3);
+  for (int pass = 0; pass < AdaptiveDrafts::kWarmupPasses; ++pass)
+    for (int want = 3; want >= 0; --want) CHECK_EQ(a.choose(3), want);
+  AdaptiveDrafts b(3);
+  CHECK_EQ(b.choose(1), 1);  // capped by what fits this round
+}
+
+TEST(economics_formula) {
+  AdaptiveDrafts a(2);
+  a.record_verify(1, 1.0);
+  a.record_verify(2, 1.5);
+  a.record_verify(3, 2.0);
+  a.record_draft(1, 0.1);
+  // Prior acceptance 1/2 per step: R_1 = 1.5, R_2 = 1.75.
+  CHECK_NEAR(a.expected_tokens(0), 1.0, 1e-12);
+  CHECK_NEAR(a.expected_tokens(1), 1.5, 1e-12);
+  CHECK_NEAR(a.expected_tokens(2), 1.75, 1e-12);
+  CHECK_NEAR(a.expected_cost(0), 1.0, 1e-12);
+  CHECK_NEAR(a.expected_cost(2), 2 * 0.1 + 2.0, 1e-12);
+  a.record_round(2, 2, 3);  // both accepted: a_0 = a_1 = 1.5 / 2
+  CHECK_NEAR(a.expected_tokens(1), 1.75, 1e-12);
+  CHECK_NEAR(a.expected_tokens(2), 1.75 + 0.75 * 0.75, 1e-12);
+}
+
+TEST(unmeasured_sizes_are_extrapolated) {
+  AdaptiveDrafts a(3);
+  CHECK_NEAR(a.expected_cost(2), 3.0, 1e-12);  // nothing measured: one unit per row
+  a.record_verify(1, 2.0);
+  CHECK_NEAR(a.expected_cost(3), 8.0, 1e-12);  // one size: proportional
+  a.record_verify(2, 3.0);
+  CHECK_NEAR(a.expected_cost(3), 5.0, 1e-12);  // a line through the measured sizes
+}
+
+TEST(drafts_when_windows_are_cheap_and_acceptance_high) {
+  AdaptiveDrafts a(3);
+  int full = 0, rounds = 0;
+  for (int i = 0; i < 200; ++i) {
+    const int n = feed(a, 3, flat, 0.05, 3);
+    if (i >= 40) {
+      ++rounds;
+      full += n == 3;
+    }
+  }
+  // Every kExploreEvery-th round re-measures the draft count run longest ago.
+  CHECK(full >= rounds - rounds / AdaptiveDrafts::kExploreEvery - 1 && full < rounds);
+  const auto s = a.stats();
+  CHECK(s.estimated_gain > 2.5 && s.estimated_gain < 4.0);
+  CHECK(s.measured_gain > 2.5 && s.measured_gain < 4.0);
+  CHECK(s.accept[0] > 0.95);
+}
+
+TEST(plain_steps_when_every_row_costs_a_step) {
+  AdaptiveDrafts a(3);
+  int plain = 0, rounds = 0;
+  std::vector<int> explored;  // rounds that drafted after the warm-up: the exploring ones
+  for (int i = 0; i < 600; ++i) {
+    const int n = feed(a, 3, linear, 0.1, 1);  // only the first draft is ever accepted
+    if (i >= AdaptiveDrafts::kWarmupPasses * 4) {
+      ++rounds;
+      plain += n == 0;
+      if (n > 0) explored.push_back(i);
+    }
+  }
+  CHECK_EQ(plain + static_cast<int>(explored.size()), rounds);
+  // Exploring rounds, each confirming the plain choice, come at doubling intervals: 32, 64, 128, 256.
+  CHECK(explored.size() >= 3 && explored.size() <= 5);
+  for (std::size_t j = 1; j < explored.size() && j < 4; ++j)
+    CHECK_EQ(explored[j] - explored[j - 1], AdaptiveDrafts::kExploreEvery << j);
+  const auto s = a.stats();
+  CHECK_NEAR(s.estimated_gain, 1.0, 1e-9);  // a plain step is the best the economics can do here
+  CHECK(s.measured_gain < 1.0 && s.measured_gain > 0.95);
+  CHECK(s.accept[0] > 0.6);
+}
+
+TEST(plain_stretches_skip_the_drafter_encoding_until_exploring) {
+  AdaptiveDrafts a(3);
+  for (int i = 0; i < AdaptiveDrafts::kWarmupPasses * 4; ++i) feed(a, 3, linear, 0.1, 1, 0.8);  // warm-up
+  CHECK(a.encode_plain());
+  std::vector<int> ns, enc;
+  for (int i = 0; i < 300; ++i) {
+    const int n = a.choose(3);
+    bool e = true;
+    if (n == 0) {
+      e = a.encode_plain();
+      a.record_plain(e ? linear(1) : 0.8, e);
+    } else {
+      a.record_draft(n, 0.1 * n);
+      a.record_verify(n + 1, linear(n + 1));
+    }
+    a.record_round(n, n > 0 ? 1 : 0, n > 0 ? 2 : 1);
+    ns.push_back(n);
+    enc.push_back(e ? 1 : 0);
+  }
+  int off = 0, on = 0, explorations = 0;
+  for (std::size_t i = 0; i < ns.size(); ++i) {
+    if (ns[i] == 0) (enc[i] ? on : off) += 1;
+    if (ns[i] > 0 && i >= 4) {
+      ++explorations;
+      // The plain steps right before an exploring round encode again (the drafter's recent cells).
+      for (std::size_t j = i - AdaptiveDrafts::kReencodeBefore; j < i; ++j) CHECK(ns[j] == 0 && enc[j] == 1);
+    }
+  }
+  CHECK(explorations >= 2);
+  CHECK(off > 4 * on);
+  const auto s = a.stats();
+  CHECK_NEAR(s.plain_s, 0.8, 1e-12);
+  // The gains are against the plain step without the drafter: 1.0 for n = 0 at c_plain.
+  CHECK_NEAR(s.estimated_gain, 1.0, 1e-9);
+}
+
+TEST(acceptance_follows_a_change) {
+  AdaptiveDrafts a(2);
+  for (int i = 0; i < 100; ++i) feed(a, 2, flat, 0.05, 2);
+  CHECK(a.stats().accept[0] > 0.9);
+  for (int i = 0; i < 100; ++i) feed(a, 2, flat, 0.05, 0);
+  CHECK(a.stats().accept[0] < 0.2);
+}
+
+TEST(recent_median_ignores_an_outlier) {
+  strata::draft::RecentMedian m;
+  CHECK(m.empty());
+  CHECK_NEAR(m.value(), 0.0, 0.0);
+  m.add(50.0);  // a cold first call
+  m.add(1.0);
+  m.add(1.2);
+  CHECK_NEAR(m.value(), 1.2, 1e-12);
+  m.add(0.8);
+  CHECK_NEAR(m.value(), 1.1, 1e-12);  // even count: mean of the middle two
+  for (int i = 0; i < 8; ++i) m.add(2.0);
+  CHECK_NEAR(m.value(), 2.0, 1e-12);  // only the last 8 samples count
+}
+
+TEST(bad_max_drafts_is_an_error) {
+  bool threw = false;
+  try {
+    AdaptiveDrafts a(0);
+  } catch (const strata::Error&) {
+    threw = true;
+  }
+  CHECK(threw);
+}

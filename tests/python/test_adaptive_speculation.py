@@ -1,0 +1,77 @@
+"""Adaptive speculation (Config.speculative = None, draft/adaptive.h) on the demo model: temperature-0 text
+identical to plain and to always-drafting decoding, the stats it reports, and the engine's estimates."""
+
+from __future__ import annotations
+
+import pytest
+
+import strata
+from strata import _strata
+
+PROMPT = "import os\n\ndef read_config(path):\n    "
+
+
+@pytest.fixture(scope="module")
+def model() -> strata.Model:
+    return strata.Model()
+
+
+def _run(model: strata.Model, speculative: bool | None, temperature: float = 0.0,
+         tokens: int = 96) -> tuple[str, strata.GenerationStats]:
+    s = model.session(config=strata.Config(speculative=speculative, threads=1),
+                      sampling=strata.SamplingPolicy(temperature=temperature, seed=7))
+    text = "".join(s.generate(PROMPT, max_tokens=tokens))
+    return text, s.stats
+
+
+def test_temperature_zero_text_is_plain_decoding(model: strata.Model) -> None:
+    plain, st_off = _run(model, False)
+    auto, st_auto = _run(model, None)
+    forced, st_on = _run(model, True)
+    assert auto == plain == forced
+    assert not st_off.speculative and st_off.draft_counts == []
+    assert st_auto.adaptive and not st_on.adaptive
+    # Forced drafting verifies draft_steps drafts whenever a round can draft at all.
+    assert len(st_on.draft_counts) == 4 and st_on.draft_counts[3] >= st_on.steps - 3
+
+
+def test_auto_reports_its_choices_and_gains(model: strata.Model) -> None:
+    _, st = _run(model, None, tokens=160)
+    assert sum(st.draft_counts) == st.steps
+    # The warm-up cycles through 3, 2, 1, 0 drafts twice, so every count appears.
+    assert all(c > 0 for c in st.draft_counts[:4])
+    assert st.estimated_gain > 0 and st.measured_gain > 0
+    d = st.as_dict()
+    assert d["adaptive"] is True and d["draft_counts"] == st.draft_counts
+    line = [x for x in st.summary().splitlines() if x.startswith("drafts verified per step")]
+    assert line and "estimated gain" in line[0] and "measured" in line[0]
+
+
+def test_engine_estimates(model: strata.Model) -> None:
+    eng = _strata.Engine(str(model.path), n_threads=1, max_ctx=256, encode_mtp=True)
+    assert eng.spec_adaptive_stats() is None
+    ids = model.tokenizer.encode(PROMPT)
+    eng.eval(ids[:-1], logits="none")
+    rng = _strata.decode.Rng(1)
+    history: list[int] = []
+    policy = strata.SamplingPolicy(temperature=0.0).native()
+    token = ids[-1]
+    for _ in range(40):
+        toks, _d, _v, _a, _p = eng.spec_round(token, history, 3, policy=policy, rng=rng, adaptive=True)
+        token = toks[-1]
+    st = eng.spec_adaptive_stats()
+    assert st["max_drafts"] == 3 and st["rounds"] == 40 and sum(st["chosen"]) == 40
+    assert len(st["verify_seconds"]) == 4 and all(t > 0 for t in st["verify_seconds"])
+    assert st["draft_step_seconds"] > 0 and len(st["acceptance"]) == 3
+    assert all(0 < a < 1 for a in st["acceptance"])
+
+
+def test_sampling_with_auto_is_plain_sampling_with_the_same_seed(model: strata.Model) -> None:
+    # Adaptive rounds verify by sampling each row as a plain step would: one uniform per committed
+    # token, so the text equals plain decoding's whatever draft counts the timings chose.
+    plain, _ = _run(model, False, temperature=0.7, tokens=96)
+    auto, st = _run(model, None, temperature=0.7, tokens=96)
+    again, _ = _run(model, None, temperature=0.7, tokens=96)
+    assert auto == plain == again
+    assert st.rounds > 0 and sum(st.draft_counts) == st.steps
+    assert sum(st.accepted) > 0  # drafts were accepted, not only plain steps

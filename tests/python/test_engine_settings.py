@@ -1,0 +1,70 @@
+"""The one Engine class and its settings: the decode and Metal settings reach the engine once (the C++
+settings parser validates them when it is made; a round takes none), STRATA_METAL_MTP_TILE and
+STRATA_METALLIB are Config fields, and the prefix-reuse decision is the engine's (engine/sequence.h)."""
+
+from __future__ import annotations
+
+import pytest
+
+import strata
+from strata import _strata
+from strata.model import DEMO_MODEL_PATH
+
+PATH = str(DEMO_MODEL_PATH)
+
+
+def test_metal_settings_are_config_fields() -> None:
+    c = strata.Config(metal_mtp_tile=" 8, 4,2,4", metallib=" /opt/strata.metallib ")
+    assert (c.metal_mtp_tile, c.metallib) == ("8,4,2,4", "/opt/strata.metallib")
+    assert c.to_env()["STRATA_METAL_MTP_TILE"] == "8,4,2,4"
+    assert strata.Config.from_env(c.to_env(), strict=True) == c
+    assert "STRATA_METALLIB" not in strata.Config().to_env()
+    rule = r"Config.metal_mtp_tile \(STRATA_METAL_MTP_TILE\).*R\*K <= 16"
+    with pytest.raises(strata.ConfigError, match=rule):
+        strata.Config(metal_mtp_tile="16,4,4,8")
+    with pytest.warns(strata.ConfigWarning, match="STRATA_METAL_MTP_TILE.*default drafter tile"):
+        assert strata.Config.from_env({"STRATA_METAL_MTP_TILE": "8,4"}).metal_mtp_tile == ""
+
+
+def test_engine_validates_its_settings_once() -> None:
+    with pytest.raises(strata.ConfigError, match="STRATA_METAL_MTP_TILE"):
+        _strata.Engine(PATH, backend="metal-emu", max_ctx=16, settings={"STRATA_METAL_MTP_TILE": "8,4,2,5"})
+    with pytest.raises(strata.ConfigError, match="STRATA_METAL_SPEC_MIN_CUM_P"):
+        _strata.Engine(PATH, max_ctx=16, settings={"STRATA_METAL_SPEC_MIN_CUM_P": "2"})
+    with pytest.raises(strata.ConfigError, match="needs the cpu backend"):
+        _strata.Engine(PATH, backend="metal-emu", max_ctx=16, expert_mode="stream")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "metal-emu"])
+def test_rounds_use_the_engines_retention(backend: str) -> None:
+    # A per-step floor no draft passes: with the policy on, every round rejects before verifying.
+    settings = {"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "1.0"}
+    greedy = strata.SamplingPolicy().native()
+    for schedule, verifies in ((settings, False), ({}, True)):
+        eng = _strata.Engine(PATH, backend=backend, n_threads=1, max_ctx=48, settings=schedule)
+        assert eng.backend == backend
+        t = int(eng.eval([1, 5, 9, 2, 7], start_pos=0).argmax())
+        rng = _strata.decode.Rng(0)
+        _toks, drafted, verified, _accepted, _probs = eng.spec_round(t, [], 3, True, policy=greedy, rng=rng)
+        assert drafted == 3
+        assert (verified > 0) == verifies
+
+
+def test_reuse_prefix_is_the_engines_decision() -> None:
+    eng = _strata.Engine(PATH, n_threads=1, max_ctx=64, mtp_sink=2, mtp_window=4)
+    held = [1, 5, 9, 2, 7, 3, 8, 4, 6, 11]
+    eng.eval(held[:-1], start_pos=0, logits="none")  # the last token is pending
+    assert eng.reuse_prefix(held, held + [12, 13], False) == 9  # everything evaluated is kept
+    assert eng.reuse_prefix(held, held[:6] + [40, 41], False) == 6
+    assert eng.reuse_prefix(held, held[:3], True) == 2  # the last target token is evaluated again
+    # Drafting: a changed token at 6 loses drafter cell 5 (its next token), whose streams are gone
+    # (the prompt ran as one chunk of rows 0..8, still held: the eval from 6 re-encodes it) ...
+    assert eng.reuse_prefix(held, held[:6] + [40, 41], True) == 6
+    # ... but after another eval those rows are gone: one token more is evaluated, or all of it
+    # when the hole lies in the sink.
+    eng.eval([held[-1]], start_pos=9, logits="none")
+    eng.eval([30], start_pos=10, logits="none")
+    assert eng.reuse_prefix(held + [30], held[:6] + [40, 41], True) == 5
+    assert eng.reuse_prefix(held + [30], held[:1] + [40, 41], True) == 0
+    with pytest.raises(strata.InvalidArgument, match="empty"):
+        eng.reuse_prefix(held, [], True)
