@@ -586,7 +586,7 @@ void MetalModel::draft_encode(const float* H, const int32_t* next_tokens, int m,
 }
 
 int32_t MetalModel::draft_row(const float* H, int32_t token, int64_t pos, std::span<const int32_t> cells,
-                              float* logits_out, float* streams_out) {
+                              float* logits_out, float* streams_out, bool /*chained*/) {
   const model::HParams& hp = hp_;
   Mtp& t = *mtp_;
   if (cells.empty()) throw_error(ErrorKind::Internal, "metal draft_row: an empty cell list");

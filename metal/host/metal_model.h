@@ -59,7 +59,7 @@ class MetalModel final : public engine::SequenceBackend {
   const float* row_streams(int r) const override;
   void draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) override;
   int32_t draft_row(const float* H, int32_t token, int64_t pos, std::span<const int32_t> cells, float* logits_out,
-                    float* streams_out) override;
+                    float* streams_out, bool chained) override;
 
  private:
   struct DevWeight {

@@ -50,7 +50,7 @@ CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConf
     mc.max_rows = cfg.max_rows;
     mc.pool = pool;
     mc.experts = experts_.get();
-    mc.expert_layer = static_cast<int>(hp.n_layer);  // expert_layout puts the MTP block after the main layers
+    mc.expert_layer = static_cast<int>(hp.moe_layers());  // expert_layout puts the MTP block after the main layers
     mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
   }
 }
@@ -87,9 +87,10 @@ void CpuForward::draft_encode(const float* H, const int32_t* next_tokens, int m,
 }
 
 int32_t CpuForward::draft_row(const float* H, int32_t token, int64_t pos, std::span<const int32_t> cells,
-                              float* logits_out, float* streams_out) {
+                              float* logits_out, float* streams_out, bool chained) {
   Mtp& m = *mtp_;
-  m.run_row(H, token, pos, cells.data(), static_cast<int64_t>(cells.size()), true);
+  m.run_row(H, token, pos, cells.data(), static_cast<int64_t>(cells.size()), true,
+            chained ? MtpState::Chained : MtpState::Main);
   if (logits_out) std::memcpy(logits_out, m.draft_logits(0), static_cast<std::size_t>(m.vocab_size()) * sizeof(float));
   const model::HParams& hp = model_->hparams();
   std::memcpy(streams_out, m.out_streams(0), static_cast<std::size_t>(hp.hc_count) * hp.n_embd * sizeof(float));

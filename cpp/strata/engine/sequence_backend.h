@@ -42,9 +42,11 @@ class SequenceBackend {
   // One drafter row at cell pos from streams H ([n][d]) and input token `token`, attending to exactly
   // `cells` (ascending, <= pos; pos's own K/V written first). Writes its draft logits ([mtp_vocab])
   // to logits_out (nullptr: not wanted) and its output streams to streams_out ([n][d]; may alias H);
-  // returns its draft token (vocab_ids[argmax], ties to the lower index).
+  // returns its draft token (vocab_ids[argmax], ties to the lower index). `chained`: H is the previous
+  // chain step's output rather than the main model's final streams (glm4moe normalises the two with
+  // different weights; strata treats them alike).
   virtual int32_t draft_row(const float* H, int32_t token, int64_t pos, std::span<const int32_t> cells,
-                            float* logits_out, float* streams_out) = 0;
+                            float* logits_out, float* streams_out, bool chained) = 0;
 };
 
 }  // namespace strata::engine
