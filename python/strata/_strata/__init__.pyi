@@ -142,9 +142,13 @@ class Engine:
         """
         Record, per MoE layer of the last window, the router's probabilities, residency map and chosen ids (tests)
         """
-    def spec_round(self, token: typing.SupportsInt | typing.SupportsIndex, history: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], max_drafts: typing.SupportsInt | typing.SupportsIndex, chained: bool = True, *, policy: decode.SamplingPolicy, rng: decode.Rng) -> tuple:
+    def spec_adaptive_stats(self) -> typing.Any:
         """
-        One speculative round for the pending token at position n_past (draft, retain, verify as one window, roll back the rejected cells) under the engine's retention settings and verification rule; a plain step when no draft is kept. history: the tokens the penalties look at, ending with `token` ([] when they are off). Returns (tokens, drafted, verified, accepted, draft_probs). policy and rng are keyword arguments.
+        Adaptive speculation's state: chosen draft counts, measured window and draft-step seconds, per-step acceptance, estimated and measured gain over plain decoding; None before the first round.
+        """
+    def spec_round(self, token: typing.SupportsInt | typing.SupportsIndex, history: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], max_drafts: typing.SupportsInt | typing.SupportsIndex, chained: bool = True, *, policy: decode.SamplingPolicy, rng: decode.Rng, adaptive: bool = False) -> tuple:
+        """
+        One speculative round for the pending token at position n_past (draft, retain, verify as one window, roll back the rejected cells) under the engine's retention settings and verification rule; a plain step when no draft is kept. history: the tokens the penalties look at, ending with `token` ([] when they are off). Returns (tokens, drafted, verified, accepted, draft_probs). policy, rng and adaptive are keyword arguments. adaptive: verify only as many of max_drafts drafts as the measured costs and acceptance say pay (0 = a plain step; docs/drafting.md).
         """
     @property
     def arch(self) -> str:

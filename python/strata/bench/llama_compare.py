@@ -407,8 +407,8 @@ class SpeedRow:
     strata_decode: float
     llama_decode: float
     greedy_agree: int  # leading decode tokens both engines chose alike (of n_decode + 1)
-    strata_runs: dict[str, list[float]]
-    llama_runs: dict[str, list[float]]
+    strata_runs: dict[str, list[float] | list[int]]
+    llama_runs: dict[str, list[float] | list[int]]
     # Of the best decode run of each engine:
     strata_switches_per_token: float = 0.0
     llama_switches_per_token: float = 0.0

@@ -12,6 +12,7 @@ directory saved by transformers converts with ``nextn_predict_layers = 0``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -141,7 +142,7 @@ def _block_plan(src: TensorSource, i: int, hp: dict[str, Any], mtp: bool) -> lis
     if mtp:
         names += [f"{p}.{t}.weight" for t in ("eh_proj", "enorm", "hnorm", "shared_head.norm")]
         names += [f"{p}.{t}.weight" for t in ("embed_tokens", "shared_head.head") if f"{p}.{t}.weight" in src]
-    plan: list[tuple[str, Thunk]] = [(n, (lambda n=n: src.get(n))) for n in names]
+    plan: list[tuple[str, Thunk]] = [(n, functools.partial(src.get, n)) for n in names]
     if i >= hp["dense"]:
         plan += _expert_stacks(src, p, hp["experts"], hp["expert_ffn"])
     return plan
@@ -257,9 +258,10 @@ def convert_glm4moe(
             if hf_name.endswith(".e_score_correction_bias"):
                 gname = hf_name.split(".mlp.")[0].replace("model.layers.", "blk.") + ".exp_probs_b.bias"
             else:
-                gname = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
-                if gname is None:
+                found = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+                if found is None:
                     raise FormatError(f"tensor {hf_name} has no glm4moe name in gguf's tensor map")
+                gname = found
             arr = np.ascontiguousarray(arr, dtype=np.float32)
             want = _expected_shape(gname, hp)
             if arr.shape != want:
