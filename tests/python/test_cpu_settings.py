@@ -24,7 +24,7 @@ def restore_cpu() -> Iterator[None]:
 
 
 def test_config_fields_validate_and_round_trip() -> None:
-    c = Config(isa="SCALAR", repack="1")
+    c = Config(isa="SCALAR", repack="1")  # type: ignore[arg-type]  # canonicalised to "on"
     assert (c.isa, c.repack) == ("scalar", "on")  # canonical
     assert c.to_env()["STRATA_ISA"] == "scalar" and c.to_env()["STRATA_REPACK"] == "on"
     assert Config.from_env(c.to_env(), strict=True) == c
@@ -32,7 +32,7 @@ def test_config_fields_validate_and_round_trip() -> None:
     with pytest.raises(strata.ConfigError, match="STRATA_ISA"):
         Config(isa="sse9")
     with pytest.raises(strata.ConfigError, match="STRATA_REPACK"):
-        Config(repack="sometimes")
+        Config(repack="sometimes")  # type: ignore[arg-type]
     for isa in ("avx512", "avx2", "neon"):
         if isa not in _strata.supported_isas():
             with pytest.raises(strata.ConfigError, match="not available"):

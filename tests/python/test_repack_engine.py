@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,13 +38,13 @@ def restore_cpu() -> Iterator[None]:
     _strata.force_isa(isa)
 
 
-def _logits(path: Path, repack: str, **kw: object) -> tuple[np.ndarray, dict[str, object]]:
+def _logits(path: Path, repack: str, **kw: Any) -> tuple[np.ndarray, dict[str, Any]]:
     eng = _strata.Engine(str(path), n_threads=2, max_ctx=64, max_rows=16, encode_mtp=False, repack=repack,
                          **kw)
     return np.asarray(eng.eval(PROMPT, logits="all")), dict(eng.repack)
 
 
-STREAM = dict(expert_mode="stream", expert_cache="50%", expert_io_threads=1)
+STREAM: dict[str, Any] = dict(expert_mode="stream", expert_cache="50%", expert_io_threads=1)
 
 
 def test_scalar_path_is_bitwise_with_and_without_repack(path: Path, restore_cpu: None) -> None:

@@ -84,7 +84,7 @@ class Engine:
     """
     A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.
     """
-    def __init__(self, path: str, backend: str = 'cpu', n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_ctx: typing.SupportsInt | typing.SupportsIndex = 0, max_rows: typing.SupportsInt | typing.SupportsIndex = 0, mtp_sink: typing.SupportsInt | typing.SupportsIndex = 64, mtp_window: typing.SupportsInt | typing.SupportsIndex = 256, encode_mtp: bool = True, expert_mode: str = 'mmap', expert_cache: typing.Any = None, expert_direct_io: str = 'auto', expert_io_threads: typing.SupportsInt | typing.SupportsIndex = 4, moce: decode.MoceParams | None = None, expert_page_cache_probe: bool = False, mtp_requant: typing.Any = None, settings: collections.abc.Mapping[str, str] = {}) -> None:
+    def __init__(self, path: str, backend: str = 'cpu', n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_ctx: typing.SupportsInt | typing.SupportsIndex = 0, max_rows: typing.SupportsInt | typing.SupportsIndex = 0, mtp_sink: typing.SupportsInt | typing.SupportsIndex = 64, mtp_window: typing.SupportsInt | typing.SupportsIndex = 256, encode_mtp: bool = True, expert_mode: str = 'mmap', expert_cache: typing.Any = None, expert_direct_io: str = 'auto', expert_io_threads: typing.SupportsInt | typing.SupportsIndex = 4, moce: decode.MoceParams | None = None, expert_page_cache_probe: bool = False, mtp_requant: typing.Any = None, settings: collections.abc.Mapping[str, str] = {}, repack: typing.Any = None) -> None:
         """
         backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal). expert_mode: 'mmap' (weights from the file mapping) or 'stream' (cpu only: a bounded resident set read with positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' (None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main window's routing (default plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses (mincore). settings: the STRATA_* settings of the C++ parser (Config's: retention, verification rule, STRATA_METALLIB, STRATA_METAL_MTP_TILE), validated once here. See docs/experts.md, docs/metal.md.
         """
@@ -180,6 +180,11 @@ class Engine:
     def mtp_requant(self) -> typing.Any:
         ...
     @property
+    def repack(self) -> dict:
+        """
+        cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds
+        """
+    @property
     def mtp_vocab_ids(self) -> numpy.typing.NDArray[numpy.int32]:
         ...
     @property
@@ -211,12 +216,22 @@ def metal_device_available() -> bool:
     """
     Whether this build can run the 'metal' backend (macOS with metal-cpp); 'metal-emu' runs everywhere
     """
+def parse_cpu_settings(env: collections.abc.Mapping[str, str]) -> dict:
+    """
+    Validate STRATA_ISA / STRATA_REPACK (cpu/cpu_settings.h): {isa, repack, diagnostics}
+    """
 def parse_expert_settings(env: collections.abc.Mapping[str, str]) -> dict:
     """
     Validate the STRATA_EXPERT_* settings of an environment map (one group: any bad value gives a diagnostic and the defaults).
     """
+def repack_mode() -> str:
+    ...
 def set_log_level(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
+def set_repack_mode(mode: str) -> None:
+    """
+    Repacked weights for engines made from now on: auto, on or off
+    """
 def set_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Threads of the default pool (0 = all cores)

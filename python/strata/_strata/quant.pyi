@@ -17,6 +17,10 @@ def dequantize(data: numpy.ndarray, type: str, shape: collections.abc.Sequence[t
     ...
 def dot(row: numpy.ndarray, type: str, x: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> float:
     ...
+def repack(weights: numpy.ndarray, type: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex) -> tuple:
+    """
+    (bytes, type name) of a Q4_0 / Q8_0 matrix in the interleaved 16-row layout (rows a multiple of 16)
+    """
 def gemm(weights: numpy.ndarray, type: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, x: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], threaded: bool = True) -> numpy.typing.NDArray[numpy.float32]:
     ...
 def has_quantizer(type: str, method: str) -> bool:
