@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
         description="Continue PROMPT with a model and stream the generated text to stdout.\n"
         "Without --model the demo model shipped with strata is used. Sampling follows the\n"
         "recommended policy (temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, repeat penalty\n"
-        "1.1 over the last 64 tokens); --temp 0 decodes greedily (deterministic). Models with an\n"
+        "1.15 over the last 128 tokens); --temp 0 decodes greedily (deterministic). Models with an\n"
         "MTP layer decode speculatively: by default each round drafts only as many tokens as the\n"
         "measured draft and verification costs and the live acceptance say pay (none when they\n"
         "do not), and the text is the one plain decoding gives with the same seed (--stats shows\n"
