@@ -8,7 +8,11 @@ JOBS=${JOBS:-$(nproc)}
 
 bash scripts/install.sh
 
-cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON -DSTRATA_PYTHON=OFF \
+# ccache, where the machine has it, only makes rebuilds of unchanged sources cheaper.
+LAUNCHER=()
+if command -v ccache >/dev/null 2>&1; then LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+
+cmake -S . -B build/ctest -G Ninja "${LAUNCHER[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON -DSTRATA_PYTHON=OFF \
       -DSTRATA_WERROR=ON >/dev/null
 cmake --build build/ctest -j "$JOBS"
 ctest --test-dir build/ctest --output-on-failure -j "$JOBS" --no-tests=error
@@ -17,7 +21,7 @@ ctest --test-dir build/ctest --output-on-failure -j "$JOBS" --no-tests=error
 # emulator included: kernel parity without a Mac). The extension is built too (SKBUILD set: not
 # copied over python/strata) for the sanitized pytest subset below. Warnings are the plain builds'
 # job: GCC's -Warray-bounds misfires on pybind11 headers under -fsanitize (GCC 13).
-cmake -S . -B build/san -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON -DSTRATA_PYTHON=ON \
+cmake -S . -B build/san -G Ninja "${LAUNCHER[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=ON -DSTRATA_PYTHON=ON \
       -DSKBUILD=1 -DSTRATA_WERROR=OFF -DSTRATA_SANITIZE=ON --no-warn-unused-cli >/dev/null
 cmake --build build/san -j "$JOBS"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
