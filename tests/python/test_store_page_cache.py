@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="mincore, smaps and fadvise: Linux")
 
 PAGE = mmap.PAGESIZE
+BOUNDARY = 256 * 1024  # bytes at each end of an expert tensor that may share read-ahead with a neighbour
 PROMPT = "import os\n\ndef read_config(path):\n    "
 
 
@@ -32,8 +33,9 @@ def _expert_ranges(path: Path) -> list[tuple[int, int]]:
     return [(t.offset, t.offset + t.nbytes) for t in GGUFFile(str(path)).tensors if "_exps." in t.name]
 
 
-def _cached_bytes(path: Path, ranges: list[tuple[int, int]]) -> int:
-    """Bytes of whole pages inside `ranges` that are in the page cache (mincore)."""
+def _cached_bytes(path: Path, ranges: list[tuple[int, int]], margin: int = 0) -> int:
+    """Bytes of whole pages inside `ranges` (each shrunk by `margin` bytes at both ends) that are in the
+    page cache (mincore)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
@@ -41,7 +43,7 @@ def _cached_bytes(path: Path, ranges: list[tuple[int, int]]) -> int:
         total = 0
         try:
             for begin, end in ranges:
-                b, e = -(-begin // PAGE) * PAGE, end // PAGE * PAGE
+                b, e = -(-(begin + margin) // PAGE) * PAGE, (end - margin) // PAGE * PAGE
                 if e <= b:
                     continue
                 vec = (ctypes.c_ubyte * ((e - b) // PAGE))()
@@ -99,8 +101,13 @@ def test_stream_mode_keeps_experts_out_of_the_page_cache(model_file: Path) -> No
         pytest.skip("the file's pages could not be dropped from the page cache (another mapping holds them)")
     stats, rss = _generate(model_file, expert_mode="stream", expert_cache="25%", expert_direct_io="on")
     assert stats.expert_mode == "stream" and stats.expert_bytes_read > 0
+    # Pages at an expert tensor's two ends can come in with its non-expert neighbours: seen with the
+    # load-time repack on (its reads of the neighbouring matrices), up to 53 pages at one end; what
+    # matters is that no expert page away from those ends enters, and the ends stay small.
     cached = _cached_bytes(model_file, ranges)
-    slack = 2 * PAGE * len(ranges)  # pages an expert tensor shares with its neighbours
+    interior = _cached_bytes(model_file, ranges, margin=BOUNDARY)
+    assert interior == 0, f"{interior} expert bytes away from tensor ends entered the page cache"
+    slack = 2 * BOUNDARY * len(ranges)
     assert cached <= slack, f"{cached} expert bytes entered the page cache (of {expert_bytes})"
     assert rss <= file_size - expert_bytes + slack, f"the mapping holds {rss} bytes"
 
