@@ -450,10 +450,7 @@ class PyEngine {
     cfg.mtp_requant = a.requant;
     cfg.repack = a.repack;
     requant_ = a.requant;
-    // Stream mode: no read-around from the first page fault on (model binding, requant, repack), so
-    // no expert bytes enter the page cache through the mapping.
-    const bool stream = a.experts.mode == experts::ExpertMode::Stream;
-    auto runner = std::make_unique<Runner>(model::Model::load(a.path, stream), cfg);
+    auto runner = std::make_unique<Runner>(model::Model::load(a.path), cfg);
     model_ = &runner->model();
     seq_ = std::move(runner);
   }

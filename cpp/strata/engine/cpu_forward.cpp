@@ -2,13 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <string>
-#include <system_error>
 
 #include "strata/cpu/repack/repack.h"
-#include "strata/experts/expert_layout.h"
-#include "strata/experts/mapping_advice.h"
 #include "strata/util/error.h"
 #include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
@@ -26,14 +22,6 @@ CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConf
     pool = own_pool_.get();
   }
   const model::HParams& hp = model_->hparams();
-  if (cfg.experts.mode == experts::ExpertMode::Stream) {
-    // Before the requant and repack below read weights through the mapping: their page faults must not
-    // read around into expert bytes (experts/mapping_advice.h; the store applies the same advice again).
-    const experts::ExpertLayout layout = experts::expert_layout(*model_);
-    std::error_code size_error;
-    const auto size = std::filesystem::file_size(layout.path, size_error);
-    if (!size_error) experts::advise_expert_mapping(layout, static_cast<uint64_t>(size));
-  }
   // before anything takes views of the drafter weights.
   model::requant_drafter(*model_, cfg.mtp_requant, pool);
   // Repacked weights, also before any view is taken; stream-mode experts repack as they arrive.

@@ -33,23 +33,15 @@ MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_si
   const uint64_t mapped = (file_size + page - 1) / page * page;
   if (::madvise(map, mapped, MADV_RANDOM) != 0) ++out.failures;
 
-  // Read-ahead of a gap allocates page-cache folios aligned to their size (up to kMaxFolio), which
-  // can reach past the gap into a neighbouring expert range (seen: up to 53 pages at a boundary). So a
-  // gap's sides next to expert data are trimmed to kMaxFolio boundaries; the pages left out fault in
-  // one at a time under MADV_RANDOM.
-  constexpr uint64_t kMaxFolio = uint64_t{2} << 20;
-  auto read_ahead = [&](uint64_t lo, uint64_t hi, bool expert_below, bool expert_above) {
-    out.other_bytes += hi - lo;
-    if (expert_below) lo = (lo + kMaxFolio - 1) / kMaxFolio * kMaxFolio;
-    if (expert_above) hi = hi / kMaxFolio * kMaxFolio;
-    if (hi > lo && ::madvise(map + lo, hi - lo, MADV_WILLNEED) != 0) ++out.failures;
-  };
   const int fd = ::open(layout.path.c_str(), O_RDONLY | O_CLOEXEC);
   uint64_t cursor = 0;  // end of the last expert range (whole pages), where the next gap starts
   for (const auto& [begin, end] : ranges) {
     const uint64_t b = (begin + page - 1) / page * page;  // shrunk to whole pages
     const uint64_t e = end / page * page;
-    if (b > cursor) read_ahead(cursor, b, cursor > 0, true);
+    if (b > cursor) {
+      if (::madvise(map + cursor, b - cursor, MADV_WILLNEED) != 0) ++out.failures;
+      out.other_bytes += b - cursor;
+    }
     if (e > b) {
       if (::madvise(map + b, e - b, MADV_DONTNEED) != 0) ++out.failures;
       if (fd >= 0 && ::posix_fadvise(fd, static_cast<off_t>(b), static_cast<off_t>(e - b), POSIX_FADV_DONTNEED) != 0)
@@ -58,7 +50,10 @@ MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_si
     }
     cursor = std::max(cursor, std::max(b, e));
   }
-  if (mapped > cursor) read_ahead(cursor, mapped, true, false);
+  if (mapped > cursor) {
+    if (::madvise(map + cursor, mapped - cursor, MADV_WILLNEED) != 0) ++out.failures;
+    out.other_bytes += mapped - cursor;
+  }
   if (fd >= 0) ::close(fd);
   else ++out.failures;
   return out;

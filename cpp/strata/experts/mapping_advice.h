@@ -8,8 +8,7 @@
 // offset 0 (the GGUF reader's mapping):
 //   1. MADV_RANDOM on the whole mapping: a fault reads only its own page;
 //   2. MADV_WILLNEED on every range between expert ranges: the non-expert tensors (and the header) are
-//      read ahead in bulk; a range's sides next to expert data are trimmed to 2 MiB boundaries, since
-//      read-ahead allocates size-aligned folios (up to 2 MiB) that would reach into the experts;
+//      read ahead in bulk, exactly their pages;
 //   3. MADV_DONTNEED on the expert ranges and POSIX_FADV_DONTNEED on the same file ranges: expert pages
 //      that opening the model already pulled in are unmapped from this process and dropped from the
 //      page cache where no other mapping uses them.

@@ -56,12 +56,10 @@ class GgufSource : public ModelSource {
 
 }  // namespace
 
-std::unique_ptr<ModelSource> open_gguf_source(const std::string& path, bool random_access) {
-  return std::make_unique<GgufSource>(gguf::File::open(path, random_access));
+std::unique_ptr<ModelSource> open_gguf_source(const std::string& path) {
+  return std::make_unique<GgufSource>(gguf::File::open(path));
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path, bool random_access) {
-  return from_source(open_gguf_source(path, random_access));
-}
+std::unique_ptr<Model> Model::load(const std::string& path) { return from_source(open_gguf_source(path)); }
 
 }  // namespace strata::model

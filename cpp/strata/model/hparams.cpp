@@ -95,16 +95,8 @@ HParams read_strata(const ModelSource& src) {
   return hp;
 }
 
-HParams read_qwen3moe(const ModelSource& src) {
-  KeyReader k(src, "qwen3moe.");
-  HParams hp;
-  hp.arch = Arch::Qwen3Moe;
-  hp.arch_name = "qwen3moe";
-  hp.kv_type = KvType::F32;
-  hp.context_length = k.u32("context_length");
-  hp.n_embd = k.u32("embedding_length");
-  hp.n_block = k.u32("block_count");
-  hp.n_layer = hp.n_block;
+// The attention, RoPE and expert keys qwen3moe and glm4moe spell alike (llama.cpp's names).
+void read_llama_style_keys(const KeyReader& k, HParams& hp) {
   hp.n_head = k.u32("attention.head_count");
   hp.n_head_kv = k.u32("attention.head_count_kv", hp.n_head);
   if (hp.n_head == 0) k.fail("attention.head_count", "must be > 0");
@@ -119,6 +111,19 @@ HParams read_qwen3moe(const ModelSource& src) {
   hp.n_expert = k.u32("expert_count");
   hp.n_expert_used = k.u32("expert_used_count");
   hp.ff_expert = k.u32("expert_feed_forward_length");
+}
+
+HParams read_qwen3moe(const ModelSource& src) {
+  KeyReader k(src, "qwen3moe.");
+  HParams hp;
+  hp.arch = Arch::Qwen3Moe;
+  hp.arch_name = "qwen3moe";
+  hp.kv_type = KvType::F32;
+  hp.context_length = k.u32("context_length");
+  hp.n_embd = k.u32("embedding_length");
+  hp.n_block = k.u32("block_count");
+  hp.n_layer = hp.n_block;
+  read_llama_style_keys(k, hp);
   hp.hc_count = 1;
   return hp;
 }
@@ -139,20 +144,7 @@ HParams read_glm4moe(const ModelSource& src) {
     k.fail("block_count", "= " + std::to_string(hp.n_block) + " leaves no main layer (nextn_predict_layers = " +
                               std::to_string(hp.n_nextn) + ")");
   hp.n_layer = hp.n_block - hp.n_nextn;
-  hp.n_head = k.u32("attention.head_count");
-  hp.n_head_kv = k.u32("attention.head_count_kv", hp.n_head);
-  if (hp.n_head == 0) k.fail("attention.head_count", "must be > 0");
-  hp.head_dim = k.u32("attention.key_length", hp.n_embd / hp.n_head);
-  const uint32_t value_length = k.u32("attention.value_length", hp.head_dim);
-  if (value_length != hp.head_dim)
-    k.fail("attention.value_length", "= " + std::to_string(value_length) + " must equal attention.key_length = " +
-                                         std::to_string(hp.head_dim));
-  hp.rms_eps = k.f32("attention.layer_norm_rms_epsilon");
-  hp.rope_base = k.f32("rope.freq_base", 10000.0f);
-  hp.rope_dim = k.u32("rope.dimension_count", hp.head_dim);
-  hp.n_expert = k.u32("expert_count");
-  hp.n_expert_used = k.u32("expert_used_count");
-  hp.ff_expert = k.u32("expert_feed_forward_length");
+  read_llama_style_keys(k, hp);
   hp.ff_shared = hp.ff_expert * k.u32("expert_shared_count", 0);
   hp.n_dense_lead = k.u32("leading_dense_block_count", 0);
   if (hp.n_dense_lead >= hp.n_layer)

@@ -19,8 +19,7 @@ class TensorBinder;
 class Model {
  public:
   // Opens a GGUF file and binds it.
-  // random_access: no read-around on page faults of the mapping (stream mode; util/mmap_file.h).
-  static std::unique_ptr<Model> load(const std::string& path, bool random_access = false);
+  static std::unique_ptr<Model> load(const std::string& path);
   // Binds an already opened source (tests build sources in memory). Takes ownership.
   static std::unique_ptr<Model> from_source(std::unique_ptr<ModelSource> src);
 

@@ -41,6 +41,6 @@ class ModelSource {
 };
 
 // Opens a GGUF file (mmap) as a model source.
-std::unique_ptr<ModelSource> open_gguf_source(const std::string& path, bool random_access = false);
+std::unique_ptr<ModelSource> open_gguf_source(const std::string& path);
 
 }  // namespace strata::model

@@ -9,10 +9,7 @@ namespace strata {
 
 class MmapFile {
  public:
-  // random_access: MADV_RANDOM from the start, so a page fault reads only its own page (no
-  // read-around). The expert store's stream mode asks for it: read-around of a non-expert tensor
-  // would pull neighbouring expert bytes into the page cache (experts/mapping_advice.h).
-  explicit MmapFile(const std::string& path, bool random_access = false);
+  explicit MmapFile(const std::string& path);
   ~MmapFile();
   MmapFile(const MmapFile&) = delete;
   MmapFile& operator=(const MmapFile&) = delete;

@@ -13,7 +13,6 @@ directory saved by transformers converts with ``nextn_predict_layers = 0``.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,7 @@ from gguf import (
     get_tensor_name_map,
 )
 
-from strata.convert.qwen3moe import TensorSource, _StateDict
-from strata.convert.safetensors_reader import CheckpointDir
+from strata.convert.qwen3moe import TensorSource, open_hf_source
 from strata.convert.tokenizer_keys import apply_tokenizer
 from strata.convert.weight_types import FILE_TYPES, encode, parse_weight_type, storage_type
 from strata.errors import ConfigError, FormatError
@@ -195,18 +193,7 @@ def convert_glm4moe(
     an in-memory ``Glm4MoeForCausalLM``. Tied embeddings are written as an explicit output.weight.
     progress: called as ``progress(done, total, tensor_name)`` after each tensor is encoded.
     """
-    if isinstance(source, (str, Path)):
-        model_dir = Path(source)
-        config_path = model_dir / "config.json"
-        if not config_path.is_file():
-            raise FormatError(f"{model_dir}: no config.json")
-        cfg = json.loads(config_path.read_text())
-        src: TensorSource = CheckpointDir(model_dir)
-        default_name = model_dir.name
-    else:
-        cfg = source.config.to_dict()
-        src = _StateDict(source.state_dict())
-        default_name = "glm4moe"
+    cfg, src, default_name = open_hf_source(source, "glm4moe")
     hp = glm4moe_hparams(cfg)
     mtp = _has_mtp(src, hp)
     n_blocks = hp["layers"] + (1 if mtp else 0)

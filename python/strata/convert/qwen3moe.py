@@ -46,6 +46,18 @@ class _StateDict:
         return to_numpy(self._state[name])
 
 
+def open_hf_source(source: Any, fallback_name: str) -> tuple[dict[str, Any], TensorSource, str]:
+    """(config, tensors, default name) of a Hugging Face model directory (config.json + safetensors,
+    read without torch) or of an in-memory transformers model."""
+    if isinstance(source, (str, Path)):
+        model_dir = Path(source)
+        config_path = model_dir / "config.json"
+        if not config_path.is_file():
+            raise FormatError(f"{model_dir}: no config.json")
+        return json.loads(config_path.read_text()), CheckpointDir(model_dir), model_dir.name
+    return source.config.to_dict(), _StateDict(source.state_dict()), fallback_name
+
+
 def _rope_theta(cfg: dict[str, Any]) -> float:
     rope = cfg.get("rope_parameters") or {}
     scaling = cfg.get("rope_scaling") or {}
@@ -156,18 +168,7 @@ def convert_qwen3moe(
     progress: called as ``progress(done, total, what)`` after each step (the embedding, each block,
     the output head), e.g. to drive a progress bar.
     """
-    if isinstance(source, (str, Path)):
-        model_dir = Path(source)
-        config_path = model_dir / "config.json"
-        if not config_path.is_file():
-            raise FormatError(f"{model_dir}: no config.json")
-        cfg = json.loads(config_path.read_text())
-        src: TensorSource = CheckpointDir(model_dir)
-        default_name = model_dir.name
-    else:
-        cfg = source.config.to_dict()
-        src = _StateDict(source.state_dict())
-        default_name = "qwen3moe"
+    cfg, src, default_name = open_hf_source(source, "qwen3moe")
     hp = qwen3moe_hparams(cfg)
     wanted = parse_weight_type(weight_type)
     wanted_experts = parse_weight_type(expert_type) if expert_type else wanted
