@@ -170,7 +170,8 @@ class MoeMlp(nn.Module):
         xt = x.reshape(-1, c.d)
         with torch.autocast(x.device.type, enabled=False):  # the router in float32, as transformers
             scores = torch.sigmoid(F.linear(xt.float(), self.gate.weight.float()))
-            ids = torch.topk(scores + self.gate.e_score_correction_bias, c.top_k, dim=-1, sorted=False).indices
+            sel = scores + self.gate.e_score_correction_bias
+            ids = torch.topk(sel, c.top_k, dim=-1, sorted=False).indices
             w = scores.gather(1, ids)
             w = w / (w.sum(-1, keepdim=True) + 1e-20) * c.scale
             dense_w = torch.zeros_like(scores).scatter(1, ids, w)  # [T, E], zero where not selected

@@ -127,12 +127,14 @@ def unpack(pieces_dir: Path, hf_dir: Path, tokenizer: Path) -> None:
     eos = index["hf_config"].get("eos_token_id")
     eos_text = next((a["content"] for a in tok.get("added_tokens", []) if a["id"] == eos), None)
     (hf_dir / "tokenizer_config.json").write_text(json.dumps(
-        {"eos_token": eos_text, "bos_token": None, "add_bos_token": False, "additional_special_tokens": special},
+        {"eos_token": eos_text, "bos_token": None, "add_bos_token": False,
+         "additional_special_tokens": special},
         indent=1))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m strata_train.glm_mtp_pack", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m strata_train.glm_mtp_pack",
+                                description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("unpack", help="pieces -> Hugging Face directory")
     u.add_argument("pieces", type=Path)

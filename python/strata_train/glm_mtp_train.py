@@ -53,7 +53,8 @@ def special_ids(data: Path) -> tuple[int | None, int | None]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m strata_train.glm_mtp_train", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m strata_train.glm_mtp_train",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, default=Path(".data/stdlib"))
     p.add_argument("--out", type=Path, default=Path("out"))
     p.add_argument("--steps", type=int, default=1200, help="planned steps (the cosine schedule's length)")

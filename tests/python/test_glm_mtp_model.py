@@ -5,6 +5,7 @@ equals gguf.quants, and the pieces rebuild a Hugging Face directory that `strata
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def trained_like(tmp_path_factory: pytest.TempPathFactory) -> tuple[GlmMtpModel,
     index, blob = read_blob(root / "pieces")
     rounded = dict(unpacked_tensors(index, blob))
     new_state = {}
-    for k, v in model.state_dict().items():
+    for k in model.state_dict():
         if ".mlp.experts." in k:
             prefix, kind = k.rsplit(".", 1)
             new_state[k] = torch.stack([torch.from_numpy(rounded[f"{prefix}.{e}.{kind}_proj.weight"].copy())
@@ -143,3 +144,32 @@ def test_trainer_runs_and_its_pieces_convert(tmp_path: Path) -> None:
     assert eng.has_mtp
     logits, drafts = eng.mtp_draft(int(eng.eval([1, 2, 3]).argmax()), n_steps=2)
     assert len(drafts) == 2 and np.isfinite(logits).all()
+
+
+def _bench_module():  # bench/ is not a package: load the head-to-head script by path
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "glm_mtp_vs_llama.py"
+    spec = importlib.util.spec_from_file_location("glm_mtp_vs_llama", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_strata_side_drafts_with_the_nextn_layer(trained_like: tuple[GlmMtpModel, Path]) -> None:
+    """The head-to-head bench's strata runs on a glm4moe file with a nextn layer: plain and drafting
+    give the same greedy text, drafting reports rounds, tokens and per-step acceptance."""
+    import strata
+
+    bench = _bench_module()
+    _, gguf = trained_like
+    model = strata.Model(str(gguf))
+    prompt = "".join(chr(c) for c in b"abc abc abc abc")
+    off = bench.run_strata(model, prompt, 1, 24, 0)
+    on = bench.run_strata(model, prompt, 1, 24, 3)
+    assert off.tokens == on.tokens == 23 and off.seconds > 0 and on.seconds > 0
+    assert on.text == off.text and off.rounds == 0
+    assert on.rounds > 0 and on.round_tokens >= on.rounds and len(on.acceptance) == 3
+    assert on.drafted >= on.rounds and 0 <= on.accepted <= on.drafted
