@@ -13,6 +13,10 @@ strata's `generate --stats` (speculative off, on with --draft-steps, auto), llam
 run) so that load from other jobs on a shared host falls on every mode alike; the table reports per
 mode the median over runs of the tokens-per-second summed over prompts. Greedy (temperature 0, no
 repetition penalty) in both; the generated texts are compared with strata's plain decoding.
+With ``--short N`` every case also runs with N tokens, and the CPU time per decoded token is the
+difference of the two runs' CPU seconds over the difference of their tokens (strata: this process,
+every thread; llama.cpp: the child process), so load, warm-up and prompt cancel: on a shared host
+it says what each engine costs when it runs, where tok/s also counts the time it waited for a core.
 The prompts are held-out text of the demo data (.data/stdlib/heldout.bin, decoded).
 llama.cpp is not part of strata: build its tools yourself (the commands are in docs/benchmarks.md).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,6 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
 
 
 @dataclass
@@ -50,6 +60,7 @@ class Result:
     rounds: int = 0
     acceptance: list[float] = field(default_factory=list)
     round_tokens: int = 0
+    cpu: float = 0.0  # CPU seconds of the whole call (every thread; for llama.cpp the whole process)
 
 
 def heldout_prompts(data: Path, n: int, length: int) -> list[str]:
@@ -73,13 +84,16 @@ def run_strata(model: Any, prompt: str, threads: int, tokens: int, draft: int) -
     cfg = strata.Config(speculative=False if draft == 0 else (None if draft < 0 else True), threads=threads,
                         draft_steps=draft if draft > 0 else 3)
     s = model.session(config=cfg, sampling=strata.SamplingPolicy(temperature=0.0, seed=1))
+    c0 = _cpu(resource.RUSAGE_SELF)
     text = "".join(s.generate(prompt, max_tokens=tokens))
+    cpu = _cpu(resource.RUSAGE_SELF) - c0
     st = s.stats
     # decode_seconds runs from the first generated token to the last (as llama.cpp's eval time)
     r = Result(st.generated_tokens - 1, st.decode_seconds, text, rounds=st.rounds)
     r.drafted, r.accepted = sum(st.drafted), sum(st.accepted)
     r.acceptance = [a / d if d else 0.0 for a, d in zip(st.accepted, st.drafted, strict=True)]
     r.round_tokens = st.round_tokens
+    r.cpu = cpu
     return r
 
 
@@ -91,20 +105,23 @@ def run_llama(bin_dir: Path, model: Path, prompt: str, threads: int, tokens: int
     else:
         cmd = [str(bin_dir / "llama-speculative-simple"), *common, "--spec-type", "draft-mtp",
                "--spec-draft-n-max", str(draft), "--spec-draft-n-min", "0"]
-    p = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    c0 = _cpu(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=True)
+    cpu = _cpu(resource.RUSAGE_CHILDREN) - c0
     if draft == 0:
         m = re.search(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs", p.stderr)
         if m is None:
             raise RuntimeError(f"llama-completion: no eval time in\n{p.stderr[-3000:]}")
         # the runs exclude the first token (sampled from the prompt's logits)
-        return Result(int(m.group(2)), float(m.group(1)) / 1e3, p.stdout)
+        return Result(int(m.group(2)), float(m.group(1)) / 1e3, p.stdout, cpu=cpu)
     m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", p.stderr)
     d = re.search(r"n_drafted = (\d+)", p.stderr)
     a = re.search(r"n_accept  = (\d+)", p.stderr)
     if m is None or d is None or a is None:
         raise RuntimeError(f"llama-speculative-simple: no summary in\n{p.stderr[-3000:]}")
     text = p.stdout[p.stdout.find(prompt) + len(prompt):] if prompt in p.stdout else p.stdout
-    return Result(int(m.group(1)), float(m.group(2)), text, drafted=int(d.group(1)), accepted=int(a.group(1)))
+    return Result(int(m.group(1)), float(m.group(2)), text, drafted=int(d.group(1)), accepted=int(a.group(1)),
+                  cpu=cpu)
 
 
 def same_prefix(a: str, b: str) -> bool:
@@ -125,6 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--strata-drafts", default="3,auto", help="strata drafting modes: draft counts, auto")
     p.add_argument("--llama-drafts", default="1,2,3", help="llama.cpp --spec-draft-n-max values")
+    p.add_argument("--short", type=int, default=0,
+                   help="also run every case with this many tokens and report CPU ms per decoded token as "
+                        "the difference of the two (load, warm-up and prompt cancel); 0 = off")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--markdown", action="store_true")
     a = p.parse_args(argv)
@@ -137,23 +157,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for threads in [int(t) for t in a.threads.split(",")]:
         runs: dict[str, list[list[Result]]] = {m.name: [] for m in modes}
+        cpu_ms: dict[str, list[float]] = {m.name: [] for m in modes}
         import strata
 
         model = strata.Model(str(a.model))
         run_strata(model, prompts[0], threads, a.tokens, 0)  # warm-up (llama.cpp warms up too)
         for r in range(a.runs):
             per_mode: dict[str, list[Result]] = {m.name: [] for m in modes}
+            short: dict[str, list[Result]] = {m.name: [] for m in modes}
             for prompt in prompts:
                 for m in modes:
-                    res = (run_strata(model, prompt, threads, a.tokens, m.draft) if m.engine == "strata"
-                           else run_llama(a.llama_bin, a.model, prompt, threads, a.tokens, m.draft))
-                    per_mode[m.name].append(res)
+                    for n, into in ((a.tokens, per_mode), (a.short, short)):
+                        if n <= 0:
+                            continue
+                        res = (run_strata(model, prompt, threads, n, m.draft) if m.engine == "strata"
+                               else run_llama(a.llama_bin, a.model, prompt, threads, n, m.draft))
+                        into[m.name].append(res)
+            if a.short > 0:
+                for name in cpu_ms:
+                    d_cpu = sum(x.cpu for x in per_mode[name]) - sum(x.cpu for x in short[name])
+                    d_tok = sum(x.tokens for x in per_mode[name]) - sum(x.tokens for x in short[name])
+                    cpu_ms[name].append(1e3 * d_cpu / max(1, d_tok))
             for name, res_list in per_mode.items():
                 runs[name].append(res_list)
                 tps = sum(x.tokens for x in res_list) / sum(x.seconds for x in res_list)
                 print(f"threads {threads} run {r}: {name}: {tps:.1f} tok/s", file=sys.stderr, flush=True)
         reference = [x.text for x in runs["strata off"][0]]
-        base = {}
         for m in modes:
             tps = [sum(x.tokens for x in rl) / sum(x.seconds for x in rl) for rl in runs[m.name]]
             first = runs[m.name][0]
@@ -173,7 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 toks = sum(x.tokens for x in first)
                 row["tokens_per_round"] = toks / max(1, toks - accepted)
                 row["acceptance_all"] = accepted / max(1, drafted)
-            base.setdefault(m.engine, row["tok_s"])
+            if cpu_ms[m.name]:
+                row["cpu_ms_per_token_runs"] = cpu_ms[m.name]
+                row["cpu_ms_per_token"] = statistics.median(cpu_ms[m.name])
             rows.append(row)
     strata_off = {r["threads"]: r["tok_s"] for r in rows if r["mode"] == "strata off"}
     for r in rows:
@@ -181,16 +212,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps({"prompts": prompts, "rows": rows}, indent=1))
     if a.markdown:
-        print("| threads | engine, mode | tok/s per run | median | × strata off | tokens/round | acceptance "
-              "| greedy text = strata off |")
-        print("|---:|---|---|---:|---:|---:|---|---|")
+        print("| threads | engine, mode | tok/s per run | median | × strata off | CPU ms/token (median) "
+              "| tokens/round | acceptance | greedy text = strata off |")
+        print("|---:|---|---|---:|---:|---:|---:|---|---|")
         for r in rows:
             acc = r.get("acceptance", r.get("acceptance_all", "-"))
+            acc_s = acc if isinstance(acc, str) else (
+                ", ".join(f"{x:.3f}" for x in acc) if isinstance(acc, list) else f"{acc:.3f} (all)")
             tpr = f"{r['tokens_per_round']:.2f}" if "tokens_per_round" in r else "-"
+            cpu = f"{r['cpu_ms_per_token']:.2f}" if "cpu_ms_per_token" in r else "-"
             runs_s = ", ".join(f"{x:.1f}" for x in r["tok_s_runs"])
             print(f"| {r['threads']} | {r['mode']} | {runs_s} | {r['tok_s']:.1f} | {r['vs_strata_off']:.2f} "
-                  f"| {tpr} | "
-                  f"{acc if isinstance(acc, str) else acc} | {'yes' if r['same_text'] else 'NO'} |")
+                  f"| {cpu} | {tpr} | {acc_s} | {'yes' if r['same_text'] else 'NO'} |")
     else:
         print(json.dumps(rows, indent=1))
     return 0
