@@ -314,18 +314,22 @@ def _indexer_margins(model: Any, tokens: list[int]) -> float:
     return gap
 
 
-SCHEDULES = {
-    "sliding_csa_hca_csa": SCHEDULE,
-    "hca_csa_hca_csa_two_hash": [HCA, CSA, HCA, CSA],
+# YaRN on the compressed layers' RoPE, as V4-Flash ships it (factor 16 there); it moves transformers'
+# logits by 0.53 relative here, so wrong rope.scaling keys would fail the comparison.
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
+        "beta_slow": 1.0}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "sliding_csa_hca_csa": {},
+    "hca_csa_hca_csa_two_hash": {"layer_types": [HCA, CSA, HCA, CSA], "n_hash": 2},
+    "yarn_compressed_rope": {"rope_parameters": YARN},
 }
 
 
 @pytest.mark.llama
-@pytest.mark.parametrize("schedule", list(SCHEDULES))
-def test_llama_cpp_logits_equal_transformers(tmp_path: Path, schedule: str) -> None:
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_llama_cpp_logits_equal_transformers(tmp_path: Path, variant: str) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
-    n_hash = 2 if "two_hash" in schedule else 1
-    model = hf_ds4(seed=3, layer_types=SCHEDULES[schedule], n_hash=n_hash)
+    model = hf_ds4(seed=3, **VARIANTS[variant])
     out = convert_hf_dir(
         _save(model, tmp_path / "hf"), tmp_path / "m.gguf", weight_type="F32", tokenizer="bytes"
     )
