@@ -243,6 +243,68 @@ def test_cli_convert_and_quantised_storage(converted: tuple[Any, Path, Path], tm
         assert tensors[kept].tensor_type == GGMLQuantizationType.F32, kept
 
 
+def _hub_layout(src: Path, where: Path) -> Path:
+    """The directory as DeepSeek publishes it: no ``model.`` prefix, ``embed`` / ``hc_head_fn`` names,
+    and the legacy config keys (``compress_ratios``, ``num_hash_layers``, ``qk_rope_head_dim``,
+    ``rope_scaling``) that transformers folds into its own at load time."""
+    from safetensors.numpy import load_file, save_file
+
+    where.mkdir()
+    renames = {
+        "embed_tokens.weight": "embed.weight",
+        "hc_head.hc_fn": "hc_head_fn",
+        "hc_head.hc_base": "hc_head_base",
+        "hc_head.hc_scale": "hc_head_scale",
+    }
+    tensors = {}
+    for name, arr in load_file(str(src / "model.safetensors")).items():
+        short = name.removeprefix("model.")
+        tensors[renames.get(short, short)] = arr
+    save_file(tensors, str(where / "model.safetensors"))
+    cfg = json.loads((src / "config.json").read_text())
+    ratios = {SLIDING: 0, CSA: 4, HCA: 128}
+    cfg["compress_ratios"] = [ratios[t] for t in cfg.pop("layer_types")]
+    cfg["num_hash_layers"] = cfg.pop("mlp_layer_types").count("hash_moe")
+    cfg["qk_rope_head_dim"] = int(cfg["head_dim"] * cfg.pop("partial_rotary_factor"))
+    compress = cfg.pop("rope_parameters")["compress"]
+    if compress["rope_type"] == "yarn":
+        cfg["rope_scaling"] = {
+            "type": "yarn",
+            "factor": compress["factor"],
+            "beta_fast": compress["beta_fast"],
+            "beta_slow": compress["beta_slow"],
+            "original_max_position_embeddings": compress["original_max_position_embeddings"],
+        }
+    for key in ("compress_rates", "dtype", "transformers_version"):
+        cfg.pop(key, None)
+    (where / "config.json").write_text(json.dumps(cfg))
+    return where
+
+
+def test_the_hub_layout_converts_to_the_same_file(tmp_path: Path) -> None:
+    model = hf_ds4(seed=4, rope_parameters=YARN)
+    saved = _save(model, tmp_path / "hf")
+    hub = _hub_layout(saved, tmp_path / "hub")
+    # transformers reads the hub layout as the same model (so the layout above is a real one)
+    again = transformers.DeepseekV4ForCausalLM.from_pretrained(hub).eval()
+    tokens = list(range(3, 40))
+    np.testing.assert_allclose(_hf_logits(again, tokens), _hf_logits(model, tokens), rtol=0, atol=1e-5)
+    a = convert_hf_dir(saved, tmp_path / "a.gguf", tokenizer="none")
+    b = convert_hf_dir(hub, tmp_path / "b.gguf", tokenizer="none")
+    (fa, ta), (fb, tb) = _fields(a), _fields(b)
+    fa.pop("general.name"), fb.pop("general.name")
+    assert fa == fb and fa["deepseek4.rope.scaling.type"] == "yarn"
+    assert set(ta) == set(tb)
+    for name in ta:
+        np.testing.assert_array_equal(np.asarray(ta[name].data), np.asarray(tb[name].data), err_msg=name)
+
+
+def test_fp8_checkpoints_are_refused(converted: tuple[Any, Path, Path], tmp_path: Path) -> None:
+    src = _edited(converted[1], tmp_path / "hf", quantization_config={"quant_method": "fp8"})
+    with pytest.raises(ConfigError, match="FP8"):
+        convert_hf_dir(src, tmp_path / "x.gguf", tokenizer="none")
+
+
 def _edited(src: Path, where: Path, **changes: Any) -> Path:
     shutil.copytree(src, where)
     cfg = json.loads((where / "config.json").read_text())
@@ -316,8 +378,13 @@ def _indexer_margins(model: Any, tokens: list[int]) -> float:
 
 # YaRN on the compressed layers' RoPE, as V4-Flash ships it (factor 16 there); it moves transformers'
 # logits by 0.53 relative here, so wrong rope.scaling keys would fail the comparison.
-YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
-        "beta_slow": 1.0}
+YARN = {
+    "rope_type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 64,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+}
 VARIANTS: dict[str, dict[str, Any]] = {
     "sliding_csa_hca_csa": {},
     "hca_csa_hca_csa_two_hash": {"layer_types": [HCA, CSA, HCA, CSA], "n_hash": 2},

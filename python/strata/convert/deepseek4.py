@@ -59,6 +59,11 @@ def deepseek4_hparams(cfg: dict[str, Any]) -> dict[str, Any]:
     _need(cfg.get("model_type", "deepseek_v4") == "deepseek_v4", f"model_type is {cfg.get('model_type')!r}")
     _need(cfg.get("hidden_act", "silu") == "silu", "hidden_act must be silu")
     _need(
+        not cfg.get("quantization_config"),
+        "quantization_config is set: FP8 / FP4 block-scaled checkpoints are not converted "
+        "(dequantise them to BF16 first)",
+    )
+    _need(
         cfg.get("scoring_func", "sqrtsoftplus") == "sqrtsoftplus",
         f"scoring_func {cfg.get('scoring_func')!r}: llama.cpp's deepseek4 only has sqrtsoftplus",
     )
