@@ -299,6 +299,17 @@ def test_the_hub_layout_converts_to_the_same_file(tmp_path: Path) -> None:
         np.testing.assert_array_equal(np.asarray(ta[name].data), np.asarray(tb[name].data), err_msg=name)
 
 
+def test_tied_embeddings_write_an_explicit_output(tmp_path: Path) -> None:
+    model = hf_ds4(seed=5, tie_word_embeddings=True)
+    out = convert_hf_dir(
+        _save(model, tmp_path / "hf"), tmp_path / "t.gguf", weight_type="F32", tokenizer="none"
+    )
+    _, tensors = _fields(out)
+    np.testing.assert_array_equal(
+        np.asarray(tensors["output.weight"].data), model.model.embed_tokens.weight.detach().numpy()
+    )
+
+
 def test_fp8_checkpoints_are_refused(converted: tuple[Any, Path, Path], tmp_path: Path) -> None:
     src = _edited(converted[1], tmp_path / "hf", quantization_config={"quant_method": "fp8"})
     with pytest.raises(ConfigError, match="FP8"):
@@ -323,6 +334,7 @@ def _edited(src: Path, where: Path, **changes: Any) -> Path:
         ({"hc_mult": 2}, "hc_mult"),
         ({"mlp_layer_types": ["moe", "hash_moe", "moe", "moe"]}, "leading run"),
         ({"scoring_func": "softmax"}, "sqrtsoftplus"),
+        ({"n_shared_experts": 2}, "n_shared_experts"),
         ({"layer_types": [SLIDING, "full_attention", HCA, CSA]}, "layer_types"),
     ],
 )

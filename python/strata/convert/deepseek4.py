@@ -98,6 +98,10 @@ def deepseek4_hparams(cfg: dict[str, Any]) -> dict[str, Any]:
     _need(int(cfg.get("hc_mult", 4)) == HC_STREAMS, f"hc_mult = {cfg.get('hc_mult')}: llama.cpp needs 4")
     _need(int(cfg.get("num_key_value_heads", 1)) == 1, "num_key_value_heads must be 1 (shared-KV MQA)")
     _need(
+        int(cfg.get("n_shared_experts", 1)) == 1,
+        "n_shared_experts must be 1 (transformers' shared MLP is one expert wide whatever the count)",
+    )
+    _need(
         not cfg.get("attention_bias") and not cfg.get("mlp_bias"), "attention / MLP biases are not supported"
     )
     heads, head_dim = int(cfg["num_attention_heads"]), int(cfg["head_dim"])
