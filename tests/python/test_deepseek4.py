@@ -346,6 +346,15 @@ def test_configs_llama_cpp_cannot_express_are_refused(
         convert_hf_dir(src, tmp_path / "x.gguf", tokenizer="none")
 
 
+def test_a_missing_config_key_is_named(converted: tuple[Any, Path, Path], tmp_path: Path) -> None:
+    src = _edited(converted[1], tmp_path / "hf")
+    cfg = json.loads((src / "config.json").read_text())
+    del cfg["o_groups"]
+    (src / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="no 'o_groups'"):
+        convert_hf_dir(src, tmp_path / "x.gguf", tokenizer="none")
+
+
 def test_a_tensor_that_does_not_fit_the_config_is_refused(
     converted: tuple[Any, Path, Path], tmp_path: Path
 ) -> None:

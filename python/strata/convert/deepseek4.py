@@ -56,6 +56,15 @@ def _compress_rope(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def deepseek4_hparams(cfg: dict[str, Any]) -> dict[str, Any]:
     """Check that the Hugging Face config is what llama.cpp's `deepseek4` can express."""
+    try:
+        return _hparams(cfg)
+    except KeyError as exc:
+        raise ConfigError(f"DeepSeek-V4 config: no {exc.args[0]!r}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"DeepSeek-V4 config: {exc}") from None
+
+
+def _hparams(cfg: dict[str, Any]) -> dict[str, Any]:
     _need(cfg.get("model_type", "deepseek_v4") == "deepseek_v4", f"model_type is {cfg.get('model_type')!r}")
     _need(cfg.get("hidden_act", "silu") == "silu", "hidden_act must be silu")
     _need(
