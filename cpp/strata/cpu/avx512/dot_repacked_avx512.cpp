@@ -4,8 +4,10 @@
 // accumulator starts at −128·Σy, so the int32 lane is exactly the row's block
 // sum; then sum += sumi · (dx·dy) with the multiply and the add rounded separately (this file is
 // built with -ffp-contract=off), which is the scalar kernel's arithmetic: results are bitwise the
-// scalar path's. Up to four row groups share each activation broadcast in a GEMV; with several
-// activations each group's unpacked weights are shared by up to four of them.
+// scalar path's. A GEMV walks one row group at a time, so the weights stream as one sequential
+// read (sharing each activation broadcast across four interleaved groups read 35 % slower from
+// memory: bench/gemv_bench.py, docs/benchmarks.md); with several activations each group's unpacked
+// weights are shared by up to four of them.
 #include <algorithm>
 
 #include "strata/cpu/avx512/dot_avx512.h"
@@ -16,8 +18,6 @@ namespace strata::cpu::avx512 {
 namespace {
 
 using quant::BlockQ8_0;
-
-constexpr int kMaxGroups = 4;
 
 struct Q8Ops {
   using L = repack::Q8Layout;
@@ -109,10 +109,6 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const int64_t nb = n / quant::kQK32;
   const std::size_t gb = stride * repack::kRows;
   int64_t r = 0;
-  for (; kMaxGroups >= 4 && r + 4 * repack::kRows <= nrows; r += 4 * repack::kRows)
-    groups_one_act<Ops, 4>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
-  for (; r + 2 * repack::kRows <= nrows; r += 2 * repack::kRows)
-    groups_one_act<Ops, 2>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
   for (; r < nrows; r += repack::kRows)
     groups_one_act<Ops, 1>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r,
                            static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
