@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
   cfg.pool = &pool;
   engine::Window w(*model, cfg);
   const std::vector<int32_t> toks = tokens_for(prompt + max_rows, hp.n_vocab, 1);
-  w.prompt_run_rows(toks.data(), prompt, 0, nullptr, 64, false);
+  for (int64_t s = 0; s < prompt; s += 64)  // the prompt in chunks of 64 rows, no logits
+    w.run(toks.data() + s, static_cast<int>(std::min<int64_t>(64, prompt - s)), s, engine::LogitRows::None);
   w.commit(prompt);
 
   // Part 1: Window::run.

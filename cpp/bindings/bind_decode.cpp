@@ -1,6 +1,6 @@
 // Bindings of the decode loop's decision logic (submodule strata._strata.decode): MOCE routing, the
-// MoE plan, sample_dist / sampling / verify_window with a serialisable rng, the validated STRATA_*
-// settings, draft retention and the draft-cell bookkeeping. Used by Python tests and the Config.
+// MoE plan, sample_dist / sampling / verify_window with a serialisable rng, draft retention and the
+// draft-cell bookkeeping (the settings: bind_settings.cpp). Used by Python tests.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -39,38 +39,6 @@ const uint8_t* residency(const std::optional<U8>& resident, py::ssize_t n_expert
   require(resident->ndim() == 1 && resident->shape(0) == n_experts,
           "resident must be a 1-D array of n_experts = " + std::to_string(n_experts) + " bytes");
   return resident->data();
-}
-
-
-
-py::dict settings_dict(const config::Settings& s) {
-  py::dict retention;
-  std::vector<float> sched(s.retention.schedule.values.begin(),
-                           s.retention.schedule.values.begin() + s.retention.schedule.size);
-  retention["schedule"] = sched;
-  retention["min_cum_p"] = s.retention.min_cum_p;
-  retention["policy_on"] = s.retention.policy_on;
-  py::dict moce;
-  moce["log_bonus"] = s.moce.log_bonus;
-  moce["rank1"] = s.moce.rank1;
-  moce["protect"] = s.moce.protect;
-  moce["draft"] = s.moce.draft;
-  moce["params"] = s.moce.params();  // the engine's MoceParams (m = fl32(e^λ) computed here, once)
-  py::dict mtp;
-  mtp["sink"] = s.mtp.sink;
-  mtp["window"] = s.mtp.window;
-  mtp["q4"] = s.mtp.q4;
-  mtp["q5"] = s.mtp.q5;
-  py::dict metal;
-  metal["metallib"] = s.metal.metallib;
-  metal["mtp_tile"] = s.metal.mtp_tile;
-  py::dict out;
-  out["metal"] = metal;
-  out["retention"] = retention;
-  out["moce"] = moce;
-  out["mtp"] = mtp;
-  out["spec_sample"] = s.spec_sample == sampling::SpecSample::Exact ? "exact" : "greedy";
-  return out;
 }
 
 }  // namespace
@@ -214,30 +182,6 @@ void bind_decode(py::module_& parent) {
       },
       py::arg("logits"), py::arg("drafts"), py::arg("policy"), py::arg("history"), py::arg("rng"),
       py::arg("mode") = "exact", "(accepted drafts, next token); history ends with the window's first input");
-
-  // ---- settings
-  m.def(
-      "parse_settings",
-      [](const std::map<std::string, std::string>& env, bool strict) -> py::object {
-        if (strict) return settings_dict(config::load_settings_strict(env));
-        const auto r = config::parse_settings(env);
-        return py::make_tuple(settings_dict(r.settings), r.diagnostics);
-      },
-      py::arg("env"), py::arg("strict") = true,
-      "Validate STRATA_* settings from a mapping. strict: the settings dict or ConfigError; "
-      "otherwise (settings with rejected groups at defaults, diagnostics)");
-  m.def("known_settings", [] {
-    py::list out;
-    for (const auto& s : config::known_settings()) {
-      py::dict d;
-      d["name"] = s.name;
-      d["group"] = s.group;
-      d["default"] = s.default_value;
-      d["rule"] = s.rule;
-      out.append(d);
-    }
-    return out;
-  });
 
   // ---- drafting
   m.def(

@@ -4,7 +4,6 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
-#include "strata/cpu/cpu_settings.h"
 #include "strata/cpu/features.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/util/error.h"
@@ -63,14 +62,6 @@ PYBIND11_MODULE(_strata, m) {
       if (name == strata::cpu::isa_name(isa)) return strata::cpu::force_isa(isa);
     strata::throw_error(strata::ErrorKind::Value, "unknown ISA: " + name);
   }, py::arg("name"), "Force kernels onto one ISA path (tests, benchmarks)");
-  m.def("parse_cpu_settings", [](const std::map<std::string, std::string>& env) {
-    const strata::cpu::CpuSettingsResult r = strata::cpu::parse_cpu_settings(env);
-    py::dict d;
-    d["isa"] = r.settings.isa ? std::string(strata::cpu::isa_name(*r.settings.isa)) : std::string("auto");
-    d["repack"] = std::string(strata::cpu::repack_mode_name(r.settings.repack));
-    d["diagnostics"] = r.diagnostics;
-    return d;
-  }, py::arg("env"), "Validate STRATA_ISA / STRATA_REPACK (cpu/cpu_settings.h): {isa, repack, diagnostics}");
   m.def("set_repack_mode", [](const std::string& name) {
     for (auto mode : {strata::cpu::RepackMode::Auto, strata::cpu::RepackMode::On, strata::cpu::RepackMode::Off})
       if (name == strata::cpu::repack_mode_name(mode)) return strata::cpu::set_repack_mode(mode);

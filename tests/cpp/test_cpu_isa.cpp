@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "strata/config/settings.h"
 #include "strata/cpu/cpu_settings.h"
 #include "strata/cpu/features.h"
 #include "strata/cpu/kernels.h"
@@ -28,7 +29,15 @@ TEST(detected_paths_are_consistent) {
 }
 
 TEST(cpu_settings_parse_as_documented) {
-  auto parse = [](std::map<std::string, std::string> env) { return cpu::parse_cpu_settings(env); };
+  struct CpuParse {
+    cpu::CpuSettings settings;
+    std::vector<std::string> diagnostics;
+  };
+  // The cpu group of the one settings parser (config/settings.h).
+  auto parse = [](const strata::config::EnvMap& env) {
+    const strata::config::ParseResult p = strata::config::parse_settings(env);
+    return CpuParse{p.settings.cpu, p.diagnostics};
+  };
   auto r = parse({});
   CHECK(!r.settings.isa && r.settings.repack == cpu::RepackMode::Auto && r.diagnostics.empty());
   r = parse({{"STRATA_ISA", " Scalar "}, {"STRATA_REPACK", "OFF"}});

@@ -1,5 +1,5 @@
-// MTP draft cells (SPEC §2.6, R-9): wrote()'s rules, the draft row's cell list, the streaming-prompt
-// chunk rule, check_reads, and a randomized simulation (streaming prompts of random lengths and chunk
+// MTP draft cells (the drafter's sink + window cell rule, docs/drafting.md): wrote()'s rules, the draft
+// row's cell list, the simulation's streaming-prompt chunk pattern, check_reads, and a randomized simulation (streaming prompts of random lengths and chunk
 // sizes, decode rounds with chains, rounds without drafting, rollbacks, checkpoint restores, resets,
 // session save/load) against a shadow model of what every cell physically holds, asserting zero reads
 // of cells that do not hold committed K/V.
@@ -15,8 +15,38 @@
 #include "strata/util/error.h"
 
 using strata::draft::DraftCells;
-using strata::draft::prompt_chunk_rows;
-using strata::draft::RowRange;
+
+namespace {
+
+// The streamed-prompt pattern the simulation drives (the library's Sequence encodes every row of
+// each chunk; this sparser pattern stresses the bookkeeping harder): a prompt whose tokens end at
+// position prompt_end - 1 is fed in chunks, and for the chunk [chunk_begin, chunk_end) the drafter
+// encodes, while that chunk's hidden states exist, the sink rows t < sink and the first draft row's
+// window rows t >= prompt_end - 1 - window, only rows whose next token is known (t < prompt_end - 1).
+// At most two ascending disjoint ranges [begin, end) in out; returns how many.
+struct RowRange {
+  int32_t begin, end;
+};
+int prompt_chunk_rows(int32_t chunk_begin, int32_t chunk_end, int32_t prompt_end, int sink, int window,
+                      RowRange out[2]) {
+  const int32_t last = std::min(chunk_end, prompt_end - 1);  // rows whose next token is known
+  int n = 0;
+  auto add = [&](int32_t b, int32_t e) {
+    b = std::max(b, chunk_begin);
+    e = std::min(e, last);
+    if (b >= e) return;
+    if (n > 0 && b <= out[n - 1].end) {
+      out[n - 1].end = std::max(out[n - 1].end, e);
+      return;
+    }
+    out[n++] = RowRange{b, e};
+  };
+  add(0, sink);
+  add(prompt_end - 1 - window, last);
+  return n;
+}
+
+}  // namespace
 
 TEST(wrote_rules) {
   DraftCells d(4, 8);

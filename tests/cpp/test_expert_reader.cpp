@@ -4,11 +4,13 @@
 #define STRATA_TEST_MAIN
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "check.h"
 #include "strata/experts/expert_reader.h"
-#include "strata/experts/expert_settings.h"
+#include "strata/config/settings.h"
 #include "strata/util/error.h"
 #include "test_expert_fixture.h"
 
@@ -16,6 +18,7 @@ using namespace strata;
 using namespace strata::experts;
 using strata_test::file_byte;
 using strata_test::TempFile;
+using strata::config::parse_cache_size;
 
 namespace {
 
@@ -207,10 +210,23 @@ TEST(cache_size_parser) {
     CHECK_MSG(!parse_cache_size(bad).value, bad);
 }
 
+// The expert group of the one settings parser (config/settings.h).
+struct ExpertParse {
+  config::ExpertSettings config;
+  std::optional<std::string> diagnostic;
+};
+static ExpertParse parse_expert_settings(const config::EnvMap& env) {
+  const config::ParseResult p = config::parse_settings(env);
+  ExpertParse r{p.settings.experts, std::nullopt};
+  for (const std::string& d : p.diagnostics)
+    if (d.rfind("STRATA_EXPERT_", 0) == 0) r.diagnostic = d;
+  return r;
+}
+
 TEST(settings_group) {
   config::EnvMap env{{"STRATA_EXPERT_MODE", "stream"}, {"STRATA_EXPERT_CACHE", "30%"},
                      {"STRATA_EXPERT_DIRECT_IO", "off"}, {"STRATA_EXPERT_IO_THREADS", "2"}};
-  ExpertSettingsResult r = parse_expert_settings(env);
+  ExpertParse r = parse_expert_settings(env);
   CHECK(!r.diagnostic);
   CHECK(r.config.mode == ExpertMode::Stream);
   CHECK_NEAR(r.config.cache_fraction, 0.3, 1e-12);

@@ -192,9 +192,7 @@ def test_settings_table_covers_the_native_parser() -> None:
     assert mine == native
     assert {s.env for s in SETTINGS if not s.native} == {
         "STRATA_THREADS", "STRATA_BACKEND", "STRATA_CONTEXT", "STRATA_SPECULATIVE", "STRATA_DRAFT_STEPS",
-            "STRATA_DRAFT_CHAINED",
-        "STRATA_EXPERT_MODE", "STRATA_EXPERT_CACHE", "STRATA_EXPERT_DIRECT_IO", "STRATA_EXPERT_IO_THREADS",
-        "STRATA_ISA", "STRATA_REPACK"}
+            "STRATA_DRAFT_CHAINED"}  # the Python layer's own settings; every other one is the C++ parser's
     assert len({s.field for s in SETTINGS}) == len(SETTINGS) == len(dataclasses.fields(Config))
 
 
@@ -203,10 +201,10 @@ def test_expert_settings_and_engine_arguments() -> None:
                moce_draft=True)
     assert (c.expert_mode, c.expert_cache, c.expert_direct_io) == ("stream", "1048576", "on")  # canonical
     assert Config.from_env(c.to_env(), strict=True) == c
-    kw = c.engine_kwargs()
-    assert {k: kw[k] for k in ("expert_mode", "expert_cache", "expert_direct_io", "expert_io_threads")} == {
-        "expert_mode": "stream", "expert_cache": "1048576", "expert_direct_io": "on", "expert_io_threads": 4}
-    p = kw["moce"]
+    native = c.native().as_dict()  # the engine's one typed settings object
+    assert native["experts"] == {"mode": "stream", "cache_bytes": 1048576, "cache_fraction": 0.0,
+                                 "direct_io": "on", "io_threads": 4}
+    p = native["moce"]["params"]
     assert p.draft and p.protect == 0 and p.rank1_scale == 1.0
     assert math.isclose(p.resident_bonus, math.exp(1.5), rel_tol=1e-6)
     assert Config().moce_params().resident_bonus == 1.0

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engine_args import engine
 from strata import _strata
 from strata.convert import make_random_strata
 
@@ -39,8 +40,7 @@ def restore_cpu() -> Iterator[None]:
 
 
 def _logits(path: Path, repack: str, **kw: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    eng = _strata.Engine(str(path), n_threads=2, max_ctx=64, max_rows=16, encode_mtp=False, repack=repack,
-                         **kw)
+    eng = engine(path, n_threads=2, max_ctx=64, max_rows=16, encode_mtp=False, repack=repack, **kw)
     return np.asarray(eng.eval(PROMPT, logits="all")), dict(eng.repack)
 
 

@@ -66,22 +66,4 @@ void DraftCells::check_reads(std::span<const int32_t> cells, int32_t pos, int ch
   }
 }
 
-int prompt_chunk_rows(int32_t chunk_begin, int32_t chunk_end, int32_t prompt_end, int sink, int window, RowRange out[2]) {
-  const int32_t last = std::min(chunk_end, prompt_end - 1);  // rows whose next token is known
-  int n = 0;
-  auto add = [&](int32_t b, int32_t e) {
-    b = std::max(b, chunk_begin);
-    e = std::min(e, last);
-    if (b >= e) return;
-    if (n > 0 && b <= out[n - 1].end) {
-      out[n - 1].end = std::max(out[n - 1].end, e);
-      return;
-    }
-    out[n++] = RowRange{b, e};
-  };
-  add(0, sink);
-  add(prompt_end - 1 - window, last);
-  return n;
-}
-
 }  // namespace strata::draft

@@ -144,24 +144,6 @@ const float* Window::final_streams(int r) const {
   return streams_.data() + static_cast<std::size_t>(r) * hp.hc_count * hp.n_embd;
 }
 
-void Window::prompt_run_rows(const int32_t* tokens, int64_t n, int64_t start, const ChunkCallback& on_chunk,
-                             int chunk_rows, bool last_logits) {
-  if (chunk_rows <= 0) chunk_rows = max_rows_;
-  if (chunk_rows > max_rows_)
-    throw_error(ErrorKind::Value, "prompt_run_rows: chunk of " + std::to_string(chunk_rows) + " rows exceeds max_rows = " +
-                                      std::to_string(max_rows_));
-  if (n < 1) throw_error(ErrorKind::Value, "prompt_run_rows: empty prompt");
-  if (start + n > max_ctx_)
-    throw_error(ErrorKind::Value, "prompt_run_rows: prompt up to position " + std::to_string(start + n) +
-                                      " exceeds the context of " + std::to_string(max_ctx_) + " cells");
-  for (int64_t off = 0; off < n; off += chunk_rows) {
-    const int rows = static_cast<int>(std::min<int64_t>(chunk_rows, n - off));
-    const bool last = off + rows == n;
-    run(tokens + off, rows, start + off, last && last_logits ? LogitRows::Last : LogitRows::None);
-    if (on_chunk) on_chunk(start + off, rows);
-  }
-}
-
 void Window::commit(int64_t n) {
   if (n < n_committed_ || n > n_past_)
     throw_error(ErrorKind::Value, "commit(" + std::to_string(n) + "): must be in [n_committed = " +

@@ -77,14 +77,6 @@ class Window {
   // Streams [n][d] of row r of the last run after the last layer (the MTP's input).
   const float* final_streams(int r) const;
 
-  // Streams a prompt through in chunks of chunk_rows (<= max_rows; 0 = max_rows); after each chunk
-  // on_chunk(chunk_start, chunk_rows) runs while that chunk's final streams are readable (the
-  // drafter encodes its MTP rows there). With last_logits the last chunk computes the logits of
-  // its last row.
-  using ChunkCallback = std::function<void(int64_t start, int n_rows)>;
-  void prompt_run_rows(const int32_t* tokens, int64_t n, int64_t start, const ChunkCallback& on_chunk,
-                       int chunk_rows = 0, bool last_logits = true);
-
   int64_t n_past() const { return n_past_; }
   int64_t n_committed() const { return n_committed_; }
   void commit(int64_t n);

@@ -32,6 +32,7 @@
 #include "strata/cpu/cpu_settings.h"
 #include "strata/experts/expert_counters.h"
 #include "strata/experts/expert_layout.h"
+#include "strata/experts/expert_mode.h"
 #include "strata/experts/expert_reader.h"
 #include "strata/experts/io_pool.h"
 #include "strata/experts/mapping_advice.h"
@@ -39,9 +40,6 @@
 #include "strata/model/weights.h"
 
 namespace strata::experts {
-
-enum class ExpertMode { Mmap, Stream };
-const char* expert_mode_name(ExpertMode m);  // "mmap", "stream"
 
 struct ExpertStoreConfig {
   ExpertMode mode = ExpertMode::Mmap;

@@ -1,6 +1,5 @@
 #include "strata/model/drafter_requant.h"
 
-#include <cctype>
 #include <utility>
 #include <vector>
 
@@ -19,15 +18,6 @@ const char* drafter_requant_name(DrafterRequant r) {
     case DrafterRequant::Q5: return "q5";
     default: return "off";
   }
-}
-
-DrafterRequant parse_drafter_requant(const std::string& s) {
-  std::string l;
-  for (char c : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (l == "q4") return DrafterRequant::Q4;
-  if (l == "q5") return DrafterRequant::Q5;
-  if (l == "off" || l.empty()) return DrafterRequant::Off;
-  throw_error(ErrorKind::Value, "mtp_requant must be 'q4', 'q5' or None, not '" + s + "'");
 }
 
 namespace {
