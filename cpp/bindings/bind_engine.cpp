@@ -136,7 +136,9 @@ class PyEngine {
     }
     const config::Settings& st = a.settings;
     a.experts = store_config(st.experts, expert_page_cache_probe);
-    a.requant = st.mtp.q4 ? model::DrafterRequant::Q4 : st.mtp.q5 ? model::DrafterRequant::Q5 : model::DrafterRequant::Off;
+    a.requant = st.mtp.q4   ? model::DrafterRequant::Q4
+                : st.mtp.q5 ? model::DrafterRequant::Q5
+                            : model::DrafterRequant::Off;
     spec_.retention = st.retention;
     spec_.mode = st.spec_sample;
     py::gil_scoped_release release;
@@ -264,8 +266,10 @@ class PyEngine {
     d["address"] = reinterpret_cast<uintptr_t>(x->data);
     const std::size_t n = static_cast<std::size_t>(x->rows) * x->row_stride;
     py::array_t<uint8_t> bytes(std::vector<py::ssize_t>{x->rows, static_cast<py::ssize_t>(x->row_stride)});
-    if (n && cpu::is_repacked(x->type)) cpu::unpack_rows(x->type, x->data, x->rows, x->cols, bytes.mutable_data());
-    else if (n) std::memcpy(bytes.mutable_data(), x->data, n);
+    if (n && cpu::is_repacked(x->type))
+      cpu::unpack_rows(x->type, x->data, x->rows, x->cols, bytes.mutable_data());
+    else if (n)
+      std::memcpy(bytes.mutable_data(), x->data, n);
     d["data"] = bytes;
     return d;
   }
@@ -484,8 +488,8 @@ void bind_engine(py::module_& m) {
       "A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by "
       "position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.");
   engine_cls
-      .def(py::init<const std::string&, const std::string&, int, int64_t, int, bool, const std::optional<config::Settings>&,
-                    bool>(),
+      .def(py::init<const std::string&, const std::string&, int, int64_t, int, bool,
+                    const std::optional<config::Settings>&, bool>(),
            py::arg("path"), py::arg("backend") = "cpu", py::arg("n_threads") = 0, py::arg("max_ctx") = 0,
            py::arg("max_rows") = 0, py::arg("encode_mtp") = true, py::arg("settings") = py::none(),
            py::arg("expert_page_cache_probe") = false,
@@ -511,17 +515,19 @@ void bind_engine(py::module_& m) {
                                if (e.requant() == model::DrafterRequant::Off) return py::none();
                                return py::str(model::drafter_requant_name(e.requant()));
                              })
-      .def_property_readonly("repack",
-                             [](PyEngine& e) {
-                               const model::RepackReport& r = e.runner().repack_report();
-                               py::dict d;
-                               d["mode"] = std::string(cpu::repack_mode_name(r.mode));
-                               d["matrices"] = r.matrices;
-                               d["bytes"] = r.bytes;
-                               d["seconds"] = r.seconds;
-                               d["experts_left"] = r.experts_left;
-                               return d;
-                             }, "cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
+      .def_property_readonly(
+          "repack",
+          [](PyEngine& e) {
+            const model::RepackReport& r = e.runner().repack_report();
+            py::dict d;
+            d["mode"] = std::string(cpu::repack_mode_name(r.mode));
+            d["matrices"] = r.matrices;
+            d["bytes"] = r.bytes;
+            d["seconds"] = r.seconds;
+            d["experts_left"] = r.experts_left;
+            return d;
+          },
+          "cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
       .def("mtp_weight", &PyEngine::mtp_weight, py::arg("name"),
            "One MTP weight as a dict: present, type, repacked, rows, cols, address, data (uint8 [rows, row_bytes] "
            "copy; a repacked weight as its plain type and bytes)")

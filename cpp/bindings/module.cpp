@@ -19,14 +19,14 @@ PYBIND11_MODULE(_strata, m) {
   // Exception classes: StrataError is the base; the others also derive from the matching builtin
   // so callers may catch either.
   static py::exception<strata::Error> base(m, "StrataError");
-  static py::object format_error = py::reinterpret_steal<py::object>(
-      PyErr_NewException("strata._strata.FormatError", base.ptr(), nullptr));
+  static py::object format_error =
+      py::reinterpret_steal<py::object>(PyErr_NewException("strata._strata.FormatError", base.ptr(), nullptr));
   static py::object config_error = py::reinterpret_steal<py::object>(PyErr_NewException(
       "strata._strata.ConfigError", py::make_tuple(base, py::handle(PyExc_ValueError)).ptr(), nullptr));
   static py::object value_error = py::reinterpret_steal<py::object>(PyErr_NewException(
       "strata._strata.InvalidArgument", py::make_tuple(base, py::handle(PyExc_ValueError)).ptr(), nullptr));
-  static py::object io_error = py::reinterpret_steal<py::object>(PyErr_NewException(
-      "strata._strata.IOFailure", py::make_tuple(base, py::handle(PyExc_OSError)).ptr(), nullptr));
+  static py::object io_error = py::reinterpret_steal<py::object>(
+      PyErr_NewException("strata._strata.IOFailure", py::make_tuple(base, py::handle(PyExc_OSError)).ptr(), nullptr));
   m.attr("FormatError") = format_error;
   m.attr("ConfigError") = config_error;
   m.attr("InvalidArgument") = value_error;
@@ -49,24 +49,31 @@ PYBIND11_MODULE(_strata, m) {
   });
 
   m.def("build_features", &strata::cpu::build_features, "ISA features compiled into this build");
-  m.def("active_isa", [] { return std::string(strata::cpu::isa_name(strata::cpu::active_isa())); },
-        "The ISA the kernels dispatch to now");
+  m.def(
+      "active_isa", [] { return std::string(strata::cpu::isa_name(strata::cpu::active_isa())); },
+      "The ISA the kernels dispatch to now");
   m.def("supported_isas", [] {
     std::vector<std::string> out;
     for (auto isa : strata::cpu::compiled_isas())
       if (strata::cpu::isa_supported(isa)) out.emplace_back(strata::cpu::isa_name(isa));
     return out;
   });
-  m.def("force_isa", [](const std::string& name) {
-    for (auto isa : strata::cpu::compiled_isas())
-      if (name == strata::cpu::isa_name(isa)) return strata::cpu::force_isa(isa);
-    strata::throw_error(strata::ErrorKind::Value, "unknown ISA: " + name);
-  }, py::arg("name"), "Force kernels onto one ISA path (tests, benchmarks)");
-  m.def("set_repack_mode", [](const std::string& name) {
-    for (auto mode : {strata::cpu::RepackMode::Auto, strata::cpu::RepackMode::On, strata::cpu::RepackMode::Off})
-      if (name == strata::cpu::repack_mode_name(mode)) return strata::cpu::set_repack_mode(mode);
-    strata::throw_error(strata::ErrorKind::Value, "unknown repack mode: " + name + " (auto, on or off)");
-  }, py::arg("mode"), "Repacked weights for engines made from now on: auto, on or off");
+  m.def(
+      "force_isa",
+      [](const std::string& name) {
+        for (auto isa : strata::cpu::compiled_isas())
+          if (name == strata::cpu::isa_name(isa)) return strata::cpu::force_isa(isa);
+        strata::throw_error(strata::ErrorKind::Value, "unknown ISA: " + name);
+      },
+      py::arg("name"), "Force kernels onto one ISA path (tests, benchmarks)");
+  m.def(
+      "set_repack_mode",
+      [](const std::string& name) {
+        for (auto mode : {strata::cpu::RepackMode::Auto, strata::cpu::RepackMode::On, strata::cpu::RepackMode::Off})
+          if (name == strata::cpu::repack_mode_name(mode)) return strata::cpu::set_repack_mode(mode);
+        strata::throw_error(strata::ErrorKind::Value, "unknown repack mode: " + name + " (auto, on or off)");
+      },
+      py::arg("mode"), "Repacked weights for engines made from now on: auto, on or off");
   m.def("repack_mode", [] { return std::string(strata::cpu::repack_mode_name(strata::cpu::repack_mode())); });
   m.def("set_threads", &strata::ThreadPool::set_default_threads, py::arg("n"),
         "Threads of the default pool (0 = all cores)");

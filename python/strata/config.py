@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from strata.errors import ConfigError
 
-__all__ = ["SETTINGS", "Config", "ConfigWarning", "Setting"]
+__all__ = ["SETTINGS", "Config", "ConfigWarning", "Setting", "server_env"]
 
 
 class ConfigWarning(UserWarning):
@@ -123,6 +123,16 @@ SETTINGS: tuple[Setting, ...] = (
 
 # Read by the HTTP server (docs/server.md), not Config fields; known, so never "unknown setting".
 SERVER_ENVS = ("STRATA_API_KEY", "STRATA_MAX_BODY")
+
+
+
+def server_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The HTTP server's variables of ``environ`` (default ``os.environ``) that are set and not empty:
+    ``STRATA_API_KEY`` and ``STRATA_MAX_BODY`` (docs/server.md; the server checks their values). With
+    :meth:`Config.from_env` this is the one reader of ``STRATA_*`` variables in the Python layer."""
+    env = os.environ if environ is None else environ
+    return {k: str(env[k]) for k in SERVER_ENVS if env.get(k)}
+
 
 _BY_ENV = {s.env: s for s in SETTINGS}
 _BY_FIELD = {s.field: s for s in SETTINGS}

@@ -19,9 +19,10 @@ using cpu::Isa;
 
 TEST(detected_paths_are_consistent) {
   std::string names;
-  for (Isa isa : cpu::compiled_isas()) names += std::string(" ") + cpu::isa_name(isa) + (cpu::isa_supported(isa) ? "+" : "-");
-  std::printf("compiled paths (+ runnable here):%s; best %s, active %s\n", names.c_str(), cpu::isa_name(cpu::best_isa()),
-              cpu::isa_name(cpu::active_isa()));
+  for (Isa isa : cpu::compiled_isas())
+    names += std::string(" ") + cpu::isa_name(isa) + (cpu::isa_supported(isa) ? "+" : "-");
+  std::printf("compiled paths (+ runnable here):%s; best %s, active %s\n", names.c_str(),
+              cpu::isa_name(cpu::best_isa()), cpu::isa_name(cpu::active_isa()));
   CHECK(cpu::isa_supported(cpu::best_isa()));
   CHECK(cpu::isa_supported(cpu::active_isa()));
   if (cpu::isa_supported(Isa::Avx512)) CHECK(cpu::isa_supported(Isa::Avx2) && cpu::best_isa() == Isa::Avx512);
@@ -102,7 +103,8 @@ TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
         default: x[i] = std::normal_distribution<float>(0.0f, trial == 4 ? 1.0f : 1e4f)(rng); break;
       }
     }
-    std::vector<uint8_t> want0(strata::quant::row_bytes(GGMLType::Q8_0, 512)), want_k(strata::quant::row_bytes(GGMLType::Q8_K, 512));
+    std::vector<uint8_t> want0(strata::quant::row_bytes(GGMLType::Q8_0, 512)),
+        want_k(strata::quant::row_bytes(GGMLType::Q8_K, 512));
     s0.quantize_act(x.data(), want0.data(), 512);
     sk.quantize_act(x.data(), want_k.data(), 512);
     for (Isa isa : cpu::compiled_isas()) {

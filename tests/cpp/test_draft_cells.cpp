@@ -1,7 +1,7 @@
 // MTP draft cells (the drafter's sink + window cell rule, docs/drafting.md): wrote()'s rules, the draft
-// row's cell list, the simulation's streaming-prompt chunk pattern, check_reads, and a randomized simulation (streaming prompts of random lengths and chunk
-// sizes, decode rounds with chains, rounds without drafting, rollbacks, checkpoint restores, resets,
-// session save/load) against a shadow model of what every cell physically holds, asserting zero reads
+// row's cell list, the simulation's streaming-prompt chunk pattern, check_reads, and a randomized simulation (streaming
+// prompts of random lengths and chunk sizes, decode rounds with chains, rounds without drafting, rollbacks, checkpoint
+// restores, resets, session save/load) against a shadow model of what every cell physically holds, asserting zero reads
 // of cells that do not hold committed K/V.
 #define STRATA_TEST_MAIN
 #include "check.h"
@@ -66,7 +66,7 @@ TEST(wrote_rules) {
   CHECK_EQ(d.run_end(), 22);
   d.wrote(21, 0);  // n = 0: marks stale only
   CHECK_EQ(d.run_end(), 21);
-  d.wrote(2, 1);   // before the run: sink cut to 2 then extended to 3, run restarts at 2
+  d.wrote(2, 1);  // before the run: sink cut to 2 then extended to 3, run restarts at 2
   CHECK_EQ(d.sink_end(), 3);
   CHECK_EQ(d.run_begin(), 2);
   CHECK_EQ(d.run_end(), 3);
@@ -404,7 +404,8 @@ struct Sim {
     } else if (op < 87) {
       if (T.size() >= 2) checkpoints.push_back(T);
     } else if (op < 92) {
-      if (!checkpoints.empty()) restore(checkpoints[static_cast<size_t>(rand(0, static_cast<int>(checkpoints.size()) - 1))]);
+      if (!checkpoints.empty())
+        restore(checkpoints[static_cast<size_t>(rand(0, static_cast<int>(checkpoints.size()) - 1))]);
     } else if (op < 95) {
       new_conversation();
     } else if (op < 97) {
@@ -439,12 +440,13 @@ void run_sims(bool steady, int steps) {
     sim.new_conversation();
     for (int s = 0; s < steps; ++s) sim.step();
     const double cov = sim.coverage_sum / static_cast<double>(std::max(1L, sim.draft_rows));
-    std::printf("%s sink %4d win %4d: %ld decode rounds, %ld draft rows, %ld reads, %ld prompts (%ld chunks), "
-                "%ld rollbacks, %ld restores, %ld resets, %ld loads; bad reads %ld, stale cells in the valid set "
-                "%ld, check_reads throws %ld; coverage %.4f\n",
-                steady ? "steady" : "mixed ", cfgs[i].sink, cfgs[i].window, sim.rounds, sim.draft_rows, sim.reads,
-                sim.prompts, sim.chunks, sim.rollbacks, sim.restores, sim.resets, sim.loads, sim.bad_reads,
-                sim.bad_valid, sim.check_throws, cov);
+    std::printf(
+        "%s sink %4d win %4d: %ld decode rounds, %ld draft rows, %ld reads, %ld prompts (%ld chunks), "
+        "%ld rollbacks, %ld restores, %ld resets, %ld loads; bad reads %ld, stale cells in the valid set "
+        "%ld, check_reads throws %ld; coverage %.4f\n",
+        steady ? "steady" : "mixed ", cfgs[i].sink, cfgs[i].window, sim.rounds, sim.draft_rows, sim.reads, sim.prompts,
+        sim.chunks, sim.rollbacks, sim.restores, sim.resets, sim.loads, sim.bad_reads, sim.bad_valid, sim.check_throws,
+        cov);
     CHECK_EQ(sim.bad_reads, 0L);
     CHECK_EQ(sim.bad_valid, 0L);
     CHECK_EQ(sim.check_throws, 0L);

@@ -208,3 +208,10 @@ def test_expert_settings_and_engine_arguments() -> None:
     assert p.draft and p.protect == 0 and p.rank1_scale == 1.0
     assert math.isclose(p.resident_bonus, math.exp(1.5), rel_tol=1e-6)
     assert Config().moce_params().resident_bonus == 1.0
+
+
+def test_server_env_reads_only_the_servers_set_variables() -> None:
+    from strata.config import server_env
+
+    env = {"STRATA_API_KEY": "k", "STRATA_MAX_BODY": "", "STRATA_THREADS": "2", "HOME": "/root"}
+    assert server_env(env) == {"STRATA_API_KEY": "k"}  # empty = unset; Config's variables are not the server's

@@ -151,7 +151,8 @@ const std::vector<SettingInfo>& known_settings() {
       {kMoceRank1, "moce", "1", "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1"},
       {kMoceProtect, "moce", "0", "integer 0..64 (r_prot); first rank that gets the bonus is max(1, r_prot)"},
       {kMoceDraft, "moce", "0", "boolean; draft rows get m = b² and r_prot = 1"},
-      {kMetallib, "metal", "unset", "path of strata.metallib (the metal backend's compiled kernels; at most 4096 bytes)"},
+      {kMetallib, "metal", "unset",
+       "path of strata.metallib (the metal backend's compiled kernels; at most 4096 bytes)"},
       {kMetalMtpTile, "metal", "unset",
        "L,R,S,K: the drafter's wide-class GEMV tile on the Metal backends (L in {8,16,32}, R in {1,2,4}, S in "
        "{1,2,4,8}, K in {1,2,4,8}, R*K <= 16)"},
@@ -183,8 +184,7 @@ ParseResult parse_settings(const EnvMap& env) {
     }
     if (const auto* v = find(env, kMinCumP)) {
       if (auto x = g.take(kMinCumP, parse_number(*v))) {
-        if (*x < 0.0 || *x > 1.0)
-          g.reject(kMinCumP, std::string(trim(*v)) + " is outside [0, 1]");
+        if (*x < 0.0 || *x > 1.0) g.reject(kMinCumP, std::string(trim(*v)) + " is outside [0, 1]");
         r.min_cum_p = *x;
         r.policy_on = true;
       }
@@ -268,9 +268,12 @@ ParseResult parse_settings(const EnvMap& env) {
     MetalSettings m;
     if (const auto* v = find(env, kMetallib)) {
       const std::string t(trim(*v));
-      if (t.empty()) g.reject(kMetallib, "empty");
-      else if (t.size() > kMaxPath) g.reject(kMetallib, "longer than 4096 bytes");
-      else m.metallib = t;
+      if (t.empty())
+        g.reject(kMetallib, "empty");
+      else if (t.size() > kMaxPath)
+        g.reject(kMetallib, "longer than 4096 bytes");
+      else
+        m.metallib = t;
     }
     if (const auto* v = find(env, kMetalMtpTile)) {
       try {

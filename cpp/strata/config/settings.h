@@ -20,9 +20,9 @@ namespace strata::config {
 
 // STRATA_METAL_SPEC_MIN_P_SCHEDULE + STRATA_METAL_SPEC_MIN_CUM_P.
 struct RetentionSettings {
-  Schedule schedule;        // size 0: no schedule (the caller's min_p is the per-step floor)
-  double min_cum_p = 0.0;   // prefix-product gate; 0 disables it
-  bool policy_on = false;   // either variable validly set: fail-closed checks, reject before writing
+  Schedule schedule;       // size 0: no schedule (the caller's min_p is the per-step floor)
+  double min_cum_p = 0.0;  // prefix-product gate; 0 disables it
+  bool policy_on = false;  // either variable validly set: fail-closed checks, reject before writing
 
   // The per-step floor of draft step `step` (0-based): the schedule's value (the last one repeats),
   // else the caller's min_p.

@@ -32,10 +32,10 @@ class ExpertStore;
 namespace strata::engine {
 
 struct WindowConfig {
-  int64_t max_ctx = 0;     // cells; 0 = min(context_length, 32768)
-  int max_rows = 512;      // rows per run
-  int max_logit_rows = 0;  // rows that may ask for logits in one run; 0 = auto (≈64 MiB of logits, >= 16)
-  int64_t extra_list = 0;  // a longer attended list another user of the scratch needs (the MTP)
+  int64_t max_ctx = 0;         // cells; 0 = min(context_length, 32768)
+  int max_rows = 512;          // rows per run
+  int max_logit_rows = 0;      // rows that may ask for logits in one run; 0 = auto (≈64 MiB of logits, >= 16)
+  int64_t extra_list = 0;      // a longer attended list another user of the scratch needs (the MTP)
   ThreadPool* pool = nullptr;  // nullptr = ThreadPool::global()
   experts::ExpertStore* experts = nullptr;  // not owned; nullptr = the mmap views, nothing counted
   routing::MoceParams moce;                 // expert selection; the store's residency map feeds it
@@ -101,8 +101,8 @@ class Window {
   KvCells kv_;
   Rope rope_;
   std::unique_ptr<Scratch> scratch_;
-  AlignedBuffer<float> streams_;  // [max_rows][n][d]
-  AlignedBuffer<float> logits_;   // [max_logit_rows][V]
+  AlignedBuffer<float> streams_;        // [max_rows][n][d]
+  AlignedBuffer<float> logits_;         // [max_logit_rows][V]
   AlignedBuffer<uint64_t> cell_stamp_;  // [max_ctx] write counter of the run that last wrote the cell
   uint64_t stamp_ = 0;
   int64_t n_past_ = 0;

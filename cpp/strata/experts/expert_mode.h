@@ -6,7 +6,7 @@ namespace strata::experts {
 enum class ExpertMode { Mmap, Stream };
 const char* expert_mode_name(ExpertMode m);  // "mmap", "stream"
 
-enum class DirectIo { Auto, On, Off };  // Auto: try, fall back to buffered; On: refuse to fall back
+enum class DirectIo { Auto, On, Off };   // Auto: try, fall back to buffered; On: refuse to fall back
 const char* direct_io_name(DirectIo d);  // "auto", "on", "off"
 
 }  // namespace strata::experts

@@ -31,7 +31,8 @@ void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type,
                                       " columns, not a multiple of 32");
   const std::size_t rows = static_cast<std::size_t>(w.rows), cols = static_cast<std::size_t>(w.cols);
   std::vector<float> f(rows * cols);
-  for (int64_t r = 0; r < w.rows; ++r) quant::dequantize_row(w.type, w.row(r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
+  for (int64_t r = 0; r < w.rows; ++r)
+    quant::dequantize_row(w.type, w.row(r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
   const std::size_t rb = quant::row_bytes(type, w.cols);
   AlignedBuffer<uint8_t> buf(rows * rb);
   quant::quantize_matrix(type, f.data(), w.rows, w.cols, buf.data(), method, pool);
