@@ -384,15 +384,6 @@ class Config:
         repack), validated by the C++ settings parser; ``_strata.Engine(settings=...)`` takes it once."""
         return _strata_module().Settings(self._native_env())
 
-    def moce_params(self) -> Any:
-        """The engine's ``_strata.decode.MoceParams`` of the MOCE settings (m = e^λ, as the C++ core
-        computes it)."""
-        return self.native().as_dict()["moce"]["params"]
-
-    def retention_env(self) -> dict[str, str]:
-        """Only the retention variables (what the draft-retention gate reads)."""
-        return {k: v for k, v in self._native_env().items() if _BY_ENV[k].group == "retention"}
-
     @property
     def mtp_requant(self) -> str | None:
         """The drafter weight format (the drafter-format rule, docs/drafting.md): ``"q4"``, ``"q5"`` or

@@ -63,7 +63,7 @@ def test_stream_mode_generates_the_mmap_tokens(model: strata.Model, speculative:
 def test_moce_settings_reach_the_engine(model: strata.Model) -> None:
     config = strata.Config(moce_bonus=1.5, moce_rank1=2.0, moce_protect=2, moce_draft=True, **STREAM)
     moce = model.session(config)._engine.moce
-    want = config.moce_params()
+    want = config.native().as_dict()["moce"]["params"]
     assert (moce.resident_bonus, moce.rank1_scale, moce.protect, moce.draft) == (
         want.resident_bonus, 2.0, 2, True)
     assert abs(moce.resident_bonus - np.exp(1.5)) < 1e-5
