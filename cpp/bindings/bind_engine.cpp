@@ -2,8 +2,8 @@
 // drafter on a backend chosen with backend=: "cpu" (engine::Runner: Window + Mtp over an expert
 // store), "metal-emu" (the Metal kernels and dispatch plan on the threadgroup emulator, any platform,
 // slowly) or "metal" (the GPU, macOS with metal-cpp). Every backend answers the same methods, so
-// strata.Session and the tests use one class. The decode settings (retention, verification rule)
-// come once, with the engine, from Config (the C++ parser validates them); a round gets none.
+// strata.Session and the tests use one class. Its settings come once, with the engine, as one typed
+// config::Settings (strata.Config.native(), bind_settings.cpp); a round gets none.
 // Compute releases the GIL; a mutex serialises concurrent calls from several Python threads.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

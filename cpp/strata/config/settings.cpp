@@ -359,9 +359,4 @@ EnvMap environ_map() {
 
 Settings from_environ() { return load_settings(environ_map()); }
 
-const Settings& process_settings() {
-  static const Settings s = from_environ();
-  return s;
-}
-
 }  // namespace strata::config

@@ -105,7 +105,5 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
 EnvMap environ_map();
 // load_settings(environ_map()).
 Settings from_environ();
-// The process-wide settings: from_environ() on first use (thread-safe), never re-read afterwards.
-const Settings& process_settings();
 
 }  // namespace strata::config
