@@ -9,7 +9,6 @@
 #include "strata/config/gemv_tile.h"
 #include "strata/cpu/features.h"
 #include "strata/util/error.h"
-#include "strata/util/log.h"
 
 extern char** environ;
 
@@ -331,12 +330,6 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
   return c;
 }
 
-Settings load_settings(const EnvMap& env) {
-  ParseResult r = parse_settings(env);
-  for (const auto& d : r.diagnostics) log(LogLevel::Warn, d);
-  return r.settings;
-}
-
 Settings load_settings_strict(const EnvMap& env) {
   ParseResult r = parse_settings(env);
   if (!r.diagnostics.empty()) {
@@ -356,7 +349,5 @@ EnvMap environ_map() {
   }
   return env;
 }
-
-Settings from_environ() { return load_settings(environ_map()); }
 
 }  // namespace strata::config

@@ -91,9 +91,6 @@ struct ParseResult {
 
 // Pure: validates `env` (absent key = unset) without logging.
 ParseResult parse_settings(const EnvMap& env);
-// Logs each diagnostic once (strata::log, Warn) and returns the settings with rejected groups at
-// their defaults.
-Settings load_settings(const EnvMap& env);
 // Throws strata::Error(Config) with the diagnostics if any group is rejected.
 Settings load_settings_strict(const EnvMap& env);
 
@@ -103,7 +100,5 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
 
 // The STRATA_* variables of the process environment (the one place the environment is read).
 EnvMap environ_map();
-// load_settings(environ_map()).
-Settings from_environ();
 
 }  // namespace strata::config
