@@ -5,7 +5,6 @@
 
 #include "bindings/bindings.h"
 #include "strata/cpu/features.h"
-#include "strata/cpu/repack/repack.h"
 #include "strata/util/error.h"
 #include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
@@ -66,15 +65,6 @@ PYBIND11_MODULE(_strata, m) {
         strata::throw_error(strata::ErrorKind::Value, "unknown ISA: " + name);
       },
       py::arg("name"), "Force kernels onto one ISA path (tests, benchmarks)");
-  m.def(
-      "set_repack_mode",
-      [](const std::string& name) {
-        for (auto mode : {strata::cpu::RepackMode::Auto, strata::cpu::RepackMode::On, strata::cpu::RepackMode::Off})
-          if (name == strata::cpu::repack_mode_name(mode)) return strata::cpu::set_repack_mode(mode);
-        strata::throw_error(strata::ErrorKind::Value, "unknown repack mode: " + name + " (auto, on or off)");
-      },
-      py::arg("mode"), "Repacked weights for engines made from now on: auto, on or off");
-  m.def("repack_mode", [] { return std::string(strata::cpu::repack_mode_name(strata::cpu::repack_mode())); });
   m.def("set_threads", &strata::ThreadPool::set_default_threads, py::arg("n"),
         "Threads of the default pool (0 = all cores)");
   m.def("threads", [] { return strata::ThreadPool::global().size(); });

@@ -8,7 +8,7 @@ import numpy.typing
 import typing
 from . import quant
 from . import decode
-__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'build_features', 'decode', 'force_isa', 'metal_device_available', 'quant', 'repack_mode', 'set_log_level', 'set_repack_mode', 'set_threads', 'supported_isas', 'threads']
+__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'build_features', 'decode', 'force_isa', 'metal_device_available', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
 class StrataError(Exception):
     pass
 class FormatError(StrataError):
@@ -227,14 +227,8 @@ def metal_device_available() -> bool:
     """
     Whether this build can run the 'metal' backend (macOS with metal-cpp); 'metal-emu' runs everywhere
     """
-def repack_mode() -> str:
-    ...
 def set_log_level(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
-def set_repack_mode(mode: str) -> None:
-    """
-    Repacked weights for engines made from now on: auto, on or off
-    """
 def set_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Threads of the default pool (0 = all cores)
