@@ -18,6 +18,17 @@ from typing import Any
 import strata
 
 MODES: dict[str, bool | None] = {"off": False, "auto": None, "on": True}
+# A mode with the suffix "+w" runs with streaming-aware verification windows (Config.moce_window, the
+# run's window log-bonus): its text may differ from plain decoding's, so same_text leaves it out.
+WINDOW_SUFFIX = "+w"
+
+
+def mode_config(mode: str, window: float) -> dict[str, Any]:
+    """Config fields of a mode name: off / auto / on, optionally with "+w"."""
+    base = mode.removesuffix(WINDOW_SUFFIX)
+    if base not in MODES:
+        raise ValueError(f"unknown drafter mode {mode!r}: expected off, auto, on, auto+w or on+w")
+    return {"speculative": MODES[base], "moce_window": window if mode.endswith(WINDOW_SUFFIX) else 0.0}
 PROMPT = ("import os\nimport sys\n\n\ndef parse_args(argv):\n    \"\"\"Parse the command line.\"\"\"\n"
           "    import argparse\n    p = argparse.ArgumentParser(description=__doc__)\n")
 
@@ -54,7 +65,7 @@ class Case:
     def same_text(self) -> bool | None:
         if self.temperature > 0:
             return None
-        texts = {m.text for m in self.modes.values()}
+        texts = {m.text for name, m in self.modes.items() if not name.endswith(WINDOW_SUFFIX)}
         return len(texts) == 1
 
 
@@ -69,12 +80,12 @@ def _store_config(store: str) -> dict[str, Any]:
 
 
 def run_case(model: strata.Model, temperature: float, threads: int, store: str, *, modes: list[str],
-             runs: int, max_tokens: int, draft_steps: int, prompt: str = PROMPT) -> Case:
+             runs: int, max_tokens: int, draft_steps: int, prompt: str = PROMPT, window: float = 1.0) -> Case:
     results = {m: ModeResult(m) for m in modes}
     extra = _store_config(store)
     for _ in range(runs):
         for m in modes:
-            cfg = strata.Config(speculative=MODES[m], threads=threads, draft_steps=draft_steps, **extra)
+            cfg = strata.Config(threads=threads, draft_steps=draft_steps, **mode_config(m, window), **extra)
             s = model.session(config=cfg, sampling=strata.SamplingPolicy(temperature=temperature, seed=1))
             text = "".join(s.generate(prompt, max_tokens=max_tokens))
             st = s.stats
@@ -91,10 +102,10 @@ def run_case(model: strata.Model, temperature: float, threads: int, store: str, 
 
 
 def run(model_path: str | None, *, temperatures: list[float], threads: list[int], stores: list[str],
-        modes: list[str], runs: int, max_tokens: int, draft_steps: int) -> list[Case]:
+        modes: list[str], runs: int, max_tokens: int, draft_steps: int, window: float = 1.0) -> list[Case]:
     model = strata.Model(model_path)
     return [run_case(model, t, n, store, modes=modes, runs=runs, max_tokens=max_tokens,
-                     draft_steps=draft_steps)
+                     draft_steps=draft_steps, window=window)
             for store in stores for n in threads for t in temperatures]
 
 
@@ -106,7 +117,7 @@ def render(cases: list[Case]) -> str:
         for m, r in c.modes.items():
             acc = ", ".join(f"{a:.2f}" for a in r.acceptance) or "-"
             counts = ",".join(str(x) for x in r.draft_counts) or "-"
-            gain = f"{r.estimated_gain:.2f} / {r.measured_gain:.2f}" if m == "auto" else "-"
+            gain = f"{r.estimated_gain:.2f} / {r.measured_gain:.2f}" if m.startswith("auto") else "-"
             same = "-" if c.same_text is None else ("yes" if c.same_text else "NO")
             lines.append(f"| {c.store} | {c.temperature:g} | {c.threads} | {m} | {r.median:.1f} | "
                          f"{c.speedup(m):.2f} | {r.tokens_per_round:.2f} | {counts} | {acc} | {gain} | "
@@ -135,11 +146,13 @@ def plot(cases: list[Case], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for mode, marker in (("auto", "o"), ("on", "s")):
+    for mode, marker in (("auto", "o"), ("on", "s"), ("auto+w", "^"), ("on+w", "v")):
         xs = [c.modes[mode].acceptance[0] for c in cases if mode in c.modes and c.modes[mode].acceptance]
         ys = [c.speedup(mode) for c in cases if mode in c.modes and c.modes[mode].acceptance]
         labels = [f"{c.store}, t={c.temperature:g}, {c.threads}thr" for c in cases
                   if mode in c.modes and c.modes[mode].acceptance]
+        if not xs:
+            continue
         ax.scatter(xs, ys, marker=marker, label=f"drafter {mode}")
         for x, y, lab in zip(xs, ys, labels, strict=True):
             ax.annotate(lab, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
