@@ -33,8 +33,13 @@ def test_window_modes_of_spec_speed() -> None:
         spec_speed.mode_config("sometimes", 1.0)
     case = spec_speed.run_case(strata.Model(), 0.0, 1, "stream 25%", modes=["off", "on", "on+w"], runs=1,
                                max_tokens=16, draft_steps=3)
-    assert case.same_text is True  # the +w mode is not held to plain decoding's text
+    assert case.same_text is True  # +w is not held to plain decoding's text
     assert sum(case.modes["on+w"].draft_counts) > 0
+    assert all(r.cpu_median > 0 for r in case.modes.values())
+    assert case.cpu_speedup("off") == pytest.approx(1.0)
+    back = spec_speed.cases_from_json(spec_speed.as_json([case]))[0]
+    assert back.modes["on+w"].tok_s == case.modes["on+w"].tok_s and back.store == "stream 25%"
+    assert back.speedup("on") == pytest.approx(case.speedup("on"))
 
 
 def test_window_routing_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
