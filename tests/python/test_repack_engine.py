@@ -68,3 +68,26 @@ def test_fastest_path_agrees_within_the_kernel_tolerance(path: Path, restore_cpu
     scale = float(np.abs(off).max())
     assert float(np.abs(on - off).max()) <= 1e-3 * scale
     assert np.array_equal(streamed.view(np.uint32), on.view(np.uint32))
+
+
+def test_output_head_is_repacked_and_bitwise_on_the_scalar_path(tmp_path: Path, restore_cpu: None) -> None:
+    """A vocabulary in whole 16-row groups: the output head is repacked too (one more matrix than with
+    a vocabulary that is not), and the main logits and the drafter's chained draft logits (whose head
+    views the repacked rows) stay bitwise the unrepacked ones on the scalar path."""
+    _strata.force_isa("scalar")
+    counts = {}
+    for vocab in (300, 304):
+        cfg = {**CFG, "vocab_size": vocab, "mtp": True}
+        p = make_random_strata(cfg, seed=3, path=tmp_path / f"v{vocab}.gguf", weight_type="Q8_0",
+                               expert_type="Q8_0")
+        out = {}
+        for repack in ("off", "on"):
+            eng = _strata.Engine(str(p), n_threads=2, max_ctx=64, max_rows=16, repack=repack)
+            logits = np.asarray(eng.eval(PROMPT, logits="all"))
+            draft, ids = eng.mtp_draft(int(np.argmax(logits[-1])), n_steps=3)
+            out[repack] = (logits, np.asarray(draft), np.asarray(ids))
+            counts[(vocab, repack)] = int(dict(eng.repack)["matrices"])
+        for a, b in zip(out["off"], out["on"], strict=True):
+            assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert counts[(304, "on")] == counts[(300, "on")] + 1
+    assert counts[(304, "off")] == counts[(300, "off")] == 0

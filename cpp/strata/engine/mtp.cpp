@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "strata/cpu/features.h"
+#include "strata/cpu/kernels.h"
 #include "strata/engine/block.h"
 #include "strata/engine/linear.h"
 #include "strata/engine/ops.h"
@@ -80,7 +82,13 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
       one_run = false;
       break;
     }
-  if (one_run) {
+  // A run starting on a kernel group boundary can view the repacked head (its groups interleave
+  // rows; the last partial group's extra rows exist in the full head and are never stored).
+  const model::Weight& packed = m.logits_head();
+  const int align = cpu::dot_kernel(packed.type, cpu::active_isa()).row_align;
+  if (one_run && !m.mtp->head.present() && ids[0] % align == 0) {
+    head_ = packed.rows_slice(ids[0], Vr);
+  } else if (one_run) {
     head_ = out.rows_slice(ids[0], Vr);
   } else {
     const std::size_t rb = out.row_stride;

@@ -123,7 +123,7 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, i
     const int first = which == LogitRows::Last ? n - 1 : 0;
     const int cnt = n - first;
     head_input(hp, m_.head_hc, m_.output_norm, X + first * nd, cnt, s, s.h.data(), pool_);
-    linear(m_.output, s.h.data(), cnt, logits_.data(), pool_);
+    linear(m_.logits_head(), s.h.data(), cnt, logits_.data(), pool_);
     last_logit_rows_ = cnt;
     logits_first_row_ = first;
   }

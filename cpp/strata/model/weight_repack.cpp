@@ -61,6 +61,11 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
     mats.push_back(&m.mtp->fc_embedding);
     mats.push_back(&m.mtp->fc_hidden);
   }
+  // The output head is the largest single matrix a decode step reads (V x d). The copy is a second
+  // view (Model::logits_head): `output` keeps the file's rows for the drafter's vocabulary subset and
+  // for a head tied to the token embedding.
+  m.output_repacked = m.output;
+  mats.push_back(&m.output_repacked);
   if (!include_experts) stacks.clear();
   uint64_t expert_bytes = 0;
   for (ExpertWeights* e : stacks)

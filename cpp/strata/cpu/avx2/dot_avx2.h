@@ -32,6 +32,8 @@ STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_0);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_0_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0_r16);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_k);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_q6_k);
 #undef STRATA_AVX2_DOT_MULTI
 
 void quantize_act_q8_0(const float* x, void* act, int64_t n);

@@ -79,103 +79,188 @@ float dot_q2_k(int64_t nb, const BlockQ2_K* x, const BlockQ8_K* y) {
   return hsum(acc);
 }
 
-float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
+// Super-blocks unpacked once (nibbles or 6-bit weights, scales spread per step), then dotted against
+// any number of activations: the single- and the multi-activation dots run the same two functions,
+// so their results are bitwise equal. (16 ymm registers cannot hold a prepared block: it lives in
+// L1, a load per use.)
+struct Q4KPrep {
+  __m256i q[8];   // chunk j: low nibbles at 2j, high nibbles at 2j + 1
+  __m256i sc[8];  // the matching scale in every int16 lane
+  __m128i mins;   // the 8 mins as int16
+  float xd, xdmin;
+};
+
+inline void prep_q4_k(const BlockQ4_K& x, Q4KPrep& p) {
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const float d = y[i].d * fp16(x[i].d);
-    const float dmin = -y[i].d * fp16(x[i].dmin);
-    // Unpack the 12 scale bytes into 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
-    uint32_t utmp[4];
-    std::memcpy(utmp, x[i].scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(
-        _mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]),
-                      static_cast<int>(utmp[0])));
-
-    const __m256i q8sums = loadu256(y[i].bsums);
-    const __m128i q8s = _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
-    const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
-
-    const __m128i sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
-    const __m256i scales = _mm256_set_m128i(sc128, sc128);
-
-    const uint8_t* q4 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const __m256i q4bits = loadu256(q4);
-      q4 += 32;
-      const __m256i q4l = _mm256_and_si256(q4bits, m4);
-      const __m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-      __m256i pl = _mm256_maddubs_epi16(q4l, loadu256(q8));
-      __m256i ph = _mm256_maddubs_epi16(q4h, loadu256(q8 + 32));
-      q8 += 64;
-      pl = _mm256_madd_epi16(broadcast_i16(scales, 2 * j), pl);
-      ph = _mm256_madd_epi16(broadcast_i16(scales, 2 * j + 1), ph);
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  // Unpack the 12 scale bytes into 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
+  uint32_t utmp[4];
+  std::memcpy(utmp, x.scales, 12);
+  utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+  const uint32_t uaux = utmp[1] & kmask1;
+  utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+  utmp[2] = uaux;
+  utmp[0] &= kmask1;
+  const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+      static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
+  p.mins = _mm256_extracti128_si256(mins_and_scales, 1);
+  const __m128i sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
+  const __m256i scales = _mm256_set_m128i(sc128, sc128);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i q4bits = loadu256(x.qs + 32 * j);
+    p.q[2 * j] = _mm256_and_si256(q4bits, m4);
+    p.q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+    p.sc[2 * j] = broadcast_i16(scales, 2 * j);
+    p.sc[2 * j + 1] = broadcast_i16(scales, 2 * j + 1);
   }
+  p.xd = fp16(x.d);
+  p.xdmin = fp16(x.dmin);
+}
+
+inline void acc_q4_k(const Q4KPrep& p, const BlockQ8_K& y, __m256& acc, __m128& acc_m) {
+  const float d = y.d * p.xd;
+  const float dmin = -y.d * p.xdmin;
+  const __m256i q8sums = loadu256(y.bsums);
+  const __m128i q8s = _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
+  const __m128i prod = _mm_madd_epi16(p.mins, q8s);
+  acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+  __m256i sumi = _mm256_setzero_si256();
+  for (int k = 0; k < 8; k += 2) {
+    const __m256i pl = _mm256_madd_epi16(p.sc[k], _mm256_maddubs_epi16(p.q[k], loadu256(y.qs + 32 * k)));
+    const __m256i ph = _mm256_madd_epi16(p.sc[k + 1], _mm256_maddubs_epi16(p.q[k + 1], loadu256(y.qs + 32 * k + 32)));
+    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+  }
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+}
+
+inline float finish_q4_k(__m256 acc, __m128 acc_m) {
   acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
   acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
   return hsum(acc) + _mm_cvtss_f32(acc_m);
 }
 
-float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
-  // Σ sc·(q − 32)·a = Σ sc·q·a − 32·Σ sc·bsum: q stays unsigned for maddubs and the offset comes
-  // from the activation block sums, one madd per super-block.
+// Q6_K: Σ sc·(q − 32)·a = Σ sc·q·a − 32·Σ sc·bsum: q stays unsigned for maddubs and the offset
+// comes from the activation block sums, one madd per super-block.
+struct Q6KPrep {
+  __m256i q[8];   // the 6-bit weights of the 32-byte steps, in activation order
+  __m256i sc[8];  // step k's two scales (low lane, high lane)
+  __m256i scales16;
+  float xd;
+};
+
+inline void prep_q6_k(const BlockQ6_K& x, Q6KPrep& p) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m2 = _mm256_set1_epi8(3);
+  p.scales16 = _mm256_cvtepi8_epi16(loadu128(x.scales));
+  for (int j = 0; j < 2; ++j) {
+    const uint8_t* ql = x.ql + 64 * j;
+    const __m256i q4bits1 = loadu256(ql);
+    const __m256i q4bits2 = loadu256(ql + 32);
+    const __m256i q4bitsH = loadu256(x.qh + 32 * j);
+    const __m256i q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4);
+    const __m256i q4h_1 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 2)), 2);
+    const __m256i q4h_2 = _mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 4));
+    const __m256i q4h_3 = _mm256_srli_epi16(_mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 6)), 2);
+    p.q[4 * j] = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0);
+    p.q[4 * j + 1] = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
+    p.q[4 * j + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
+    p.q[4 * j + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
+    // This half's eight scales (int16) in both lanes; step k takes scale 2k on its low lane and
+    // 2k + 1 on its high lane.
+    const __m256i sc = j == 0 ? _mm256_permute4x64_epi64(p.scales16, 0x44) : _mm256_permute4x64_epi64(p.scales16, 0xEE);
+    p.sc[4 * j] = split_i16(sc, 0, 1);
+    p.sc[4 * j + 1] = split_i16(sc, 2, 3);
+    p.sc[4 * j + 2] = split_i16(sc, 4, 5);
+    p.sc[4 * j + 3] = split_i16(sc, 6, 7);
+  }
+  p.xd = fp16(x.d);
+}
+
+inline void acc_q6_k(const Q6KPrep& p, const BlockQ8_K& y, __m256& acc) {
+  const float d = y.d * p.xd;
+  const __m256i offset = _mm256_madd_epi16(p.scales16, loadu256(y.bsums));
+  __m256i sumi = _mm256_setzero_si256();
+  for (int k = 0; k < 8; k += 2) {
+    const __m256i a = _mm256_madd_epi16(p.sc[k], _mm256_maddubs_epi16(p.q[k], loadu256(y.qs + 32 * k)));
+    const __m256i b = _mm256_madd_epi16(p.sc[k + 1], _mm256_maddubs_epi16(p.q[k + 1], loadu256(y.qs + 32 * k + 32)));
+    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(a, b));
+  }
+  sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+}
+
+float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
   __m256 acc = _mm256_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();
+  Q4KPrep p;
   for (int64_t i = 0; i < nb; ++i) {
-    const float d = y[i].d * fp16(x[i].d);
-    const uint8_t* ql = x[i].ql;
-    const uint8_t* qh = x[i].qh;
-    const int8_t* q8 = y[i].qs;
-    const __m256i scales16 = _mm256_cvtepi8_epi16(loadu128(x[i].scales));
-    const __m256i offset = _mm256_madd_epi16(scales16, loadu256(y[i].bsums));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 2; ++j) {
-      const __m256i q4bits1 = loadu256(ql);
-      const __m256i q4bits2 = loadu256(ql + 32);
-      ql += 64;
-      const __m256i q4bitsH = loadu256(qh);
-      qh += 32;
-      const __m256i q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, m2), 4);
-      const __m256i q4h_1 = _mm256_slli_epi16(_mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 2)), 2);
-      const __m256i q4h_2 = _mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 4));
-      const __m256i q4h_3 = _mm256_srli_epi16(_mm256_and_si256(q4bitsH, _mm256_slli_epi16(m2, 6)), 2);
-      const __m256i q4_0 = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0);
-      const __m256i q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
-      const __m256i q4_2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
-      const __m256i q4_3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
-      __m256i p0 = _mm256_maddubs_epi16(q4_0, loadu256(q8));
-      __m256i p1 = _mm256_maddubs_epi16(q4_1, loadu256(q8 + 32));
-      __m256i p2 = _mm256_maddubs_epi16(q4_2, loadu256(q8 + 64));
-      __m256i p3 = _mm256_maddubs_epi16(q4_3, loadu256(q8 + 96));
-      q8 += 128;
-      // This half's eight scales (int16) in both lanes; p_k takes scale 2k on its low lane and
-      // 2k + 1 on its high lane.
-      const __m256i sc =
-          j == 0 ? _mm256_permute4x64_epi64(scales16, 0x44) : _mm256_permute4x64_epi64(scales16, 0xEE);
-      p0 = _mm256_madd_epi16(split_i16(sc, 0, 1), p0);
-      p1 = _mm256_madd_epi16(split_i16(sc, 2, 3), p1);
-      p2 = _mm256_madd_epi16(split_i16(sc, 4, 5), p2);
-      p3 = _mm256_madd_epi16(split_i16(sc, 6, 7), p3);
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
-    }
-    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    prep_q4_k(x[i], p);
+    acc_q4_k(p, y[i], acc, acc_m);
+  }
+  return finish_q4_k(acc, acc_m);
+}
+
+float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
+  __m256 acc = _mm256_setzero_ps();
+  Q6KPrep p;
+  for (int64_t i = 0; i < nb; ++i) {
+    prep_q6_k(x[i], p);
+    acc_q6_k(p, y[i], acc);
   }
   return hsum(acc);
+}
+
+// One row against A activations: each block unpacked once.
+template <int A>
+struct Q4KRowActs {
+  static void run(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
+    __m256 acc[A];
+    __m128 acc_m[A];
+    for (int a = 0; a < A; ++a) {
+      acc[a] = _mm256_setzero_ps();
+      acc_m[a] = _mm_setzero_ps();
+    }
+    Q4KPrep p;
+    for (int64_t i = 0; i < nb; ++i) {
+      prep_q4_k(x[i], p);
+      for (int a = 0; a < A; ++a) acc_q4_k(p, y[a][i], acc[a], acc_m[a]);
+    }
+    for (int a = 0; a < A; ++a) outs[a][r] = finish_q4_k(acc[a], acc_m[a]);
+  }
+};
+
+template <int A>
+struct Q6KRowActs {
+  static void run(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
+    __m256 acc[A];
+    for (int a = 0; a < A; ++a) acc[a] = _mm256_setzero_ps();
+    Q6KPrep p;
+    for (int64_t i = 0; i < nb; ++i) {
+      prep_q6_k(x[i], p);
+      for (int a = 0; a < A; ++a) acc_q6_k(p, y[a][i], acc[a]);
+    }
+    for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]);
+  }
+};
+
+// Every row against every activation, in groups of up to four activations per pass over a row.
+template <typename Block, template <int> class RowActs>
+void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                float* const* outs) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; ++r) {
+    const auto* x = reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride);
+    int a = 0;
+    for (; nact - a >= 4; a += 4) RowActs<4>::run(nb, x, y + a, outs + a, r);
+    switch (nact - a) {
+      case 3: RowActs<3>::run(nb, x, y + a, outs + a, r); break;
+      case 2: RowActs<2>::run(nb, x, y + a, outs + a, r); break;
+      case 1: RowActs<1>::run(nb, x, y + a, outs + a, r); break;
+      default: break;
+    }
+  }
 }
 
 float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
@@ -232,6 +317,14 @@ void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
 }
 void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                         int nact, float* const* outs) {
+  rows_multi<BlockQ4_K, Q4KRowActs>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                         int nact, float* const* outs) {
+  rows_multi<BlockQ6_K, Q6KRowActs>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);

@@ -75,84 +75,188 @@ float dot_q2_k(int64_t nb, const BlockQ2_K* x, const BlockQ8_K* y) {
   return hsum(acc) + hsum256(acc_m);
 }
 
-float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
+// A Q4_K super-block unpacked once (nibbles, scales spread per step, mins), then dotted against any
+// number of activations: the single- and the multi-activation dots run the same two functions, so
+// their results are bitwise equal.
+struct Q4KPrep {
+  __m512i lo[2], hi[2];        // weight nibbles of chunks (j, j + 1), j = 0, 2
+  __m512i sc_lo[2], sc_hi[2];  // their scales, one per 128-bit lane
+  __m128i mins;                // the 8 mins as int16
+  float xd, xdmin;
+};
+
+inline void prep_q4_k(const BlockQ4_K& x, Q4KPrep& p) {
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   const __m512i m4 = _mm512_set1_epi8(0xF);
+  // The 12 scale bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
+  uint32_t utmp[4];
+  std::memcpy(utmp, x.scales, 12);
+  utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+  const uint32_t uaux = utmp[1] & kmask1;
+  utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+  utmp[2] = uaux;
+  utmp[0] &= kmask1;
+  const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+      static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
+  p.mins = _mm256_extracti128_si256(mins_and_scales, 1);
+  const __m512i scales = _mm512_castsi256_si512(mins_and_scales);
+  for (int h = 0; h < 2; ++h) {  // 32-byte chunks 2h and 2h + 1: sub-blocks 4h .. 4h + 3
+    const int j = 2 * h;
+    const __m512i q4bits = loadu512(x.qs + 32 * j);
+    p.lo[h] = _mm512_and_si512(q4bits, m4);
+    p.hi[h] = _mm512_and_si512(_mm512_srli_epi16(q4bits, 4), m4);
+    p.sc_lo[h] = _mm512_permutexvar_epi16(halves_idx(2 * j, 2 * j + 2), scales);
+    p.sc_hi[h] = _mm512_permutexvar_epi16(halves_idx(2 * j + 1, 2 * j + 3), scales);
+  }
+  p.xd = fp16(x.d);
+  p.xdmin = fp16(x.dmin);
+}
+
+inline void acc_q4_k(const Q4KPrep& p, const BlockQ8_K& y, __m512& acc, __m128& acc_m) {
+  const float d = y.d * p.xd;
+  const float dmin = -y.d * p.xdmin;
+  const __m256i q8sums = loadu256(y.bsums);
+  const __m128i q8s = _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
+  const __m128i prod = _mm_madd_epi16(p.mins, q8s);
+  acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+  const int8_t* q8 = y.qs;
+  __m512i sumi = _mm512_setzero_si512();
+  for (int h = 0; h < 2; ++h) {
+    const int j = 2 * h;
+    const __m512i pl = _mm512_maddubs_epi16(p.lo[h], load2x256(q8 + 64 * j, q8 + 64 * j + 64));
+    const __m512i ph = _mm512_maddubs_epi16(p.hi[h], load2x256(q8 + 64 * j + 32, q8 + 64 * j + 96));
+    sumi = _mm512_dpwssd_epi32(sumi, pl, p.sc_lo[h]);
+    sumi = _mm512_dpwssd_epi32(sumi, ph, p.sc_hi[h]);
+  }
+  acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+}
+
+// A Q6_K super-block unpacked once: the 6-bit weights of its four 64-byte chunks, their scales spread
+// per step, and the int16 scales for the −32 offset (Σ sc·(q − 32)·a = Σ sc·q·a − 32·Σ sc·bsum).
+struct Q6KPrep {
+  __m512i q[4];   // chunks (0, 1), (2, 3) of each half
+  __m512i sc[4];  // their scales, one per 128-bit lane
+  __m256i scales16;
+  float xd;
+};
+
+inline void prep_q6_k(const BlockQ6_K& x, Q6KPrep& p) {
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i shift01 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+  const __m512i shift23 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+  p.scales16 = _mm256_cvtepi8_epi16(loadu128(x.scales));
+  const __m512i scales = _mm512_castsi256_si512(p.scales16);
+  for (int j = 0; j < 2; ++j) {
+    const __m512i lbits = loadu512(x.ql + 64 * j);
+    const __m512i hbits = _mm512_broadcast_i64x4(loadu256(x.qh + 32 * j));
+    const __m512i ha = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hbits, shift01), m3), 4);
+    const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hbits, shift23), m3), 4);
+    p.q[2 * j] = _mm512_or_si512(_mm512_and_si512(lbits, m4), ha);                             // chunks 0, 1
+    p.q[2 * j + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lbits, 4), m4), hb);  // chunks 2, 3
+    p.sc[2 * j] = _mm512_permutexvar_epi16(lanes_idx(8 * j), scales);
+    p.sc[2 * j + 1] = _mm512_permutexvar_epi16(lanes_idx(8 * j + 4), scales);
+  }
+  p.xd = fp16(x.d);
+}
+
+inline void acc_q6_k(const Q6KPrep& p, const BlockQ8_K& y, __m512& acc) {
+  const float d = y.d * p.xd;
+  const __m256i offset = _mm256_madd_epi16(p.scales16, loadu256(y.bsums));
+  const int8_t* q8 = y.qs;
+  __m512i sumi = _mm512_setzero_si512();
+  for (int j = 0; j < 2; ++j) {
+    const __m512i pa = _mm512_maddubs_epi16(p.q[2 * j], loadu512(q8 + 128 * j));
+    const __m512i pb = _mm512_maddubs_epi16(p.q[2 * j + 1], loadu512(q8 + 128 * j + 64));
+    sumi = _mm512_dpwssd_epi32(sumi, pa, p.sc[2 * j]);
+    sumi = _mm512_dpwssd_epi32(sumi, pb, p.sc[2 * j + 1]);
+  }
+  sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
+  acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+}
+
+float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
   __m512 acc = _mm512_setzero_ps();
   __m128 acc_m = _mm_setzero_ps();
+  Q4KPrep p;
   for (int64_t i = 0; i < nb; ++i) {
-    const float d = y[i].d * fp16(x[i].d);
-    const float dmin = -y[i].d * fp16(x[i].dmin);
-    // The 12 scale bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
-    uint32_t utmp[4];
-    std::memcpy(utmp, x[i].scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(
-        _mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]),
-                      static_cast<int>(utmp[0])));
-    const __m256i q8sums = loadu256(y[i].bsums);
-    const __m128i q8s = _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
-    const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
-    const __m512i scales = _mm512_castsi256_si512(mins_and_scales);
-
-    const uint8_t* q4 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m512i sumi = _mm512_setzero_si512();
-    for (int j = 0; j < 4; j += 2) {  // 32-byte chunks j and j + 1: sub-blocks 2j .. 2j + 3
-      const __m512i q4bits = loadu512(q4 + 32 * j);
-      const __m512i lo = _mm512_and_si512(q4bits, m4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q4bits, 4), m4);
-      const __m512i pl = _mm512_maddubs_epi16(lo, load2x256(q8 + 64 * j, q8 + 64 * j + 64));
-      const __m512i ph = _mm512_maddubs_epi16(hi, load2x256(q8 + 64 * j + 32, q8 + 64 * j + 96));
-      sumi = _mm512_dpwssd_epi32(sumi, pl, _mm512_permutexvar_epi16(halves_idx(2 * j, 2 * j + 2), scales));
-      sumi = _mm512_dpwssd_epi32(sumi, ph, _mm512_permutexvar_epi16(halves_idx(2 * j + 1, 2 * j + 3), scales));
-    }
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+    prep_q4_k(x[i], p);
+    acc_q4_k(p, y[i], acc, acc_m);
   }
   return hsum(acc) + hsum128(acc_m);
 }
 
 float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
-  // Σ sc·(q − 32)·a = Σ sc·q·a − 32·Σ sc·bsum, as in AVX2.
-  const __m512i m4 = _mm512_set1_epi8(0xF);
-  const __m512i m3 = _mm512_set1_epi8(3);
-  const __m512i shift01 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
-  const __m512i shift23 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
   __m512 acc = _mm512_setzero_ps();
+  Q6KPrep p;
   for (int64_t i = 0; i < nb; ++i) {
-    const float d = y[i].d * fp16(x[i].d);
-    const uint8_t* ql = x[i].ql;
-    const uint8_t* qh = x[i].qh;
-    const int8_t* q8 = y[i].qs;
-    const __m256i scales16 = _mm256_cvtepi8_epi16(loadu128(x[i].scales));
-    const __m256i offset = _mm256_madd_epi16(scales16, loadu256(y[i].bsums));
-    const __m512i scales = _mm512_castsi256_si512(scales16);
-    __m512i sumi = _mm512_setzero_si512();
-    for (int j = 0; j < 2; ++j) {
-      const __m512i lbits = loadu512(ql);
-      ql += 64;
-      const __m512i hbits = _mm512_broadcast_i64x4(loadu256(qh));
-      qh += 32;
-      const __m512i ha = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hbits, shift01), m3), 4);
-      const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hbits, shift23), m3), 4);
-      const __m512i a = _mm512_or_si512(_mm512_and_si512(lbits, m4), ha);                         // chunks 0, 1
-      const __m512i b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lbits, 4), m4), hb);  // chunks 2, 3
-      const __m512i pa = _mm512_maddubs_epi16(a, loadu512(q8));
-      const __m512i pb = _mm512_maddubs_epi16(b, loadu512(q8 + 64));
-      q8 += 128;
-      sumi = _mm512_dpwssd_epi32(sumi, pa, _mm512_permutexvar_epi16(lanes_idx(8 * j), scales));
-      sumi = _mm512_dpwssd_epi32(sumi, pb, _mm512_permutexvar_epi16(lanes_idx(8 * j + 4), scales));
-    }
-    sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+    prep_q6_k(x[i], p);
+    acc_q6_k(p, y[i], acc);
   }
   return hsum(acc);
 }
+
+// One row against A activations: each block unpacked once.
+template <int A>
+void q4_k_row_acts(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
+  __m512 acc[A];
+  __m128 acc_m[A];
+  for (int a = 0; a < A; ++a) {
+    acc[a] = _mm512_setzero_ps();
+    acc_m[a] = _mm_setzero_ps();
+  }
+  Q4KPrep p;
+  for (int64_t i = 0; i < nb; ++i) {
+    prep_q4_k(x[i], p);
+    for (int a = 0; a < A; ++a) acc_q4_k(p, y[a][i], acc[a], acc_m[a]);
+  }
+  for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]) + hsum128(acc_m[a]);
+}
+
+template <int A>
+void q6_k_row_acts(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+  Q6KPrep p;
+  for (int64_t i = 0; i < nb; ++i) {
+    prep_q6_k(x[i], p);
+    for (int a = 0; a < A; ++a) acc_q6_k(p, y[a][i], acc[a]);
+  }
+  for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]);
+}
+
+// Every row against every activation, in groups of up to four activations per pass over a row.
+template <typename Block, template <int> class RowActs>
+void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                float* const* outs) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; ++r) {
+    const auto* x = reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride);
+    int a = 0;
+    for (; nact - a >= 4; a += 4) RowActs<4>::run(nb, x, y + a, outs + a, r);
+    switch (nact - a) {
+      case 3: RowActs<3>::run(nb, x, y + a, outs + a, r); break;
+      case 2: RowActs<2>::run(nb, x, y + a, outs + a, r); break;
+      case 1: RowActs<1>::run(nb, x, y + a, outs + a, r); break;
+      default: break;
+    }
+  }
+}
+
+template <int A>
+struct Q4KRowActs {
+  static void run(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
+    q4_k_row_acts<A>(nb, x, y, outs, r);
+  }
+};
+template <int A>
+struct Q6KRowActs {
+  static void run(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
+    q6_k_row_acts<A>(nb, x, y, outs, r);
+  }
+};
 
 float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
   // Four groups per step: their 64 code bytes in one load (group g + l in 128-bit lane l), looked
@@ -211,6 +315,14 @@ void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
 }
 void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                         int nact, float* const* outs) {
+  rows_multi<BlockQ4_K, Q4KRowActs>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                         int nact, float* const* outs) {
+  rows_multi<BlockQ6_K, Q6KRowActs>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);

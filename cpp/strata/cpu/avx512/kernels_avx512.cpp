@@ -15,8 +15,8 @@ constexpr DotKernel kQ4_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0, dot_
 constexpr DotKernel kQ5_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_0, dot_rows_multi_q5_0};
 constexpr DotKernel kQ8_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0, dot_rows_multi_q8_0};
 constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k, nullptr};
-constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, nullptr};
-constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, nullptr};
+constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, dot_rows_multi_q4_k};
+constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, dot_rows_multi_q6_k};
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
 // Q4_0_R16 runs the AVX2 kernel: a 512-bit vpdpbusd version was faster in bench/gemv_bench.py but
 // slower in engine decode (docs/benchmarks.md, GEMV), so it was dropped.
