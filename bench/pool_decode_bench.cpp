@@ -89,14 +89,21 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--model") path = next();
-    else if (a == "--threads") threads = int_list(next());
-    else if (a == "--spin-us") spins = int_list(next());
-    else if (a == "--prompt") prompt = std::atoi(next().c_str());
-    else if (a == "--tokens") tokens = std::atoi(next().c_str());
-    else if (a == "--reps") reps = std::atoi(next().c_str());
+    if (a == "--model")
+      path = next();
+    else if (a == "--threads")
+      threads = int_list(next());
+    else if (a == "--spin-us")
+      spins = int_list(next());
+    else if (a == "--prompt")
+      prompt = std::atoi(next().c_str());
+    else if (a == "--tokens")
+      tokens = std::atoi(next().c_str());
+    else if (a == "--reps")
+      reps = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr, "usage: %s --model PATH [--threads 1,2] [--spin-us 0,300] [--prompt N] [--tokens N] [--reps N]\n",
+      std::fprintf(stderr,
+                   "usage: %s --model PATH [--threads 1,2] [--spin-us 0,300] [--prompt N] [--tokens N] [--reps N]\n",
                    argv[0]);
       return 2;
     }
@@ -123,15 +130,20 @@ int main(int argc, char** argv) {
         configs.push_back(std::move(c));
       }
     std::vector<int32_t> toks(static_cast<std::size_t>(prompt + tokens));
-    for (std::size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((i * 7919 + 13) % std::min<uint32_t>(hp.n_vocab, 257));
+    for (std::size_t i = 0; i < toks.size(); ++i)
+      toks[i] = static_cast<int32_t>((i * 7919 + 13) % std::min<uint32_t>(hp.n_vocab, 257));
     for (auto& c : configs) {  // warm-up: page the weights in, first-touch the scratch
-      c.window->prompt_run_rows(toks.data(), std::min(prompt, 16), 0, nullptr, 0, true);
+      c.window->run(toks.data(), std::min(prompt, 16), 0, engine::LogitRows::Last);
       c.window->run(toks.data() + 16, 1, std::min(prompt, 16), engine::LogitRows::Last);
     }
     for (int rep = 0; rep < reps; ++rep)
       for (auto& c : configs) {
         auto t0 = Clock::now();
-        c.window->prompt_run_rows(toks.data(), prompt, 0, nullptr, 0, true);
+        for (int s = 0; s < prompt; s += c.window->max_rows()) {  // the prompt in chunks of max_rows
+          const int rows = std::min(c.window->max_rows(), prompt - s);
+          c.window->run(toks.data() + s, rows, s,
+                        s + rows == prompt ? engine::LogitRows::Last : engine::LogitRows::None);
+        }
         c.prefill_tok_s.push_back(prompt / std::chrono::duration<double>(Clock::now() - t0).count());
         const uint64_t d0 = c.pool->dispatches(), s0 = c.pool->sleeps();
         const Usage u0 = usage_now();

@@ -73,7 +73,9 @@ const char* kSectionNames[kSections] = {"embed", "norms+hc", "attention", "moe",
 class PiecewiseWindow {
  public:
   PiecewiseWindow(const model::Model& m, ThreadPool* pool, int max_rows, int64_t max_ctx)
-      : m_(m), hp_(m.hparams()), pool_(pool),
+      : m_(m),
+        hp_(m.hparams()),
+        pool_(pool),
         policy_{hp_.sink_count, hp_.sliding_window, hp_.uses_indexer() ? hp_.indexer_top_k : 0},
         kv_(static_cast<int>(hp_.n_layer), max_ctx, static_cast<int>(hp_.n_head_kv), static_cast<int>(hp_.head_dim),
             hp_.kv_type, hp_.uses_indexer() ? static_cast<int>(hp_.indexer_dim) : 0),
@@ -188,7 +190,8 @@ struct DenseTimes {
 void time_dense(const model::Model& m, engine::Scratch& s, ThreadPool* pool, int R, DenseTimes& out) {
   const model::HParams& hp = m.hparams();
   const int64_t d = hp.n_embd;
-  std::vector<float> x(static_cast<std::size_t>(R) * std::max<int64_t>({d, hp.q_rows(), hp.ff_shared, hp.ff_expert}), 0.5f);
+  std::vector<float> x(static_cast<std::size_t>(R) * std::max<int64_t>({d, hp.q_rows(), hp.ff_shared, hp.ff_expert}),
+                       0.5f);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   std::vector<float> y(static_cast<std::size_t>(R) * std::max<int64_t>(hp.n_vocab, 4096));
   auto t0 = Clock::now();
@@ -244,15 +247,25 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--model") path = next();
-    else if (a == "--no-pieces") pieces = false;
-    else if (a == "--only") only = std::atoi(next());
-    else if (a == "--threads") threads = std::atoi(next());
-    else if (a == "--reps") reps = std::atoi(next());
-    else if (a == "--prompt") prompt = std::atoll(next());
-    else if (a == "--max-rows") max_rows = std::atoi(next());
+    if (a == "--model")
+      path = next();
+    else if (a == "--no-pieces")
+      pieces = false;
+    else if (a == "--only")
+      only = std::atoi(next());
+    else if (a == "--threads")
+      threads = std::atoi(next());
+    else if (a == "--reps")
+      reps = std::atoi(next());
+    else if (a == "--prompt")
+      prompt = std::atoll(next());
+    else if (a == "--max-rows")
+      max_rows = std::atoi(next());
     else {
-      std::fprintf(stderr, "usage: %s [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces] [--only R]\n", argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces] [--only R]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -265,7 +278,8 @@ int main(int argc, char** argv) {
   cfg.pool = &pool;
   engine::Window w(*model, cfg);
   const std::vector<int32_t> toks = tokens_for(prompt + max_rows, hp.n_vocab, 1);
-  w.prompt_run_rows(toks.data(), prompt, 0, nullptr, 64, false);
+  for (int64_t s = 0; s < prompt; s += 64)  // the prompt in chunks of 64 rows, no logits
+    w.run(toks.data() + s, static_cast<int>(std::min<int64_t>(64, prompt - s)), s, engine::LogitRows::None);
   w.commit(prompt);
 
   // Part 1: Window::run.
@@ -333,13 +347,14 @@ int main(int argc, char** argv) {
               "router", "1 expert", "output");
   for (int R = 1; R <= max_rows; ++R) {
     const auto& v = td[static_cast<std::size_t>(R)];
-    auto med = [&](double DenseTimes::*f) {
+    auto med = [&](double DenseTimes::* f) {
       std::vector<double> x;
       for (const auto& e : v) x.push_back(e.*f);
       return median(x);
     };
-    std::printf("%4d  %12.4f  %12.4f  %12.4f  %12.4f  %12.4f\n", R, med(&DenseTimes::attn_proj), med(&DenseTimes::shared),
-                med(&DenseTimes::router), med(&DenseTimes::expert1), med(&DenseTimes::output));
+    std::printf("%4d  %12.4f  %12.4f  %12.4f  %12.4f  %12.4f\n", R, med(&DenseTimes::attn_proj),
+                med(&DenseTimes::shared), med(&DenseTimes::router), med(&DenseTimes::expert1),
+                med(&DenseTimes::output));
   }
   return 0;
 }

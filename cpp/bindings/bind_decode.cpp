@@ -1,6 +1,6 @@
 // Bindings of the decode loop's decision logic (submodule strata._strata.decode): MOCE routing, the
-// MoE plan, sample_dist / sampling / verify_window with a serialisable rng, the validated STRATA_*
-// settings, draft retention and the draft-cell bookkeeping. Used by Python tests and the Config.
+// MoE plan, sample_dist / sampling / verify_window with a serialisable rng, draft retention and the
+// draft-cell bookkeeping (the settings: bind_settings.cpp). Used by Python tests.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -42,43 +42,11 @@ const uint8_t* residency(const std::optional<U8>& resident, py::ssize_t n_expert
   return resident->data();
 }
 
-
-
-py::dict settings_dict(const config::Settings& s) {
-  py::dict retention;
-  std::vector<float> sched(s.retention.schedule.values.begin(),
-                           s.retention.schedule.values.begin() + s.retention.schedule.size);
-  retention["schedule"] = sched;
-  retention["min_cum_p"] = s.retention.min_cum_p;
-  retention["policy_on"] = s.retention.policy_on;
-  py::dict moce;
-  moce["log_bonus"] = s.moce.log_bonus;
-  moce["rank1"] = s.moce.rank1;
-  moce["protect"] = s.moce.protect;
-  moce["draft"] = s.moce.draft;
-  moce["window"] = s.moce.window_log_bonus;
-  moce["params"] = s.moce.params();  // the engine's MoceParams (m = fl32(e^λ) computed here, once)
-  py::dict mtp;
-  mtp["sink"] = s.mtp.sink;
-  mtp["window"] = s.mtp.window;
-  mtp["q4"] = s.mtp.q4;
-  mtp["q5"] = s.mtp.q5;
-  py::dict metal;
-  metal["metallib"] = s.metal.metallib;
-  metal["mtp_tile"] = s.metal.mtp_tile;
-  py::dict out;
-  out["metal"] = metal;
-  out["retention"] = retention;
-  out["moce"] = moce;
-  out["mtp"] = mtp;
-  out["spec_sample"] = s.spec_sample == sampling::SpecSample::Exact ? "exact" : "greedy";
-  return out;
-}
-
 }  // namespace
 
 void bind_decode(py::module_& parent) {
-  py::module_ m = parent.def_submodule("decode", "Decode-loop decision logic: routing, plan, sampling, settings, drafting");
+  py::module_ m =
+      parent.def_submodule("decode", "Decode-loop decision logic: routing, plan, sampling, settings, drafting");
 
   // ---- routing
   py::class_<routing::MoceParams>(m, "MoceParams")
@@ -105,7 +73,8 @@ void bind_decode(py::module_& parent) {
         F32 w(k);
         {
           py::gil_scoped_release nogil;
-          routing::route_row(probs.data(), static_cast<int>(E), k, res, p, draft_row, ids.mutable_data(), w.mutable_data());
+          routing::route_row(probs.data(), static_cast<int>(E), k, res, p, draft_row, ids.mutable_data(),
+                             w.mutable_data());
         }
         return py::make_tuple(ids, w);
       },
@@ -136,7 +105,8 @@ void bind_decode(py::module_& parent) {
         require(ids.ndim() == 2, "ids must be 2-D (rows, k)");
         const uint8_t* res = residency(resident, n_experts);
         routing::Plan plan;
-        routing::build_plan(ids.data(), static_cast<int>(ids.shape(0)), static_cast<int>(ids.shape(1)), n_experts, res, plan);
+        routing::build_plan(ids.data(), static_cast<int>(ids.shape(0)), static_cast<int>(ids.shape(1)), n_experts, res,
+                            plan);
         py::dict d;
         d["group_expert"] = I32(static_cast<py::ssize_t>(plan.group_expert.size()), plan.group_expert.data());
         d["group_offset"] = I32(static_cast<py::ssize_t>(plan.group_offset.size()), plan.group_offset.data());
@@ -153,7 +123,8 @@ void bind_decode(py::module_& parent) {
   py::class_<sampling::SamplingPolicy>(m, "SamplingPolicy")
       .def(py::init([](float temperature, int top_k, float top_p, float min_p, float repetition_penalty,
                        float presence_penalty, int penalty_last_n) {
-             sampling::SamplingPolicy p{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, penalty_last_n};
+             sampling::SamplingPolicy p{temperature,      top_k,         top_p, min_p, repetition_penalty,
+                                        presence_penalty, penalty_last_n};
              sampling::validate(p);
              return p;
            }),
@@ -171,11 +142,13 @@ void bind_decode(py::module_& parent) {
   py::class_<sampling::Rng>(m, "Rng")
       .def(py::init<uint64_t>(), py::arg("seed") = 0)
       .def("reseed", &sampling::Rng::reseed, py::arg("seed"))
-      .def("state", [](const sampling::Rng& r) {
-        const auto s = r.state();
-        return py::make_tuple(s[0], s[1], s[2], s[3]);
-      })
-      .def("set_state", [](sampling::Rng& r, const std::array<uint64_t, 4>& s) { r.set_state(s); }, py::arg("state"))
+      .def("state",
+           [](const sampling::Rng& r) {
+             const auto s = r.state();
+             return py::make_tuple(s[0], s[1], s[2], s[3]);
+           })
+      .def(
+          "set_state", [](sampling::Rng& r, const std::array<uint64_t, 4>& s) { r.set_state(s); }, py::arg("state"))
       .def("next", &sampling::Rng::next)
       .def("uniform", &sampling::Rng::uniform);
 
@@ -187,7 +160,8 @@ void bind_decode(py::module_& parent) {
         sampling::validate(p);
         sampling::SampleWorkspace ws;
         F32 out(logits.shape(0));
-        sampling::sample_dist(logits.data(), static_cast<int>(logits.shape(0)), p, history, inputs, out.mutable_data(), ws);
+        sampling::sample_dist(logits.data(), static_cast<int>(logits.shape(0)), p, history, inputs, out.mutable_data(),
+                              ws);
         return out;
       },
       py::arg("logits"), py::arg("policy"), py::arg("history") = std::vector<int32_t>{},
@@ -220,30 +194,6 @@ void bind_decode(py::module_& parent) {
       py::arg("logits"), py::arg("drafts"), py::arg("policy"), py::arg("history"), py::arg("rng"),
       py::arg("mode") = "exact", "(accepted drafts, next token); history ends with the window's first input");
 
-  // ---- settings
-  m.def(
-      "parse_settings",
-      [](const std::map<std::string, std::string>& env, bool strict) -> py::object {
-        if (strict) return settings_dict(config::load_settings_strict(env));
-        const auto r = config::parse_settings(env);
-        return py::make_tuple(settings_dict(r.settings), r.diagnostics);
-      },
-      py::arg("env"), py::arg("strict") = true,
-      "Validate STRATA_* settings from a mapping. strict: the settings dict or ConfigError; "
-      "otherwise (settings with rejected groups at defaults, diagnostics)");
-  m.def("known_settings", [] {
-    py::list out;
-    for (const auto& s : config::known_settings()) {
-      py::dict d;
-      d["name"] = s.name;
-      d["group"] = s.group;
-      d["default"] = s.default_value;
-      d["rule"] = s.rule;
-      out.append(d);
-    }
-    return out;
-  });
-
   // ---- drafting
   m.def(
       "retain_chained",
@@ -260,16 +210,23 @@ void bind_decode(py::module_& parent) {
       .def("reset", &draft::DraftCells::reset)
       .def("load", &draft::DraftCells::load)
       .def_property_readonly("sink_end", &draft::DraftCells::sink_end)
-      .def_property_readonly("run", [](const draft::DraftCells& d) { return py::make_tuple(d.run_begin(), d.run_end()); })
+      .def_property_readonly("run",
+                             [](const draft::DraftCells& d) { return py::make_tuple(d.run_begin(), d.run_end()); })
       .def("valid", &draft::DraftCells::valid, py::arg("cell"))
-      .def("draft_row_cells", [](const draft::DraftCells& d, int32_t pos) {
-        std::vector<int32_t> out;
-        d.draft_row_cells(pos, out);
-        return out;
-      }, py::arg("pos"))
-      .def("check_reads", [](const draft::DraftCells& d, const std::vector<int32_t>& cells, int32_t pos,
-                             int chain_step) { d.check_reads(cells, pos, chain_step); },
-           py::arg("cells"), py::arg("pos"), py::arg("chain_step") = 0);
+      .def(
+          "draft_row_cells",
+          [](const draft::DraftCells& d, int32_t pos) {
+            std::vector<int32_t> out;
+            d.draft_row_cells(pos, out);
+            return out;
+          },
+          py::arg("pos"))
+      .def(
+          "check_reads",
+          [](const draft::DraftCells& d, const std::vector<int32_t>& cells, int32_t pos, int chain_step) {
+            d.check_reads(cells, pos, chain_step);
+          },
+          py::arg("cells"), py::arg("pos"), py::arg("chain_step") = 0);
 }
 
 }  // namespace strata::bindings

@@ -2,15 +2,14 @@
 // drafter on a backend chosen with backend=: "cpu" (engine::Runner: Window + Mtp over an expert
 // store), "metal-emu" (the Metal kernels and dispatch plan on the threadgroup emulator, any platform,
 // slowly) or "metal" (the GPU, macOS with metal-cpp). Every backend answers the same methods, so
-// strata.Session and the tests use one class. The decode settings (retention, verification rule)
-// come once, with the engine, from Config (the C++ parser validates them); a round gets none.
+// strata.Session and the tests use one class. Its settings come once, with the engine, as one typed
+// config::Settings (strata.Config.native(), bind_settings.cpp); a round gets none.
 // Compute releases the GIL; a mutex serialises concurrent calls from several Python threads.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,7 +25,6 @@
 #include "strata/config/settings.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/engine/runner.h"
-#include "strata/experts/expert_settings.h"
 #include "strata/experts/expert_store.h"
 #include "strata/model/drafter_requant.h"
 #include "strata/model/model.h"
@@ -49,49 +47,6 @@ struct PyCheckpoint {
 };
 
 // ---- expert store (docs/experts.md)
-
-experts::ExpertStoreConfig expert_config(const std::string& mode, const py::object& cache, const std::string& direct,
-                                         int io_threads, bool page_cache_probe) {
-  experts::ExpertStoreConfig c;
-  c.page_cache_probe = page_cache_probe;
-  if (mode == "mmap")
-    c.mode = experts::ExpertMode::Mmap;
-  else if (mode == "stream")
-    c.mode = experts::ExpertMode::Stream;
-  else
-    throw_error(ErrorKind::Value, "expert_mode must be 'mmap' or 'stream', not '" + mode + "'");
-  if (direct == "auto")
-    c.direct_io = experts::DirectIo::Auto;
-  else if (direct == "on")
-    c.direct_io = experts::DirectIo::On;
-  else if (direct == "off")
-    c.direct_io = experts::DirectIo::Off;
-  else
-    throw_error(ErrorKind::Value, "expert_direct_io must be 'auto', 'on' or 'off', not '" + direct + "'");
-  c.io_threads = io_threads;
-  if (cache.is_none()) return c;
-  if (py::isinstance<py::bool_>(cache)) throw_error(ErrorKind::Value, "expert_cache: a size, a fraction or a string");
-  if (py::isinstance<py::int_>(cache)) {
-    const long long b = cache.cast<long long>();
-    if (b < 0) throw_error(ErrorKind::Value, "expert_cache: " + std::to_string(b) + " bytes is negative");
-    c.cache_bytes = static_cast<uint64_t>(b);
-  } else if (py::isinstance<py::float_>(cache)) {
-    const double f = cache.cast<double>();
-    if (!(f > 0.0 && f <= 1.0))
-      throw_error(ErrorKind::Value,
-                  "expert_cache: a float is a fraction of all experts in (0, 1], not " + std::to_string(f));
-    c.cache_fraction = f;
-  } else if (py::isinstance<py::str>(cache)) {
-    const config::Parsed<experts::CacheSize> p = experts::parse_cache_size(cache.cast<std::string>());
-    if (!p.value) throw_error(ErrorKind::Value, "expert_cache: " + p.error);
-    c.cache_bytes = p.value->bytes;
-    c.cache_fraction = p.value->fraction;
-  } else {
-    throw_error(ErrorKind::Value,
-                "expert_cache: bytes (int), a fraction of all experts (float) or a string like '25%'");
-  }
-  return c;
-}
 
 py::dict counters_dict(const experts::ExpertCounters& k) {
   py::dict d;
@@ -138,53 +93,54 @@ py::dict zero_counters() {
 }
 
 struct EngineArgs {
-  std::string path, backend;
+  std::string path;
   int n_threads = 0;
   int64_t max_ctx = 0;
   int max_rows = 0;
-  int64_t mtp_sink = 64, mtp_window = 256;
   bool encode_mtp = true;
+  config::Settings settings;
   experts::ExpertStoreConfig experts;
-  routing::MoceParams moce;
   model::DrafterRequant requant = model::DrafterRequant::Off;
-  std::optional<cpu::RepackMode> repack;  // cpu backend: repacked weights (None = STRATA_REPACK)
-  std::string metallib, metal_mtp_tile;
+  std::optional<cpu::RepackMode> repack;  // cpu backend: nullopt = the process's (STRATA_REPACK)
 };
 
-cpu::RepackMode parse_repack(const std::string& s) {
-  for (auto m : {cpu::RepackMode::Auto, cpu::RepackMode::On, cpu::RepackMode::Off})
-    if (s == cpu::repack_mode_name(m)) return m;
-  throw_error(ErrorKind::Value, "repack must be 'auto', 'on' or 'off', not '" + s + "'");
+// The expert store's configuration of the settings' expert group.
+experts::ExpertStoreConfig store_config(const config::ExpertSettings& e, bool page_cache_probe) {
+  experts::ExpertStoreConfig c;
+  c.mode = e.mode;
+  c.cache_bytes = e.cache_bytes;
+  c.cache_fraction = e.cache_fraction;
+  c.direct_io = e.direct_io;
+  c.io_threads = e.io_threads;
+  c.page_cache_probe = page_cache_probe;
+  return c;
 }
 
 class PyEngine {
  public:
+  // `settings`: the validated settings of this engine (strata.Config.native()), given once; None =
+  // every setting at its default, the repack mode the process's.
   PyEngine(const std::string& path, const std::string& backend, int n_threads, int64_t max_ctx, int max_rows,
-           int64_t mtp_sink, int64_t mtp_window, bool encode_mtp, const std::string& expert_mode,
-           const py::object& expert_cache, const std::string& expert_direct_io, int expert_io_threads,
-           std::optional<routing::MoceParams> moce, bool expert_page_cache_probe, const py::object& mtp_requant,
-           const std::map<std::string, std::string>& settings, const py::object& repack) {
+           bool encode_mtp, const std::optional<config::Settings>& settings, bool expert_page_cache_probe) {
+    if (max_rows < 0) throw_error(ErrorKind::Value, "Engine: max_rows must be >= 0 (0 = the backend's default)");
     EngineArgs a;
-    if (!repack.is_none()) a.repack = parse_repack(repack.cast<std::string>());
     a.path = path;
     backend_ = mtl::parse_backend(backend);
     a.n_threads = n_threads;
     a.max_ctx = max_ctx;
     a.max_rows = max_rows;
-    a.mtp_sink = mtp_sink;
-    a.mtp_window = mtp_window;
     a.encode_mtp = encode_mtp;
-    a.experts = expert_config(expert_mode, expert_cache, expert_direct_io, expert_io_threads, expert_page_cache_probe);
-    if (moce) a.moce = *moce;
-    a.requant = mtp_requant.is_none() ? model::DrafterRequant::Off
-                                      : model::parse_drafter_requant(py::str(mtp_requant).cast<std::string>());
-    if (max_rows < 0) throw_error(ErrorKind::Value, "Engine: max_rows must be >= 0 (0 = the backend's default)");
-    // The decode and Metal settings of this engine, validated once by the one settings parser.
-    const config::Settings st = config::load_settings_strict(settings);
+    if (settings) {
+      a.settings = *settings;
+      a.repack = settings->cpu.repack;
+    }
+    const config::Settings& st = a.settings;
+    a.experts = store_config(st.experts, expert_page_cache_probe);
+    a.requant = st.mtp.q4   ? model::DrafterRequant::Q4
+                : st.mtp.q5 ? model::DrafterRequant::Q5
+                            : model::DrafterRequant::Off;
     spec_.retention = st.retention;
     spec_.mode = st.spec_sample;
-    a.metallib = st.metal.metallib;
-    a.metal_mtp_tile = st.metal.mtp_tile;
     py::gil_scoped_release release;
     if (backend_ == mtl::Backend::Cpu)
       build_cpu(a);
@@ -310,8 +266,10 @@ class PyEngine {
     d["address"] = reinterpret_cast<uintptr_t>(x->data);
     const std::size_t n = static_cast<std::size_t>(x->rows) * x->row_stride;
     py::array_t<uint8_t> bytes(std::vector<py::ssize_t>{x->rows, static_cast<py::ssize_t>(x->row_stride)});
-    if (n && cpu::is_repacked(x->type)) cpu::unpack_rows(x->type, x->data, x->rows, x->cols, bytes.mutable_data());
-    else if (n) std::memcpy(bytes.mutable_data(), x->data, n);
+    if (n && cpu::is_repacked(x->type))
+      cpu::unpack_rows(x->type, x->data, x->rows, x->cols, bytes.mutable_data());
+    else if (n)
+      std::memcpy(bytes.mutable_data(), x->data, n);
     d["data"] = bytes;
     return d;
   }
@@ -440,12 +398,12 @@ class PyEngine {
   void build_cpu(const EngineArgs& a) {
     RunnerConfig cfg;
     cfg.experts = a.experts;
-    cfg.moce = a.moce;
+    cfg.moce = a.settings.moce.params();
     cfg.n_threads = a.n_threads;
     cfg.max_ctx = a.max_ctx;
     cfg.max_rows = a.max_rows > 0 ? a.max_rows : 512;
-    cfg.mtp_sink = a.mtp_sink;
-    cfg.mtp_window = a.mtp_window;
+    cfg.mtp_sink = a.settings.mtp.sink;
+    cfg.mtp_window = a.settings.mtp.window;
     cfg.encode_mtp = a.encode_mtp;
     cfg.mtp_requant = a.requant;
     cfg.repack = a.repack;
@@ -464,9 +422,9 @@ class PyEngine {
     mtl::MetalModelConfig cfg;
     cfg.max_ctx = a.max_ctx;
     cfg.max_rows = a.max_rows > 0 ? a.max_rows : 32;
-    cfg.drafter_tiles = mtl::drafter_tiles(a.metal_mtp_tile);
-    cfg.moce = a.moce;
-    moce_ = a.moce;
+    cfg.drafter_tiles = mtl::drafter_tiles(a.settings.metal.mtp_tile);
+    cfg.moce = a.settings.moce.params();
+    moce_ = cfg.moce;
     requant_ = a.requant;
     own_model_ = model::Model::load(a.path);
     // R-11 before the device wraps the drafter's weights (the Q4_0 / Q5_0 GEMVs run as any other).
@@ -484,11 +442,11 @@ class PyEngine {
       }
       device_ = std::make_unique<mtl::EmuDevice>(opt);
     } else {
-      device_ = mtl::create_device(backend_, a.metallib);
+      device_ = mtl::create_device(backend_, a.settings.metal.metallib);
     }
     engine::SequenceConfig sc;
-    sc.mtp_sink = a.mtp_sink;
-    sc.mtp_window = a.mtp_window;
+    sc.mtp_sink = a.settings.mtp.sink;
+    sc.mtp_window = a.settings.mtp.window;
     sc.encode_mtp = a.encode_mtp;
     model_ = own_model_.get();
     seq_ = mtl::metal_sequence(*device_, *own_model_, cfg, sc);
@@ -530,24 +488,18 @@ void bind_engine(py::module_& m) {
       "A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by "
       "position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.");
   engine_cls
-      .def(py::init<const std::string&, const std::string&, int, int64_t, int, int64_t, int64_t, bool,
-                    const std::string&, const py::object&, const std::string&, int, std::optional<routing::MoceParams>,
-                    bool, const py::object&, const std::map<std::string, std::string>&, const py::object&>(),
+      .def(py::init<const std::string&, const std::string&, int, int64_t, int, bool,
+                    const std::optional<config::Settings>&, bool>(),
            py::arg("path"), py::arg("backend") = "cpu", py::arg("n_threads") = 0, py::arg("max_ctx") = 0,
-           py::arg("max_rows") = 0, py::arg("mtp_sink") = 64, py::arg("mtp_window") = 256, py::arg("encode_mtp") = true,
-           py::arg("expert_mode") = "mmap", py::arg("expert_cache") = py::none(), py::arg("expert_direct_io") = "auto",
-           py::arg("expert_io_threads") = 4, py::arg("moce") = py::none(), py::arg("expert_page_cache_probe") = false,
-           py::arg("mtp_requant") = py::none(), py::arg("settings") = std::map<std::string, std::string>{},
-           py::arg("repack") = py::none(),
-           "repack (cpu): 'auto' | 'on' | 'off' (None = STRATA_REPACK): Q4_0/Q8_0 weights interleaved at load for "
-           "the kernels (docs/quantization.md). backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu "
-           "and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal). expert_mode: 'mmap' (weights "
-           "from the file mapping) or 'stream' (cpu only: a bounded resident set read with positioned reads); "
-           "expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' (None = every expert); "
-           "expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main window's routing (default "
-           "plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache "
-           "as misses (mincore). settings: the STRATA_* settings of the C++ parser (Config's: retention, verification "
-           "rule, STRATA_METALLIB, STRATA_METAL_MTP_TILE), validated once here. See docs/experts.md, docs/metal.md.")
+           py::arg("max_rows") = 0, py::arg("encode_mtp") = true, py::arg("settings") = py::none(),
+           py::arg("expert_page_cache_probe") = false,
+           "backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu "
+           "and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal); encode_mtp: encode the "
+           "drafter's cells while evaluating. settings: the engine's validated Settings (strata.Config.native(): "
+           "MTP cells, drafter weight format, retention, verification rule, MOCE routing, Metal library and tile, "
+           "expert store, repack), given once; None = every setting at its default and the process's repack mode. "
+           "expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses "
+           "(mincore; the expert benchmark). See docs/settings.md, docs/experts.md, docs/metal.md.")
       .def_property_readonly("backend", &PyEngine::backend)
       .def_property_readonly("arch", [](const PyEngine& e) { return e.hp().arch_name; })
       .def_property_readonly("hparams", &PyEngine::hparams)
@@ -563,17 +515,19 @@ void bind_engine(py::module_& m) {
                                if (e.requant() == model::DrafterRequant::Off) return py::none();
                                return py::str(model::drafter_requant_name(e.requant()));
                              })
-      .def_property_readonly("repack",
-                             [](PyEngine& e) {
-                               const model::RepackReport& r = e.runner().repack_report();
-                               py::dict d;
-                               d["mode"] = std::string(cpu::repack_mode_name(r.mode));
-                               d["matrices"] = r.matrices;
-                               d["bytes"] = r.bytes;
-                               d["seconds"] = r.seconds;
-                               d["experts_left"] = r.experts_left;
-                               return d;
-                             }, "cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
+      .def_property_readonly(
+          "repack",
+          [](PyEngine& e) {
+            const model::RepackReport& r = e.runner().repack_report();
+            py::dict d;
+            d["mode"] = std::string(cpu::repack_mode_name(r.mode));
+            d["matrices"] = r.matrices;
+            d["bytes"] = r.bytes;
+            d["seconds"] = r.seconds;
+            d["experts_left"] = r.experts_left;
+            return d;
+          },
+          "cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
       .def("mtp_weight", &PyEngine::mtp_weight, py::arg("name"),
            "One MTP weight as a dict: present, type, repacked, rows, cols, address, data (uint8 [rows, row_bytes] "
            "copy; a repacked weight as its plain type and bytes)")
@@ -610,33 +564,6 @@ void bind_engine(py::module_& m) {
            "Record, per MoE layer of the last window, the router's probabilities, residency map and chosen ids (tests)")
       .def("route_trace", &PyEngine::route_trace);
   def_spec_round(engine_cls);
-  // A thin alias of Engine for the Metal backends only (backend "cpu" is refused).
-  m.def(
-      "MetalEngine",
-      [engine_cls](const std::string& path, const std::string& backend, const py::kwargs& kw) -> py::object {
-        if (mtl::parse_backend(backend) == mtl::Backend::Cpu)
-          throw_error(ErrorKind::Config, "MetalEngine: backend must be metal-emu or metal");
-        return engine_cls(path, py::arg("backend") = backend, **kw);
-      },
-      py::arg("path"), py::arg("backend") = "metal-emu",
-      "Engine(path, backend=...) for backend 'metal-emu' or 'metal'");
-
-  m.def(
-      "parse_expert_settings",
-      [](const std::map<std::string, std::string>& env) {
-        const experts::ExpertSettingsResult r = experts::parse_expert_settings(env);
-        py::dict d;
-        d["mode"] = experts::expert_mode_name(r.config.mode);
-        d["cache_bytes"] = r.config.cache_bytes;
-        d["cache_fraction"] = r.config.cache_fraction;
-        d["direct_io"] = experts::direct_io_name(r.config.direct_io);
-        d["io_threads"] = r.config.io_threads;
-        d["diagnostic"] = r.diagnostic ? py::object(py::str(*r.diagnostic)) : py::object(py::none());
-        return d;
-      },
-      py::arg("env"),
-      "Validate the STRATA_EXPERT_* settings of an environment map (one group: any bad value gives a diagnostic "
-      "and the defaults).");
 }
 
 }  // namespace strata::bindings

@@ -8,4 +8,5 @@ void bind_gguf(pybind11::module_& m);
 void bind_quant(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
 void bind_decode(pybind11::module_& m);
+void bind_settings(pybind11::module_& m);
 }  // namespace strata::bindings

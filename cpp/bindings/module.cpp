@@ -4,9 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
-#include "strata/cpu/cpu_settings.h"
 #include "strata/cpu/features.h"
-#include "strata/cpu/repack/repack.h"
 #include "strata/util/error.h"
 #include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
@@ -20,14 +18,14 @@ PYBIND11_MODULE(_strata, m) {
   // Exception classes: StrataError is the base; the others also derive from the matching builtin
   // so callers may catch either.
   static py::exception<strata::Error> base(m, "StrataError");
-  static py::object format_error = py::reinterpret_steal<py::object>(
-      PyErr_NewException("strata._strata.FormatError", base.ptr(), nullptr));
+  static py::object format_error =
+      py::reinterpret_steal<py::object>(PyErr_NewException("strata._strata.FormatError", base.ptr(), nullptr));
   static py::object config_error = py::reinterpret_steal<py::object>(PyErr_NewException(
       "strata._strata.ConfigError", py::make_tuple(base, py::handle(PyExc_ValueError)).ptr(), nullptr));
   static py::object value_error = py::reinterpret_steal<py::object>(PyErr_NewException(
       "strata._strata.InvalidArgument", py::make_tuple(base, py::handle(PyExc_ValueError)).ptr(), nullptr));
-  static py::object io_error = py::reinterpret_steal<py::object>(PyErr_NewException(
-      "strata._strata.IOFailure", py::make_tuple(base, py::handle(PyExc_OSError)).ptr(), nullptr));
+  static py::object io_error = py::reinterpret_steal<py::object>(
+      PyErr_NewException("strata._strata.IOFailure", py::make_tuple(base, py::handle(PyExc_OSError)).ptr(), nullptr));
   m.attr("FormatError") = format_error;
   m.attr("ConfigError") = config_error;
   m.attr("InvalidArgument") = value_error;
@@ -50,33 +48,23 @@ PYBIND11_MODULE(_strata, m) {
   });
 
   m.def("build_features", &strata::cpu::build_features, "ISA features compiled into this build");
-  m.def("active_isa", [] { return std::string(strata::cpu::isa_name(strata::cpu::active_isa())); },
-        "The ISA the kernels dispatch to now");
+  m.def(
+      "active_isa", [] { return std::string(strata::cpu::isa_name(strata::cpu::active_isa())); },
+      "The ISA the kernels dispatch to now");
   m.def("supported_isas", [] {
     std::vector<std::string> out;
     for (auto isa : strata::cpu::compiled_isas())
       if (strata::cpu::isa_supported(isa)) out.emplace_back(strata::cpu::isa_name(isa));
     return out;
   });
-  m.def("force_isa", [](const std::string& name) {
-    for (auto isa : strata::cpu::compiled_isas())
-      if (name == strata::cpu::isa_name(isa)) return strata::cpu::force_isa(isa);
-    strata::throw_error(strata::ErrorKind::Value, "unknown ISA: " + name);
-  }, py::arg("name"), "Force kernels onto one ISA path (tests, benchmarks)");
-  m.def("parse_cpu_settings", [](const std::map<std::string, std::string>& env) {
-    const strata::cpu::CpuSettingsResult r = strata::cpu::parse_cpu_settings(env);
-    py::dict d;
-    d["isa"] = r.settings.isa ? std::string(strata::cpu::isa_name(*r.settings.isa)) : std::string("auto");
-    d["repack"] = std::string(strata::cpu::repack_mode_name(r.settings.repack));
-    d["diagnostics"] = r.diagnostics;
-    return d;
-  }, py::arg("env"), "Validate STRATA_ISA / STRATA_REPACK (cpu/cpu_settings.h): {isa, repack, diagnostics}");
-  m.def("set_repack_mode", [](const std::string& name) {
-    for (auto mode : {strata::cpu::RepackMode::Auto, strata::cpu::RepackMode::On, strata::cpu::RepackMode::Off})
-      if (name == strata::cpu::repack_mode_name(mode)) return strata::cpu::set_repack_mode(mode);
-    strata::throw_error(strata::ErrorKind::Value, "unknown repack mode: " + name + " (auto, on or off)");
-  }, py::arg("mode"), "Repacked weights for engines made from now on: auto, on or off");
-  m.def("repack_mode", [] { return std::string(strata::cpu::repack_mode_name(strata::cpu::repack_mode())); });
+  m.def(
+      "force_isa",
+      [](const std::string& name) {
+        for (auto isa : strata::cpu::compiled_isas())
+          if (name == strata::cpu::isa_name(isa)) return strata::cpu::force_isa(isa);
+        strata::throw_error(strata::ErrorKind::Value, "unknown ISA: " + name);
+      },
+      py::arg("name"), "Force kernels onto one ISA path (tests, benchmarks)");
   m.def("set_threads", &strata::ThreadPool::set_default_threads, py::arg("n"),
         "Threads of the default pool (0 = all cores)");
   m.def("threads", [] { return strata::ThreadPool::global().size(); });

@@ -6,7 +6,8 @@ namespace strata::bindings {
 void bind_all(pybind11::module_& m) {
   bind_gguf(m);
   bind_quant(m);
-  bind_decode(m);  // before the engine: its signatures name decode's types
+  bind_decode(m);    // before the engine: its signatures name decode's types
+  bind_settings(m);  // after decode (its parse_settings lives there), before the engine (Settings)
   bind_engine(m);
 }
 

@@ -1,18 +1,20 @@
-"""``strata.Config``: the one typed view of every ``STRATA_*`` setting (SPEC §2.11).
+"""``strata.Config``: the one typed view of every ``STRATA_*`` setting (docs/settings.md).
 
 Two ways to get one:
 
 - ``Config(threads=4, draft_steps=2, ...)``: explicit. A bad value raises :class:`ConfigError` naming
   the field, the variable it stands for and the rule.
 - ``Config.from_env()``: from the process environment (or any mapping). Settings are validated in
-  groups, as the C++ core does (SPEC R-3): a group with any malformed, non-finite, out-of-range,
+  groups, as the C++ core does: a group with any malformed, non-finite, out-of-range,
   too-long or empty value is rejected as a whole with ONE diagnostic (a :class:`ConfigWarning`) and
   falls back to its defaults; a group is never half-applied. ``strict=True`` raises instead.
 
-The settings the C++ core knows (retention, MTP cells, verification rule, MOCE routing) are validated
-by the C++ parser itself (``strata._strata.decode.parse_settings``), so Python and C++ can never
-disagree on what a value means. The settings the Python layer adds (threads, backend, context,
-speculation) follow the same rules here. Every setting, its type, default and range:
+The settings the C++ core reads (retention, MTP cells, verification rule, MOCE routing, Metal, expert
+store, cpu) are validated by the one C++ settings parser (``strata._strata.Settings``), so Python and
+C++ can never disagree on what a value means; :meth:`Config.native` hands them to an engine once, as
+one typed object. The settings the Python layer adds (threads, backend, context, speculation) follow
+the same rules here and reach the engine as its constructor's arguments (threads, backend, context)
+or stay in the session (speculation). Every setting, its type, default and range:
 ``docs/settings.md``.
 """
 
@@ -30,7 +32,7 @@ from typing import Any, Literal
 
 from strata.errors import ConfigError
 
-__all__ = ["SETTINGS", "Config", "ConfigWarning", "Setting"]
+__all__ = ["SETTINGS", "Config", "ConfigWarning", "Setting", "server_env"]
 
 
 class ConfigWarning(UserWarning):
@@ -46,12 +48,11 @@ class Setting:
     group: str
     default: str
     rule: str
-    native: bool  # validated by the C++ settings parser decode.parse_settings (else by this module or,
-    # for the experts group, by the C++ expert-store parser _strata.parse_expert_settings)
+    native: bool  # validated by the C++ settings parser (_strata.Settings), else by this module
 
 
-# Groups validated by the C++ parser: retention, mtp, sampling, moce, metal; by the C++ expert-store parser:
-# experts. Groups of this module: threads, backend, context, speculation. The order is the order of
+# Groups validated by the C++ parser (_strata.Settings): retention, mtp, sampling, moce, metal, experts,
+# cpu. Groups of this module: threads, backend, context, speculation. The order is the order of
 # docs/settings.md.
 SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_THREADS", "threads", "threads", "0",
@@ -109,28 +110,36 @@ SETTINGS: tuple[Setting, ...] = (
             "L,R,S,K; the drafter's wide-class GEMV tile on the Metal backends (L in {8,16,32}, "
             "R in {1,2,4}, S in {1,2,4,8}, K in {1,2,4,8}, R*K <= 16)", True),
     Setting("STRATA_EXPERT_MODE", "expert_mode", "experts", "mmap",
-            "mmap | stream; routed experts from the file mapping or a bounded resident set", False),
+            "mmap | stream; routed experts from the file mapping or a bounded resident set", True),
     Setting("STRATA_EXPERT_CACHE", "expert_cache", "experts", "0",
             "resident-set size: bytes with an optional K/M/G/T suffix (\"512M\"), a percentage of all "
-            "experts (\"25%\") or 0 = every expert", False),
-    Setting("STRATA_EXPERT_DIRECT_IO", "expert_direct_io", "experts", "auto", "auto | on | off", False),
+            "experts (\"25%\") or 0 = every expert", True),
+    Setting("STRATA_EXPERT_DIRECT_IO", "expert_direct_io", "experts", "auto", "auto | on | off", True),
     Setting("STRATA_EXPERT_IO_THREADS", "expert_io_threads", "experts", "4",
-            "integer 0..64; expert reader threads (0 = read on the compute thread)", False),
+            "integer 0..64; expert reader threads (0 = read on the compute thread)", True),
     Setting("STRATA_ISA", "isa", "cpu", "auto",
             "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (auto = the best this CPU "
             "runs)",
-            False),
+            True),
     Setting("STRATA_REPACK", "repack", "cpu", "auto",
-            "auto | on | off; interleave Q4_0/Q8_0 weight rows at load for the kernels", False),
+            "auto | on | off; interleave Q4_0/Q8_0 weight rows at load for the kernels", True),
 )
 
 # Read by the HTTP server (docs/server.md), not Config fields; known, so never "unknown setting".
 SERVER_ENVS = ("STRATA_API_KEY", "STRATA_MAX_BODY")
 
+
+
+def server_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The HTTP server's variables of ``environ`` (default ``os.environ``) that are set and not empty:
+    ``STRATA_API_KEY`` and ``STRATA_MAX_BODY`` (docs/server.md; the server checks their values). With
+    :meth:`Config.from_env` this is the one reader of ``STRATA_*`` variables in the Python layer."""
+    env = os.environ if environ is None else environ
+    return {k: str(env[k]) for k in SERVER_ENVS if env.get(k)}
+
+
 _BY_ENV = {s.env: s for s in SETTINGS}
 _BY_FIELD = {s.field: s for s in SETTINGS}
-_EXPERT_ENVS = tuple(s.env for s in SETTINGS if s.group == "experts")
-_CPU_ENVS = tuple(s.env for s in SETTINGS if s.group == "cpu")
 
 MAX_THREADS = 1024
 MIN_CONTEXT = 16
@@ -164,17 +173,19 @@ class Config:
             pay); ``True`` = always ``draft_steps``; ``False`` = never.
         draft_steps: drafts the MTP chain proposes per round (1..16).
         draft_chained: chained drafting (all ``draft_steps`` drafted, then retention keeps a prefix) or
-            non-chained (each step judged by retention as it is drafted; SPEC §2.7).
+            non-chained (each step judged by retention as it is drafted; docs/drafting.md).
         spec_sample: verification rule at temperature > 0: ``"exact"`` speculative sampling (the output
             distribution is exactly the model's) or ``"greedy"`` (legacy greedy-match, for comparison).
-        spec_min_p_schedule: per-step draft floor (R-3), 1 to 8 probabilities; ``None`` = unset.
-        spec_min_cum_p: cumulative draft floor (R-3) in [0, 1]; ``None`` = unset.
+        spec_min_p_schedule: per-step draft floor of the draft-retention rule (docs/drafting.md), 1 to 8
+            probabilities; ``None`` = unset.
+        spec_min_cum_p: cumulative draft floor of the draft-retention rule in [0, 1]; ``None`` = unset.
         mtp_sink: drafter attention sink cells (0..1024).
         mtp_window: drafter attention window in cells (1..2051).
-        mtp_q4, mtp_q5: low-bit drafter weights (R-11): requantize the MTP block's q/o projections,
-            fc_embedding, fc_hidden and shared expert to Q4_0 (Lloyd) resp. Q5_0 at load; not both.
-        moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware routing (R-1); they change the
-            selection only where there is a residency map (``expert_mode="stream"``).
+        mtp_q4, mtp_q5: low-bit drafter weights (the drafter-format rule, docs/drafting.md):
+            requantize the MTP block's q/o projections, fc_embedding, fc_hidden and shared expert to
+            Q4_0 (Lloyd) resp. Q5_0 at load; not both.
+        moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware MOCE routing (docs/routing.md);
+            they change the selection only where there is a residency map (``expert_mode="stream"``).
         moce_window: streaming-aware verification windows, a log-bonus in [0, 8] (0 = off): the draft
             rows of a verification window prefer the experts the window already requested (in mmap mode
             too). Changes the verified rows, so the text is no longer exactly plain decoding's.
@@ -238,24 +249,17 @@ class Config:
         problems = _python_groups(self._python_env())
         if problems:
             raise ConfigError(_field_message(problems[0][1]))
-        from strata import _strata
-        from strata._strata import decode
-
         native_env = self._native_env()
-        native, diagnostics = decode.parse_settings(native_env, strict=False)
+        native, diagnostics = _strata_module().Settings.parse(native_env)
         if diagnostics:
             raise ConfigError(_field_message(_clip_values(str(diagnostics[0]), native_env)))
-        object.__setattr__(self, "metal_mtp_tile", native["metal"]["mtp_tile"])  # canonical "L,R,S,K"
-        object.__setattr__(self, "metallib", native["metal"]["metallib"])  # trimmed
-        experts = _strata.parse_expert_settings(self._expert_env())
-        if experts["diagnostic"]:
-            raise ConfigError(_field_message(_clip_values(str(experts["diagnostic"]), self._expert_env())))
-        object.__setattr__(self, "expert_mode", experts["mode"])  # canonical: "1" -> "on", ...
-        object.__setattr__(self, "expert_direct_io", experts["direct_io"])
-        cpu = _strata.parse_cpu_settings(self._cpu_env())
-        if cpu["diagnostics"]:
-            raise ConfigError(_field_message(str(cpu["diagnostics"][0])))
-        object.__setattr__(self, "repack", cpu["repack"])  # canonical: "1" -> "on", ...
+        values = native.as_dict()
+        # The parser's canonical forms: "L,R,S,K" tiles, trimmed paths, "1" -> "on", ...
+        object.__setattr__(self, "metal_mtp_tile", values["metal"]["mtp_tile"])
+        object.__setattr__(self, "metallib", values["metal"]["metallib"])
+        object.__setattr__(self, "expert_mode", values["experts"]["mode"])
+        object.__setattr__(self, "expert_direct_io", values["experts"]["direct_io"])
+        object.__setattr__(self, "repack", values["cpu"]["repack"])
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -278,11 +282,10 @@ class Config:
         """``(config, diagnostics)`` of ``environ`` without warning: the pure form of :meth:`from_env`."""
         env = {k: str(v) for k, v in (os.environ if environ is None else environ).items()
                if k.startswith("STRATA_")}
-        from strata._strata import decode
-
         native_env = {k: v for k, v in env.items() if k in _BY_ENV and _BY_ENV[k].native}
-        native, diagnostics = decode.parse_settings(native_env, strict=False)
-        diagnostics = [str(d) for d in diagnostics]
+        settings, native_diagnostics = _strata_module().Settings.parse(native_env)
+        native = settings.as_dict()
+        diagnostics = [str(d) for d in native_diagnostics]
         values: dict[str, Any] = {
             "spec_sample": native["spec_sample"],
             "mtp_sink": int(native["mtp"]["sink"]),
@@ -313,22 +316,16 @@ class Config:
         rejected = {group for group, _ in problems}
         diagnostics += [d for _, d in problems]
         values.update(_python_values(env, rejected))
-        experts = _strata_module().parse_expert_settings({k: v for k, v in env.items() if k in _EXPERT_ENVS})
-        if experts["diagnostic"]:
-            diagnostics.append(str(experts["diagnostic"]))
-        else:
+        if "experts" not in _rejected_groups(diagnostics):
             # The parser's canonical names for mode / direct I/O; the cache keeps its text (its meaning).
-            values["expert_mode"] = experts["mode"]
-            values["expert_direct_io"] = experts["direct_io"]
-            values["expert_io_threads"] = int(experts["io_threads"])
+            values["expert_mode"] = native["experts"]["mode"]
+            values["expert_direct_io"] = native["experts"]["direct_io"]
+            values["expert_io_threads"] = int(native["experts"]["io_threads"])
             if "STRATA_EXPERT_CACHE" in env:
                 values["expert_cache"] = env["STRATA_EXPERT_CACHE"].strip()
-        cpu = _strata_module().parse_cpu_settings({k: v for k, v in env.items() if k in _CPU_ENVS})
-        if cpu["diagnostics"]:
-            diagnostics += [str(d) for d in cpu["diagnostics"]]
-        else:
-            values["isa"] = cpu["isa"]
-            values["repack"] = cpu["repack"]
+        if "cpu" not in _rejected_groups(diagnostics):
+            values["isa"] = native["cpu"]["isa"]
+            values["repack"] = native["cpu"]["repack"]
         unknown = sorted(k for k in env if k not in _BY_ENV and k not in SERVER_ENVS)
         if unknown:
             diagnostics.append(_unknown_message(unknown))
@@ -344,7 +341,7 @@ class Config:
 
         ``Config.from_env(config.to_env()) == config`` for every valid config.
         """
-        return {**self._python_env(), **self._native_env(), **self._expert_env(), **self._cpu_env()}
+        return {**self._python_env(), **self._native_env()}
 
     def _python_env(self) -> dict[str, str]:
         return {
@@ -377,52 +374,36 @@ class Config:
             env["STRATA_METALLIB"] = self.metallib
         if self.metal_mtp_tile:
             env["STRATA_METAL_MTP_TILE"] = self.metal_mtp_tile
-        return env
-
-    def _expert_env(self) -> dict[str, str]:
-        return {
+        env.update({
             "STRATA_EXPERT_MODE": str(self.expert_mode),
             "STRATA_EXPERT_CACHE": str(self.expert_cache),
             "STRATA_EXPERT_DIRECT_IO": str(self.expert_direct_io),
             "STRATA_EXPERT_IO_THREADS": str(self.expert_io_threads),
-        }
-
-    def _cpu_env(self) -> dict[str, str]:
-        return {"STRATA_ISA": str(self.isa), "STRATA_REPACK": str(self.repack)}
+            "STRATA_ISA": str(self.isa),
+            "STRATA_REPACK": str(self.repack),
+        })
+        return env
 
     def apply_cpu(self) -> None:
         """Make ``isa`` the process's kernel path (``"auto"`` leaves the path as it is)."""
         if self.isa != "auto":
             _strata_module().force_isa(self.isa)
 
-    def moce_params(self) -> Any:
-        """The engine's ``_strata.decode.MoceParams`` of the MOCE settings (m = e^λ, as the C++ core
-        computes it)."""
-        from strata._strata import decode
-
-        native, _ = decode.parse_settings({k: v for k, v in self._native_env().items()
-                                           if _BY_ENV[k].group == "moce"}, strict=False)
-        return native["moce"]["params"]
-
-    def engine_kwargs(self) -> dict[str, Any]:
-        """The expert-store, routing, decode-settings and repack keyword arguments of ``_strata.Engine``
-        for this config: the engine gets its settings once, the C++ parser validates them there."""
-        return {"expert_mode": self.expert_mode, "expert_cache": self.expert_cache,
-                "expert_direct_io": self.expert_direct_io, "expert_io_threads": self.expert_io_threads,
-                "moce": self.moce_params(), "settings": self._native_env(), "repack": self.repack}
-
-    def retention_env(self) -> dict[str, str]:
-        """Only the retention variables (what the draft-retention gate reads)."""
-        return {k: v for k, v in self._native_env().items() if _BY_ENV[k].group == "retention"}
+    def native(self) -> Any:
+        """The engine's typed ``_strata.Settings`` of this config (every setting the C++ core reads:
+        MTP cells and drafter format, retention, verification rule, MOCE routing, Metal, expert store,
+        repack), validated by the C++ settings parser; ``_strata.Engine(settings=...)`` takes it once."""
+        return _strata_module().Settings(self._native_env())
 
     @property
     def mtp_requant(self) -> str | None:
-        """The drafter weight format of R-11: ``"q4"``, ``"q5"`` or ``None`` (weights as stored)."""
+        """The drafter weight format (the drafter-format rule, docs/drafting.md): ``"q4"``, ``"q5"`` or
+        ``None`` (weights as stored)."""
         return "q4" if self.mtp_q4 else "q5" if self.mtp_q5 else None
 
     @property
     def retention_on(self) -> bool:
-        """Whether the R-3 retention policy is on (either retention setting is set)."""
+        """Whether the draft-retention policy is on (either retention setting is set)."""
         return self.spec_min_p_schedule is not None or self.spec_min_cum_p is not None
 
     # ------------------------------------------------------------------------------------ checks

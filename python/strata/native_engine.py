@@ -12,8 +12,8 @@ __all__ = ["open_engine"]
 
 
 def open_engine(path: str, config: Config, *, has_mtp: bool, encode_mtp: bool) -> _strata.Engine:
-    """An engine over ``path`` on ``config.backend`` with the config's threads, context, MTP cells,
-    expert store, MOCE routing and settings (validated once, by the C++ settings parser).
+    """An engine over ``path`` on ``config.backend`` with the config's threads and context and its
+    typed settings (``config.native()``: every setting the C++ core reads, given once).
 
     ``encode_mtp``: encode the drafter's cells while evaluating (speculative sessions; only when the
     model has an MTP layer, ``has_mtp``)."""
@@ -25,6 +25,5 @@ def open_engine(path: str, config: Config, *, has_mtp: bool, encode_mtp: bool) -
     if config.backend == "cpu":
         config.apply_cpu()  # the process's kernel path (Config.isa)
     return _strata.Engine(path, backend=config.backend, n_threads=config.threads,
-                          max_ctx=config.context_length, mtp_sink=config.mtp_sink,
-                          mtp_window=config.mtp_window, encode_mtp=encode_mtp and has_mtp,
-                          mtp_requant=config.mtp_requant, **config.engine_kwargs())
+                          max_ctx=config.context_length, encode_mtp=encode_mtp and has_mtp,
+                          settings=config.native())

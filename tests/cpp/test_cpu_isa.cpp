@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "strata/config/settings.h"
 #include "strata/cpu/cpu_settings.h"
 #include "strata/cpu/features.h"
 #include "strata/cpu/kernels.h"
@@ -18,9 +19,10 @@ using cpu::Isa;
 
 TEST(detected_paths_are_consistent) {
   std::string names;
-  for (Isa isa : cpu::compiled_isas()) names += std::string(" ") + cpu::isa_name(isa) + (cpu::isa_supported(isa) ? "+" : "-");
-  std::printf("compiled paths (+ runnable here):%s; best %s, active %s\n", names.c_str(), cpu::isa_name(cpu::best_isa()),
-              cpu::isa_name(cpu::active_isa()));
+  for (Isa isa : cpu::compiled_isas())
+    names += std::string(" ") + cpu::isa_name(isa) + (cpu::isa_supported(isa) ? "+" : "-");
+  std::printf("compiled paths (+ runnable here):%s; best %s, active %s\n", names.c_str(),
+              cpu::isa_name(cpu::best_isa()), cpu::isa_name(cpu::active_isa()));
   CHECK(cpu::isa_supported(cpu::best_isa()));
   CHECK(cpu::isa_supported(cpu::active_isa()));
   if (cpu::isa_supported(Isa::Avx512)) CHECK(cpu::isa_supported(Isa::Avx2) && cpu::best_isa() == Isa::Avx512);
@@ -28,7 +30,15 @@ TEST(detected_paths_are_consistent) {
 }
 
 TEST(cpu_settings_parse_as_documented) {
-  auto parse = [](std::map<std::string, std::string> env) { return cpu::parse_cpu_settings(env); };
+  struct CpuParse {
+    cpu::CpuSettings settings;
+    std::vector<std::string> diagnostics;
+  };
+  // The cpu group of the one settings parser (config/settings.h).
+  auto parse = [](const strata::config::EnvMap& env) {
+    const strata::config::ParseResult p = strata::config::parse_settings(env);
+    return CpuParse{p.settings.cpu, p.diagnostics};
+  };
   auto r = parse({});
   CHECK(!r.settings.isa && r.settings.repack == cpu::RepackMode::Auto && r.diagnostics.empty());
   r = parse({{"STRATA_ISA", " Scalar "}, {"STRATA_REPACK", "OFF"}});
@@ -93,7 +103,8 @@ TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
         default: x[i] = std::normal_distribution<float>(0.0f, trial == 4 ? 1.0f : 1e4f)(rng); break;
       }
     }
-    std::vector<uint8_t> want0(strata::quant::row_bytes(GGMLType::Q8_0, 512)), want_k(strata::quant::row_bytes(GGMLType::Q8_K, 512));
+    std::vector<uint8_t> want0(strata::quant::row_bytes(GGMLType::Q8_0, 512)),
+        want_k(strata::quant::row_bytes(GGMLType::Q8_K, 512));
     s0.quantize_act(x.data(), want0.data(), 512);
     sk.quantize_act(x.data(), want_k.data(), 512);
     for (Isa isa : cpu::compiled_isas()) {

@@ -1,7 +1,7 @@
-// MTP draft cells (SPEC §2.6, R-9): wrote()'s rules, the draft row's cell list, the streaming-prompt
-// chunk rule, check_reads, and a randomized simulation (streaming prompts of random lengths and chunk
-// sizes, decode rounds with chains, rounds without drafting, rollbacks, checkpoint restores, resets,
-// session save/load) against a shadow model of what every cell physically holds, asserting zero reads
+// MTP draft cells (the drafter's sink + window cell rule, docs/drafting.md): wrote()'s rules, the draft
+// row's cell list, the simulation's streaming-prompt chunk pattern, check_reads, and a randomized simulation (streaming
+// prompts of random lengths and chunk sizes, decode rounds with chains, rounds without drafting, rollbacks, checkpoint
+// restores, resets, session save/load) against a shadow model of what every cell physically holds, asserting zero reads
 // of cells that do not hold committed K/V.
 #define STRATA_TEST_MAIN
 #include "check.h"
@@ -15,8 +15,38 @@
 #include "strata/util/error.h"
 
 using strata::draft::DraftCells;
-using strata::draft::prompt_chunk_rows;
-using strata::draft::RowRange;
+
+namespace {
+
+// The streamed-prompt pattern the simulation drives (the library's Sequence encodes every row of
+// each chunk; this sparser pattern stresses the bookkeeping harder): a prompt whose tokens end at
+// position prompt_end - 1 is fed in chunks, and for the chunk [chunk_begin, chunk_end) the drafter
+// encodes, while that chunk's hidden states exist, the sink rows t < sink and the first draft row's
+// window rows t >= prompt_end - 1 - window, only rows whose next token is known (t < prompt_end - 1).
+// At most two ascending disjoint ranges [begin, end) in out; returns how many.
+struct RowRange {
+  int32_t begin, end;
+};
+int prompt_chunk_rows(int32_t chunk_begin, int32_t chunk_end, int32_t prompt_end, int sink, int window,
+                      RowRange out[2]) {
+  const int32_t last = std::min(chunk_end, prompt_end - 1);  // rows whose next token is known
+  int n = 0;
+  auto add = [&](int32_t b, int32_t e) {
+    b = std::max(b, chunk_begin);
+    e = std::min(e, last);
+    if (b >= e) return;
+    if (n > 0 && b <= out[n - 1].end) {
+      out[n - 1].end = std::max(out[n - 1].end, e);
+      return;
+    }
+    out[n++] = RowRange{b, e};
+  };
+  add(0, sink);
+  add(prompt_end - 1 - window, last);
+  return n;
+}
+
+}  // namespace
 
 TEST(wrote_rules) {
   DraftCells d(4, 8);
@@ -36,7 +66,7 @@ TEST(wrote_rules) {
   CHECK_EQ(d.run_end(), 22);
   d.wrote(21, 0);  // n = 0: marks stale only
   CHECK_EQ(d.run_end(), 21);
-  d.wrote(2, 1);   // before the run: sink cut to 2 then extended to 3, run restarts at 2
+  d.wrote(2, 1);  // before the run: sink cut to 2 then extended to 3, run restarts at 2
   CHECK_EQ(d.sink_end(), 3);
   CHECK_EQ(d.run_begin(), 2);
   CHECK_EQ(d.run_end(), 3);
@@ -374,7 +404,8 @@ struct Sim {
     } else if (op < 87) {
       if (T.size() >= 2) checkpoints.push_back(T);
     } else if (op < 92) {
-      if (!checkpoints.empty()) restore(checkpoints[static_cast<size_t>(rand(0, static_cast<int>(checkpoints.size()) - 1))]);
+      if (!checkpoints.empty())
+        restore(checkpoints[static_cast<size_t>(rand(0, static_cast<int>(checkpoints.size()) - 1))]);
     } else if (op < 95) {
       new_conversation();
     } else if (op < 97) {
@@ -409,12 +440,13 @@ void run_sims(bool steady, int steps) {
     sim.new_conversation();
     for (int s = 0; s < steps; ++s) sim.step();
     const double cov = sim.coverage_sum / static_cast<double>(std::max(1L, sim.draft_rows));
-    std::printf("%s sink %4d win %4d: %ld decode rounds, %ld draft rows, %ld reads, %ld prompts (%ld chunks), "
-                "%ld rollbacks, %ld restores, %ld resets, %ld loads; bad reads %ld, stale cells in the valid set "
-                "%ld, check_reads throws %ld; coverage %.4f\n",
-                steady ? "steady" : "mixed ", cfgs[i].sink, cfgs[i].window, sim.rounds, sim.draft_rows, sim.reads,
-                sim.prompts, sim.chunks, sim.rollbacks, sim.restores, sim.resets, sim.loads, sim.bad_reads,
-                sim.bad_valid, sim.check_throws, cov);
+    std::printf(
+        "%s sink %4d win %4d: %ld decode rounds, %ld draft rows, %ld reads, %ld prompts (%ld chunks), "
+        "%ld rollbacks, %ld restores, %ld resets, %ld loads; bad reads %ld, stale cells in the valid set "
+        "%ld, check_reads throws %ld; coverage %.4f\n",
+        steady ? "steady" : "mixed ", cfgs[i].sink, cfgs[i].window, sim.rounds, sim.draft_rows, sim.reads, sim.prompts,
+        sim.chunks, sim.rollbacks, sim.restores, sim.resets, sim.loads, sim.bad_reads, sim.bad_valid, sim.check_throws,
+        cov);
     CHECK_EQ(sim.bad_reads, 0L);
     CHECK_EQ(sim.bad_valid, 0L);
     CHECK_EQ(sim.check_throws, 0L);

@@ -123,8 +123,7 @@ void check_against_naive(const TinyOptions& o, int n_tok, double tol) {
     for (int r = 0; r < rows; ++r) {
       const auto& L = logits[static_cast<std::size_t>(start + r)];
       const double scale = std::max(1.0, max_abs(L));
-      for (uint32_t v = 0; v < hp.n_vocab; ++v)
-        worst = std::max(worst, std::fabs(w.logits(r)[v] - L[v]) / scale);
+      for (uint32_t v = 0; v < hp.n_vocab; ++v) worst = std::max(worst, std::fabs(w.logits(r)[v] - L[v]) / scale);
       // Final streams too.
       const float* fs = w.final_streams(r);
       for (uint32_t s = 0; s < hp.hc_count; ++s)
@@ -261,7 +260,8 @@ TEST(chunking_is_bitwise_invariant) {
     w.run(toks.data(), 11, 0, LogitRows::Last);
     CHECK(std::memcmp(w.logits(0), ref[10].data(), 61 * 4) == 0);
     w.run(toks.data() + 11, 4, 11, LogitRows::All);
-    for (int r = 0; r < 4; ++r) CHECK(std::memcmp(w.logits(r), ref[static_cast<std::size_t>(11 + r)].data(), 61 * 4) == 0);
+    for (int r = 0; r < 4; ++r)
+      CHECK(std::memcmp(w.logits(r), ref[static_cast<std::size_t>(11 + r)].data(), 61 * 4) == 0);
   }
   // Streaming in chunks of 5 with a callback.
   {
@@ -271,10 +271,12 @@ TEST(chunking_is_bitwise_invariant) {
     cfg.pool = &pool;
     Window w(*model, cfg);
     std::vector<int64_t> starts;
-    w.prompt_run_rows(toks.data(), n, 0, [&](int64_t s, int rows) {
+    for (int64_t s = 0; s < n; s += 5) {  // what the Sequence's chunked eval does (engine/sequence.h)
+      const int rows = static_cast<int>(std::min<int64_t>(5, n - s));
+      w.run(toks.data() + s, rows, s, s + rows == n ? LogitRows::Last : LogitRows::None);
       starts.push_back(s);
       CHECK_EQ(w.rows(), rows);
-    }, 5);
+    }
     CHECK((starts == std::vector<int64_t>{0, 5, 10, 15, 20}));
     CHECK(std::memcmp(w.logits(0), ref[static_cast<std::size_t>(n - 1)].data(), 61 * 4) == 0);
     CHECK_EQ(w.n_past(), int64_t{n});
@@ -328,10 +330,10 @@ TEST(rollback_commit_checkpoint_are_exact) {
   w.run(other.data(), 3, 10, LogitRows::None);
   CHECK_THROWS(w.restore(cp2));
   // Bad requests.
-  CHECK_THROWS(w.run(toks.data(), 1, 20, LogitRows::Last));   // beyond n_past
-  CHECK_THROWS(w.run(toks.data(), 21, 0, LogitRows::Last));   // more than max_rows
+  CHECK_THROWS(w.run(toks.data(), 1, 20, LogitRows::Last));  // beyond n_past
+  CHECK_THROWS(w.run(toks.data(), 21, 0, LogitRows::Last));  // more than max_rows
   const int32_t bad = 61;
-  CHECK_THROWS(w.run(&bad, 1, 0, LogitRows::Last));           // outside the vocabulary
+  CHECK_THROWS(w.run(&bad, 1, 0, LogitRows::Last));  // outside the vocabulary
   CHECK_THROWS(w.rollback(100));
   w.rollback(0);
   w.run(toks.data(), 20, 0, LogitRows::None);
@@ -383,7 +385,8 @@ TEST(mtp_matches_naive_reference_and_batches_bitwise) {
   std::vector<float> batch_last(mtp.draft_logits(n - 1), mtp.draft_logits(n - 1) + hp.mtp_vocab);
   const int32_t tok_last = mtp.draft_token(n - 1);
   // Rows one at a time give the same bits as the batch (R-10's gemm = gemv property end to end).
-  for (int r = 0; r < n; ++r) mtp.run(H.data() + static_cast<std::size_t>(r) * nd, &next[static_cast<std::size_t>(r)], 1, r, true);
+  for (int r = 0; r < n; ++r)
+    mtp.run(H.data() + static_cast<std::size_t>(r) * nd, &next[static_cast<std::size_t>(r)], 1, r, true);
   CHECK(std::memcmp(mtp.draft_logits(0), batch_last.data(), hp.mtp_vocab * 4) == 0);
   CHECK_EQ(mtp.draft_token(0), tok_last);
   // The draft token is vocab_ids[argmax].
@@ -435,9 +438,9 @@ TEST(mtp_matches_naive_reference_and_batches_bitwise) {
                    static_cast<int64_t>(other.size()), true);
     CHECK(std::memcmp(kvonly.draft_logits(0), by_policy.data(), hp.mtp_vocab * 4) != 0);
     std::vector<int32_t> bad1 = {0, 3, 2}, bad2 = {0, 14};
-    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad1.data(), 3, true));   // not ascending
-    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad2.data(), 2, true));   // past the row
-    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, list.data(), 0, true));   // empty
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad1.data(), 3, true));  // not ascending
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, bad2.data(), 2, true));  // past the row
+    CHECK_THROWS(kvonly.run_row(H.data(), next[0], p, list.data(), 0, true));  // empty
   }
   // Contiguous vocab_ids use a view of output.weight: same math.
   TinyOptions oc = o;

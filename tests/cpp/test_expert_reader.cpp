@@ -4,16 +4,19 @@
 #define STRATA_TEST_MAIN
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "check.h"
+#include "strata/config/settings.h"
 #include "strata/experts/expert_reader.h"
-#include "strata/experts/expert_settings.h"
 #include "strata/util/error.h"
 #include "test_expert_fixture.h"
 
 using namespace strata;
 using namespace strata::experts;
+using strata::config::parse_cache_size;
 using strata_test::file_byte;
 using strata_test::TempFile;
 
@@ -71,8 +74,10 @@ TEST(direct_and_buffered_reads_land_exactly) {
       Region dst(ExpertReader::span(off, len));
       const uint64_t io = r.read(off, len, dst.p, ReadWhat{});
       CHECK(lands(dst.p, off, len));
-      if (r.direct()) CHECK(io >= len && io <= ExpertReader::span(off, len));
-      else CHECK_EQ(io, len);
+      if (r.direct())
+        CHECK(io >= len && io <= ExpertReader::span(off, len));
+      else
+        CHECK_EQ(io, len);
     }
     // The last bytes of the file: the aligned span runs past the end, which direct I/O reports as a
     // short read at end of file — not an error, the wanted bytes are all there.
@@ -131,8 +136,10 @@ TEST(short_reads_are_continued) {
     r.set_pread_hook([&](int fd, void* buf, std::size_t n, uint64_t off, bool direct) -> ssize_t {
       ++calls;
       std::size_t m = n;
-      if (direct) m = calls % 2 ? std::min<std::size_t>(n, 4096) : std::min<std::size_t>(n, 5000);
-      else m = std::min<std::size_t>(n, 1 + static_cast<std::size_t>(calls) % 97);
+      if (direct)
+        m = calls % 2 ? std::min<std::size_t>(n, 4096) : std::min<std::size_t>(n, 5000);
+      else
+        m = std::min<std::size_t>(n, 1 + static_cast<std::size_t>(calls) % 97);
       // Read what was asked (O_DIRECT lengths must stay aligned) but report fewer bytes.
       const ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(off));
       return got < 0 ? got : std::min<ssize_t>(got, static_cast<ssize_t>(m));
@@ -187,12 +194,12 @@ TEST(truncated_file_is_an_error) {
   }
 }
 
-TEST(missing_file) {
-  CHECK_THROWS(ExpertReader("/nonexistent/strata-model.gguf", DirectIo::Auto));
-}
+TEST(missing_file) { CHECK_THROWS(ExpertReader("/nonexistent/strata-model.gguf", DirectIo::Auto)); }
 
 TEST(cache_size_parser) {
-  auto bytes = [](const char* s) { return parse_cache_size(s).value ? parse_cache_size(s).value->bytes : ~uint64_t{0}; };
+  auto bytes = [](const char* s) {
+    return parse_cache_size(s).value ? parse_cache_size(s).value->bytes : ~uint64_t{0};
+  };
   auto frac = [](const char* s) { return parse_cache_size(s).value ? parse_cache_size(s).value->fraction : -1.0; };
   CHECK_EQ(bytes("0"), 0u);
   CHECK_EQ(bytes("123456"), 123456u);
@@ -207,10 +214,25 @@ TEST(cache_size_parser) {
     CHECK_MSG(!parse_cache_size(bad).value, bad);
 }
 
+// The expert group of the one settings parser (config/settings.h).
+struct ExpertParse {
+  config::ExpertSettings config;
+  std::optional<std::string> diagnostic;
+};
+static ExpertParse parse_expert_settings(const config::EnvMap& env) {
+  const config::ParseResult p = config::parse_settings(env);
+  ExpertParse r{p.settings.experts, std::nullopt};
+  for (const std::string& d : p.diagnostics)
+    if (d.rfind("STRATA_EXPERT_", 0) == 0) r.diagnostic = d;
+  return r;
+}
+
 TEST(settings_group) {
-  config::EnvMap env{{"STRATA_EXPERT_MODE", "stream"}, {"STRATA_EXPERT_CACHE", "30%"},
-                     {"STRATA_EXPERT_DIRECT_IO", "off"}, {"STRATA_EXPERT_IO_THREADS", "2"}};
-  ExpertSettingsResult r = parse_expert_settings(env);
+  config::EnvMap env{{"STRATA_EXPERT_MODE", "stream"},
+                     {"STRATA_EXPERT_CACHE", "30%"},
+                     {"STRATA_EXPERT_DIRECT_IO", "off"},
+                     {"STRATA_EXPERT_IO_THREADS", "2"}};
+  ExpertParse r = parse_expert_settings(env);
   CHECK(!r.diagnostic);
   CHECK(r.config.mode == ExpertMode::Stream);
   CHECK_NEAR(r.config.cache_fraction, 0.3, 1e-12);

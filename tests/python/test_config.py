@@ -51,7 +51,7 @@ def test_defaults() -> None:
     assert (c.moce_bonus, c.moce_rank1, c.moce_protect, c.moce_draft) == (0.0, 1.0, 0, False)
     assert (c.expert_mode, c.expert_cache, c.expert_direct_io, c.expert_io_threads) == (
         "mmap", "0", "auto", 4)
-    assert not c.retention_on and c.retention_env() == {}
+    assert not c.retention_on and not any(k.startswith("STRATA_METAL_SPEC_") for k in c.to_env())
     assert Config.from_env({}) == c and parse({"PATH": "/bin", "HOME": "/root"}) == (c, [])
 
 
@@ -181,7 +181,8 @@ def test_round_trip_and_replace() -> None:
     assert c.draft_steps == 4 and c.spec_min_p_schedule == (0.2, 0.1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.threads = 2  # type: ignore[misc]
-    assert c.retention_env() == {"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0.2,0.1"}
+    assert {k: v for k, v in c.to_env().items() if k.startswith("STRATA_METAL_SPEC_")} == {
+        "STRATA_METAL_SPEC_MIN_P_SCHEDULE": "0.2,0.1"}
     names = [name for name, _, _ in c.describe()]
     assert names == [s.env for s in SETTINGS]
 
@@ -192,9 +193,7 @@ def test_settings_table_covers_the_native_parser() -> None:
     assert mine == native
     assert {s.env for s in SETTINGS if not s.native} == {
         "STRATA_THREADS", "STRATA_BACKEND", "STRATA_CONTEXT", "STRATA_SPECULATIVE", "STRATA_DRAFT_STEPS",
-            "STRATA_DRAFT_CHAINED",
-        "STRATA_EXPERT_MODE", "STRATA_EXPERT_CACHE", "STRATA_EXPERT_DIRECT_IO", "STRATA_EXPERT_IO_THREADS",
-        "STRATA_ISA", "STRATA_REPACK"}
+            "STRATA_DRAFT_CHAINED"}  # the Python layer's own settings; every other one is the C++ parser's
     assert len({s.field for s in SETTINGS}) == len(SETTINGS) == len(dataclasses.fields(Config))
 
 
@@ -203,10 +202,17 @@ def test_expert_settings_and_engine_arguments() -> None:
                moce_draft=True)
     assert (c.expert_mode, c.expert_cache, c.expert_direct_io) == ("stream", "1048576", "on")  # canonical
     assert Config.from_env(c.to_env(), strict=True) == c
-    kw = c.engine_kwargs()
-    assert {k: kw[k] for k in ("expert_mode", "expert_cache", "expert_direct_io", "expert_io_threads")} == {
-        "expert_mode": "stream", "expert_cache": "1048576", "expert_direct_io": "on", "expert_io_threads": 4}
-    p = kw["moce"]
+    native = c.native().as_dict()  # the engine's one typed settings object
+    assert native["experts"] == {"mode": "stream", "cache_bytes": 1048576, "cache_fraction": 0.0,
+                                 "direct_io": "on", "io_threads": 4}
+    p = native["moce"]["params"]
     assert p.draft and p.protect == 0 and p.rank1_scale == 1.0
     assert math.isclose(p.resident_bonus, math.exp(1.5), rel_tol=1e-6)
-    assert Config().moce_params().resident_bonus == 1.0
+    assert Config().native().as_dict()["moce"]["params"].resident_bonus == 1.0
+
+
+def test_server_env_reads_only_the_servers_set_variables() -> None:
+    from strata.config import server_env
+
+    env = {"STRATA_API_KEY": "k", "STRATA_MAX_BODY": "", "STRATA_THREADS": "2", "HOME": "/root"}
+    assert server_env(env) == {"STRATA_API_KEY": "k"}  # empty = unset; Config's are not the server's

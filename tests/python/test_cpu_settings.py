@@ -52,7 +52,7 @@ def test_apply_cpu_forces_the_path_and_repack_reaches_the_engine(restore_cpu: No
     assert _strata.active_isa() == "scalar"
     Config().apply_cpu()  # auto leaves the path as it is
     assert _strata.active_isa() == "scalar"
-    assert Config(repack="off").engine_kwargs()["repack"] == "off"
+    assert Config(repack="off").native().as_dict()["cpu"]["repack"] == "off"
 
 
 def test_version_names_the_active_path() -> None:

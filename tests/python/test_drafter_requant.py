@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import strata
+from engine_args import engine
 from strata import _strata, quant
 from strata.model import DEMO_MODEL_PATH
 
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.skipif(not DEMO_MODEL_PATH.is_file(), reason="demo mode
 
 def _engine(requant: str | None) -> object:
     # repack off: these tests read the drafter's weights in their file layout (and their addresses).
-    return _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=64, max_rows=16, mtp_requant=requant,
-                          repack="off")
+    return engine(DEMO_MODEL_PATH, n_threads=1, max_ctx=64, max_rows=16, mtp_q4=requant == "q4",
+                  mtp_q5=requant == "q5", repack="off")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def test_kept_tensors_stay_in_the_file_mapping(engines) -> None:
 
 def test_off_is_bit_identical_and_drafts_run(engines) -> None:
     prompt = list(range(5, 45))
-    plain = _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=64, max_rows=16, repack="off")
+    plain = engine(DEMO_MODEL_PATH, n_threads=1, max_ctx=64, max_rows=16, repack="off")
     results = {}
     for key, eng in [("plain", plain), *engines.items()]:
         eng.rollback(0)
@@ -72,8 +73,8 @@ def test_off_is_bit_identical_and_drafts_run(engines) -> None:
         assert np.array_equal(results[r][0], results[None][0])  # the main model is untouched
         assert np.isfinite(results[r][1]).all()
         assert not np.array_equal(results[r][1], results[None][1])
-    with pytest.raises(strata.InvalidArgument):
-        _strata.Engine(str(DEMO_MODEL_PATH), max_ctx=8, max_rows=4, mtp_requant="q3")
+    with pytest.raises(strata.ConfigError):  # the engine's settings hold no other drafter format
+        _strata.Settings({"STRATA_METAL_MTP_Q4": "q3"})
 
 
 def test_config_fields_and_validation() -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from engine_args import engine
 from strata import _strata
 from strata.convert import convert_qwen3moe, make_random_strata
 from strata_train import ReferenceRunner, StrataConfig
@@ -31,8 +32,7 @@ def _engine(path: Path, cfg: StrataConfig, **kw: object) -> _strata.Engine:
     # reference's window W is (p - W, p], a draft row's STRATA_METAL_MTP_WIN = W reads [p - W, p] (W + 1
     # cells), so the engine gets W - 1; a full-causal reference gets a window past the context.
     window = cfg.sliding_window - 1 if cfg.sliding_window > 0 else 2051
-    return _strata.Engine(str(path), n_threads=2, max_ctx=128, mtp_sink=cfg.sink_count, mtp_window=window,
-                          **kw)
+    return engine(path, n_threads=2, max_ctx=128, mtp_sink=cfg.sink_count, mtp_window=window, **kw)
 
 
 def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:

@@ -1,6 +1,7 @@
-"""The one Engine class and its settings: the decode and Metal settings reach the engine once (the C++
-settings parser validates them when it is made; a round takes none), STRATA_METAL_MTP_TILE and
-STRATA_METALLIB are Config fields, and the prefix-reuse decision is the engine's (engine/sequence.h)."""
+"""The one Engine class and its settings: every setting the C++ core reads reaches the engine once, as
+one typed _strata.Settings (the C++ settings parser validates it when it is made; a round takes none),
+STRATA_METAL_MTP_TILE and STRATA_METALLIB are Config fields, and the prefix-reuse decision is the engine's
+(engine/sequence.h)."""
 
 from __future__ import annotations
 
@@ -28,19 +29,23 @@ def test_metal_settings_are_config_fields() -> None:
 
 def test_engine_validates_its_settings_once() -> None:
     with pytest.raises(strata.ConfigError, match="STRATA_METAL_MTP_TILE"):
-        _strata.Engine(PATH, backend="metal-emu", max_ctx=16, settings={"STRATA_METAL_MTP_TILE": "8,4,2,5"})
+        _strata.Engine(PATH, backend="metal-emu", max_ctx=16,
+                       settings=_strata.Settings({"STRATA_METAL_MTP_TILE": "8,4,2,5"}))
     with pytest.raises(strata.ConfigError, match="STRATA_METAL_SPEC_MIN_CUM_P"):
-        _strata.Engine(PATH, max_ctx=16, settings={"STRATA_METAL_SPEC_MIN_CUM_P": "2"})
+        _strata.Engine(PATH, max_ctx=16, settings=_strata.Settings({"STRATA_METAL_SPEC_MIN_CUM_P": "2"}))
     with pytest.raises(strata.ConfigError, match="needs the cpu backend"):
-        _strata.Engine(PATH, backend="metal-emu", max_ctx=16, expert_mode="stream")
+        _strata.Engine(PATH, backend="metal-emu", max_ctx=16,
+                       settings=strata.Config(expert_mode="stream").native())
+    with pytest.raises(TypeError):  # settings are typed: no STRATA_* text reaches the engine
+        _strata.Engine(PATH, max_ctx=16, settings={"STRATA_METAL_SPEC_MIN_CUM_P": "0.5"})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("backend", ["cpu", "metal-emu"])
 def test_rounds_use_the_engines_retention(backend: str) -> None:
     # A per-step floor no draft passes: with the policy on, every round rejects before verifying.
-    settings = {"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "1.0"}
+    settings = _strata.Settings({"STRATA_METAL_SPEC_MIN_P_SCHEDULE": "1.0"})
     greedy = strata.SamplingPolicy().native()
-    for schedule, verifies in ((settings, False), ({}, True)):
+    for schedule, verifies in ((settings, False), (_strata.Settings(), True)):
         eng = _strata.Engine(PATH, backend=backend, n_threads=1, max_ctx=48, settings=schedule)
         assert eng.backend == backend
         t = int(eng.eval([1, 5, 9, 2, 7], start_pos=0).argmax())
@@ -51,7 +56,8 @@ def test_rounds_use_the_engines_retention(backend: str) -> None:
 
 
 def test_reuse_prefix_is_the_engines_decision() -> None:
-    eng = _strata.Engine(PATH, n_threads=1, max_ctx=64, mtp_sink=2, mtp_window=4)
+    eng = _strata.Engine(PATH, n_threads=1, max_ctx=64,
+                         settings=strata.Config(mtp_sink=2, mtp_window=4).native())
     held = [1, 5, 9, 2, 7, 3, 8, 4, 6, 11]
     eng.eval(held[:-1], start_pos=0, logits="none")  # the last token is pending
     assert eng.reuse_prefix(held, held + [12, 13], False) == 9  # everything evaluated is kept

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine_args import engine
 from strata import _strata
 from strata.bench import experts as eb
 from strata.bench.expert_model import ExpertModelShape, make_expert_model
@@ -37,8 +38,8 @@ def test_generated_model_is_valid_and_streams_exactly(small_model: Path) -> None
     assert len(np.unique(raw[:, :2], axis=0)) == 1 and raw[:, 2:].std() > 50
     prompt = list(range(1, 40))
     a = _strata.Engine(str(small_model), n_threads=2, max_ctx=64).eval(prompt, logits="all")
-    b = _strata.Engine(str(small_model), n_threads=2, max_ctx=64, expert_mode="stream",
-                       expert_cache=0.2).eval(prompt, logits="all")
+    b = engine(small_model, n_threads=2, max_ctx=64, expert_mode="stream", expert_cache=0.2).eval(prompt,
+                                                                                                 logits="all")
     assert np.isfinite(a).all() and a.std() > 0.1
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     assert ExpertModelShape.for_size(3.0).expert_bytes() == pytest.approx(3e9, rel=0.15)

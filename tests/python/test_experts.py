@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine_args import engine
 from strata import _strata
 from strata.convert import make_random_strata
 from strata_train import StrataConfig
@@ -41,8 +42,8 @@ def model_f32(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _engine(path: Path, **kw: object) -> _strata.Engine:
-    return _strata.Engine(str(path), n_threads=2, max_ctx=96, mtp_sink=CFG.sink_count,
-                          mtp_window=CFG.sliding_window, **kw)
+    return engine(path, n_threads=2, max_ctx=96, mtp_sink=CFG.sink_count, mtp_window=CFG.sliding_window,
+                  **kw)
 
 
 def _run(eng: _strata.Engine) -> list[np.ndarray]:
@@ -215,11 +216,12 @@ def test_bonus_without_residency_is_plain_top_k(model: Path) -> None:
 
 
 def test_errors_and_settings(model: Path, tmp_path: Path) -> None:
-    with pytest.raises(_strata.InvalidArgument, match="expert_mode"):
+    # Bad values are refused by the settings parser, naming the setting, before any engine exists.
+    with pytest.raises(_strata.ConfigError, match="expert_mode"):
         _engine(model, expert_mode="ssd")
-    with pytest.raises(_strata.InvalidArgument, match="expert_cache"):
+    with pytest.raises(_strata.ConfigError, match="expert_cache"):
         _engine(model, expert_mode="stream", expert_cache="lots")
-    with pytest.raises(_strata.InvalidArgument, match="fraction"):
+    with pytest.raises(_strata.ConfigError, match=r"expert_cache.*\(0, 100\]"):
         _engine(model, expert_mode="stream", expert_cache=1.5)
     with pytest.raises(_strata.ConfigError, match="holds no expert"):
         _engine(model, expert_mode="stream", expert_cache=100)
@@ -232,9 +234,10 @@ def test_errors_and_settings(model: Path, tmp_path: Path) -> None:
     assert st["slots"] == (200 * 1024) // st["slot_bytes"] and not st["direct_io"]
     assert "buffered" in st["io"]
 
-    ok = _strata.parse_expert_settings({"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_CACHE": "2G",
-                                        "STRATA_EXPERT_DIRECT_IO": "on", "STRATA_EXPERT_IO_THREADS": "8"})
-    assert ok == {"mode": "stream", "cache_bytes": 2 << 30, "cache_fraction": 0.0, "direct_io": "on",
-                  "io_threads": 8, "diagnostic": None}
-    bad = _strata.parse_expert_settings({"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_CACHE": "-1"})
-    assert bad["mode"] == "mmap" and "STRATA_EXPERT_CACHE" in bad["diagnostic"]
+    env = {"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_CACHE": "2G", "STRATA_EXPERT_DIRECT_IO": "on",
+           "STRATA_EXPERT_IO_THREADS": "8"}
+    ok, diagnostics = _strata.Settings.parse(env)
+    assert ok.as_dict()["experts"] == {"mode": "stream", "cache_bytes": 2 << 30, "cache_fraction": 0.0,
+                                       "direct_io": "on", "io_threads": 8} and diagnostics == []
+    bad, diagnostics = _strata.Settings.parse({"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_CACHE": "-1"})
+    assert bad.as_dict()["experts"]["mode"] == "mmap" and "STRATA_EXPERT_CACHE" in diagnostics[0]

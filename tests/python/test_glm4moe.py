@@ -20,6 +20,7 @@ import torch
 from gguf import MODEL_ARCH, MODEL_TENSORS, TENSOR_NAMES, GGUFReader, Keys
 
 import strata
+from engine_args import engine
 from strata import _strata
 from strata.convert import convert_glm4moe
 
@@ -63,7 +64,7 @@ def hf_glm(seed: int = 0, **changes: Any) -> Any:
 
 
 def _engine(path: Path, **kw: Any) -> Any:
-    return _strata.Engine(str(path), n_threads=1, max_ctx=64, **kw)
+    return engine(path, n_threads=1, max_ctx=64, **kw)
 
 
 def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -207,4 +208,4 @@ def test_unsupported_configs_and_broken_files_are_refused(tmp_path: Path) -> Non
 def test_metal_backend_refuses_glm4moe(tmp_path: Path) -> None:
     path = convert_glm4moe(hf_glm(seed=9), tmp_path / "g.gguf")
     with pytest.raises(strata.InvalidArgument, match="glm4moe is not supported"):
-        _strata.MetalEngine(str(path), backend="metal-emu")
+        _strata.Engine(str(path), backend="metal-emu")

@@ -22,6 +22,7 @@ from gguf import GGUFReader
 from safetensors.numpy import save_file
 
 import strata
+from engine_args import engine
 from strata import _strata
 from strata.convert import convert_hf_dir
 from strata_train.glm4moe_mtp import GlmMtpReference, GlmMtpWeights
@@ -127,7 +128,7 @@ def test_file_has_the_nextn_layer(built: tuple[Any, GlmMtpReference, Path]) -> N
 def test_draft_rows_equal_the_reference(built: tuple[Any, GlmMtpReference, Path], prompt_len: int) -> None:
     main, ref, path = built
     prompt = TOKENS[:prompt_len]
-    eng = _strata.Engine(str(path), n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
+    eng = engine(path, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
     last = eng.eval(prompt)
     with torch.no_grad():
         hf_last = main(torch.tensor([prompt])).logits[0, -1].numpy()
@@ -196,7 +197,7 @@ def test_accepted_drafts_keep_greedy_output(agreeing: tuple[Any, GlmMtpReference
     b = run(sampled, temperature=0.8, seed=5)
     assert a.tokens == b.tokens and a.stats.rounds > 0
     # the agreeing drafter is still checked row by row against the reference
-    eng = _strata.Engine(str(path), n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
+    eng = engine(path, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
     prompt = TOKENS[:8]
     t = int(eng.eval(prompt).argmax())
     logits, drafts = eng.mtp_draft(t, n_steps=2)

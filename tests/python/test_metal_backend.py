@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import strata
+from engine_args import engine
 from strata import _strata
 from strata._strata import decode
 from strata.convert import agreeing_strata_tensors, byte_level_tokenizer, convert_qwen3moe, write_strata_gguf
@@ -100,16 +101,14 @@ def test_bad_backend_names_are_clear_errors(models: dict[str, strata.Model]) -> 
         assert strata.Config.from_env({"STRATA_BACKEND": "gpu"}).backend == "cpu"
     path = models["random"].path
     with pytest.raises(strata.ConfigError, match="expected cpu, metal-emu or metal"):
-        _strata.MetalEngine(path, backend="vulkan")
-    with pytest.raises(strata.ConfigError, match="metal-emu or metal"):
-        _strata.MetalEngine(path, backend="cpu")
+        _strata.Engine(path, backend="vulkan")
     if not _strata.metal_device_available():
         with pytest.raises(strata.ConfigError, match="needs macOS"):
             strata.Config(backend="metal")
         with pytest.warns(strata.ConfigWarning, match="needs macOS"):
             assert strata.Config.from_env({"STRATA_BACKEND": "metal"}).backend == "cpu"
         with pytest.raises(strata.ConfigError, match="needs macOS"):
-            _strata.MetalEngine(path, backend="metal")
+            _strata.Engine(path, backend="metal")
     with pytest.raises(strata.ConfigError, match="expert_mode"):
         models["random"].session(EMU.replace(expert_mode="stream"))
 
@@ -149,8 +148,8 @@ def test_qwen3moe_session_equals_cpu(models: dict[str, strata.Model]) -> None:
 # ------------------------------------------------------------------------------------------ the engine
 def test_metal_engine_has_the_session_interface(models: dict[str, strata.Model]) -> None:
     path = models["random"].path
-    cpu = _strata.Engine(path, n_threads=1, max_ctx=64, mtp_sink=2, mtp_window=6)
-    emu = _strata.Engine(path, backend="metal-emu", max_ctx=64, max_rows=8, mtp_sink=2, mtp_window=6)
+    cpu = engine(path, n_threads=1, max_ctx=64, mtp_sink=2, mtp_window=6)
+    emu = engine(path, backend="metal-emu", max_ctx=64, max_rows=8, mtp_sink=2, mtp_window=6)
     assert (emu.max_ctx, emu.n_past, emu.has_mtp, emu.backend) == (64, 0, True, "metal-emu")
     prompt = [1, 7, 42, 99, 5, 250, 17, 3, 8, 64]
     lc = cpu.eval(prompt, start_pos=0, logits="all")

@@ -201,6 +201,6 @@ def test_inspect_names_the_types(
 def test_metal_backend_refuses_the_new_types_clearly(f32_file: Path, tmp_path: Path) -> None:
     path = tmp_path / "q3.gguf"
     write_mix(f32_file, path, q3_k_m)
-    eng = _strata.MetalEngine(str(path), backend="metal-emu", max_ctx=64)
+    eng = _strata.Engine(str(path), backend="metal-emu", max_ctx=64)
     with pytest.raises(strata.InvalidArgument, match="no Metal GEMV kernel for type Q3_K"):
         eng.eval([1, 2, 3], logits="all")

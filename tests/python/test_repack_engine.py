@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engine_args import engine
 from strata import _strata
 from strata.convert import make_random_strata
 
@@ -39,8 +40,7 @@ def restore_cpu() -> Iterator[None]:
 
 
 def _logits(path: Path, repack: str, **kw: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    eng = _strata.Engine(str(path), n_threads=2, max_ctx=64, max_rows=16, encode_mtp=False, repack=repack,
-                         **kw)
+    eng = engine(path, n_threads=2, max_ctx=64, max_rows=16, encode_mtp=False, repack=repack, **kw)
     return np.asarray(eng.eval(PROMPT, logits="all")), dict(eng.repack)
 
 
@@ -82,7 +82,7 @@ def test_output_head_is_repacked_and_bitwise_on_the_scalar_path(tmp_path: Path, 
                                expert_type="Q8_0")
         out = {}
         for repack in ("off", "on"):
-            eng = _strata.Engine(str(p), n_threads=2, max_ctx=64, max_rows=16, repack=repack)
+            eng = engine(p, n_threads=2, max_ctx=64, max_rows=16, repack=repack)
             logits = np.asarray(eng.eval(PROMPT, logits="all"))
             draft, ids = eng.mtp_draft(int(np.argmax(logits[-1])), n_steps=3)
             out[repack] = (logits, np.asarray(draft), np.asarray(ids))

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import strata
+from engine_args import engine
 from strata import _strata
 from strata.cli.__main__ import main
 from strata.convert import make_random_strata
@@ -62,7 +63,7 @@ def test_stream_mode_generates_the_mmap_tokens(model: strata.Model, speculative:
 def test_moce_settings_reach_the_engine(model: strata.Model) -> None:
     config = strata.Config(moce_bonus=1.5, moce_rank1=2.0, moce_protect=2, moce_draft=True, **STREAM)
     moce = model.session(config)._engine.moce
-    want = config.moce_params()
+    want = config.native().as_dict()["moce"]["params"]
     assert (moce.resident_bonus, moce.rank1_scale, moce.protect, moce.draft) == (
         want.resident_bonus, 2.0, 2, True)
     assert abs(moce.resident_bonus - np.exp(1.5)) < 1e-5
@@ -117,8 +118,8 @@ def test_generate_stats_prints_the_expert_line(path: Path, monkeypatch: pytest.M
 def _engine(path: Path, **kw: Any) -> Any:
     # Half the experts: small enough that LRU evicts, large enough that a layer's router still finds some
     # of its experts resident after a 4-row window (at 30% the other layers' loads evict them all).
-    return _strata.Engine(str(path), n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
-                          expert_cache=0.5, expert_io_threads=2, **kw)
+    return engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
+                  expert_cache=0.5, expert_io_threads=2, **kw)
 
 
 def _moce(draft: bool) -> Any:
@@ -172,7 +173,7 @@ def test_draft_flag_off_routes_draft_rows_as_plain_rows(path: Path) -> None:
 
 
 def test_draft_from_row_across_chunks_and_errors(path: Path) -> None:
-    eng = _strata.Engine(str(path), n_threads=2, max_ctx=96, max_rows=4, mtp_sink=2, mtp_window=4)
+    eng = engine(path, n_threads=2, max_ctx=96, max_rows=4, mtp_sink=2, mtp_window=4)
     plain = eng.eval(PROMPT[:10], logits="last")
     eng.set_route_trace(True)
     marked = eng.eval(PROMPT[:10], start_pos=0, logits="last", draft_from_row=6)  # flag off: same logits
@@ -240,8 +241,8 @@ def _window_reference(layer: dict, params: Any) -> tuple[list[np.ndarray], int, 
 @pytest.mark.parametrize("stream", [True, False])
 def test_window_routing_routes_draft_rows_against_the_window(path: Path, stream: bool) -> None:
     params = _strata.decode.MoceParams(window_bonus=float(np.exp(1.0)))
-    eng = _engine(path, moce=params) if stream else _strata.Engine(
-        str(path), n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, moce=params)
+    eng = _engine(path, moce=params) if stream else engine(path, n_threads=2, max_ctx=96, mtp_sink=2,
+                                                           mtp_window=4, moce=params)
     assert eng.moce.window_bonus == pytest.approx(np.exp(1.0))
     fewer = 0
     for layer in _verify_window(eng, 1):
@@ -264,7 +265,7 @@ def test_window_setting_reaches_the_engine(model: strata.Model) -> None:
     assert strata.Config.from_env(cfg.to_env()) == cfg
     s = _generate(model, cfg, n=8)
     assert s._engine.moce.window_bonus == pytest.approx(np.exp(1.0), rel=1e-6)
-    assert strata.Config().moce_params().window_bonus == 1.0  # off by default
+    assert strata.Config().native().as_dict()["moce"]["params"].window_bonus == 1.0  # off by default
     with pytest.raises(strata.ConfigError, match="STRATA_MOCE_WINDOW"):
         strata.Config(moce_window=9.0)
     with pytest.raises(strata.ConfigError, match="STRATA_MOCE_WINDOW"):

@@ -1,8 +1,8 @@
 #include "strata/config/parse.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cctype>
 #include <initializer_list>
 
 namespace strata::config {
@@ -64,7 +64,8 @@ Parsed<int64_t> parse_int(std::string_view raw, int64_t lo, int64_t hi) {
   if (body.empty() || ec != std::errc() || end != body.data() + body.size())
     return Parsed<int64_t>::fail(cat({"not an integer: ", quoted(s)}));
   if (v < lo || v > hi)
-    return Parsed<int64_t>::fail(cat({std::to_string(v), " is outside [", std::to_string(lo), ", ", std::to_string(hi), "]"}));
+    return Parsed<int64_t>::fail(
+        cat({std::to_string(v), " is outside [", std::to_string(lo), ", ", std::to_string(hi), "]"}));
   return Parsed<int64_t>::ok(v);
 }
 
@@ -83,19 +84,58 @@ Parsed<Schedule> parse_schedule(std::string_view s) {
   size_t start = 0;
   for (;;) {
     const size_t comma = s.find(',', start);
-    const std::string_view item = s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view item =
+        s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (out.size == static_cast<int>(out.values.size()))
       return Parsed<Schedule>::fail(cat({"more than ", std::to_string(out.values.size()), " values"}));
-    if (trim(item).empty()) return Parsed<Schedule>::fail(cat({"empty item ", std::to_string(out.size + 1), " (stray comma?)"}));
+    if (trim(item).empty())
+      return Parsed<Schedule>::fail(cat({"empty item ", std::to_string(out.size + 1), " (stray comma?)"}));
     const auto v = parse_number(item);
     if (!v.value) return Parsed<Schedule>::fail(cat({"item ", std::to_string(out.size + 1), ": ", v.error}));
     if (*v.value < 0.0 || *v.value > 1.0)
-      return Parsed<Schedule>::fail(cat({"item ", std::to_string(out.size + 1), ": ", trim(item), " is outside [0, 1]"}));
+      return Parsed<Schedule>::fail(
+          cat({"item ", std::to_string(out.size + 1), ": ", trim(item), " is outside [0, 1]"}));
     out.values[static_cast<size_t>(out.size++)] = static_cast<float>(*v.value);
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
   return Parsed<Schedule>::ok(out);
+}
+
+Parsed<CacheSize> parse_cache_size(std::string_view text) {
+  using P = Parsed<CacheSize>;
+  std::string s(trim(text));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto squoted = [](std::string_view t) { return cat({"'", t, "'"}); };
+  if (s.empty()) return P::fail("empty cache size");
+  if (s.size() > 32) return P::fail(cat({"cache size ", squoted(text.substr(0, 32)), "... is too long"}));
+  CacheSize out;
+  if (s.back() == '%') {
+    const Parsed<double> v = parse_number(std::string_view(s).substr(0, s.size() - 1));
+    if (!v.value) return P::fail(cat({squoted(text), " is not a percentage: ", v.error}));
+    if (!(*v.value > 0.0 && *v.value <= 100.0)) return P::fail(cat({"percentage ", text, " must be in (0, 100]"}));
+    out.fraction = *v.value / 100.0;
+    return P::ok(out);
+  }
+  // Optional unit: b, k, kb, kib, m, mb, mib, ... (all powers of 1024).
+  double scale = 1.0;
+  if (!s.empty() && s.back() == 'b') s.pop_back();
+  if (!s.empty() && s.back() == 'i') s.pop_back();
+  if (!s.empty()) {
+    const char u = s.back();
+    const int shift = u == 'k' ? 10 : u == 'm' ? 20 : u == 'g' ? 30 : u == 't' ? 40 : 0;
+    if (shift) {
+      scale = std::ldexp(1.0, shift);
+      s.pop_back();
+    }
+  }
+  const Parsed<double> v = parse_number(s);
+  if (!v.value) return P::fail(cat({squoted(text), " is not a size (bytes, K/M/G/T, or a percentage): ", v.error}));
+  const double bytes = *v.value * scale;
+  if (!(bytes >= 0.0) || bytes > std::ldexp(1.0, 60)) return P::fail(cat({"cache size ", text, " is out of range"}));
+  out.bytes = static_cast<uint64_t>(bytes);
+  if (out.bytes == 0 && bytes > 0.0) return P::fail(cat({"cache size ", text, " is less than one byte"}));
+  return P::ok(out);
 }
 
 }  // namespace strata::config

@@ -3,11 +3,15 @@
 // (the caller prefixes the setting's name). No locale, no hex, no partial parses.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace strata::config {
+
+// STRATA_* variable -> its text (absent key = unset).
+using EnvMap = std::map<std::string, std::string>;
 
 template <class T>
 struct Parsed {
@@ -32,5 +36,14 @@ struct Schedule {
 };
 // "p0, p1, ..." — 1 to 8 finite numbers in [0, 1], comma-separated, whitespace allowed around each.
 Parsed<Schedule> parse_schedule(std::string_view s);
+
+// A cache size: bytes, or a fraction of all experts.
+struct CacheSize {
+  uint64_t bytes = 0;
+  double fraction = 0.0;  // > 0: a fraction in (0, 1]
+};
+// Bytes with an optional K/M/G/T unit (powers of 1024: "512M", "1.5G", "2GiB"), or a percentage of
+// all experts ("25%"); "0" = room for every expert. At most 32 characters.
+Parsed<CacheSize> parse_cache_size(std::string_view text);
 
 }  // namespace strata::config

@@ -1,13 +1,14 @@
 #include "strata/config/settings.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 
 #include "strata/config/gemv_tile.h"
+#include "strata/cpu/features.h"
 #include "strata/util/error.h"
-#include "strata/util/log.h"
 
 extern char** environ;
 
@@ -28,6 +29,12 @@ constexpr const char* kMoceDraft = "STRATA_MOCE_DRAFT";
 constexpr const char* kMoceWindow = "STRATA_MOCE_WINDOW";
 constexpr const char* kMetallib = "STRATA_METALLIB";
 constexpr const char* kMetalMtpTile = "STRATA_METAL_MTP_TILE";
+constexpr const char* kExpertMode = "STRATA_EXPERT_MODE";
+constexpr const char* kExpertCache = "STRATA_EXPERT_CACHE";
+constexpr const char* kExpertDirectIo = "STRATA_EXPERT_DIRECT_IO";
+constexpr const char* kExpertIoThreads = "STRATA_EXPERT_IO_THREADS";
+constexpr const char* kIsa = "STRATA_ISA";
+constexpr const char* kRepack = "STRATA_REPACK";
 constexpr std::size_t kMaxPath = 4096;
 
 constexpr double kMaxLogBonus = 8.0;
@@ -60,6 +67,54 @@ std::string lower(std::string_view s) {
   std::string l(trim(s));
   for (auto& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return l;
+}
+
+// 'text', at most 32 characters of it (built by appends: GCC 12 warns falsely on chained operator+
+// with a leading literal).
+std::string quoted(std::string_view text) {
+  std::string q;
+  q += '\'';
+  q.append(text.data(), std::min<std::size_t>(text.size(), 32));
+  if (text.size() > 32) q += "...";
+  q += '\'';
+  return q;
+}
+
+// The expert store (docs/experts.md): one group, the defaults (mmap) when any value is bad.
+void parse_experts(const EnvMap& env, ParseResult& out) {
+  Group g{"the expert-store settings fall back to their defaults (mmap)"};
+  ExpertSettings e;
+  if (const auto* v = find(env, kExpertMode)) {
+    const std::string m = lower(*v);
+    if (m == "mmap")
+      e.mode = experts::ExpertMode::Mmap;
+    else if (m == "stream")
+      e.mode = experts::ExpertMode::Stream;
+    else
+      g.reject(kExpertMode, quoted(*v) + " is not mmap or stream");
+  }
+  if (const auto* v = find(env, kExpertCache)) {
+    if (auto c = g.take(kExpertCache, parse_cache_size(*v))) {
+      e.cache_bytes = c->bytes;
+      e.cache_fraction = c->fraction;
+    }
+  }
+  if (const auto* v = find(env, kExpertDirectIo)) {
+    const std::string m = lower(*v);
+    const Parsed<bool> b = parse_bool(m);
+    if (m == "auto")
+      e.direct_io = experts::DirectIo::Auto;
+    else if (b.value)
+      e.direct_io = *b.value ? experts::DirectIo::On : experts::DirectIo::Off;
+    else
+      g.reject(kExpertDirectIo, quoted(*v) + " is not auto, on or off");
+  }
+  if (const auto* v = find(env, kExpertIoThreads))
+    if (auto x = g.take(kExpertIoThreads, parse_int(*v, 0, 64))) e.io_threads = static_cast<int>(*x);
+  if (g.failed())
+    out.diagnostics.push_back(g.diagnostic());
+  else
+    out.settings.experts = e;
 }
 
 }  // namespace
@@ -100,10 +155,19 @@ const std::vector<SettingInfo>& known_settings() {
       {kMoceWindow, "moce", "0",
        "log-bonus λw in [0, 8] (0 = off); streaming-aware verification windows: draft rows are routed with the "
        "draft-row rule, b = e^λw, against the residency plus every expert the window has already requested"},
-      {kMetallib, "metal", "unset", "path of strata.metallib (the metal backend's compiled kernels; at most 4096 bytes)"},
+      {kMetallib, "metal", "unset",
+       "path of strata.metallib (the metal backend's compiled kernels; at most 4096 bytes)"},
       {kMetalMtpTile, "metal", "unset",
        "L,R,S,K: the drafter's wide-class GEMV tile on the Metal backends (L in {8,16,32}, R in {1,2,4}, S in "
        "{1,2,4,8}, K in {1,2,4,8}, R*K <= 16)"},
+      {kExpertMode, "experts", "mmap", "mmap | stream; routed experts from the file mapping or a bounded resident set"},
+      {kExpertCache, "experts", "0",
+       "resident-set size: bytes with an optional K/M/G/T suffix (\"512M\"), a percentage of all experts (\"25%\") "
+       "or 0 = every expert"},
+      {kExpertDirectIo, "experts", "auto", "auto | on | off; O_DIRECT reads of the stream mode"},
+      {kExpertIoThreads, "experts", "4", "integer 0..64; expert reader threads (0 = read on the compute thread)"},
+      {kIsa, "cpu", "auto", "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (process-wide)"},
+      {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0 weight rows at load for the kernels"},
   };
   return v;
 }
@@ -124,8 +188,7 @@ ParseResult parse_settings(const EnvMap& env) {
     }
     if (const auto* v = find(env, kMinCumP)) {
       if (auto x = g.take(kMinCumP, parse_number(*v))) {
-        if (*x < 0.0 || *x > 1.0)
-          g.reject(kMinCumP, std::string(trim(*v)) + " is outside [0, 1]");
+        if (*x < 0.0 || *x > 1.0) g.reject(kMinCumP, std::string(trim(*v)) + " is outside [0, 1]");
         r.min_cum_p = *x;
         r.policy_on = true;
       }
@@ -215,9 +278,12 @@ ParseResult parse_settings(const EnvMap& env) {
     MetalSettings m;
     if (const auto* v = find(env, kMetallib)) {
       const std::string t(trim(*v));
-      if (t.empty()) g.reject(kMetallib, "empty");
-      else if (t.size() > kMaxPath) g.reject(kMetallib, "longer than 4096 bytes");
-      else m.metallib = t;
+      if (t.empty())
+        g.reject(kMetallib, "empty");
+      else if (t.size() > kMaxPath)
+        g.reject(kMetallib, "longer than 4096 bytes");
+      else
+        m.metallib = t;
     }
     if (const auto* v = find(env, kMetalMtpTile)) {
       try {
@@ -231,13 +297,48 @@ ParseResult parse_settings(const EnvMap& env) {
     else
       s.metal = m;
   }
+
+  parse_experts(env, out);
+  s.cpu = parse_cpu_group(env, out.diagnostics);
   return out;
 }
 
-Settings load_settings(const EnvMap& env) {
-  ParseResult r = parse_settings(env);
-  for (const auto& d : r.diagnostics) log(LogLevel::Warn, d);
-  return r.settings;
+cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& diagnostics) {
+  cpu::CpuSettings c;
+  const std::size_t before = diagnostics.size();
+  if (const auto* v = find(env, kIsa)) {
+    const std::string l = lower(*v);
+    bool known = l == "auto";
+    for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Neon}) {
+      if (l != cpu::isa_name(isa)) continue;
+      known = true;
+      if (cpu::isa_supported(isa)) {
+        c.isa = isa;
+      } else {
+        std::string msg = "STRATA_ISA: ";
+        msg += cpu::isa_name(isa);
+        msg += " is not available on this build and CPU (available:";
+        for (cpu::Isa a : cpu::compiled_isas())
+          if (cpu::isa_supported(a)) (msg += ' ') += cpu::isa_name(a);
+        msg += "); using ";
+        msg += cpu::isa_name(cpu::best_isa());
+        diagnostics.push_back(std::move(msg));
+      }
+    }
+    if (!known) diagnostics.push_back("STRATA_ISA: " + quoted(*v) + " is not auto, avx512, avx2, neon or scalar");
+  }
+  if (const auto* v = find(env, kRepack)) {
+    const std::string l = lower(*v);
+    if (l == "auto") {
+      c.repack = cpu::RepackMode::Auto;
+    } else if (const Parsed<bool> b = parse_bool(l); b.value) {
+      c.repack = *b.value ? cpu::RepackMode::On : cpu::RepackMode::Off;
+    } else {
+      diagnostics.push_back("STRATA_REPACK: " + quoted(*v) + " is not auto, on or off");
+    }
+  }
+  if (diagnostics.size() != before) c = cpu::CpuSettings{};  // a group is never half-applied
+  return c;
 }
 
 Settings load_settings_strict(const EnvMap& env) {
@@ -258,13 +359,6 @@ EnvMap environ_map() {
     env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
   }
   return env;
-}
-
-Settings from_environ() { return load_settings(environ_map()); }
-
-const Settings& process_settings() {
-  static const Settings s = from_environ();
-  return s;
 }
 
 }  // namespace strata::config

@@ -1,26 +1,28 @@
 #pragma once
-// The validated STRATA_* settings of the decode loop (SPEC §2.7, §2.11), parsed once from an
-// environment map. Settings are validated in groups; a group with any malformed, non-finite,
+// The validated STRATA_* settings of an engine, parsed once from an environment map: the one
+// validator of every setting C++ reads (Python's strata.Config hands its values here and keeps
+// only the settings of its own layer: threads, backend, context, speculation). Settings are
+// validated in groups; a group with any malformed, non-finite,
 // out-of-range, too-long or empty value is rejected as a whole with ONE diagnostic and falls back to
 // its defaults (for retention: off, i.e. the caller's min_p) — a group is never half-applied.
-// Every setting, its default and range: docs/drafting.md, docs/routing.md, docs/sampling.md.
-#include <map>
+// Every setting, its default and range: docs/settings.md (and known_settings() below).
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "strata/config/parse.h"
+#include "strata/cpu/cpu_settings.h"
+#include "strata/experts/expert_mode.h"
 #include "strata/routing/router.h"
 #include "strata/sampling/policy.h"
 
 namespace strata::config {
 
-using EnvMap = std::map<std::string, std::string>;
-
 // STRATA_METAL_SPEC_MIN_P_SCHEDULE + STRATA_METAL_SPEC_MIN_CUM_P.
 struct RetentionSettings {
-  Schedule schedule;        // size 0: no schedule (the caller's min_p is the per-step floor)
-  double min_cum_p = 0.0;   // prefix-product gate; 0 disables it
-  bool policy_on = false;   // either variable validly set: fail-closed checks, reject before writing
+  Schedule schedule;       // size 0: no schedule (the caller's min_p is the per-step floor)
+  double min_cum_p = 0.0;  // prefix-product gate; 0 disables it
+  bool policy_on = false;  // either variable validly set: fail-closed checks, reject before writing
 
   // The per-step floor of draft step `step` (0-based): the schedule's value (the last one repeats),
   // else the caller's min_p.
@@ -54,11 +56,23 @@ struct MetalSettings {
   std::string mtp_tile;  // "" = the default tiles
 };
 
+// The expert store (docs/experts.md): STRATA_EXPERT_MODE, STRATA_EXPERT_CACHE (parse_cache_size),
+// STRATA_EXPERT_DIRECT_IO, STRATA_EXPERT_IO_THREADS.
+struct ExpertSettings {
+  experts::ExpertMode mode = experts::ExpertMode::Mmap;
+  uint64_t cache_bytes = 0;     // 0 = room for every expert
+  double cache_fraction = 0.0;  // > 0: that fraction of all experts (cache_bytes ignored)
+  experts::DirectIo direct_io = experts::DirectIo::Auto;
+  int io_threads = 4;  // 0..64; 0 = read on the compute thread
+};
+
 struct Settings {
   RetentionSettings retention;
   MoceSettings moce;
   MtpCellSettings mtp;
   MetalSettings metal;
+  ExpertSettings experts;
+  cpu::CpuSettings cpu;  // STRATA_ISA (process-wide kernel path), STRATA_REPACK (cpu/cpu_settings.h)
   sampling::SpecSample spec_sample = sampling::SpecSample::Exact;  // STRATA_SPEC_SAMPLE=exact|greedy
 };
 
@@ -78,17 +92,14 @@ struct ParseResult {
 
 // Pure: validates `env` (absent key = unset) without logging.
 ParseResult parse_settings(const EnvMap& env);
-// Logs each diagnostic once (strata::log, Warn) and returns the settings with rejected groups at
-// their defaults.
-Settings load_settings(const EnvMap& env);
 // Throws strata::Error(Config) with the diagnostics if any group is rejected.
 Settings load_settings_strict(const EnvMap& env);
 
-// The STRATA_* variables of the process environment.
+// The cpu group alone (parse_settings runs it too): the process's kernel path needs it before any
+// engine exists (cpu::process_cpu_settings). Appends at most one diagnostic per problem.
+cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& diagnostics);
+
+// The STRATA_* variables of the process environment (the one place the environment is read).
 EnvMap environ_map();
-// load_settings(environ_map()).
-Settings from_environ();
-// The process-wide settings: from_environ() on first use (thread-safe), never re-read afterwards.
-const Settings& process_settings();
 
 }  // namespace strata::config

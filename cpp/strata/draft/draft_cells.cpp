@@ -8,19 +8,23 @@
 namespace strata::draft {
 
 DraftCells::DraftCells(int sink, int window) : sink_(sink), window_(window) {
-  if (sink < 0 || sink > 1024) throw_error(ErrorKind::Value, "draft cells: sink " + std::to_string(sink) + " is outside [0, 1024]");
+  if (sink < 0 || sink > 1024)
+    throw_error(ErrorKind::Value, "draft cells: sink " + std::to_string(sink) + " is outside [0, 1024]");
   if (window < 1 || window > 2051)
     throw_error(ErrorKind::Value, "draft cells: window " + std::to_string(window) + " is outside [1, 2051]");
 }
 
 void DraftCells::wrote(int32_t c0, int32_t n) {
-  if (c0 < 0 || n < 0) throw_error(ErrorKind::Value, "draft cells: wrote(" + std::to_string(c0) + ", " + std::to_string(n) + ")");
+  if (c0 < 0 || n < 0)
+    throw_error(ErrorKind::Value, "draft cells: wrote(" + std::to_string(c0) + ", " + std::to_string(n) + ")");
   const int32_t end = c0 + n;
   if (n == 0) {
     // Only marks stale: cut the sink and the run at c0 (a mark past the run changes nothing).
     sink_end_ = std::min(sink_end_, c0);
-    if (c0 <= run0_) run0_ = run1_ = 0;
-    else run1_ = std::min(run1_, c0);
+    if (c0 <= run0_)
+      run0_ = run1_ = 0;
+    else
+      run1_ = std::min(run1_, c0);
     return;
   }
   // Sink prefix: cut at c0, then extend if the write continues it.
@@ -39,8 +43,9 @@ void DraftCells::wrote(int32_t c0, int32_t n) {
 
 int DraftCells::draft_row_cells(int32_t pos, std::vector<int32_t>& out) const {
   if (run0_ >= run1_ || pos < run0_)
-    throw_error(ErrorKind::Internal, "draft cells: draft row at cell " + std::to_string(pos) + " but the valid run is [" +
-                                         std::to_string(run0_) + ", " + std::to_string(run1_) + ")");
+    throw_error(ErrorKind::Internal, "draft cells: draft row at cell " + std::to_string(pos) +
+                                         " but the valid run is [" + std::to_string(run0_) + ", " +
+                                         std::to_string(run1_) + ")");
   const int32_t first = std::max<int32_t>(run0_, pos - window_);
   const int32_t sink_part = std::min(sink_end_, first);
   out.resize(static_cast<size_t>(sink_part + (pos - first + 1)));
@@ -64,24 +69,6 @@ void DraftCells::check_reads(std::span<const int32_t> cells, int32_t pos, int ch
                                            std::to_string(run0_) + ", " + std::to_string(run1_) + "))");
     prev = c;
   }
-}
-
-int prompt_chunk_rows(int32_t chunk_begin, int32_t chunk_end, int32_t prompt_end, int sink, int window, RowRange out[2]) {
-  const int32_t last = std::min(chunk_end, prompt_end - 1);  // rows whose next token is known
-  int n = 0;
-  auto add = [&](int32_t b, int32_t e) {
-    b = std::max(b, chunk_begin);
-    e = std::min(e, last);
-    if (b >= e) return;
-    if (n > 0 && b <= out[n - 1].end) {
-      out[n - 1].end = std::max(out[n - 1].end, e);
-      return;
-    }
-    out[n++] = RowRange{b, e};
-  };
-  add(0, sink);
-  add(prompt_end - 1 - window, last);
-  return n;
 }
 
 }  // namespace strata::draft

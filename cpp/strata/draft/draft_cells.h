@@ -56,16 +56,4 @@ class DraftCells {
   int32_t run0_ = 0, run1_ = 0;
 };
 
-// Streaming prompts: a prompt whose tokens end at position prompt_end − 1 (prompt_end = committed
-// length after it) is fed in chunks. For the chunk of positions [chunk_begin, chunk_end), the rows
-// the drafter encodes while that chunk's hidden states exist: rows t < sink (the sink rows; gone by
-// the last chunk) and rows t >= prompt_end − 1 − window (the first draft row's window), only rows
-// whose next token is known (t < prompt_end − 1; row prompt_end − 1 is the first draft row, encoded
-// after sampling). At most two ascending disjoint ranges [begin, end) in out; returns how many.
-struct RowRange {
-  int32_t begin, end;
-};
-int prompt_chunk_rows(int32_t chunk_begin, int32_t chunk_end, int32_t prompt_end, int sink, int window,
-                      RowRange out[2]);
-
 }  // namespace strata::draft

@@ -27,11 +27,12 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
       max_ctx_(default_ctx(m.hparams(), cfg.max_ctx)),
       max_rows_(cfg.max_rows),
       max_logit_rows_(0),
-      policy_{m.hparams().sink_count, m.hparams().sliding_window, m.hparams().uses_indexer() ? m.hparams().indexer_top_k : 0},
+      policy_{m.hparams().sink_count, m.hparams().sliding_window,
+              m.hparams().uses_indexer() ? m.hparams().indexer_top_k : 0},
       experts_(cfg.experts),
       moce_(cfg.moce),
-      kv_(static_cast<int>(m.hparams().n_layer), std::max<int64_t>(max_ctx_, 1), static_cast<int>(m.hparams().n_head_kv),
-          static_cast<int>(m.hparams().head_dim), m.hparams().kv_type,
+      kv_(static_cast<int>(m.hparams().n_layer), std::max<int64_t>(max_ctx_, 1),
+          static_cast<int>(m.hparams().n_head_kv), static_cast<int>(m.hparams().head_dim), m.hparams().kv_type,
           m.hparams().uses_indexer() ? static_cast<int>(m.hparams().indexer_dim) : 0),
       rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
   const model::HParams& hp = m.hparams();
@@ -60,7 +61,8 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
 void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row) {
   const model::HParams& hp = m_.hparams();
   if (n < 1 || n > max_rows_)
-    throw_error(ErrorKind::Value, "Window::run: " + std::to_string(n) + " rows (must be 1.." + std::to_string(max_rows_) + ")");
+    throw_error(ErrorKind::Value,
+                "Window::run: " + std::to_string(n) + " rows (must be 1.." + std::to_string(max_rows_) + ")");
   if (start < 0 || start > n_past_)
     throw_error(ErrorKind::Value, "Window::run: start " + std::to_string(start) + " is beyond n_past = " +
                                       std::to_string(n_past_) + " (cells must be written in order)");
@@ -68,12 +70,12 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, i
     throw_error(ErrorKind::Value, "Window::run: positions up to " + std::to_string(start + n) +
                                       " exceed the context of " + std::to_string(max_ctx_) + " cells");
   if (which == LogitRows::All && n > max_logit_rows_)
-    throw_error(ErrorKind::Value, "Window::run: logits for " + std::to_string(n) + " rows exceed max_logit_rows = " +
-                                      std::to_string(max_logit_rows_));
+    throw_error(ErrorKind::Value, "Window::run: logits for " + std::to_string(n) +
+                                      " rows exceed max_logit_rows = " + std::to_string(max_logit_rows_));
   for (int r = 0; r < n; ++r)
     if (tokens[r] < 0 || static_cast<uint32_t>(tokens[r]) >= hp.n_vocab)
-      throw_error(ErrorKind::Value, "Window::run: token " + std::to_string(tokens[r]) + " is outside the vocabulary of " +
-                                        std::to_string(hp.n_vocab));
+      throw_error(ErrorKind::Value, "Window::run: token " + std::to_string(tokens[r]) +
+                                        " is outside the vocabulary of " + std::to_string(hp.n_vocab));
 
   // From here on the cells [start, start+n) are being rewritten.
   ++stamp_;
@@ -144,24 +146,6 @@ const float* Window::final_streams(int r) const {
   return streams_.data() + static_cast<std::size_t>(r) * hp.hc_count * hp.n_embd;
 }
 
-void Window::prompt_run_rows(const int32_t* tokens, int64_t n, int64_t start, const ChunkCallback& on_chunk,
-                             int chunk_rows, bool last_logits) {
-  if (chunk_rows <= 0) chunk_rows = max_rows_;
-  if (chunk_rows > max_rows_)
-    throw_error(ErrorKind::Value, "prompt_run_rows: chunk of " + std::to_string(chunk_rows) + " rows exceeds max_rows = " +
-                                      std::to_string(max_rows_));
-  if (n < 1) throw_error(ErrorKind::Value, "prompt_run_rows: empty prompt");
-  if (start + n > max_ctx_)
-    throw_error(ErrorKind::Value, "prompt_run_rows: prompt up to position " + std::to_string(start + n) +
-                                      " exceeds the context of " + std::to_string(max_ctx_) + " cells");
-  for (int64_t off = 0; off < n; off += chunk_rows) {
-    const int rows = static_cast<int>(std::min<int64_t>(chunk_rows, n - off));
-    const bool last = off + rows == n;
-    run(tokens + off, rows, start + off, last && last_logits ? LogitRows::Last : LogitRows::None);
-    if (on_chunk) on_chunk(start + off, rows);
-  }
-}
-
 void Window::commit(int64_t n) {
   if (n < n_committed_ || n > n_past_)
     throw_error(ErrorKind::Value, "commit(" + std::to_string(n) + "): must be in [n_committed = " +
@@ -172,8 +156,8 @@ void Window::commit(int64_t n) {
 
 void Window::rollback(int64_t n) {
   if (n < 0 || n > n_past_)
-    throw_error(ErrorKind::Value, "rollback(" + std::to_string(n) + "): must be in [0, n_past = " +
-                                      std::to_string(n_past_) + "]");
+    throw_error(ErrorKind::Value,
+                "rollback(" + std::to_string(n) + "): must be in [0, n_past = " + std::to_string(n_past_) + "]");
   n_past_ = n;
   n_committed_ = std::min(n_committed_, n);
 }

@@ -32,10 +32,10 @@ class ExpertStore;
 namespace strata::engine {
 
 struct WindowConfig {
-  int64_t max_ctx = 0;     // cells; 0 = min(context_length, 32768)
-  int max_rows = 512;      // rows per run
-  int max_logit_rows = 0;  // rows that may ask for logits in one run; 0 = auto (≈64 MiB of logits, >= 16)
-  int64_t extra_list = 0;  // a longer attended list another user of the scratch needs (the MTP)
+  int64_t max_ctx = 0;         // cells; 0 = min(context_length, 32768)
+  int max_rows = 512;          // rows per run
+  int max_logit_rows = 0;      // rows that may ask for logits in one run; 0 = auto (≈64 MiB of logits, >= 16)
+  int64_t extra_list = 0;      // a longer attended list another user of the scratch needs (the MTP)
   ThreadPool* pool = nullptr;  // nullptr = ThreadPool::global()
   experts::ExpertStore* experts = nullptr;  // not owned; nullptr = the mmap views, nothing counted
   routing::MoceParams moce;                 // expert selection; the store's residency map feeds it
@@ -77,14 +77,6 @@ class Window {
   // Streams [n][d] of row r of the last run after the last layer (the MTP's input).
   const float* final_streams(int r) const;
 
-  // Streams a prompt through in chunks of chunk_rows (<= max_rows; 0 = max_rows); after each chunk
-  // on_chunk(chunk_start, chunk_rows) runs while that chunk's final streams are readable (the
-  // drafter encodes its MTP rows there). With last_logits the last chunk computes the logits of
-  // its last row.
-  using ChunkCallback = std::function<void(int64_t start, int n_rows)>;
-  void prompt_run_rows(const int32_t* tokens, int64_t n, int64_t start, const ChunkCallback& on_chunk,
-                       int chunk_rows = 0, bool last_logits = true);
-
   int64_t n_past() const { return n_past_; }
   int64_t n_committed() const { return n_committed_; }
   void commit(int64_t n);
@@ -109,8 +101,8 @@ class Window {
   KvCells kv_;
   Rope rope_;
   std::unique_ptr<Scratch> scratch_;
-  AlignedBuffer<float> streams_;  // [max_rows][n][d]
-  AlignedBuffer<float> logits_;   // [max_logit_rows][V]
+  AlignedBuffer<float> streams_;        // [max_rows][n][d]
+  AlignedBuffer<float> logits_;         // [max_logit_rows][V]
   AlignedBuffer<uint64_t> cell_stamp_;  // [max_ctx] write counter of the run that last wrote the cell
   uint64_t stamp_ = 0;
   int64_t n_past_ = 0;

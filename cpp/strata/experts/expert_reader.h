@@ -21,11 +21,9 @@
 
 #include <sys/types.h>
 
+#include "strata/experts/expert_mode.h"
+
 namespace strata::experts {
-
-enum class DirectIo { Auto, On, Off };  // Auto: try, fall back to buffered; On: refuse to fall back
-
-const char* direct_io_name(DirectIo d);  // "auto", "on", "off"
 
 // What a read is for, for error messages ("expert 3 of layer 1 (ffn_up_exps)").
 struct ReadWhat {

@@ -32,6 +32,7 @@
 #include "strata/cpu/cpu_settings.h"
 #include "strata/experts/expert_counters.h"
 #include "strata/experts/expert_layout.h"
+#include "strata/experts/expert_mode.h"
 #include "strata/experts/expert_reader.h"
 #include "strata/experts/io_pool.h"
 #include "strata/experts/mapping_advice.h"
@@ -40,15 +41,12 @@
 
 namespace strata::experts {
 
-enum class ExpertMode { Mmap, Stream };
-const char* expert_mode_name(ExpertMode m);  // "mmap", "stream"
-
 struct ExpertStoreConfig {
   ExpertMode mode = ExpertMode::Mmap;
-  uint64_t cache_bytes = 0;      // stream: resident-set capacity in bytes; 0 = room for every expert
-  double cache_fraction = 0.0;   // stream: when > 0, ceil(fraction × all experts) slots (cache_bytes ignored)
+  uint64_t cache_bytes = 0;     // stream: resident-set capacity in bytes; 0 = room for every expert
+  double cache_fraction = 0.0;  // stream: when > 0, ceil(fraction × all experts) slots (cache_bytes ignored)
   DirectIo direct_io = DirectIo::Auto;
-  int io_threads = 4;            // stream: reader threads; 0 = read on the compute thread (no overlap)
+  int io_threads = 4;  // stream: reader threads; 0 = read on the compute thread (no overlap)
   // stream: repack Q4_0 / Q8_0 slices as they arrive (cpu/repack/repack.h; the slot views then have
   // the repacked type). mmap mode: the model's views are used as they are (the Runner repacks them).
   cpu::RepackMode repack = cpu::RepackMode::Off;
@@ -117,19 +115,19 @@ class ExpertStore {
     int32_t pins = 0;
     int32_t prev = -1, next = -1;  // LRU links while unpinned and ready
     bool in_lru = false;
-    int pending = 0;               // parts still being read
+    int pending = 0;  // parts still being read
     std::exception_ptr error;
   };
 
   // stream internals (all under mu_)
   void lru_remove(int32_t s);
   void lru_push_back(int32_t s);
-  int32_t take_victim();          // a free slot or the least recently used unpinned one; -1 if none
-  bool issue(int i);              // starts the read of pass entry i; false when no slot is free
-  void issue_more();              // starts deferred misses while slots are free
-  void submit_queued();           // hands collected jobs to the I/O pool (without the lock)
-  void reset_slot(int32_t s);     // back to empty and free
-  void run_job(uint32_t job);     // I/O thread: one part of one expert
+  int32_t take_victim();       // a free slot or the least recently used unpinned one; -1 if none
+  bool issue(int i);           // starts the read of pass entry i; false when no slot is free
+  void issue_more();           // starts deferred misses while slots are free
+  void submit_queued();        // hands collected jobs to the I/O pool (without the lock)
+  void reset_slot(int32_t s);  // back to empty and free
+  void run_job(uint32_t job);  // I/O thread: one part of one expert
   uint8_t* slot_part(int32_t s, int layer, int part, int64_t e) const;
   ExpertView slot_view(int32_t s, int layer, int64_t e) const;
   ExpertView mmap_view(int layer, int64_t e) const;
@@ -160,7 +158,7 @@ class ExpertStore {
   std::vector<uint8_t> order_held_;  // [E] 1 while the pass holds a pin on it
   std::vector<uint32_t> queued_;     // jobs collected under the lock, submitted after it
   std::size_t n_queued_ = 0;
-  int in_flight_ = 0;                // parts being read
+  int in_flight_ = 0;  // parts being read
 
   // mmap page-cache probe
   std::size_t page_ = 4096;

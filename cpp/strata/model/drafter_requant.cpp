@@ -1,6 +1,5 @@
 #include "strata/model/drafter_requant.h"
 
-#include <cctype>
 #include <utility>
 #include <vector>
 
@@ -21,15 +20,6 @@ const char* drafter_requant_name(DrafterRequant r) {
   }
 }
 
-DrafterRequant parse_drafter_requant(const std::string& s) {
-  std::string l;
-  for (char c : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (l == "q4") return DrafterRequant::Q4;
-  if (l == "q5") return DrafterRequant::Q5;
-  if (l == "off" || l.empty()) return DrafterRequant::Off;
-  throw_error(ErrorKind::Value, "mtp_requant must be 'q4', 'q5' or None, not '" + s + "'");
-}
-
 namespace {
 
 // Dequantizes w to float, quantizes it into a new owned buffer and repoints w at it.
@@ -41,7 +31,8 @@ void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type,
                                       " columns, not a multiple of 32");
   const std::size_t rows = static_cast<std::size_t>(w.rows), cols = static_cast<std::size_t>(w.cols);
   std::vector<float> f(rows * cols);
-  for (int64_t r = 0; r < w.rows; ++r) quant::dequantize_row(w.type, w.row(r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
+  for (int64_t r = 0; r < w.rows; ++r)
+    quant::dequantize_row(w.type, w.row(r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
   const std::size_t rb = quant::row_bytes(type, w.cols);
   AlignedBuffer<uint8_t> buf(rows * rb);
   quant::quantize_matrix(type, f.data(), w.rows, w.cols, buf.data(), method, pool);

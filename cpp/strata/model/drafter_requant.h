@@ -20,11 +20,9 @@ enum class DrafterRequant { Off, Q4, Q5 };  // Q4 = Q4_0 with the Lloyd fit, Q5 
 
 // "off" / "q4" / "q5".
 const char* drafter_requant_name(DrafterRequant r);
-// "q4" / "q5" / "off" (case-insensitive); anything else throws Error(Value) naming it.
-DrafterRequant parse_drafter_requant(const std::string& s);
 
 struct DrafterRequantReport {
-  int tensors = 0;            // weights requantized
+  int tensors = 0;               // weights requantized
   std::size_t bytes_before = 0;  // of those weights
   std::size_t bytes_after = 0;
 };

@@ -8,7 +8,7 @@ import numpy.typing
 import typing
 from . import quant
 from . import decode
-__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'MetalEngine', 'StrataError', 'active_isa', 'build_features', 'decode', 'force_isa', 'metal_device_available', 'parse_expert_settings', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
+__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'build_features', 'decode', 'force_isa', 'metal_device_available', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
 class StrataError(Exception):
     pass
 class FormatError(StrataError):
@@ -70,6 +70,21 @@ class GGUFFile:
     @property
     def version(self) -> int:
         ...
+class Settings:
+    """
+    The validated STRATA_* settings of one engine (retention, MTP cells, verification rule, MOCE routing, Metal, expert store, cpu): Settings(env) validates a mapping of STRATA_* variables (a rejected group is a ConfigError naming the variable and its rule); Settings.parse(env) gives (settings, diagnostics) with the rejected groups at their defaults. strata.Config.native() builds one; Engine(settings=...) takes it.
+    """
+    @staticmethod
+    def parse(env: collections.abc.Mapping[str, str]) -> tuple[Settings, list[str]]:
+        """
+        (settings, diagnostics): each rejected group at its defaults with one diagnostic
+        """
+    def __init__(self, env: collections.abc.Mapping[str, str] = {}) -> None:
+        ...
+    def as_dict(self) -> dict:
+        """
+        The settings as nested dicts, one per group
+        """
 class EngineCheckpoint:
     """
     Opaque state of an Engine (lengths and write stamps)
@@ -84,9 +99,9 @@ class Engine:
     """
     A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.
     """
-    def __init__(self, path: str, backend: str = 'cpu', n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_ctx: typing.SupportsInt | typing.SupportsIndex = 0, max_rows: typing.SupportsInt | typing.SupportsIndex = 0, mtp_sink: typing.SupportsInt | typing.SupportsIndex = 64, mtp_window: typing.SupportsInt | typing.SupportsIndex = 256, encode_mtp: bool = True, expert_mode: str = 'mmap', expert_cache: typing.Any = None, expert_direct_io: str = 'auto', expert_io_threads: typing.SupportsInt | typing.SupportsIndex = 4, moce: decode.MoceParams | None = None, expert_page_cache_probe: bool = False, mtp_requant: typing.Any = None, settings: collections.abc.Mapping[str, str] = {}, repack: typing.Any = None) -> None:
+    def __init__(self, path: str, backend: str = 'cpu', n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_ctx: typing.SupportsInt | typing.SupportsIndex = 0, max_rows: typing.SupportsInt | typing.SupportsIndex = 0, encode_mtp: bool = True, settings: Settings | None = None, expert_page_cache_probe: bool = False) -> None:
         """
-        backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal). expert_mode: 'mmap' (weights from the file mapping) or 'stream' (cpu only: a bounded resident set read with positioned reads); expert_cache: bytes (int), a fraction of all experts (float) or '25%' / '512M' (None = every expert); expert_direct_io: 'auto' | 'on' | 'off'; moce: decode.MoceParams of the main window's routing (default plain top-K); expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses (mincore). settings: the STRATA_* settings of the C++ parser (Config's: retention, verification rule, STRATA_METALLIB, STRATA_METAL_MTP_TILE), validated once here. See docs/experts.md, docs/metal.md.
+        backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal); encode_mtp: encode the drafter's cells while evaluating. settings: the engine's validated Settings (strata.Config.native(): MTP cells, drafter weight format, retention, verification rule, MOCE routing, Metal library and tile, expert store, repack), given once; None = every setting at its default and the process's repack mode. expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses (mincore; the expert benchmark). See docs/settings.md, docs/experts.md, docs/metal.md.
         """
     def checkpoint(self) -> EngineCheckpoint:
         ...
@@ -122,7 +137,7 @@ class Engine:
         """
     def mtp_weight(self, name: str) -> dict:
         """
-        One MTP weight as a dict: present, type, rows, cols, address, data (uint8 [rows, row_bytes] copy)
+        One MTP weight as a dict: present, type, repacked, rows, cols, address, data (uint8 [rows, row_bytes] copy; a repacked weight as its plain type and bytes)
         """
     def reset_expert_stats(self) -> None:
         ...
@@ -180,11 +195,6 @@ class Engine:
     def mtp_requant(self) -> typing.Any:
         ...
     @property
-    def repack(self) -> dict:
-        """
-        cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds
-        """
-    @property
     def mtp_vocab_ids(self) -> numpy.typing.NDArray[numpy.int32]:
         ...
     @property
@@ -194,12 +204,13 @@ class Engine:
     def n_past(self) -> int:
         ...
     @property
+    def repack(self) -> dict:
+        """
+        cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds
+        """
+    @property
     def vocab_size(self) -> int:
         ...
-def MetalEngine(path: str, backend: str = 'metal-emu', **kwargs) -> typing.Any:
-    """
-    Engine(path, backend=...) for backend 'metal-emu' or 'metal'
-    """
 def active_isa() -> str:
     """
     The ISA the kernels dispatch to now
@@ -216,22 +227,8 @@ def metal_device_available() -> bool:
     """
     Whether this build can run the 'metal' backend (macOS with metal-cpp); 'metal-emu' runs everywhere
     """
-def parse_cpu_settings(env: collections.abc.Mapping[str, str]) -> dict:
-    """
-    Validate STRATA_ISA / STRATA_REPACK (cpu/cpu_settings.h): {isa, repack, diagnostics}
-    """
-def parse_expert_settings(env: collections.abc.Mapping[str, str]) -> dict:
-    """
-    Validate the STRATA_EXPERT_* settings of an environment map (one group: any bad value gives a diagnostic and the defaults).
-    """
-def repack_mode() -> str:
-    ...
 def set_log_level(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
-def set_repack_mode(mode: str) -> None:
-    """
-    Repacked weights for engines made from now on: auto, on or off
-    """
 def set_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Threads of the default pool (0 = all cores)

@@ -126,7 +126,7 @@ def known_settings() -> list:
     ...
 def parse_settings(env: collections.abc.Mapping[str, str], strict: bool = True) -> typing.Any:
     """
-    Validate STRATA_* settings from a mapping. strict: the settings dict or ConfigError; otherwise (settings with rejected groups at defaults, diagnostics)
+    Validate STRATA_* settings from a mapping (Settings(env).as_dict()). strict: the settings dict or ConfigError; otherwise (settings with rejected groups at defaults, diagnostics)
     """
 def retain_chained(env: collections.abc.Mapping[str, str], caller_min_p: typing.SupportsFloat | typing.SupportsIndex, probs: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]) -> int:
     """

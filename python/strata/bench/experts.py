@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from strata import _strata
+from strata.config import Config
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ class MoceSetting:
             text += f", r={self.rank1:g}, prot={self.protect}"
         return text
 
-    def params(self) -> Any:
-        return _strata.decode.MoceParams(resident_bonus=math.exp(self.log_bonus), rank1_scale=self.rank1,
-                                         protect=self.protect)
+    def config_fields(self) -> dict[str, Any]:
+        """The strata.Config fields of this setting (the engine computes m = e^λ itself)."""
+        return {"moce_bonus": self.log_bonus, "moce_rank1": self.rank1, "moce_protect": self.protect}
 
 
 @dataclass(frozen=True)
@@ -206,16 +207,17 @@ def text_sequence(path: str | Path, text_file: str | Path, n: int) -> list[int]:
 def run_one(path: str | Path, tokens: Sequence[int], cfg: BenchConfig, mode: str, fraction: float | None,
             moce: MoceSetting) -> RunResult:
     """Prefill cfg.prompt tokens, then decode the rest teacher-forced one token at a time."""
-    kw: dict[str, Any] = {"n_threads": cfg.n_threads, "max_ctx": len(tokens) + 8, "expert_mode": mode,
-                          "expert_io_threads": cfg.io_threads, "expert_direct_io": cfg.direct_io}
-    if mode == "stream":
-        kw["expert_cache"] = fraction
+    settings: dict[str, Any] = {"expert_mode": mode, "expert_io_threads": cfg.io_threads,
+                                "expert_direct_io": cfg.direct_io}
+    if mode == "stream" and fraction is not None:
+        settings["expert_cache"] = f"{fraction * 100:g}%"
     if not moce.off:
-        kw["moce"] = moce.params()
+        settings.update(moce.config_fields())
     if mode == "mmap":
         drop_page_cache(path)
-        kw["expert_page_cache_probe"] = True  # misses = uses whose pages were not in the page cache
-    eng = _strata.Engine(str(path), **kw)
+    # mmap: misses = uses whose pages were not in the page cache (the page-cache probe).
+    eng = _strata.Engine(str(path), n_threads=cfg.n_threads, max_ctx=len(tokens) + 8,
+                         settings=Config(**settings).native(), expert_page_cache_probe=mode == "mmap")
     eng.set_route_trace(True)
     main_layers = int(eng.hparams["layers"])
     p = cfg.prompt

@@ -137,7 +137,7 @@ def child(engine: str, model: str, tokens: Sequence[int], threads: int, fraction
                      expert_direct_io="on" if stream else "auto",
                      moce_bonus=moce)
         eng = _strata.Engine(model, n_threads=threads, max_ctx=len(tokens) + 1, encode_mtp=False,
-                             **cfg.engine_kwargs())
+                             settings=cfg.native())
 
         def step(ids: Sequence[int]) -> np.ndarray:
             return np.asarray(eng.eval(np.asarray(ids, dtype=np.int64)))

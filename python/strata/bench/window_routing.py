@@ -20,6 +20,7 @@ import numpy as np
 
 from strata import _strata
 from strata.bench.experts import _log_softmax_at, drop_page_cache
+from strata.config import Config
 
 
 @dataclass
@@ -47,15 +48,15 @@ def heldout_tokens(model_path: str | Path, n: int) -> list[int]:
     return ids[:n]
 
 
-def _engine_kwargs(store: str, threads: int, ctx: int, log_bonus: float) -> dict[str, Any]:
-    kw: dict[str, Any] = {"n_threads": threads, "max_ctx": ctx}
+def _engine(model_path: str | Path, store: str, threads: int, ctx: int, log_bonus: float) -> Any:
+    """A native engine for one run: the store ("mmap" or "stream FRACTION[ direct]") and λw as Config."""
+    cfg: dict[str, Any] = {"moce_window": log_bonus}
     parts = store.split()
     if parts[0] == "stream":
-        kw.update(expert_mode="stream", expert_cache=parts[1], expert_io_threads=4,
-                  expert_direct_io="on" if "direct" in parts[2:] else "auto")
-    if log_bonus > 0:
-        kw["moce"] = _strata.decode.MoceParams(window_bonus=math.exp(log_bonus))
-    return kw
+        cfg.update(expert_mode="stream", expert_cache=parts[1], expert_io_threads=4,
+                   expert_direct_io="on" if "direct" in parts[2:] else "auto")
+    return _strata.Engine(str(model_path), n_threads=threads, max_ctx=ctx,
+                          settings=Config(**cfg).native())
 
 
 def run_one(model_path: str | Path, tokens: Sequence[int], store: str, rows: int, log_bonus: float, *,
@@ -68,7 +69,7 @@ def run_one(model_path: str | Path, tokens: Sequence[int], store: str, rows: int
         raise ValueError(f"align {align} is not a multiple of rows {rows}")
     end = prompt + (len(tokens) - 1 - prompt) // align * align  # the last window's last row
     drop_page_cache(model_path)
-    eng = _strata.Engine(str(model_path), **_engine_kwargs(store, threads, len(tokens) + 8, log_bonus))
+    eng = _engine(model_path, store, threads, len(tokens) + 8, log_bonus)
     main_layers = int(eng.hparams["layers"])
     eng.eval(list(tokens[:prompt]), logits="none")
     eng.reset_expert_stats()

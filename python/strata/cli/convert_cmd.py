@@ -1,5 +1,5 @@
-"""``strata convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE or GLM-4-MoE directory or a strata
-training checkpoint (.pt) to GGUF, with a progress bar on stderr."""
+"""``strata convert SRC OUT.gguf``: a Hugging Face Qwen3-MoE, GLM-4-MoE or DeepSeek-V4 directory or a
+strata training checkpoint (.pt) to GGUF, with a progress bar on stderr."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from strata.errors import InvalidArgument
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "convert",
-        help="convert a Hugging Face Qwen3-MoE / GLM-4-MoE directory or a strata training checkpoint to GGUF",
-        description="Convert SRC (a Hugging Face Qwen3MoeForCausalLM or Glm4MoeForCausalLM directory, or "
-        "a strata training checkpoint .pt) to a GGUF file.",
+        help="convert a Hugging Face Qwen3-MoE / GLM-4-MoE / DeepSeek-V4 directory or a strata training "
+        "checkpoint to GGUF",
+        description="Convert SRC (a Hugging Face Qwen3MoeForCausalLM, Glm4MoeForCausalLM or "
+        "DeepseekV4ForCausalLM directory, or a strata training checkpoint .pt) to a GGUF file.",
     )
     p.add_argument("src", type=Path, help="model directory (config.json + safetensors) or checkpoint .pt")
     p.add_argument("out", type=Path, help="the GGUF file to write")

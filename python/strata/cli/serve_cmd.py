@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -14,6 +13,7 @@ from strata.cli.options import (
     config_from,
     load_model,
 )
+from strata.config import server_env
 from strata.errors import InvalidArgument
 
 EPILOG = """\
@@ -66,12 +66,13 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(
             "the server needs fastapi and uvicorn: pip install fastapi uvicorn (or, in the strata source "
             f"tree, pip install '.[server]'); {exc}") from None
+    env = server_env()
     max_body = DEFAULT_MAX_BODY
     if args.max_body is not None:
         max_body = parse_size(args.max_body, "--max-body")
-    elif os.environ.get("STRATA_MAX_BODY"):
-        max_body = parse_size(os.environ["STRATA_MAX_BODY"], "STRATA_MAX_BODY")
-    api_key = args.api_key if args.api_key is not None else os.environ.get("STRATA_API_KEY") or None
+    elif "STRATA_MAX_BODY" in env:
+        max_body = parse_size(env["STRATA_MAX_BODY"], "STRATA_MAX_BODY")
+    api_key = args.api_key if args.api_key is not None else env.get("STRATA_API_KEY")
     if api_key is not None and not api_key.strip():
         raise InvalidArgument("--api-key must not be empty")
     model = load_model(args)

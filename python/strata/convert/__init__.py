@@ -1,12 +1,13 @@
 """Writing GGUF files: the `strata` architecture (from tensors, a StrataModel or a training
-checkpoint), Hugging Face Qwen3-MoE -> `qwen3moe` and GLM-4-MoE -> `glm4moe` (a model directory with
-its tokenizer: `convert_hf_dir`), and random `strata` models for tests.
+checkpoint), Hugging Face Qwen3-MoE -> `qwen3moe`, GLM-4-MoE -> `glm4moe` and DeepSeek-V4 -> `deepseek4`
+(a model directory with its tokenizer: `convert_hf_dir`), and random `strata` models for tests.
 
 Nothing here imports torch, except reading a .pt training checkpoint.
 """
 
 from __future__ import annotations
 
+from strata.convert.deepseek4 import convert_deepseek4
 from strata.convert.glm4moe import convert_glm4moe
 from strata.convert.hf_dir import convert_hf_dir
 from strata.convert.hf_tokenizer import hf_tokenizer_writer
@@ -23,6 +24,7 @@ __all__ = [
     "TensorSpec",
     "TokenizerWriter",
     "byte_level_tokenizer",
+    "convert_deepseek4",
     "convert_glm4moe",
     "convert_hf_dir",
     "hf_tokenizer_writer",

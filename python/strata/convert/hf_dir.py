@@ -1,7 +1,8 @@
 """``strata convert HF_DIR OUT.gguf``: a Hugging Face model directory (config.json, *.safetensors in
 BF16/F16/F32, sharded or not, tokenizer files) to the matching llama.cpp architecture —
 ``Qwen3MoeForCausalLM`` -> ``qwen3moe``, ``Glm4MoeForCausalLM`` -> ``glm4moe`` (with its MTP layer
-when the checkpoint has one)."""
+when the checkpoint has one), ``DeepseekV4ForCausalLM`` -> ``deepseek4`` (a file for llama.cpp: strata
+itself does not run that architecture yet)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strata.convert.deepseek4 import convert_deepseek4
 from strata.convert.glm4moe import convert_glm4moe
 from strata.convert.hf_tokenizer import hf_tokenizer_writer
 from strata.convert.qwen3moe import convert_qwen3moe
@@ -17,8 +19,10 @@ from strata.convert.tokenizer_keys import byte_level_tokenizer
 from strata.errors import ConfigError, FormatError, InvalidArgument
 
 # model_type -> converter
-CONVERTERS: dict[str, Callable[..., Path]] = {"qwen3_moe": convert_qwen3moe, "glm4_moe": convert_glm4moe}
-_ARCHITECTURES = {"Qwen3MoeForCausalLM": "qwen3_moe", "Glm4MoeForCausalLM": "glm4_moe"}
+CONVERTERS: dict[str, Callable[..., Path]] = {
+    "qwen3_moe": convert_qwen3moe, "glm4_moe": convert_glm4moe, "deepseek_v4": convert_deepseek4}
+_ARCHITECTURES = {"Qwen3MoeForCausalLM": "qwen3_moe", "Glm4MoeForCausalLM": "glm4_moe",
+                  "DeepseekV4ForCausalLM": "deepseek_v4"}
 
 
 def hf_model_type(cfg: dict[str, Any]) -> str:

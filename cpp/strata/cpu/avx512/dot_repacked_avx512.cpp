@@ -1,11 +1,13 @@
-// AVX-512 VNNI kernel of the repacked Q8_0 type (cpu/repack/layout.h): 16 rows per group, one
+// AVX-512 VNNI kernels of the repacked Q8_0 and Q4_0 types (cpu/repack/layout.h): 16 rows per group, one
 // 512-bit register per 4-column step whose lane r is row r, so each step is one vpdpbusd against
-// the activation's 4 bytes broadcast. The weights are unsigned (Q8_0 + 128 as stored) and the
-// accumulator starts at −128·Σy, so the int32 lane is exactly the row's block
+// the activation's 4 bytes broadcast. The weights are unsigned (Q8_0 + 128 as stored, Q4_0's nibbles)
+// and the accumulator starts at −128·Σy (−8·Σy), so the int32 lane is exactly the row's block
 // sum; then sum += sumi · (dx·dy) with the multiply and the add rounded separately (this file is
 // built with -ffp-contract=off), which is the scalar kernel's arithmetic: results are bitwise the
-// scalar path's. Up to four row groups share each activation broadcast in a GEMV; with several
-// activations each group's unpacked weights are shared by up to four of them.
+// scalar path's. A GEMV walks one row group at a time, so the weights stream as one sequential
+// read (sharing each activation broadcast across four interleaved groups read 35 % slower from
+// memory: bench/gemv_bench.py, docs/benchmarks.md); with several activations each group's unpacked
+// weights are shared by up to four of them.
 #include <algorithm>
 
 #include "strata/cpu/avx512/dot_avx512.h"
@@ -17,13 +19,25 @@ namespace {
 
 using quant::BlockQ8_0;
 
-constexpr int kMaxGroups = 4;
-
 struct Q8Ops {
   using L = repack::Q8Layout;
   static constexpr int kBias = 128;
   static void steps(const uint8_t* qs, __m512i* st) {
     for (int k = 0; k < 8; ++k) st[k] = loadu512(qs + 64 * k);
+  }
+};
+
+// Q4_0_R16: the nibbles are the unsigned operand (q, value q − 8), so the accumulator starts at −8·Σy.
+struct Q4Ops {
+  using L = repack::Q4Layout;
+  static constexpr int kBias = 8;
+  static void steps(const uint8_t* qs, __m512i* st) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i w = loadu512(qs + 64 * c);
+      st[c] = _mm512_and_si512(w, m4);                           // columns 4c .. 4c + 3
+      st[c + 4] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);  // columns 16 + 4c .. 16 + 4c + 3
+    }
   }
 };
 
@@ -109,10 +123,6 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const int64_t nb = n / quant::kQK32;
   const std::size_t gb = stride * repack::kRows;
   int64_t r = 0;
-  for (; kMaxGroups >= 4 && r + 4 * repack::kRows <= nrows; r += 4 * repack::kRows)
-    groups_one_act<Ops, 4>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
-  for (; r + 2 * repack::kRows <= nrows; r += 2 * repack::kRows)
-    groups_one_act<Ops, 2>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r, repack::kRows);
   for (; r < nrows; r += repack::kRows)
     groups_one_act<Ops, 1>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r,
                            static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
@@ -140,6 +150,13 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
 
 }  // namespace
 
+void dot_rows_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q4Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
+}
 void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q8Ops>(n, w, stride, nrows, act, out);
 }

@@ -1,5 +1,4 @@
 // The AVX-512 (F/BW/VL/DQ + VNNI) kernel table.
-#include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/kernels.h"
 
@@ -18,10 +17,7 @@ constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k, null
 constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, dot_rows_multi_q4_k};
 constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, dot_rows_multi_q6_k};
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
-// Q4_0_R16 runs the AVX2 kernel: a 512-bit vpdpbusd version was faster in bench/gemv_bench.py but
-// slower in engine decode (docs/benchmarks.md, GEMV), so it was dropped.
-constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, quantize_act_q8_0, avx2::dot_rows_q4_0_r16,
-                              avx2::dot_rows_multi_q4_0_r16, 16};
+constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0_r16, dot_rows_multi_q4_0_r16, 16};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0_r16, dot_rows_multi_q8_0_r16, 16};
 
 }  // namespace
