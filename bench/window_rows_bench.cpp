@@ -193,7 +193,9 @@ void time_dense(const model::Model& m, engine::Scratch& s, ThreadPool* pool, int
   std::vector<float> x(static_cast<std::size_t>(R) * std::max<int64_t>({d, hp.q_rows(), hp.ff_shared, hp.ff_expert}),
                        0.5f);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-  std::vector<float> y(static_cast<std::size_t>(R) * std::max<int64_t>(hp.n_vocab, 4096));
+  // y holds R rows of the widest output: the head, q, or a (widened) expert's gate/up.
+  std::vector<float> y(static_cast<std::size_t>(R) *
+                       std::max<int64_t>({hp.n_vocab, hp.q_rows(), hp.ff_shared, hp.ff_expert, d, 4096}));
   auto t0 = Clock::now();
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     const model::AttentionWeights& a = m.layers[l].attn;

@@ -15,6 +15,7 @@
 #include "strata/draft/retention.h"
 #include "strata/routing/plan.h"
 #include "strata/routing/router.h"
+#include "strata/routing/window_routing.h"
 #include "strata/sampling/policy.h"
 #include "strata/sampling/rng.h"
 #include "strata/sampling/sample_dist.h"
@@ -49,15 +50,17 @@ void bind_decode(py::module_& parent) {
 
   // ---- routing
   py::class_<routing::MoceParams>(m, "MoceParams")
-      .def(py::init([](float resident_bonus, float rank1_scale, int protect, bool draft) {
-             return routing::MoceParams{resident_bonus, rank1_scale, protect, draft};
+      .def(py::init([](float resident_bonus, float rank1_scale, int protect, bool draft, float window_bonus) {
+             return routing::MoceParams{resident_bonus, rank1_scale, protect, draft, window_bonus};
            }),
            py::arg("resident_bonus") = 1.0f, py::arg("rank1_scale") = 1.0f, py::arg("protect") = 0,
-           py::arg("draft") = false)
+           py::arg("draft") = false, py::arg("window_bonus") = 1.0f)
       .def_readwrite("resident_bonus", &routing::MoceParams::resident_bonus)
       .def_readwrite("rank1_scale", &routing::MoceParams::rank1_scale)
       .def_readwrite("protect", &routing::MoceParams::protect)
-      .def_readwrite("draft", &routing::MoceParams::draft);
+      .def_readwrite("draft", &routing::MoceParams::draft)
+      .def_readwrite("window_bonus", &routing::MoceParams::window_bonus,
+                     "> 1: streaming-aware verification windows (draft rows prefer the experts the window requested)");
   m.attr("MAX_TOP_K") = routing::kMaxTopK;
 
   m.def(
@@ -86,14 +89,15 @@ void bind_decode(py::module_& parent) {
         const uint8_t* res = residency(resident, E);
         I32 ids({n, static_cast<py::ssize_t>(k)});
         F32 w({n, static_cast<py::ssize_t>(k)});
-        for (py::ssize_t r = 0; r < n; ++r)
-          routing::route_row(probs.data(r, 0), static_cast<int>(E), k, res, p, verification && r > 0,
-                             ids.mutable_data(r, 0), w.mutable_data(r, 0));
+        std::vector<uint8_t> map(static_cast<std::size_t>(E));
+        routing::route_window_rows(probs.data(), static_cast<int>(n), static_cast<int>(E), k, res, p,
+                                   verification ? 1 : -1, map.data(), ids.mutable_data(), w.mutable_data());
         return py::make_tuple(ids, w);
       },
       py::arg("probs"), py::arg("k"), py::arg("resident") = py::none(), py::arg("params") = routing::MoceParams{},
       py::arg("verification") = false,
-      "route_row over every row; with verification=True rows after the first are draft rows");
+      "route_row over every row; with verification=True rows after the first are draft rows (and, with "
+      "params.window_bonus > 1, routed one after another against the residency plus the window's requests)");
 
   m.def(
       "build_plan",

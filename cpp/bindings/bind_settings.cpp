@@ -28,6 +28,7 @@ py::dict settings_dict(const config::Settings& s) {
   moce["rank1"] = s.moce.rank1;
   moce["protect"] = s.moce.protect;
   moce["draft"] = s.moce.draft;
+  moce["window"] = s.moce.window_log_bonus;
   moce["params"] = s.moce.params();  // the engine's MoceParams (m = fl32(e^λ) computed here, once)
   py::dict mtp;
   mtp["sink"] = s.mtp.sink;

@@ -99,6 +99,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_MOCE_DRAFT", "moce_draft", "moce", "0",
             "boolean (1/0, true/false, on/off, yes/no); draft rows get the squared bonus and r_prot = 1",
             True),
+    Setting("STRATA_MOCE_WINDOW", "moce_window", "moce", "0",
+            "log-bonus λw in [0, 8] (0 = off); streaming-aware verification windows: draft rows are routed "
+            "with the draft-row rule (b = e^λw, m = b², r_prot = 1) against the residency plus every expert "
+            "the window has already requested (the target row's choices included)", True),
     Setting("STRATA_METALLIB", "metallib", "metal", "unset",
             "path of strata.metallib, the compiled Metal kernels the metal backend loads (<= 4096 bytes)",
             True),
@@ -182,6 +186,9 @@ class Config:
             Q4_0 (Lloyd) resp. Q5_0 at load; not both.
         moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware MOCE routing (docs/routing.md);
             they change the selection only where there is a residency map (``expert_mode="stream"``).
+        moce_window: streaming-aware verification windows, a log-bonus in [0, 8] (0 = off): the draft
+            rows of a verification window prefer the experts the window already requested (in mmap mode
+            too). Changes the verified rows, so the text is no longer exactly plain decoding's.
         expert_mode: ``"mmap"`` (experts from the file mapping) or ``"stream"`` (a bounded resident set).
         expert_cache: the resident set's size: ``"30%"`` of all experts, ``"512M"``, bytes, or ``"0"`` =
             every expert (an int is bytes).
@@ -214,6 +221,7 @@ class Config:
     moce_rank1: float = 1.0
     moce_protect: int = 0
     moce_draft: bool = False
+    moce_window: float = 0.0
     expert_mode: Literal["mmap", "stream"] = "mmap"
     expert_cache: str = "0"
     expert_direct_io: Literal["auto", "on", "off"] = "auto"
@@ -288,6 +296,7 @@ class Config:
             "moce_rank1": float(native["moce"]["rank1"]),
             "moce_protect": int(native["moce"]["protect"]),
             "moce_draft": bool(native["moce"]["draft"]),
+            "moce_window": float(native["moce"]["window"]),
             "metallib": str(native["metal"]["metallib"]),
             "metal_mtp_tile": str(native["metal"]["mtp_tile"]),
         }
@@ -299,7 +308,8 @@ class Config:
             if "STRATA_METAL_SPEC_MIN_CUM_P" in env:
                 values["spec_min_cum_p"] = float(env["STRATA_METAL_SPEC_MIN_CUM_P"])
         if "moce" not in _rejected_groups(diagnostics):
-            for name, key in (("STRATA_MOCE_BONUS", "moce_bonus"), ("STRATA_MOCE_RANK1", "moce_rank1")):
+            for name, key in (("STRATA_MOCE_BONUS", "moce_bonus"), ("STRATA_MOCE_RANK1", "moce_rank1"),
+                              ("STRATA_MOCE_WINDOW", "moce_window")):
                 if name in env:
                     values[key] = float(env[name])
         problems = _python_groups(env)
@@ -354,6 +364,7 @@ class Config:
             "STRATA_MOCE_RANK1": _num(self.moce_rank1),
             "STRATA_MOCE_PROTECT": str(self.moce_protect),
             "STRATA_MOCE_DRAFT": "1" if self.moce_draft else "0",
+            "STRATA_MOCE_WINDOW": _num(self.moce_window),
         }
         if self.spec_min_p_schedule is not None:
             env["STRATA_METAL_SPEC_MIN_P_SCHEDULE"] = ",".join(_num(p) for p in self.spec_min_p_schedule)
@@ -406,7 +417,7 @@ class Config:
         for field in ("threads", "context_length", "draft_steps", "mtp_sink", "mtp_window", "moce_protect",
                       "expert_io_threads"):
             need(_is_int(getattr(self, field)), field, "an integer")
-        for field in ("moce_bonus", "moce_rank1"):
+        for field in ("moce_bonus", "moce_rank1", "moce_window"):
             need(_is_number(getattr(self, field)), field, "a number")
         need(isinstance(self.moce_draft, bool), "moce_draft", "True or False")
         need(isinstance(self.draft_chained, bool), "draft_chained", "True or False")
@@ -430,7 +441,7 @@ class Config:
         need(sched is None or (isinstance(sched, tuple) and all(_is_number(p) for p in sched)),
              "spec_min_p_schedule", "None or a sequence of 1 to 8 probabilities")
         # Values the text form cannot carry faithfully are refused here rather than by the parser.
-        for field in ("moce_bonus", "moce_rank1", "spec_min_cum_p"):
+        for field in ("moce_bonus", "moce_rank1", "moce_window", "spec_min_cum_p"):
             v = getattr(self, field)
             need(v is None or math.isfinite(v), field, "finite")
         need(sched is None or all(math.isfinite(p) for p in sched), "spec_min_p_schedule",

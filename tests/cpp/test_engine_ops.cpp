@@ -355,6 +355,15 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
           sc.axpy_i8(w[m], q.data(), n, ws[static_cast<std::size_t>(m)].data());
           CHECK(ws[static_cast<std::size_t>(m)] == os[static_cast<std::size_t>(m)]);
         }
+        // f32 cells (a GQA group reading one f32 K/V head).
+        k->dot_f32_multi(ap, G, b.data(), n, d);
+        ws = os;
+        k->axpy_f32_multi(w, G, b.data(), n, op);
+        for (int m = 0; m < G; ++m) {
+          CHECK_EQ(d[m], sc.dot_f32(ap[m], b.data(), n));
+          sc.axpy_f32(w[m], b.data(), n, ws[static_cast<std::size_t>(m)].data());
+          CHECK(ws[static_cast<std::size_t>(m)] == os[static_cast<std::size_t>(m)]);
+        }
       }
     }
   }

@@ -176,6 +176,45 @@ TEST(scripted_rounds_follow_the_protocol) {
   }
 }
 
+// Adaptive, chained: a round that chooses n < k drafts one more and does not verify it; when the n
+// verified drafts all pass, the committed next token judges it (acceptance of step n, observed).
+TEST(adaptive_rounds_judge_one_shadow_draft) {
+  strata::sampling::Rng rng(5);
+  RoundOptions opt;
+  opt.max_drafts = 3;
+  opt.adaptive = true;
+  for (const uint32_t mask : {0u, 4u}) {  // every draft right; step 2 wrong
+    ScriptedTarget tg;
+    Speculator spec(tg, 3);
+    const int32_t first[3] = {1, 5, 9};
+    std::vector<float> lg(ScriptedTarget::V);
+    tg.eval(first, 3, 0, LogitRows::Last, lg.data(), -1);
+    tg.wrong_mask = mask;
+    int32_t t = ScriptedTarget::next_of(9);
+    // Warm-up chooses 3, 2, 1, 0: the 2- and 1-draft rounds draft one more than they verify.
+    const int want_verified[4] = {3, 2, 1, 0};
+    for (int i = 0; i < 4; ++i) {
+      const double reach_before = spec.adaptive().stats().accept[2];
+      const RoundResult r = spec.round(t, {}, opt, rng);
+      CHECK_EQ(r.verified, want_verified[i]);
+      CHECK_EQ(r.drafted, r.verified == 0 ? 0 : std::min(r.verified + 1, 3));
+      if (r.verified > 0) CHECK_EQ(tg.window_rows.back(), int64_t{r.verified + 1});
+      // The committed tokens are the model's greedy continuation whatever was drafted.
+      int32_t prev = t;
+      for (int j = 0; j < r.n_tokens; ++j) {
+        CHECK_EQ(r.tokens[j], ScriptedTarget::next_of(prev));
+        prev = r.tokens[j];
+      }
+      if (i == 1) {
+        // Step 2 was judged by the shadow draft: right (mask 0) raises its estimate, wrong lowers it.
+        const double after = spec.adaptive().stats().accept[2];
+        CHECK(mask == 0 ? after > reach_before : after < reach_before);
+      }
+      t = r.tokens[r.n_tokens - 1];
+    }
+  }
+}
+
 TEST(greedy_speculation_equals_plain_decoding) {
   TinyOptions o;
   o.seed = 7;

@@ -210,3 +210,63 @@ def test_session_verification_marks_draft_rows(model: strata.Model) -> None:
     verified = [d for n, d in windows if n > 0]
     assert len(verified) == s.stats.rounds and all(d == 1 for d in verified)
     assert all(d == -1 for n, d in windows if n == 0)  # plain steps: one row, no draft rows
+
+
+# ------------------------------------------------------------- streaming-aware verification windows
+def _window_reference(layer: dict, params: Any) -> tuple[list[np.ndarray], int, int]:
+    """Each row's expected ids by the rule's text: row 0 with the engine's parameters, draft row r with the
+    draft-row rule (b = window_bonus) against the store's map plus every expert rows < r picked; also the
+    distinct non-resident experts the window requested, and those plain top-K of the same rows requests."""
+    probs, ids, k = layer["probs"], layer["ids"], layer["k"]
+    res = layer["resident"]
+    base = np.zeros(probs.shape[1], np.uint8) if res is None else res.astype(np.uint8)
+    seen = base.copy()
+    draft = _strata.decode.MoceParams(resident_bonus=params.window_bonus, protect=1, draft=True)
+    want = []
+    plain: set[int] = set()
+    for r in range(layer["rows"]):
+        if r == 0:
+            w, _ = _strata.decode.route_row(probs[r], k, res, params, False)
+        else:
+            w, _ = _strata.decode.route_row(probs[r], k, seen.copy(), draft, True)
+        want.append(w)
+        seen[ids[r]] = 1
+        p, _ = _strata.decode.route_row(probs[r], k)
+        plain |= {int(e) for e in p if not base[e]}
+    mine = {int(e) for e in ids.ravel() if not base[e]}
+    assert mine <= plain
+    return want, len(mine), len(plain)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_window_routing_routes_draft_rows_against_the_window(path: Path, stream: bool) -> None:
+    params = _strata.decode.MoceParams(window_bonus=float(np.exp(1.0)))
+    eng = _engine(path, moce=params) if stream else engine(path, n_threads=2, max_ctx=96, mtp_sink=2,
+                                                           mtp_window=4, moce=params)
+    assert eng.moce.window_bonus == pytest.approx(np.exp(1.0))
+    fewer = 0
+    for layer in _verify_window(eng, 1):
+        assert (layer["resident"] is not None) == stream
+        want, mine, plain = _window_reference(layer, params)
+        for r in range(layer["rows"]):
+            assert np.array_equal(layer["ids"][r], want[r]), (r, layer["ids"][r], want[r])
+        fewer += mine < plain
+    assert fewer > 0  # the rule took effect: some layer's window requested fewer experts than plain top-K
+    # Prefill and plain steps have no draft rows: routed exactly as without the setting.
+    for layer in _verify_window(eng, None):
+        for r in range(layer["rows"]):
+            want_plain, _ = _strata.decode.route_row(layer["probs"][r], layer["k"], layer["resident"], params)
+            assert np.array_equal(layer["ids"][r], want_plain)
+
+
+def test_window_setting_reaches_the_engine(model: strata.Model) -> None:
+    cfg = strata.Config(moce_window=1.0, speculative=True, **STREAM)
+    assert float(cfg.to_env()["STRATA_MOCE_WINDOW"]) == 1.0
+    assert strata.Config.from_env(cfg.to_env()) == cfg
+    s = _generate(model, cfg, n=8)
+    assert s._engine.moce.window_bonus == pytest.approx(np.exp(1.0), rel=1e-6)
+    assert strata.Config().native().as_dict()["moce"]["params"].window_bonus == 1.0  # off by default
+    with pytest.raises(strata.ConfigError, match="STRATA_MOCE_WINDOW"):
+        strata.Config(moce_window=9.0)
+    with pytest.raises(strata.ConfigError, match="STRATA_MOCE_WINDOW"):
+        strata.Config(moce_window=-0.5)

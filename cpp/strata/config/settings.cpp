@@ -26,6 +26,7 @@ constexpr const char* kMoceBonus = "STRATA_MOCE_BONUS";
 constexpr const char* kMoceRank1 = "STRATA_MOCE_RANK1";
 constexpr const char* kMoceProtect = "STRATA_MOCE_PROTECT";
 constexpr const char* kMoceDraft = "STRATA_MOCE_DRAFT";
+constexpr const char* kMoceWindow = "STRATA_MOCE_WINDOW";
 constexpr const char* kMetallib = "STRATA_METALLIB";
 constexpr const char* kMetalMtpTile = "STRATA_METAL_MTP_TILE";
 constexpr const char* kExpertMode = "STRATA_EXPERT_MODE";
@@ -130,6 +131,7 @@ routing::MoceParams MoceSettings::params() const {
   p.rank1_scale = rank1;
   p.protect = protect;
   p.draft = draft;
+  p.window_bonus = window_log_bonus > 0.0f ? std::exp(window_log_bonus) : 1.0f;
   return p;
 }
 
@@ -150,6 +152,9 @@ const std::vector<SettingInfo>& known_settings() {
       {kMoceRank1, "moce", "1", "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1"},
       {kMoceProtect, "moce", "0", "integer 0..64 (r_prot); first rank that gets the bonus is max(1, r_prot)"},
       {kMoceDraft, "moce", "0", "boolean; draft rows get m = b² and r_prot = 1"},
+      {kMoceWindow, "moce", "0",
+       "log-bonus λw in [0, 8] (0 = off); streaming-aware verification windows: draft rows are routed with the "
+       "draft-row rule, b = e^λw, against the residency plus every expert the window has already requested"},
       {kMetallib, "metal", "unset",
        "path of strata.metallib (the metal backend's compiled kernels; at most 4096 bytes)"},
       {kMetalMtpTile, "metal", "unset",
@@ -255,6 +260,12 @@ ParseResult parse_settings(const EnvMap& env) {
       if (auto x = g.take(kMoceProtect, parse_int(*v, 0, routing::kMaxTopK))) m.protect = static_cast<int>(*x);
     if (const auto* v = find(env, kMoceDraft))
       if (auto x = g.take(kMoceDraft, parse_bool(*v))) m.draft = *x;
+    if (const auto* v = find(env, kMoceWindow)) {
+      if (auto x = g.take(kMoceWindow, parse_number(*v))) {
+        if (!(*x >= 0.0 && *x <= kMaxLogBonus)) g.reject(kMoceWindow, std::string(trim(*v)) + " is outside [0, 8]");
+        m.window_log_bonus = static_cast<float>(*x);
+      }
+    }
     if (g.failed())
       out.diagnostics.push_back(g.diagnostic());
     else

@@ -30,12 +30,13 @@ struct RetentionSettings {
 };
 
 // MOCE routing: STRATA_MOCE_BONUS (λ), STRATA_MOCE_RANK1 (r), STRATA_MOCE_PROTECT (r_prot),
-// STRATA_MOCE_DRAFT.
+// STRATA_MOCE_DRAFT, STRATA_MOCE_WINDOW (streaming-aware verification windows, routing/window_routing.h).
 struct MoceSettings {
   float log_bonus = 0.0f;  // λ; m = e^λ
   float rank1 = 1.0f;
   int protect = 0;
   bool draft = false;
+  float window_log_bonus = 0.0f;  // λw; 0 = off, else draft rows use b = e^λw against the window's residency
   routing::MoceParams params() const;
 };
 

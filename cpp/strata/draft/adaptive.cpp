@@ -133,7 +133,14 @@ void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
 }
 
 bool AdaptiveDrafts::encode_plain() const {
-  if (!warm() || exploring_ || plain_run_ < kPlainStretch) return true;
+  // The last warm-up pass's plain step skips the encoding: c_plain is then measured from the start,
+  // so the economics compares drafting with what decoding without the drafter costs even when it
+  // drafts every round afterwards (c_verify(1) includes the encoding, a fifth of a step on the demo
+  // model, and would make plain decoding look slower than it is).
+  const int64_t round = rounds_ - 1;  // the round just chosen
+  const int64_t pass = static_cast<int64_t>(k_) + 1;
+  if (round < static_cast<int64_t>(kWarmupPasses) * pass) return round < static_cast<int64_t>(kWarmupPasses - 1) * pass;
+  if (exploring_ || plain_run_ < kPlainStretch) return true;
   return since_explore_ >= explore_every_ - kReencodeBefore;
 }
 

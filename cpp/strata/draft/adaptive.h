@@ -18,7 +18,8 @@
 // or the text change. The interval starts at kExploreEvery and doubles (up to kExploreMax) each time
 // the choice after an exploring round is the same as before it, back to kExploreEvery when it changes.
 //
-// Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
+// The plain step of the last warm-up pass runs without the drafter's encoding, so c_plain is measured
+// from the start. Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
 // drafter's K/V (encode_plain() false; on the demo model that encoding is a fifth of a step), until
 // kReencodeBefore rounds before the next exploring round, so that round's drafter has a short run of
 // recent cells. A plain step without that encoding is timed separately (c_plain); when measured it is

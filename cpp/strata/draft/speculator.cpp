@@ -94,8 +94,16 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   if (k < 1 || p < 1 || !target_.has_drafter() || !target_.draft_ready(p - 1))
     return plain_step(t, p, history, opt, rng);
   const bool adaptive = opt.adaptive;
+  // Adaptive, chained: one draft past the chosen count is drafted but not verified. When every
+  // verified draft is accepted, the token the window commits after them is exactly what that draft
+  // had to be (greedy: the row's argmax; by sampling: the row's sampled token), so the acceptance of
+  // the next step is observed for one draft step instead of a verification row. Without it a step the
+  // economics stops choosing would keep the estimate that made it stop (e.g. the warm-up's first rounds).
+  bool shadow = false;
   if (adaptive) {
-    k = adaptive_.choose(k);
+    const int k_cap = k;  // what fits this round
+    k = adaptive_.choose(k_cap);
+    shadow = opt.chained && k > 0 && k < k_cap;
     if (k == 0) {
       // In a plain stretch the step skips the drafter's K/V (a gap the drafter's cells handle).
       const bool encode = adaptive_.encode_plain();
@@ -115,6 +123,8 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   target_.draft_begin(p - 1, t);
   int n = 0;
   if (opt.chained) {
+    const int chosen = k;
+    if (shadow) ++k;
     for (int j = 0; j < k; ++j) {
       window_[static_cast<std::size_t>(j + 1)] =
           target_.draft_step(dlogits_.data() + static_cast<std::size_t>(j) * static_cast<std::size_t>(Vr_));
@@ -122,6 +132,8 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     }
     r.drafted = k;
     n = retain_chained(opt.retention, opt.caller_min_p, std::span<const float>(r.probs, static_cast<std::size_t>(k)));
+    shadow = shadow && n == k;  // the extra draft counts only where retention would have kept it
+    n = std::min(n, chosen);
   } else {
     auto draft_one = [&](int step) {
       const int32_t d =
@@ -165,7 +177,13 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   r.n_tokens = v.accepted + 1;
   if (adaptive) {
     adaptive_.record_verify(n + 1, seconds_since(t0));  // the window, its verification and the rollback
-    adaptive_.record_round(n, v.accepted, r.n_tokens);
+    // The shadow draft (window_[n + 1], never evaluated) is judged when every verified draft passed.
+    if (shadow && v.accepted == n) {
+      const bool passed = window_[static_cast<std::size_t>(n + 1)] == v.next_token;
+      adaptive_.record_round(n + 1, n + (passed ? 1 : 0), r.n_tokens);
+    } else {
+      adaptive_.record_round(n, v.accepted, r.n_tokens);
+    }
   }
   return r;
 }

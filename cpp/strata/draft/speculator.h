@@ -53,7 +53,7 @@ struct RoundResult {
   int drafted = 0;                        // drafter rows run this round
   int verified = 0;                       // drafts in the verification window (0: a plain step ran)
   int accepted = 0;                       // drafts[0..accepted) kept
-  float probs[kMaxDraftSteps] = {};       // the drafter's probability of each verified draft
+  float probs[kMaxDraftSteps] = {};       // the drafter's probability of each drafted step (drafted entries)
 };
 
 class Speculator {

@@ -51,15 +51,17 @@ std::size_t KvCells::bytes() const {
 
 void KvCells::zero_cells(int layer, int64_t c0, int64_t c1) {
   if (c1 <= c0) return;
-  const std::size_t s0 = slot(layer, c0, 0), s1 = slot(layer, c1, 0);
-  if (type_ == model::KvType::Int8) {
-    std::memset(&k8_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_));
-    std::memset(&v8_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_));
-    std::memset(&ks_[s0 * nb_], 0, (s1 - s0) * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
-    std::memset(&vs_[s0 * nb_], 0, (s1 - s0) * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
-  } else {
-    std::memset(&kf_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_) * sizeof(float));
-    std::memset(&vf_[s0 * dh_], 0, (s1 - s0) * static_cast<std::size_t>(dh_) * sizeof(float));
+  for (int h = 0; h < hkv_; ++h) {
+    const std::size_t s0 = slot(layer, c0, h), n = static_cast<std::size_t>(c1 - c0);
+    if (type_ == model::KvType::Int8) {
+      std::memset(&k8_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_));
+      std::memset(&v8_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_));
+      std::memset(&ks_[s0 * nb_], 0, n * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
+      std::memset(&vs_[s0 * nb_], 0, n * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
+    } else {
+      std::memset(&kf_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_) * sizeof(float));
+      std::memset(&vf_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_) * sizeof(float));
+    }
   }
   if (di_ > 0) std::memset(indexer_key(layer, c0), 0, static_cast<std::size_t>(c1 - c0) * di_ * sizeof(float));
 }

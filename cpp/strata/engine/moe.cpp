@@ -25,6 +25,7 @@
 #include "strata/experts/expert_store.h"
 #include "strata/routing/glm_scoring.h"
 #include "strata/routing/router.h"
+#include "strata/routing/window_routing.h"
 #include "strata/util/error.h"
 
 namespace strata::engine {
@@ -53,21 +54,33 @@ void route_rows(const BlockContext& c, int R) {
   if (hp.ff_shared > 0 && w.sh_gate_inp.present())
     tasks[nt++] = task_from_x(s, w.sh_gate_inp, R, s.shared_gate.data(), 1);
   run_linear_tasks(tasks, nt, c.pool);
-  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      float* p = s.probs.data() + r * E;
-      const bool draft_row = c.draft_from_row >= 0 && r >= c.draft_from_row;
-      if (hp.gating == model::Gating::Sigmoid) {  // glm4moe (routing/glm_scoring.h)
-        const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
-        routing::sigmoid_route_row(p, s.sel.data() + r * E, static_cast<int>(E), static_cast<int>(K), sr, c.resident,
-                                   c.moce, draft_row, s.ids.data() + r * K, s.weights.data() + r * K);
-        continue;
-      }
-      softmax(p, E);
-      routing::route_row(p, static_cast<int>(E), static_cast<int>(K), c.resident, c.moce, draft_row,
-                         s.ids.data() + r * K, s.weights.data() + r * K);
+  auto route_one = [&](int64_t r, const uint8_t* resident, const routing::MoceParams& mp, bool draft_row) {
+    float* p = s.probs.data() + r * E;
+    if (hp.gating == model::Gating::Sigmoid) {  // glm4moe (routing/glm_scoring.h)
+      const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
+      routing::sigmoid_route_row(p, s.sel.data() + r * E, static_cast<int>(E), static_cast<int>(K), sr, resident, mp,
+                                 draft_row, s.ids.data() + r * K, s.weights.data() + r * K);
+      return;
     }
+    softmax(p, E);
+    routing::route_row(p, static_cast<int>(E), static_cast<int>(K), resident, mp, draft_row, s.ids.data() + r * K,
+                       s.weights.data() + r * K);
+  };
+  // Streaming-aware windows (routing/window_routing.h): the draft rows go one after another against the
+  // residency plus what the rows before them requested; the target rows as usual, in parallel.
+  const bool window = routing::window_routing_on(c.moce) && c.draft_from_row >= 0 && c.draft_from_row < R;
+  const int64_t n_target = window ? c.draft_from_row : R;
+  parallel_ranges(c.pool, n_target, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) route_one(r, c.resident, c.moce, c.draft_from_row >= 0 && r >= c.draft_from_row);
   });
+  if (!window) return;
+  uint8_t* map = s.window_map.data();
+  routing::window_map_begin(map, c.resident, static_cast<int>(E), s.ids.data(), n_target * K);
+  const routing::MoceParams wp = routing::window_draft_params(c.moce);
+  for (int64_t r = n_target; r < R; ++r) {
+    route_one(r, map, wp, true);
+    routing::window_map_add(map, s.ids.data() + r * K, static_cast<int>(K));
+  }
 }
 
 // 2. Sorted positions: expert order[j]'s entries are s.entries[offset[e] .. offset[e] + count[e]).

@@ -18,6 +18,10 @@ struct VecKernels {
   // outs[g][i] += w[g]·float(q[i]).
   void (*dot_i8_multi)(const float* const* a, int G, const int8_t* q, int64_t n, float* out);
   void (*axpy_i8_multi)(const float* w, int G, const int8_t* q, int64_t n, float* const* outs);
+  // The same for f32 K/V cells: each g bitwise the single dot_f32 / axpy_f32 call; the G chains
+  // run side by side (a lone 128-wide dot waits on its adds' latency).
+  void (*dot_f32_multi)(const float* const* a, int G, const float* b, int64_t n, float* out);
+  void (*axpy_f32_multi)(const float* w, int G, const float* x, int64_t n, float* const* outs);
 };
 
 // The kernels of cpu::active_isa() (looked up on every call: cheap, follows force_isa()).

@@ -13,6 +13,9 @@ struct MoceParams {
   float rank1_scale = 1.0f;     // r: the rank-1 branch runs only when r > 1 and protect > 1
   int protect = 0;              // r_prot: first rank that carries the bonus (max(1, r_prot)); < 0 acts as 0
   bool draft = false;           // draft flag: draft rows use m = fl32(b·b) and r_prot = 1
+  // Streaming-aware verification windows (window_routing.h): > 1 routes the draft rows of a verification
+  // window with the draft-row rule, b = window_bonus, against the residency plus the window's requests.
+  float window_bonus = 1.0f;
 };
 
 // The multiplier a still-unpicked resident expert's score carries while rank `rank` (0-based) is being

@@ -9,7 +9,7 @@ import typing
 __all__: list[str] = ['DraftCells', 'MAX_TOP_K', 'MoceParams', 'Rng', 'SamplingPolicy', 'build_plan', 'known_settings', 'parse_settings', 'retain_chained', 'route_row', 'route_window', 'sample_dist', 'sample_logits', 'verify_window']
 class MoceParams:
     draft: bool
-    def __init__(self, resident_bonus: typing.SupportsFloat | typing.SupportsIndex = 1.0, rank1_scale: typing.SupportsFloat | typing.SupportsIndex = 1.0, protect: typing.SupportsInt | typing.SupportsIndex = 0, draft: bool = False) -> None:
+    def __init__(self, resident_bonus: typing.SupportsFloat | typing.SupportsIndex = 1.0, rank1_scale: typing.SupportsFloat | typing.SupportsIndex = 1.0, protect: typing.SupportsInt | typing.SupportsIndex = 0, draft: bool = False, window_bonus: typing.SupportsFloat | typing.SupportsIndex = 1.0) -> None:
         ...
     @property
     def protect(self) -> int:
@@ -28,6 +28,14 @@ class MoceParams:
         ...
     @resident_bonus.setter
     def resident_bonus(self, arg0: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    @property
+    def window_bonus(self) -> float:
+        """
+        > 1: streaming-aware verification windows (draft rows prefer the experts the window requested)
+        """
+    @window_bonus.setter
+    def window_bonus(self, arg0: typing.SupportsFloat | typing.SupportsIndex) -> None:
         ...
 class SamplingPolicy:
     def __init__(self, temperature: typing.SupportsFloat | typing.SupportsIndex = 0.0, top_k: typing.SupportsInt | typing.SupportsIndex = 0, top_p: typing.SupportsFloat | typing.SupportsIndex = 1.0, min_p: typing.SupportsFloat | typing.SupportsIndex = 0.0, repetition_penalty: typing.SupportsFloat | typing.SupportsIndex = 1.0, presence_penalty: typing.SupportsFloat | typing.SupportsIndex = 0.0, penalty_last_n: typing.SupportsInt | typing.SupportsIndex = -1) -> None:
@@ -130,7 +138,7 @@ def route_row(probs: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], k:
     """
 def route_window(probs: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], k: typing.SupportsInt | typing.SupportsIndex, resident: typing.Annotated[numpy.typing.ArrayLike, numpy.uint8] | None = None, params: MoceParams = ..., verification: bool = False) -> tuple[numpy.typing.NDArray[numpy.int32], numpy.typing.NDArray[numpy.float32]]:
     """
-    route_row over every row; with verification=True rows after the first are draft rows
+    route_row over every row; with verification=True rows after the first are draft rows (and, with params.window_bonus > 1, routed one after another against the residency plus the window's requests)
     """
 def sample_dist(logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], policy: SamplingPolicy, history: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = [], inputs: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = []) -> numpy.typing.NDArray[numpy.float32]:
     """

@@ -11,6 +11,7 @@ At temperature 0 it also checks that every mode produced the same text (``same_t
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,17 @@ from typing import Any
 import strata
 
 MODES: dict[str, bool | None] = {"off": False, "auto": None, "on": True}
+# A mode with the suffix "+w" runs with streaming-aware verification windows (Config.moce_window, the
+# run's window log-bonus): its text may differ from plain decoding's, so same_text leaves it out.
+WINDOW_SUFFIX = "+w"
+
+
+def mode_config(mode: str, window: float) -> dict[str, Any]:
+    """Config fields of a mode name: off / auto / on, optionally with "+w"."""
+    base = mode.removesuffix(WINDOW_SUFFIX)
+    if base not in MODES:
+        raise ValueError(f"unknown drafter mode {mode!r}: expected off, auto, on, auto+w or on+w")
+    return {"speculative": MODES[base], "moce_window": window if mode.endswith(WINDOW_SUFFIX) else 0.0}
 PROMPT = ("import os\nimport sys\n\n\ndef parse_args(argv):\n    \"\"\"Parse the command line.\"\"\"\n"
           "    import argparse\n    p = argparse.ArgumentParser(description=__doc__)\n")
 
@@ -26,6 +38,9 @@ PROMPT = ("import os\nimport sys\n\n\ndef parse_args(argv):\n    \"\"\"Parse the
 class ModeResult:
     mode: str
     tok_s: list[float] = field(default_factory=list)
+    # Generated tokens per CPU-second of the process over the whole call (prefill included): on a shared
+    # host this moves less than wall time, since time the scheduler gives to others is not counted.
+    cpu_tok_s: list[float] = field(default_factory=list)
     tokens_per_round: float = 0.0
     draft_counts: list[int] = field(default_factory=list)
     acceptance: list[float] = field(default_factory=list)
@@ -37,6 +52,10 @@ class ModeResult:
     @property
     def median(self) -> float:
         return statistics.median(self.tok_s) if self.tok_s else 0.0
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_tok_s) if self.cpu_tok_s else 0.0
 
 
 @dataclass
@@ -50,11 +69,15 @@ class Case:
         base = self.modes["off"].median
         return self.modes[mode].median / base if base > 0 else 0.0
 
+    def cpu_speedup(self, mode: str) -> float:
+        base = self.modes["off"].cpu_median
+        return self.modes[mode].cpu_median / base if base > 0 else 0.0
+
     @property
     def same_text(self) -> bool | None:
         if self.temperature > 0:
             return None
-        texts = {m.text for m in self.modes.values()}
+        texts = {m.text for name, m in self.modes.items() if not name.endswith(WINDOW_SUFFIX)}
         return len(texts) == 1
 
 
@@ -69,17 +92,20 @@ def _store_config(store: str) -> dict[str, Any]:
 
 
 def run_case(model: strata.Model, temperature: float, threads: int, store: str, *, modes: list[str],
-             runs: int, max_tokens: int, draft_steps: int, prompt: str = PROMPT) -> Case:
+             runs: int, max_tokens: int, draft_steps: int, prompt: str = PROMPT, window: float = 1.0) -> Case:
     results = {m: ModeResult(m) for m in modes}
     extra = _store_config(store)
     for _ in range(runs):
         for m in modes:
-            cfg = strata.Config(speculative=MODES[m], threads=threads, draft_steps=draft_steps, **extra)
+            cfg = strata.Config(threads=threads, draft_steps=draft_steps, **mode_config(m, window), **extra)
             s = model.session(config=cfg, sampling=strata.SamplingPolicy(temperature=temperature, seed=1))
+            cpu0 = time.process_time()
             text = "".join(s.generate(prompt, max_tokens=max_tokens))
+            cpu = time.process_time() - cpu0
             st = s.stats
             r = results[m]
             r.tok_s.append(st.decode_tokens_per_second)
+            r.cpu_tok_s.append(st.generated_tokens / cpu if cpu > 0 else 0.0)
             r.text = text
             r.tokens_per_round = st.tokens_per_round
             r.draft_counts = list(st.draft_counts)
@@ -91,25 +117,27 @@ def run_case(model: strata.Model, temperature: float, threads: int, store: str, 
 
 
 def run(model_path: str | None, *, temperatures: list[float], threads: list[int], stores: list[str],
-        modes: list[str], runs: int, max_tokens: int, draft_steps: int) -> list[Case]:
+        modes: list[str], runs: int, max_tokens: int, draft_steps: int, window: float = 1.0) -> list[Case]:
     model = strata.Model(model_path)
     return [run_case(model, t, n, store, modes=modes, runs=runs, max_tokens=max_tokens,
-                     draft_steps=draft_steps)
+                     draft_steps=draft_steps, window=window)
             for store in stores for n in threads for t in temperatures]
 
 
 def render(cases: list[Case]) -> str:
-    head = ("| store | temp | threads | mode | tok/s (median) | × off | tokens/round | drafts chosen "
-            "(0,1,2,..) | acceptance per step | est. / meas. gain | expert MiB/token | same text |")
-    lines = [head, "|" + "---|" * 12]
+    head = ("| store | temp | threads | mode | tok/s (median) | × off | tok/CPU-s | × off | tokens/round | "
+            "drafts chosen (0,1,2,..) | acceptance per step | est. / meas. gain | expert MiB/token | "
+            "same text |")
+    lines = [head, "|" + "---|" * 14]
     for c in cases:
         for m, r in c.modes.items():
             acc = ", ".join(f"{a:.2f}" for a in r.acceptance) or "-"
             counts = ",".join(str(x) for x in r.draft_counts) or "-"
-            gain = f"{r.estimated_gain:.2f} / {r.measured_gain:.2f}" if m == "auto" else "-"
+            gain = f"{r.estimated_gain:.2f} / {r.measured_gain:.2f}" if m.startswith("auto") else "-"
             same = "-" if c.same_text is None else ("yes" if c.same_text else "NO")
             lines.append(f"| {c.store} | {c.temperature:g} | {c.threads} | {m} | {r.median:.1f} | "
-                         f"{c.speedup(m):.2f} | {r.tokens_per_round:.2f} | {counts} | {acc} | {gain} | "
+                         f"{c.speedup(m):.2f} | {r.cpu_median:.1f} | {c.cpu_speedup(m):.2f} | "
+                         f"{r.tokens_per_round:.2f} | {counts} | {acc} | {gain} | "
                          f"{r.mib_per_token:.2f} | {same} |")
     return "\n".join(lines)
 
@@ -121,9 +149,22 @@ def as_json(cases: list[Case]) -> list[dict[str, Any]]:
         for m in c.modes:
             d["modes"][m]["median"] = c.modes[m].median
             d["modes"][m]["speedup"] = c.speedup(m)
+            d["modes"][m]["cpu_median"] = c.modes[m].cpu_median
+            d["modes"][m]["cpu_speedup"] = c.cpu_speedup(m)
             d["modes"][m].pop("text")
         d["same_text"] = c.same_text
         out.append(d)
+    return out
+
+
+def cases_from_json(docs: list[dict[str, Any]]) -> list[Case]:
+    """The cases of ``as_json`` output, e.g. to plot several runs together. The texts are not in the JSON
+    (its ``same_text`` is), so ``same_text`` of a loaded case says nothing."""
+    fields = {f for f in ModeResult.__dataclass_fields__ if f != "text"}
+    out = []
+    for d in docs:
+        modes = {m: ModeResult(**{k: v for k, v in r.items() if k in fields}) for m, r in d["modes"].items()}
+        out.append(Case(float(d["temperature"]), int(d["threads"]), str(d["store"]), modes))
     return out
 
 
@@ -135,11 +176,13 @@ def plot(cases: list[Case], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for mode, marker in (("auto", "o"), ("on", "s")):
+    for mode, marker in (("auto", "o"), ("on", "s"), ("auto+w", "^"), ("on+w", "v")):
         xs = [c.modes[mode].acceptance[0] for c in cases if mode in c.modes and c.modes[mode].acceptance]
         ys = [c.speedup(mode) for c in cases if mode in c.modes and c.modes[mode].acceptance]
         labels = [f"{c.store}, t={c.temperature:g}, {c.threads}thr" for c in cases
                   if mode in c.modes and c.modes[mode].acceptance]
+        if not xs:
+            continue
         ax.scatter(xs, ys, marker=marker, label=f"drafter {mode}")
         for x, y, lab in zip(xs, ys, labels, strict=True):
             ax.annotate(lab, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")

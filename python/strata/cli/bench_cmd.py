@@ -24,6 +24,7 @@ from strata.cli import (
     bench_spec_speed_cmd,
     bench_stream_cmd,
     bench_wide_model_cmd,
+    bench_window_routing_cmd,
 )
 from strata.cli.retention_report import plot_report, print_report, write_csv
 
@@ -160,4 +161,5 @@ def _write(path: Path, text: str) -> None:
 BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.register,
                                      bench_drafter_quant_cmd.register, bench_spec_cmd.register,
                                      llama_compare.register, bench_wide_model_cmd.register,
-                                     bench_spec_speed_cmd.register, bench_stream_cmd.register]
+                                     bench_spec_speed_cmd.register, bench_stream_cmd.register,
+                                     bench_window_routing_cmd.register]

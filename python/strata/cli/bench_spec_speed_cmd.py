@@ -45,7 +45,10 @@ def register(tools: SubParsers) -> None:
     p.add_argument("--stores", type=_list(str), default=["mmap"],
                    help="comma list of expert stores: mmap, or 'stream 25%% direct' / 'stream 50%%' (mmap)")
     p.add_argument("--modes", type=_list(str), default=["off", "auto", "on"],
-                   help="drafter modes (off,auto,on)")
+                   help="drafter modes (off,auto,on); auto+w / on+w add streaming-aware verification "
+                        "windows (Config.moce_window = --window)")
+    p.add_argument("--window", type=float, default=1.0,
+                   help="window log-bonus λw of the +w modes (1.0; docs/routing.md)")
     p.add_argument("--runs", type=int, default=5, help="runs per mode and case; the median is reported (5)")
     p.add_argument("--max-tokens", type=int, default=256, help="tokens generated per run (256)")
     p.add_argument("--draft-steps", type=int, default=3, help="largest drafts per round (3)")
@@ -58,14 +61,17 @@ def register(tools: SubParsers) -> None:
 def _run(args: argparse.Namespace) -> int:
     from strata.bench import spec_speed
 
-    bad = [m for m in args.modes if m not in spec_speed.MODES]
+    bad = [m for m in args.modes if m.removesuffix(spec_speed.WINDOW_SUFFIX) not in spec_speed.MODES]
     if bad or "off" not in args.modes:
-        print(f"bench spec-speed: --modes must include off and be among off, auto, on (got {args.modes})",
-              file=sys.stderr)
+        print(f"bench spec-speed: --modes must include off and be among off, auto, on, auto+w, on+w "
+              f"(got {args.modes})", file=sys.stderr)
+        return 2
+    if not 0.0 < args.window <= 8.0:
+        print(f"bench spec-speed: --window must be in (0, 8], got {args.window}", file=sys.stderr)
         return 2
     cases = spec_speed.run(None if args.model is None else str(args.model), temperatures=args.temperatures,
                            threads=args.threads, stores=args.stores, modes=args.modes, runs=args.runs,
-                           max_tokens=args.max_tokens, draft_steps=args.draft_steps)
+                           max_tokens=args.max_tokens, draft_steps=args.draft_steps, window=args.window)
     sys.stdout.write(spec_speed.render(cases) + "\n")
     if args.json is not None:
         args.json.write_text(json.dumps(spec_speed.as_json(cases), indent=1) + "\n")

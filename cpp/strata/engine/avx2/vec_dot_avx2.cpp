@@ -125,8 +125,68 @@ void axpy_i8_multi_avx2(const float* w, int G, const int8_t* q, int64_t n, float
   }
 }
 
-const VecKernels kAvx2{dot_f32_avx2,      dot_i8_avx2,       axpy_f32_avx2, axpy_i8_avx2,
-                       dot_i8_multi_avx2, axpy_i8_multi_avx2};
+// f32 K/V: up to four dots / axpys per pass over the cell's vector, each accumulator seeing the
+// operations of dot_f32_avx2 / axpy_f32_avx2.
+template <int G>
+void dot_f32_group(const float* const* a, const float* b, int64_t n, float* out) {
+  const float* x[G];
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) {
+    x[g] = a[g];
+    acc[g] = _mm256_setzero_ps();
+  }
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 k = _mm256_loadu_ps(b + i);
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_loadu_ps(x[g] + i), k));
+  }
+  for (int g = 0; g < G; ++g) out[g] = finish(acc[g], x[g], b, nullptr, i, n);
+}
+
+void dot_f32_multi_avx2(const float* const* a, int G, const float* b, int64_t n, float* out) {
+  int g = 0;
+  for (; G - g >= 4; g += 4) dot_f32_group<4>(a + g, b, n, out + g);
+  switch (G - g) {
+    case 3: dot_f32_group<3>(a + g, b, n, out + g); break;
+    case 2: dot_f32_group<2>(a + g, b, n, out + g); break;
+    case 1: dot_f32_group<1>(a + g, b, n, out + g); break;
+    default: break;
+  }
+}
+
+template <int G>
+void axpy_f32_group(const float* w, const float* x, int64_t n, float* const* outs) {
+  float* o[G];
+  __m256 vw[G];
+  for (int g = 0; g < G; ++g) {
+    o[g] = outs[g];
+    vw[g] = _mm256_set1_ps(w[g]);
+  }
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(o[g] + i, _mm256_add_ps(_mm256_loadu_ps(o[g] + i), _mm256_mul_ps(vw[g], v)));
+  }
+  for (int g = 0; g < G; ++g)
+    for (int64_t j = i; j < n; ++j) {
+      const float p = w[g] * x[j];
+      o[g][j] = o[g][j] + p;
+    }
+}
+
+void axpy_f32_multi_avx2(const float* w, int G, const float* x, int64_t n, float* const* outs) {
+  int g = 0;
+  for (; G - g >= 4; g += 4) axpy_f32_group<4>(w + g, x, n, outs + g);
+  switch (G - g) {
+    case 3: axpy_f32_group<3>(w + g, x, n, outs + g); break;
+    case 2: axpy_f32_group<2>(w + g, x, n, outs + g); break;
+    case 1: axpy_f32_group<1>(w + g, x, n, outs + g); break;
+    default: break;
+  }
+}
+
+const VecKernels kAvx2{dot_f32_avx2,       dot_i8_avx2,        axpy_f32_avx2,      axpy_i8_avx2,
+                       dot_i8_multi_avx2,  axpy_i8_multi_avx2, dot_f32_multi_avx2, axpy_f32_multi_avx2};
 
 }  // namespace
 
