@@ -72,5 +72,8 @@ if [ "$(uname -m)" = "x86_64" ]; then
 fi
 
 $PY -m ruff check python tests/python bench && $PY -m mypy --config-file pyproject.toml
+# The C++ tree in .clang-format's style (clang-format from the test extra; same version as pre-commit).
+git ls-files '*.cpp' '*.h' '*.mm' '*.metal' | grep -E '^(cpp|metal|tests/cpp|bench)/' \
+  | xargs "$($PY -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/clang-format" --dry-run -Werror
 # Run pytest from the tests folder so `import strata` resolves to the installed package.
 (cd tests/python && $PY -m pytest -q -p no:cacheprovider --rootdir=../.. -c ../../pyproject.toml .)

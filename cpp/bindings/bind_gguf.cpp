@@ -50,7 +50,8 @@ py::object to_python(const Value& v, int64_t max_items) {
   switch (v.type()) {
     case ValueType::STRING: return decode(v.to_string());
     case ValueType::BOOL: return py::bool_(v.to_bool());
-    case ValueType::FLOAT32: case ValueType::FLOAT64: return py::float_(v.to_f64());
+    case ValueType::FLOAT32:
+    case ValueType::FLOAT64: return py::float_(v.to_f64());
     case ValueType::ARRAY: break;
     default:
       if (const auto s = v.to_i64()) return py::int_(*s);
@@ -88,48 +89,64 @@ void bind_gguf(py::module_& m) {
       .def_property_readonly("data_offset", &File::data_offset)
       .def_property_readonly("file_size", &File::size)
       .def("has", &File::has, py::arg("key"))
-      .def("keys", [](const File& f) {
-        py::list out;
-        for (const auto& e : f.metadata()) out.append(decode(e.key));
-        return out;
-      })
-      .def("value", [](const File& f, const std::string& key, int64_t max_items) {
-        return to_python(f.value(key), max_items);
-      }, py::arg("key"), py::arg("max_items") = -1)
-      .def("value_type", [](const File& f, const std::string& key) { return f.value(key).type_description(); },
-           py::arg("key"))
-      .def("array_length", [](const File& f, const std::string& key) -> py::object {
-        const Value& v = f.value(key);
-        if (v.type() != ValueType::ARRAY) return py::none();
-        return py::int_(v.size());
-      }, py::arg("key"))
-      .def("metadata", [](const File& f, int64_t max_items) {
-        py::dict out;
-        for (const auto& e : f.metadata()) out[decode(e.key)] = to_python(e.value, max_items);
-        return out;
-      }, py::arg("max_items") = -1)
-      .def("metadata_types", [](const File& f) {
-        py::dict out;
-        for (const auto& e : f.metadata()) out[decode(e.key)] = e.value.type_description();
-        return out;
-      })
-      .def("tensors", [](const File& f) {
-        py::list out;
-        for (const auto& t : f.tensors())
-          out.append(py::make_tuple(decode(t.name), strata::quant::type_name(t.type), static_cast<uint32_t>(t.type),
-                                    py::tuple(py::cast(t.ne)), t.offset, t.nbytes));
-        return out;
-      }, "(name, type name, type id, ne (innermost first), absolute offset, nbytes) per tensor, in file order")
-      .def("tensor_data", [](py::object self, const std::string& name) {
-        const File& f = self.cast<const File&>();
-        const auto* t = f.find_tensor(name);
-        if (!t) strata::throw_file_error(strata::ErrorKind::Value, f.path(), "no tensor named '" + name + "'");
-        // A view into the mapping; `self` is its base, so the file stays mapped while it lives.
-        py::array out(py::dtype("u1"), {static_cast<py::ssize_t>(t->nbytes)}, {py::ssize_t{1}},
-                      f.tensor_data(*t), self);
-        out.attr("setflags")(py::arg("write") = false);
-        return out;
-      }, py::arg("name"), "The tensor's raw bytes: a read-only uint8 numpy view into the file");
+      .def("keys",
+           [](const File& f) {
+             py::list out;
+             for (const auto& e : f.metadata()) out.append(decode(e.key));
+             return out;
+           })
+      .def(
+          "value",
+          [](const File& f, const std::string& key, int64_t max_items) { return to_python(f.value(key), max_items); },
+          py::arg("key"), py::arg("max_items") = -1)
+      .def(
+          "value_type", [](const File& f, const std::string& key) { return f.value(key).type_description(); },
+          py::arg("key"))
+      .def(
+          "array_length",
+          [](const File& f, const std::string& key) -> py::object {
+            const Value& v = f.value(key);
+            if (v.type() != ValueType::ARRAY) return py::none();
+            return py::int_(v.size());
+          },
+          py::arg("key"))
+      .def(
+          "metadata",
+          [](const File& f, int64_t max_items) {
+            py::dict out;
+            for (const auto& e : f.metadata()) out[decode(e.key)] = to_python(e.value, max_items);
+            return out;
+          },
+          py::arg("max_items") = -1)
+      .def("metadata_types",
+           [](const File& f) {
+             py::dict out;
+             for (const auto& e : f.metadata()) out[decode(e.key)] = e.value.type_description();
+             return out;
+           })
+      .def(
+          "tensors",
+          [](const File& f) {
+            py::list out;
+            for (const auto& t : f.tensors())
+              out.append(py::make_tuple(decode(t.name), strata::quant::type_name(t.type), static_cast<uint32_t>(t.type),
+                                        py::tuple(py::cast(t.ne)), t.offset, t.nbytes));
+            return out;
+          },
+          "(name, type name, type id, ne (innermost first), absolute offset, nbytes) per tensor, in file order")
+      .def(
+          "tensor_data",
+          [](py::object self, const std::string& name) {
+            const File& f = self.cast<const File&>();
+            const auto* t = f.find_tensor(name);
+            if (!t) strata::throw_file_error(strata::ErrorKind::Value, f.path(), "no tensor named '" + name + "'");
+            // A view into the mapping; `self` is its base, so the file stays mapped while it lives.
+            py::array out(py::dtype("u1"), {static_cast<py::ssize_t>(t->nbytes)}, {py::ssize_t{1}}, f.tensor_data(*t),
+                          self);
+            out.attr("setflags")(py::arg("write") = false);
+            return out;
+          },
+          py::arg("name"), "The tensor's raw bytes: a read-only uint8 numpy view into the file");
 }
 
 }  // namespace strata::bindings

@@ -35,7 +35,8 @@ GGMLType parse_type(const std::string& name) {
 
 GGMLType parse_supported(const std::string& name) {
   const GGMLType t = parse_type(name);
-  if (!quant::type_supported(t)) throw_error(ErrorKind::Value, std::string("no kernels for type ") + quant::type_name(t));
+  if (!quant::type_supported(t))
+    throw_error(ErrorKind::Value, std::string("no kernels for type ") + quant::type_name(t));
   return t;
 }
 
@@ -48,8 +49,8 @@ quant::QuantMethod parse_method(const std::string& m) {
 // Raw bytes of a C-contiguous uint8 array; anything else is refused rather than converted.
 const uint8_t* bytes_of(const py::array& a, std::size_t expected, const char* what) {
   if (!a.dtype().is(py::dtype::of<uint8_t>()))
-    throw_error(ErrorKind::Value, std::string(what) + " must be a uint8 array, got dtype " +
-                                      py::str(a.dtype()).cast<std::string>());
+    throw_error(ErrorKind::Value,
+                std::string(what) + " must be a uint8 array, got dtype " + py::str(a.dtype()).cast<std::string>());
   if (!(a.flags() & py::array::c_style)) throw_error(ErrorKind::Value, std::string(what) + " must be C-contiguous");
   if (static_cast<std::size_t>(a.nbytes()) != expected)
     throw_error(ErrorKind::Value, std::string(what) + " holds " + std::to_string(a.nbytes()) + " bytes, expected " +
@@ -99,7 +100,8 @@ py::array_t<float> dequantize(const py::array& data, const std::string& type_nam
   float* dst = out.mutable_data();
   {
     py::gil_scoped_release nogil;
-    for (int64_t r = 0; r < rows; ++r) quant::dequantize_row(t, src + r * static_cast<int64_t>(stride), dst + r * cols, cols);
+    for (int64_t r = 0; r < rows; ++r)
+      quant::dequantize_row(t, src + r * static_cast<int64_t>(stride), dst + r * cols, cols);
   }
   return out;
 }
@@ -116,7 +118,8 @@ py::array_t<float> activation_values(const F32Array& x, const std::string& type_
   const GGMLType at = cpu::activation_type(t);
   if (at == GGMLType::Q8_K) {
     const auto* b = reinterpret_cast<const quant::BlockQ8_K*>(act.data());
-    for (int64_t i = 0; i < n; ++i) o[i] = b[i / quant::kQK_K].d * static_cast<float>(b[i / quant::kQK_K].qs[i % quant::kQK_K]);
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = b[i / quant::kQK_K].d * static_cast<float>(b[i / quant::kQK_K].qs[i % quant::kQK_K]);
   } else {
     quant::dequantize_row(at, act.data(), o, n);
   }
@@ -159,8 +162,8 @@ py::array_t<float> gemm(const py::array& weights, const std::string& type_name, 
   if (X.ndim() != 1 && X.ndim() != 2) throw_error(ErrorKind::Value, "x must be one- or two-dimensional");
   const int64_t nx = vector ? 1 : X.shape(0);
   if (X.shape(X.ndim() - 1) != cols)
-    throw_error(ErrorKind::Value, "x has " + std::to_string(X.shape(X.ndim() - 1)) + " columns, weights " +
-                                      std::to_string(cols));
+    throw_error(ErrorKind::Value,
+                "x has " + std::to_string(X.shape(X.ndim() - 1)) + " columns, weights " + std::to_string(cols));
   const uint8_t* w = bytes_of(weights, quant::row_bytes(t, cols) * static_cast<std::size_t>(rows), "weights");
   py::array_t<float> out = vector ? py::array_t<float>(rows) : py::array_t<float>({nx, rows});
   const float* xs = X.data();
@@ -176,22 +179,30 @@ py::array_t<float> gemm(const py::array& weights, const std::string& type_name, 
 
 void bind_quant(py::module_& parent) {
   py::module_ m = parent.def_submodule("quant", "block formats, quantizers and CPU dot kernels");
-  m.def("types", [] {
-    std::vector<std::string> v;
-    for (uint32_t id = 0; id < 64; ++id)
-      if (auto t = quant::type_from_id(id); t && quant::type_supported(*t)) v.emplace_back(quant::type_name(*t));
-    return v;
-  }, "Names of the types with dequantize and dot kernels");
+  m.def(
+      "types",
+      [] {
+        std::vector<std::string> v;
+        for (uint32_t id = 0; id < 64; ++id)
+          if (auto t = quant::type_from_id(id); t && quant::type_supported(*t)) v.emplace_back(quant::type_name(*t));
+        return v;
+      },
+      "Names of the types with dequantize and dot kernels");
   m.def("block_size", [](const std::string& t) { return quant::block_size(parse_type(t)); }, py::arg("type"));
   m.def("type_size", [](const std::string& t) { return quant::type_size(parse_type(t)); }, py::arg("type"));
-  m.def("row_bytes", [](const std::string& t, int64_t n) { return quant::row_bytes(parse_type(t), n); },
-        py::arg("type"), py::arg("n"));
-  m.def("activation_type", [](const std::string& t) {
-    return std::string(quant::type_name(cpu::activation_type(parse_supported(t))));
-  }, py::arg("type"));
-  m.def("has_quantizer", [](const std::string& t, const std::string& method) {
-    return quant::has_quantizer(parse_type(t), parse_method(method));
-  }, py::arg("type"), py::arg("method"));
+  m.def(
+      "row_bytes", [](const std::string& t, int64_t n) { return quant::row_bytes(parse_type(t), n); }, py::arg("type"),
+      py::arg("n"));
+  m.def(
+      "activation_type",
+      [](const std::string& t) { return std::string(quant::type_name(cpu::activation_type(parse_supported(t)))); },
+      py::arg("type"));
+  m.def(
+      "has_quantizer",
+      [](const std::string& t, const std::string& method) {
+        return quant::has_quantizer(parse_type(t), parse_method(method));
+      },
+      py::arg("type"), py::arg("method"));
   m.def("quantize", &quantize, py::arg("array"), py::arg("type"), py::arg("method") = "ggml");
   m.def("dequantize", &dequantize, py::arg("data"), py::arg("type"), py::arg("shape"));
   m.def("activation_values", &activation_values, py::arg("x"), py::arg("type"));
@@ -200,14 +211,17 @@ void bind_quant(py::module_& parent) {
   m.def("dot", &dot, py::arg("row"), py::arg("type"), py::arg("x"));
   m.def("gemm", &gemm, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"), py::arg("x"),
         py::arg("threaded") = true);
-  m.def("read_bandwidth", [](std::size_t bytes, int threads, int reps) {
-    cpu::ReadBandwidth r;
-    {
-      py::gil_scoped_release nogil;
-      r = cpu::measure_read_bandwidth(bytes, threads, reps);
-    }
-    return r.gb_per_s;
-  }, py::arg("bytes"), py::arg("threads"), py::arg("reps"), "Best streaming-read GB/s over reps passes");
+  m.def(
+      "read_bandwidth",
+      [](std::size_t bytes, int threads, int reps) {
+        cpu::ReadBandwidth r;
+        {
+          py::gil_scoped_release nogil;
+          r = cpu::measure_read_bandwidth(bytes, threads, reps);
+        }
+        return r.gb_per_s;
+      },
+      py::arg("bytes"), py::arg("threads"), py::arg("reps"), "Best streaming-read GB/s over reps passes");
 }
 
 }  // namespace strata::bindings

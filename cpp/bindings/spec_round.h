@@ -63,11 +63,11 @@ void def_spec_round(Class& cls) {
       "spec_round",
       [](T& self, int32_t token, const std::vector<int32_t>& history, int max_drafts, bool chained,
          const sampling::SamplingPolicy& policy, sampling::Rng& rng, bool adaptive) {
-        return spec_round(self.seq(), self.spec_state(), self.mutex(), token, history, max_drafts, chained, policy,
-                          rng, adaptive);
+        return spec_round(self.seq(), self.spec_state(), self.mutex(), token, history, max_drafts, chained, policy, rng,
+                          adaptive);
       },
-      py::arg("token"), py::arg("history"), py::arg("max_drafts"), py::arg("chained") = true, py::kw_only(), py::arg("policy"),
-      py::arg("rng"), py::arg("adaptive") = false,
+      py::arg("token"), py::arg("history"), py::arg("max_drafts"), py::arg("chained") = true, py::kw_only(),
+      py::arg("policy"), py::arg("rng"), py::arg("adaptive") = false,
       "One speculative round for the pending token at position n_past (draft, retain, verify as one "
       "window, roll back the rejected cells) under the engine's retention settings and verification rule; a "
       "plain step when no draft is kept. history: the tokens "

@@ -71,7 +71,8 @@ class EmuDevice::EmuEncoder final : public Encoder {
     if (b.buffer == nullptr) throw_error(ErrorKind::Internal, "set_buffer(" + std::to_string(index) + "): no buffer");
     if (b.offset > b.buffer->length())
       throw_error(ErrorKind::Internal, "set_buffer(" + std::to_string(index) + "): offset " + std::to_string(b.offset) +
-                                           " past the end of a buffer of " + std::to_string(b.buffer->length()) + " bytes");
+                                           " past the end of a buffer of " + std::to_string(b.buffer->length()) +
+                                           " bytes");
     bind_.buf[index] = static_cast<uint8_t*>(b.buffer->contents()) + b.offset;
     bind_.len[index] = b.buffer->length() - b.offset;
   }

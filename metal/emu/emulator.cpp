@@ -50,8 +50,8 @@ class GroupRunner {
     fiber_destroy(sched_);
   }
 
-  void run(Emulator& emu, const Options& opt, const Launch& l, const uint32_t* region_begin,
-           const uint32_t* region_end, uint32_t tg_total, uint64_t group_linear);
+  void run(Emulator& emu, const Options& opt, const Launch& l, const uint32_t* region_begin, const uint32_t* region_end,
+           uint32_t tg_total, uint64_t group_linear);
 
   // Intrinsics.
   void barrier();
@@ -62,9 +62,7 @@ class GroupRunner {
   TgArena& arena() { return arena_; }
 
   // Threadgroup-memory bookkeeping.
-  uint64_t stamp_of(uint32_t thread) const {
-    return (tg_epoch_ << 32) | sg_epoch_[thread / kSimdWidth];
-  }
+  uint64_t stamp_of(uint32_t thread) const { return (tg_epoch_ << 32) | sg_epoch_[thread / kSimdWidth]; }
   bool ordered(uint64_t a_stamp, int32_t a_thread, uint64_t b_stamp, uint32_t b_thread) const {
     if ((a_stamp >> 32) != (b_stamp >> 32)) return true;  // a threadgroup barrier in between
     return static_cast<uint32_t>(a_thread) / kSimdWidth == b_thread / kSimdWidth &&
@@ -166,10 +164,24 @@ uint32_t identity(SimdOp op, SimdType t) {
 }
 
 const char* op_name(uint8_t op) {
-  static const char* names[] = {"simd_sum", "simd_max", "simd_min", "simd_product", "simd_and", "simd_or", "simd_xor",
-                                "simd_prefix_exclusive_sum", "simd_prefix_inclusive_sum", "simd_shuffle",
-                                "simd_shuffle_xor", "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast",
-                                "simd_broadcast_first", "simd_any", "simd_all", "simd_ballot"};
+  static const char* names[] = {"simd_sum",
+                                "simd_max",
+                                "simd_min",
+                                "simd_product",
+                                "simd_and",
+                                "simd_or",
+                                "simd_xor",
+                                "simd_prefix_exclusive_sum",
+                                "simd_prefix_inclusive_sum",
+                                "simd_shuffle",
+                                "simd_shuffle_xor",
+                                "simd_shuffle_up",
+                                "simd_shuffle_down",
+                                "simd_broadcast",
+                                "simd_broadcast_first",
+                                "simd_any",
+                                "simd_all",
+                                "simd_ballot"};
   if (op == GroupRunner::kSimdBarrierOp) return "simdgroup_barrier";
   return op < sizeof(names) / sizeof(names[0]) ? names[op] : "?";
 }
@@ -260,10 +272,10 @@ void GroupRunner::run(Emulator& emu, const Options& opt, const Launch& l, const 
         in_coll += fibers_[i]->state == State::AtCollective;
         done += fibers_[i]->state == State::Done;
       }
-      report(ViolationKind::BarrierDivergence,
-             std::to_string(at_barrier_) + " of " + std::to_string(n_) + " threads wait at threadgroup_barrier while " +
-                 std::to_string(in_coll) + " wait in a SIMD-group collective and " + std::to_string(done) +
-                 " have returned");
+      report(ViolationKind::BarrierDivergence, std::to_string(at_barrier_) + " of " + std::to_string(n_) +
+                                                   " threads wait at threadgroup_barrier while " +
+                                                   std::to_string(in_coll) + " wait in a SIMD-group collective and " +
+                                                   std::to_string(done) + " have returned");
       aborted_ = true;
     }
   }
@@ -279,9 +291,7 @@ void GroupRunner::entry(void* arg) {
   fiber_switch_final(f->ctx, r.sched_);
 }
 
-void GroupRunner::yield(Fiber& f) {
-  fiber_switch(f.ctx, sched_);
-}
+void GroupRunner::yield(Fiber& f) { fiber_switch(f.ctx, sched_); }
 
 void GroupRunner::abort_group(Fiber& f, ViolationKind k, const char* what) {
   report(k, what);
@@ -367,8 +377,8 @@ void GroupRunner::resolve(uint32_t sg) {
     if (!lane[l]) continue;
     if (lane[l]->op != lead.op || lane[l]->type != lead.type) {
       report(ViolationKind::SimdDivergence, "SIMD group " + std::to_string(sg) + ": lane " + std::to_string(first) +
-                                                " is in " + op_name(lead.op) + ", lane " + std::to_string(l) +
-                                                " in " + op_name(lane[l]->op));
+                                                " is in " + op_name(lead.op) + ", lane " + std::to_string(l) + " in " +
+                                                op_name(lane[l]->op));
       aborted_ = true;
       for (uint32_t k = 0; k < kSimdWidth; ++k)
         if (lane[k]) lane[k]->state = State::Done;  // never resumed
@@ -381,14 +391,14 @@ void GroupRunner::resolve(uint32_t sg) {
   } else {
     const auto op = static_cast<SimdOp>(op8);
     const SimdType t = lead.type;
-    const bool uniform_arg = op == SimdOp::ShuffleXor || op == SimdOp::ShuffleUp || op == SimdOp::ShuffleDown ||
-                             op == SimdOp::Broadcast;
+    const bool uniform_arg =
+        op == SimdOp::ShuffleXor || op == SimdOp::ShuffleUp || op == SimdOp::ShuffleDown || op == SimdOp::Broadcast;
     if (uniform_arg)
       for (uint32_t l = 0; l < kSimdWidth; ++l)
         if (lane[l] && lane[l]->arg != lead.arg) {
-          report(ViolationKind::NonUniformArgument, std::string(op_name(op8)) + " in SIMD group " +
-                                                        std::to_string(sg) + ": lane " + std::to_string(l) +
-                                                        " passes " + std::to_string(lane[l]->arg) + ", lane " +
+          report(ViolationKind::NonUniformArgument, std::string(op_name(op8)) + " in SIMD group " + std::to_string(sg) +
+                                                        ": lane " + std::to_string(l) + " passes " +
+                                                        std::to_string(lane[l]->arg) + ", lane " +
                                                         std::to_string(first) + " " + std::to_string(lead.arg));
           break;
         }
@@ -517,9 +527,9 @@ void TgArena::on_read(uint32_t off, uint32_t n, uint32_t begin, uint32_t end) {
     s.r_stamp = now;
   }
   if (uninit)
-    r.report(ViolationKind::UninitialisedRead, "thread " + std::to_string(t) + " reads threadgroup bytes [" +
-                                                   std::to_string(off - begin) + ", " + std::to_string(off - begin + n) +
-                                                   ") that no thread of the group wrote");
+    r.report(ViolationKind::UninitialisedRead,
+             "thread " + std::to_string(t) + " reads threadgroup bytes [" + std::to_string(off - begin) + ", " +
+                 std::to_string(off - begin + n) + ") that no thread of the group wrote");
   if (raced)
     r.report(ViolationKind::Race, "thread " + std::to_string(t) + " reads threadgroup bytes [" +
                                       std::to_string(off - begin) + ", " + std::to_string(off - begin + n) +
@@ -551,8 +561,8 @@ void TgArena::on_write(uint32_t off, uint32_t n, uint32_t begin, uint32_t end) {
   }
   if (raced)
     r.report(ViolationKind::Race, "thread " + std::to_string(t) + " writes threadgroup bytes [" +
-                                      std::to_string(off - begin) + ", " + std::to_string(off - begin + n) + ") " + with +
-                                      " in the same barrier interval");
+                                      std::to_string(off - begin) + ", " + std::to_string(off - begin + n) + ") " +
+                                      with + " in the same barrier interval");
 }
 
 TgArena* current_arena() { return &runner().arena(); }
@@ -603,7 +613,8 @@ void Emulator::dispatch(const Launch& l) {
   const uint64_t threads = l.group.count();
   if (threads == 0 || threads > kMaxThreadsPerGroup)
     throw_error(ErrorKind::Value, std::string("emulator: ") + l.name + ": " + std::to_string(threads) +
-                                      " threads per threadgroup (must be 1.." + std::to_string(kMaxThreadsPerGroup) + ")");
+                                      " threads per threadgroup (must be 1.." + std::to_string(kMaxThreadsPerGroup) +
+                                      ")");
   uint32_t rb[kMaxThreadgroupArgs], re[kMaxThreadgroupArgs];
   uint32_t total = 0;
   for (int i = 0; i < kMaxThreadgroupArgs; ++i) {

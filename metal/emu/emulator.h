@@ -39,10 +39,10 @@ struct Dim3 {
 
 // The positions MSL passes as [[attributes]].
 struct ThreadPos {
-  Dim3 tg_pos;       // threadgroup_position_in_grid
-  Dim3 tid;          // thread_position_in_threadgroup
-  Dim3 tg_size;      // threads_per_threadgroup
-  Dim3 grid_tgs;     // threadgroups_per_grid
+  Dim3 tg_pos;               // threadgroup_position_in_grid
+  Dim3 tid;                  // thread_position_in_threadgroup
+  Dim3 tg_size;              // threads_per_threadgroup
+  Dim3 grid_tgs;             // threadgroups_per_grid
   uint32_t index = 0;        // thread_index_in_threadgroup
   uint32_t simd_group = 0;   // simdgroup_index_in_threadgroup
   uint32_t simd_lane = 0;    // thread_index_in_simdgroup
@@ -67,11 +67,11 @@ struct Violation {
 
 struct Options {
   bool detect_races = true;
-  bool reverse_order = false;         // run the fibers of a group in decreasing thread index
-  bool throw_on_violation = true;     // dispatch throws strata::Error(Internal) after a violation
+  bool reverse_order = false;      // run the fibers of a group in decreasing thread index
+  bool throw_on_violation = true;  // dispatch throws strata::Error(Internal) after a violation
   std::size_t stack_bytes = 256 * 1024;
-  ThreadPool* pool = nullptr;         // threadgroups in parallel (nullptr: the calling thread only)
-  int max_recorded = 32;              // violations kept (all are counted)
+  ThreadPool* pool = nullptr;  // threadgroups in parallel (nullptr: the calling thread only)
+  int max_recorded = 32;       // violations kept (all are counted)
 };
 
 using KernelFn = void (*)(const void* ctx, const ThreadPos& pos);
@@ -79,8 +79,8 @@ using KernelFn = void (*)(const void* ctx, const ThreadPos& pos);
 struct Launch {
   KernelFn fn = nullptr;
   const void* ctx = nullptr;
-  Dim3 grid;                 // threadgroups per grid
-  Dim3 group;                // threads per threadgroup
+  Dim3 grid;                                              // threadgroups per grid
+  Dim3 group;                                             // threads per threadgroup
   uint32_t tg_bytes[kMaxThreadgroupArgs] = {0, 0, 0, 0};  // [[threadgroup(i)]] lengths
   const char* name = "kernel";
 };
@@ -124,10 +124,24 @@ class Emulator {
 // running under Emulator::dispatch.
 
 enum class SimdOp : uint8_t {
-  Sum, Max, Min, Product, And, Or, Xor,
-  PrefixExclusiveSum, PrefixInclusiveSum,
-  Shuffle, ShuffleXor, ShuffleUp, ShuffleDown, Broadcast, BroadcastFirst,
-  Any, All, Ballot,
+  Sum,
+  Max,
+  Min,
+  Product,
+  And,
+  Or,
+  Xor,
+  PrefixExclusiveSum,
+  PrefixInclusiveSum,
+  Shuffle,
+  ShuffleXor,
+  ShuffleUp,
+  ShuffleDown,
+  Broadcast,
+  BroadcastFirst,
+  Any,
+  All,
+  Ballot,
 };
 enum class SimdType : uint8_t { F32, I32, U32 };
 
@@ -203,9 +217,14 @@ class tg_ptr {
   tg_ref<T> operator*() const { return (*this)[0]; }
   tg_ptr operator+(int64_t i) const { return tg_ptr(a_, at(i), b_, e_); }
   tg_ptr operator-(int64_t i) const { return tg_ptr(a_, at(-i), b_, e_); }
-  tg_ptr& operator+=(int64_t i) { off_ = at(i); return *this; }
+  tg_ptr& operator+=(int64_t i) {
+    off_ = at(i);
+    return *this;
+  }
   template <class U>
-  tg_ptr<U> cast() const { return tg_ptr<U>(a_, off_, b_, e_); }
+  tg_ptr<U> cast() const {
+    return tg_ptr<U>(a_, off_, b_, e_);
+  }
 
  private:
   uint32_t at(int64_t i) const {

@@ -152,8 +152,8 @@ extern "C" void strata_emu_raw_switch(void** save_sp, void* new_sp);
 #if defined(__x86_64__)
 // System V: rbx, rbp, r12-r15 are callee-saved; the rest of the state lives on the stacks.
 asm(".text\n"
-    ".globl " STRATA_EMU_SYM "\n" STRATA_EMU_TYPE
-    ".p2align 4\n" STRATA_EMU_SYM ":\n"
+    ".globl " STRATA_EMU_SYM "\n" STRATA_EMU_TYPE ".p2align 4\n" STRATA_EMU_SYM
+    ":\n"
     "  pushq %rbp\n"
     "  pushq %rbx\n"
     "  pushq %r12\n"
@@ -177,15 +177,15 @@ void* initial_sp(FiberStack& stack) {
   auto top = reinterpret_cast<uintptr_t>(stack.bottom()) + stack.size();
   top &= ~uintptr_t{15};
   auto* slot = reinterpret_cast<void**>(top);
-  slot[-1] = nullptr;                                         // fake return address of fiber_start
-  slot[-2] = reinterpret_cast<void*>(&fiber_start);           // consumed by ret
-  for (int i = 3; i <= 8; ++i) slot[-i] = nullptr;            // rbp rbx r12 r13 r14 r15
+  slot[-1] = nullptr;                                // fake return address of fiber_start
+  slot[-2] = reinterpret_cast<void*>(&fiber_start);  // consumed by ret
+  for (int i = 3; i <= 8; ++i) slot[-i] = nullptr;   // rbp rbx r12 r13 r14 r15
   return &slot[-8];
 }
 #else  // AArch64: x19-x28, fp, lr and d8-d15 are callee-saved.
 asm(".text\n"
-    ".globl " STRATA_EMU_SYM "\n" STRATA_EMU_TYPE
-    ".p2align 2\n" STRATA_EMU_SYM ":\n"
+    ".globl " STRATA_EMU_SYM "\n" STRATA_EMU_TYPE ".p2align 2\n" STRATA_EMU_SYM
+    ":\n"
     "  sub sp, sp, #176\n"
     "  stp x19, x20, [sp, #0]\n"
     "  stp x21, x22, [sp, #16]\n"

@@ -34,8 +34,8 @@ class FiberStack {
 
 // The saved state of a suspended execution context (a fiber or the scheduler's own stack).
 struct FiberContext {
-  void* sp = nullptr;       // saved stack pointer (hand-written switch)
-  void* uctx = nullptr;     // ucontext_t* (fallback switch), allocated once and reused
+  void* sp = nullptr;    // saved stack pointer (hand-written switch)
+  void* uctx = nullptr;  // ucontext_t* (fallback switch), allocated once and reused
   // What a fresh context runs on its first switch.
   void (*entry)(void*) = nullptr;
   void* arg = nullptr;

@@ -28,8 +28,8 @@ inline tg_ptr<T> TG(int i) {
 
 void route_rows(const void* c, const ThreadPos& p) {
   const EmuBinding& b = B(c);
-  route_rows_body(b.arg<RouteArgs>(0), b.ptr<const float>(1), b.ptr<const uchar>(2), b.ptr<int>(3),
-                  b.ptr<float>(4), b.ptr<int>(5), TG<float>(0), kpos_of(p));
+  route_rows_body(b.arg<RouteArgs>(0), b.ptr<const float>(1), b.ptr<const uchar>(2), b.ptr<int>(3), b.ptr<float>(4),
+                  b.ptr<int>(5), TG<float>(0), kpos_of(p));
 }
 
 void plan(const void* c, const ThreadPos& p) {
@@ -48,10 +48,9 @@ void combine_generic(const void* c, const ThreadPos& p) {
 
 void combine_fast_2560x4(const void* c, const ThreadPos& p) {
   const EmuBinding& b = B(c);
-  combine_fast_body<kCombineFastN, kCombineFastD>(b.arg<CombineArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2),
-                                                  b.ptr<const float>(3), b.ptr<const float>(4), b.ptr<const float>(5),
-                                                  b.ptr<const float>(6), b.ptr<const float>(7), b.ptr<float>(8),
-                                                  kpos_of(p));
+  combine_fast_body<kCombineFastN, kCombineFastD>(
+      b.arg<CombineArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3), b.ptr<const float>(4),
+      b.ptr<const float>(5), b.ptr<const float>(6), b.ptr<const float>(7), b.ptr<float>(8), kpos_of(p));
 }
 
 void rms_rows(const void* c, const ThreadPos& p) {
@@ -63,8 +62,7 @@ void rms_rows(const void* c, const ThreadPos& p) {
 void hc_collapse(const void* c, const ThreadPos& p) {
   const EmuBinding& b = B(c);
   hc_collapse_body(b.arg<HcArgs>(0), b.ptr<const float>(1), b.ptr<const float>(2), b.ptr<const float>(3),
-                   b.ptr<const float>(4), b.ptr<float>(5), b.ptr<float>(6), b.ptr<float>(7), TG<float>(0),
-                   kpos_of(p));
+                   b.ptr<const float>(4), b.ptr<float>(5), b.ptr<float>(6), b.ptr<float>(7), TG<float>(0), kpos_of(p));
 }
 
 template <class F>
@@ -157,12 +155,13 @@ const Entry kEntries[] = {
     {"strata_elementwise", &elementwise},
     {"strata_indexer_scores", &indexer_scores},
     {"strata_select_cells", &select_cells},
-#define STRATA_EMU_FORMAT(suffix, F) \
-  {"strata_gemv_" suffix, &gemv<F>}, {"strata_get_rows_" suffix, &get_rows<F>}, {"strata_moe_gemv_" suffix, &moe_gemv<F>},
+#define STRATA_EMU_FORMAT(suffix, F)                                            \
+  {"strata_gemv_" suffix, &gemv<F>}, {"strata_get_rows_" suffix, &get_rows<F>}, \
+      {"strata_moe_gemv_" suffix, &moe_gemv<F>},
     STRATA_EMU_FORMAT("f32", FmtF32) STRATA_EMU_FORMAT("f16", FmtF16) STRATA_EMU_FORMAT("bf16", FmtBF16)
-    STRATA_EMU_FORMAT("q8_0", FmtQ8_0) STRATA_EMU_FORMAT("q4_0", FmtQ4_0) STRATA_EMU_FORMAT("q5_0", FmtQ5_0)
-    STRATA_EMU_FORMAT("q4_k", FmtQ4_K) STRATA_EMU_FORMAT("q6_k", FmtQ6_K) STRATA_EMU_FORMAT("q2_k", FmtQ2_K)
-    STRATA_EMU_FORMAT("iq4_xs", FmtIQ4_XS)
+        STRATA_EMU_FORMAT("q8_0", FmtQ8_0) STRATA_EMU_FORMAT("q4_0", FmtQ4_0) STRATA_EMU_FORMAT("q5_0", FmtQ5_0)
+            STRATA_EMU_FORMAT("q4_k", FmtQ4_K) STRATA_EMU_FORMAT("q6_k", FmtQ6_K) STRATA_EMU_FORMAT("q2_k", FmtQ2_K)
+                STRATA_EMU_FORMAT("iq4_xs", FmtIQ4_XS)
 #undef STRATA_EMU_FORMAT
 };
 

@@ -27,7 +27,8 @@ std::string FunctionConstants::key() const {
   std::string k;
   for (int i = 0; i < count; ++i) {
     char buf[48];
-    std::snprintf(buf, sizeof buf, "|%u%c%u", unsigned{values[i].index}, values[i].is_bool ? 'b' : 'u', values[i].value);
+    std::snprintf(buf, sizeof buf, "|%u%c%u", unsigned{values[i].index}, values[i].is_bool ? 'b' : 'u',
+                  values[i].value);
     k.append(buf);
   }
   return k;

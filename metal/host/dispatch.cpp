@@ -17,7 +17,8 @@ uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 void encode_route(Device& dev, const RouteArgs& a, BufferRef x, BufferRef resident, BufferRef ids, BufferRef weights,
                   BufferRef status) {
   if (a.n_experts < 1 || a.n_experts > kRouteMaxExperts)
-    bad("router: " + std::to_string(a.n_experts) + " experts (the kernel takes 1.." + std::to_string(kRouteMaxExperts) + ")");
+    bad("router: " + std::to_string(a.n_experts) + " experts (the kernel takes 1.." + std::to_string(kRouteMaxExperts) +
+        ")");
   if (a.k < 1 || a.k > a.n_experts || a.k > kRouteMaxK)
     bad("router: k = " + std::to_string(a.k) + " must be in [1, min(E, " + std::to_string(kRouteMaxK) + ")]");
   if (a.row_stride < a.n_experts) bad("router: row stride below E");
@@ -37,7 +38,8 @@ void encode_route(Device& dev, const RouteArgs& a, BufferRef x, BufferRef reside
 void encode_plan(Device& dev, const PlanArgs& a, BufferRef ids, BufferRef resident, BufferRef header,
                  BufferRef group_expert, BufferRef group_offset, BufferRef slot_entry, BufferRef entry_slot) {
   if (a.n_experts < 1 || a.n_experts > kRouteMaxExperts)
-    bad("plan: " + std::to_string(a.n_experts) + " experts (the kernel takes 1.." + std::to_string(kRouteMaxExperts) + ")");
+    bad("plan: " + std::to_string(a.n_experts) + " experts (the kernel takes 1.." + std::to_string(kRouteMaxExperts) +
+        ")");
   if (a.n_entries > kPlanMaxEntries) bad("plan: " + std::to_string(a.n_entries) + " entries (at most 65535)");
   if (a.k < 1) bad("plan: k must be >= 1");
   Encoder& e = dev.encoder();
@@ -115,11 +117,17 @@ void encode_hc_collapse(Device& dev, const HcArgs& a, BufferRef mix, BufferRef s
 bool gemv_supported(quant::GGMLType type) {
   using quant::GGMLType;
   switch (type) {
-    case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: case GGMLType::Q8_0: case GGMLType::Q4_0:
-    case GGMLType::Q5_0: case GGMLType::Q4_K: case GGMLType::Q6_K: case GGMLType::Q2_K: case GGMLType::IQ4_XS:
-      return true;
-    default:
-      return false;
+    case GGMLType::F32:
+    case GGMLType::F16:
+    case GGMLType::BF16:
+    case GGMLType::Q8_0:
+    case GGMLType::Q4_0:
+    case GGMLType::Q5_0:
+    case GGMLType::Q4_K:
+    case GGMLType::Q6_K:
+    case GGMLType::Q2_K:
+    case GGMLType::IQ4_XS: return true;
+    default: return false;
   }
 }
 
@@ -237,7 +245,8 @@ void encode_elementwise(Device& dev, const EwArgs& a, BufferRef x, BufferRef y, 
 
 void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, bool kv_only, KvFormat fmt) {
   if (a.head_dim == 0 || a.head_dim > kAttnMaxHeadDim)
-    bad("attention: head_dim " + std::to_string(a.head_dim) + " (the kernels take 1.." + std::to_string(kAttnMaxHeadDim) + ")");
+    bad("attention: head_dim " + std::to_string(a.head_dim) + " (the kernels take 1.." +
+        std::to_string(kAttnMaxHeadDim) + ")");
   if (a.rope_dim % 2 != 0 || a.rope_dim > a.head_dim) bad("attention: rope_dim must be even and <= head_dim");
   if (a.n_head_kv == 0 || a.n_head % a.n_head_kv != 0) bad("attention: n_head must be a multiple of n_head_kv");
   if (a.kv_blocks != (a.head_dim + 63) / 64) bad("attention: kv_blocks != ceil(head_dim / 64)");
@@ -307,7 +316,8 @@ AttnPath encode_attention(Device& dev, const AttnArgs& a, const AttnBuffers& b, 
     return path;
   }
   const uint32_t nc = (max_width + 63) / 64;
-  if (nc > a.n_chunks) bad("attention: " + std::to_string(nc) + " chunks exceed the " + std::to_string(a.n_chunks) + " partial planes");
+  if (nc > a.n_chunks)
+    bad("attention: " + std::to_string(nc) + " chunks exceed the " + std::to_string(a.n_chunks) + " partial planes");
   if (a.plane_stride < a.n_rows) bad("attention: plane stride below the row count");
   if (nc > 0) {
     e.set_pipeline(dev.pipeline(f32 ? "strata_attn_chunks_f32" : "strata_attn_chunks"));

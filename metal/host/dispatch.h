@@ -15,7 +15,7 @@ namespace strata::mtl {
 
 // ---- routing
 
-inline constexpr uint32_t kRouteRowsPerGroup = 4;   // SIMD groups (rows) per threadgroup
+inline constexpr uint32_t kRouteRowsPerGroup = 4;  // SIMD groups (rows) per threadgroup
 inline constexpr uint32_t kRouteMaxExperts = 1024;
 inline constexpr uint32_t kRouteMaxK = 64;
 // x: [n_rows][row_stride] probabilities (or logits with a.softmax); resident: E bytes per row
@@ -86,7 +86,7 @@ struct MoeGemvCall {
   BufferRef Y;  // [entry][y_stride]
   uint32_t y_stride = 0;
   BufferRef header, group_expert, group_offset, slot_entry;  // the plan (encode_plan)
-  uint32_t max_groups = 0;  // min(E, entries): the grid's group dimension
+  uint32_t max_groups = 0;                                   // min(E, entries): the grid's group dimension
 };
 void encode_moe_gemv(Device& dev, const MoeGemvCall& c, const GemvTile& tile);
 
@@ -114,10 +114,10 @@ void encode_qsa_prep(Device& dev, const QsaPrepArgs& a, const QsaBuffers& b, boo
 
 struct AttnBuffers {
   BufferRef qh, k8, ks, v8, vs;
-  BufferRef cells;    // [row][list_stride] cell ids (unused with implicit lists)
-  BufferRef n_cells;  // [row] list lengths
-  BufferRef gates;    // the q projection output (gated models)
-  BufferRef out;      // [row][out_stride]
+  BufferRef cells;            // [row][list_stride] cell ids (unused with implicit lists)
+  BufferRef n_cells;          // [row] list lengths
+  BufferRef gates;            // the q projection output (gated models)
+  BufferRef out;              // [row][out_stride]
   BufferRef part_o, part_ml;  // split path: [n_chunks][plane_stride][Hq][Dh] and [..][2]
 };
 enum class AttnPath { Split, Fused, Auto };

@@ -61,7 +61,8 @@ struct KvI8 {
   // e·v̂_j as the CPU's kv_axpy forms it: (e·scale)·code.
   static inline float v_term(float e, device const uchar* v, device const ushort* vs, ulong slot, uint j, uint dh,
                              uint nb) {
-    return (e * half_bits_to_float(vs[slot * nb + j / kKvBlock])) * float(int(((device const int8_t*)v)[slot * dh + j]));
+    return (e * half_bits_to_float(vs[slot * nb + j / kKvBlock])) *
+           float(int(((device const int8_t*)v)[slot * dh + j]));
   }
   // One head vector (lane owns elements lane + 32·j, j < 8): int8 per 64-element block (fp16 scale
   // absmax/127, round half to even, clamp ±127). Every lane of the SIMD group calls it.

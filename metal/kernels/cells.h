@@ -50,8 +50,8 @@ inline void indexer_scores_body(constant CellArgs& a, device const float* iq, de
 inline bool rank_before(float sa, uint ia, float sb, uint ib) { return sa > sb || (sa == sb && ia < ib); }
 
 // grid: (n_rows); T threads (a multiple of 32). picks: top_k uints; red: 2·n_sg + 2 words.
-inline void select_cells_body(constant CellArgs& a, device const float* scores, device int* lists,
-                              device int* n_cells, TGP(uint) picks, TGP(uint) red, KPos p) {
+inline void select_cells_body(constant CellArgs& a, device const float* scores, device int* lists, device int* n_cells,
+                              TGP(uint) picks, TGP(uint) red, KPos p) {
   const uint row = p.tg_x, pos = a.pos0 + row, T = p.tg_size;
   uint cb, ce;
   candidates_of(a, pos, cb, ce);

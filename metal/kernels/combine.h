@@ -12,9 +12,8 @@
 enum : uint { kCombineMaxStreams = 64, kCombineFastD = 2560, kCombineFastN = 4 };
 
 inline void combine_generic_body(constant CombineArgs& a, device const float* routed, device const float* weights,
-                                 device const float* shared, device const float* shared_gate,
-                                 device const float* post, device const float* comb, device const float* x_in,
-                                 device float* x_out, KPos p) {
+                                 device const float* shared, device const float* shared_gate, device const float* post,
+                                 device const float* comb, device const float* x_in, device float* x_out, KPos p) {
   const uint i = p.tg_x * p.tg_size + p.tid, t = p.tg_y;
   if (i >= a.d) return;
   const uint d = a.d, n = a.n, K = a.k;
@@ -32,9 +31,8 @@ inline void combine_generic_body(constant CombineArgs& a, device const float* ro
 
 template <uint N, uint D>
 inline void combine_fast_body(constant CombineArgs& a, device const float* routed, device const float* weights,
-                              device const float* shared, device const float* shared_gate,
-                              device const float* post, device const float* comb, device const float* x_in,
-                              device float* x_out, KPos p) {
+                              device const float* shared, device const float* shared_gate, device const float* post,
+                              device const float* comb, device const float* x_in, device float* x_out, KPos p) {
   const uint q = p.tg_x * p.tg_size + p.tid, t = p.tg_y;
   if (q >= D / 4) return;
   const uint i = q * 4, K = a.k;

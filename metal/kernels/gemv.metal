@@ -8,23 +8,22 @@ constant uint kTileL [[function_constant(0)]];
 constant uint kTileR [[function_constant(1)]];
 constant uint kTileK [[function_constant(2)]];
 
-#define STRATA_GEMV_ENTRIES(suffix, F)                                                                      \
-  kernel void strata_gemv_##suffix(constant GemvArgs& a [[buffer(0)]], device const uchar* W [[buffer(1)]],   \
-                                   device const float* X [[buffer(2)]], device float* Y [[buffer(3)]],         \
-                                   STRATA_KPOS_PARAMS) {                                                      \
-    gemv_body<F>(a, W, X, Y, kTileL, kTileR, kTileK, STRATA_KPOS);                                            \
-  }                                                                                                           \
-  kernel void strata_get_rows_##suffix(constant GemvArgs& a [[buffer(0)]], device const uchar* W [[buffer(1)]], \
-                                       device const int* ids [[buffer(2)]], device float* out [[buffer(3)]],    \
-                                       STRATA_KPOS_PARAMS) {                                                  \
-    get_rows_body<F>(a, W, ids, out, STRATA_KPOS);                                                            \
-  }                                                                                                           \
-  kernel void strata_moe_gemv_##suffix(constant GemvArgs& a [[buffer(0)]], device const uchar* W [[buffer(1)]], \
-                                       device const float* X [[buffer(2)]], device float* Y [[buffer(3)]],      \
-                                       device const PlanHeader* hdr [[buffer(4)]],                            \
-                                       device const int* group_expert [[buffer(5)]],                          \
-                                       device const int* group_offset [[buffer(6)]],                          \
-                                       device const int* slot_entry [[buffer(7)]], STRATA_KPOS_PARAMS) {      \
+#define STRATA_GEMV_ENTRIES(suffix, F)                                                                              \
+  kernel void strata_gemv_##suffix(constant GemvArgs& a [[buffer(0)]], device const uchar* W [[buffer(1)]],         \
+                                   device const float* X [[buffer(2)]], device float* Y [[buffer(3)]],              \
+                                   STRATA_KPOS_PARAMS) {                                                            \
+    gemv_body<F>(a, W, X, Y, kTileL, kTileR, kTileK, STRATA_KPOS);                                                  \
+  }                                                                                                                 \
+  kernel void strata_get_rows_##suffix(constant GemvArgs& a [[buffer(0)]], device const uchar* W [[buffer(1)]],     \
+                                       device const int* ids [[buffer(2)]], device float* out [[buffer(3)]],        \
+                                       STRATA_KPOS_PARAMS) {                                                        \
+    get_rows_body<F>(a, W, ids, out, STRATA_KPOS);                                                                  \
+  }                                                                                                                 \
+  kernel void strata_moe_gemv_##suffix(                                                                             \
+      constant GemvArgs& a [[buffer(0)]], device const uchar* W [[buffer(1)]], device const float* X [[buffer(2)]], \
+      device float* Y [[buffer(3)]], device const PlanHeader* hdr [[buffer(4)]],                                    \
+      device const int* group_expert [[buffer(5)]], device const int* group_offset [[buffer(6)]],                   \
+      device const int* slot_entry [[buffer(7)]], STRATA_KPOS_PARAMS) {                                             \
     moe_gemv_body<F>(a, W, X, Y, hdr, group_expert, group_offset, slot_entry, kTileL, kTileR, kTileK, STRATA_KPOS); \
   }
 

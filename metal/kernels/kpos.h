@@ -14,12 +14,12 @@ struct KPos {
 };
 
 #if defined(__METAL_VERSION__)
-#define STRATA_KPOS_PARAMS                                                                     \
+#define STRATA_KPOS_PARAMS                                                                            \
   uint3 strata_tgp [[threadgroup_position_in_grid]], uint strata_tid [[thread_index_in_threadgroup]], \
       uint strata_tgs [[threads_per_threadgroup]], uint strata_sg [[simdgroup_index_in_threadgroup]], \
       uint strata_lane [[thread_index_in_simdgroup]], uint strata_nsg [[simdgroups_per_threadgroup]]
 #define STRATA_KPOS \
-  KPos{strata_tgp.x, strata_tgp.y, strata_tgp.z, strata_tid, strata_tgs, strata_sg, strata_lane, strata_nsg}
+  KPos { strata_tgp.x, strata_tgp.y, strata_tgp.z, strata_tid, strata_tgs, strata_sg, strata_lane, strata_nsg }
 #else
 inline KPos kpos_of(const strata::emu::ThreadPos& p) {
   return KPos{p.tg_pos.x, p.tg_pos.y, p.tg_pos.z, p.index, p.tg_size.x, p.simd_group, p.simd_lane, p.simd_groups};

@@ -14,9 +14,8 @@
 // the activations are per token (0: per entry).
 template <class F>
 inline void moe_gemv_body(constant GemvArgs& a, device const uchar* W, device const float* X, device float* Y,
-                          device const PlanHeader* hdr, device const int* group_expert,
-                          device const int* group_offset, device const int* slot_entry, uint L, uint R, uint K,
-                          KPos p) {
+                          device const PlanHeader* hdr, device const int* group_expert, device const int* group_offset,
+                          device const int* slot_entry, uint L, uint R, uint K, KPos p) {
   const uint g = p.tg_y;
   if (g >= hdr->n_groups) return;  // the whole threadgroup
   const uint expert = uint(group_expert[g]);

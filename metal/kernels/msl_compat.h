@@ -91,9 +91,12 @@ template <class T>
 constexpr strata::emu::SimdType simd_type() {
   static_assert(sizeof(T) == 4 && (std::is_same_v<T, float> || std::is_integral_v<T>),
                 "the emulator's SIMD collectives take 32-bit float, int or uint");
-  if constexpr (std::is_same_v<T, float>) return strata::emu::SimdType::F32;
-  else if constexpr (std::is_signed_v<T>) return strata::emu::SimdType::I32;
-  else return strata::emu::SimdType::U32;
+  if constexpr (std::is_same_v<T, float>)
+    return strata::emu::SimdType::F32;
+  else if constexpr (std::is_signed_v<T>)
+    return strata::emu::SimdType::I32;
+  else
+    return strata::emu::SimdType::U32;
 }
 template <class T>
 inline T collective(strata::emu::SimdOp op, T v, uint32_t arg = 0) {
@@ -101,33 +104,66 @@ inline T collective(strata::emu::SimdOp op, T v, uint32_t arg = 0) {
 }
 }  // namespace detail
 
-template <class T> inline T simd_sum(T v) { return detail::collective(strata::emu::SimdOp::Sum, v); }
-template <class T> inline T simd_product(T v) { return detail::collective(strata::emu::SimdOp::Product, v); }
-template <class T> inline T simd_max(T v) { return detail::collective(strata::emu::SimdOp::Max, v); }
-template <class T> inline T simd_min(T v) { return detail::collective(strata::emu::SimdOp::Min, v); }
-template <class T> inline T simd_and(T v) { return detail::collective(strata::emu::SimdOp::And, v); }
-template <class T> inline T simd_or(T v) { return detail::collective(strata::emu::SimdOp::Or, v); }
-template <class T> inline T simd_xor(T v) { return detail::collective(strata::emu::SimdOp::Xor, v); }
-template <class T> inline T simd_prefix_exclusive_sum(T v) {
+template <class T>
+inline T simd_sum(T v) {
+  return detail::collective(strata::emu::SimdOp::Sum, v);
+}
+template <class T>
+inline T simd_product(T v) {
+  return detail::collective(strata::emu::SimdOp::Product, v);
+}
+template <class T>
+inline T simd_max(T v) {
+  return detail::collective(strata::emu::SimdOp::Max, v);
+}
+template <class T>
+inline T simd_min(T v) {
+  return detail::collective(strata::emu::SimdOp::Min, v);
+}
+template <class T>
+inline T simd_and(T v) {
+  return detail::collective(strata::emu::SimdOp::And, v);
+}
+template <class T>
+inline T simd_or(T v) {
+  return detail::collective(strata::emu::SimdOp::Or, v);
+}
+template <class T>
+inline T simd_xor(T v) {
+  return detail::collective(strata::emu::SimdOp::Xor, v);
+}
+template <class T>
+inline T simd_prefix_exclusive_sum(T v) {
   return detail::collective(strata::emu::SimdOp::PrefixExclusiveSum, v);
 }
-template <class T> inline T simd_prefix_inclusive_sum(T v) {
+template <class T>
+inline T simd_prefix_inclusive_sum(T v) {
   return detail::collective(strata::emu::SimdOp::PrefixInclusiveSum, v);
 }
-template <class T> inline T simd_shuffle(T v, ushort lane) { return detail::collective(strata::emu::SimdOp::Shuffle, v, lane); }
-template <class T> inline T simd_shuffle_xor(T v, ushort mask) {
+template <class T>
+inline T simd_shuffle(T v, ushort lane) {
+  return detail::collective(strata::emu::SimdOp::Shuffle, v, lane);
+}
+template <class T>
+inline T simd_shuffle_xor(T v, ushort mask) {
   return detail::collective(strata::emu::SimdOp::ShuffleXor, v, mask);
 }
-template <class T> inline T simd_shuffle_up(T v, ushort delta) {
+template <class T>
+inline T simd_shuffle_up(T v, ushort delta) {
   return detail::collective(strata::emu::SimdOp::ShuffleUp, v, delta);
 }
-template <class T> inline T simd_shuffle_down(T v, ushort delta) {
+template <class T>
+inline T simd_shuffle_down(T v, ushort delta) {
   return detail::collective(strata::emu::SimdOp::ShuffleDown, v, delta);
 }
-template <class T> inline T simd_broadcast(T v, ushort lane) {
+template <class T>
+inline T simd_broadcast(T v, ushort lane) {
   return detail::collective(strata::emu::SimdOp::Broadcast, v, lane);
 }
-template <class T> inline T simd_broadcast_first(T v) { return detail::collective(strata::emu::SimdOp::BroadcastFirst, v); }
+template <class T>
+inline T simd_broadcast_first(T v) {
+  return detail::collective(strata::emu::SimdOp::BroadcastFirst, v);
+}
 inline bool simd_any(bool p) { return detail::collective<uint32_t>(strata::emu::SimdOp::Any, p ? 1u : 0u) != 0; }
 inline bool simd_all(bool p) { return detail::collective<uint32_t>(strata::emu::SimdOp::All, p ? 1u : 0u) != 0; }
 struct simd_vote {
@@ -159,10 +195,22 @@ inline bool isinf(float x) { return std::isinf(x); }
 inline bool isfinite(float x) { return std::isfinite(x); }
 inline float fmax(float a, float b) { return std::fmax(a, b); }
 inline float fmin(float a, float b) { return std::fmin(a, b); }
-template <class T> inline T max(T a, T b) { return a > b ? a : b; }
-template <class T> inline T min(T a, T b) { return a < b ? a : b; }
-template <class T> inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
-template <class T> inline T select(T a, T b, bool c) { return c ? b : a; }
+template <class T>
+inline T max(T a, T b) {
+  return a > b ? a : b;
+}
+template <class T>
+inline T min(T a, T b) {
+  return a < b ? a : b;
+}
+template <class T>
+inline T clamp(T x, T lo, T hi) {
+  return min(max(x, lo), hi);
+}
+template <class T>
+inline T select(T a, T b, bool c) {
+  return c ? b : a;
+}
 inline uint popcount(uint x) { return static_cast<uint>(std::popcount(x)); }
 inline uint clz(uint x) { return static_cast<uint>(std::countl_zero(x)); }
 inline uint64_t clz(uint64_t x) { return static_cast<uint64_t>(std::countl_zero(x)); }
@@ -179,8 +227,8 @@ inline float divide(float a, float b) { return a / b; }
 using metal::as_type;
 using metal::clz;
 using metal::ctz;
-using metal::popcount;
 using metal::mem_flags;
+using metal::popcount;
 using metal::simd_all;
 using metal::simd_and;
 using metal::simd_any;

@@ -39,8 +39,8 @@ enum : uint { kHcMaxStreams = 16 };
 // out[i] = Σ_s pre_s·X_s[i] (s ascending). pre_tg: n floats of threadgroup memory.
 // mix: [row][(2+n)·n] (head: [row][n]); X: [row][n][d]; post: [row][n]; comb: [row][n][n].
 inline void hc_collapse_body(constant HcArgs& a, device const float* mix, device const float* scale,
-                             device const float* base, device const float* X, device float* post,
-                             device float* comb, device float* out, TGP(float) pre_tg, KPos p) {
+                             device const float* base, device const float* X, device float* post, device float* comb,
+                             device float* out, TGP(float) pre_tg, KPos p) {
   const uint row = p.tg_x, n = a.n;
   if (p.tid == 0) {
     const uint nmix = a.head != 0 ? n : (2 + n) * n;

@@ -11,10 +11,9 @@
 enum : uint { kPlanMaxExperts = 1024 };
 
 // Threadgroup memory: count, base, gidx: E uints each; tmp: n_sg + 1 uints.
-inline void plan_body(constant PlanArgs& a, device const int* ids, device const uchar* resident,
-                      device PlanHeader* hdr, device int* group_expert, device int* group_offset,
-                      device int* slot_entry, device int* entry_slot, TGP(uint) count, TGP(uint) base,
-                      TGP(uint) gidx, TGP(uint) tmp, KPos p) {
+inline void plan_body(constant PlanArgs& a, device const int* ids, device const uchar* resident, device PlanHeader* hdr,
+                      device int* group_expert, device int* group_offset, device int* slot_entry,
+                      device int* entry_slot, TGP(uint) count, TGP(uint) base, TGP(uint) gidx, TGP(uint) tmp, KPos p) {
   const uint N = a.n_entries, E = a.n_experts, T = p.tg_size;
 
   // Reject ids outside [0, E): the first bad entry is reported, nothing else is written.

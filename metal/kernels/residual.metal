@@ -3,11 +3,12 @@
 #include "metal/kernels/combine.h"
 #include "metal/kernels/norm.h"
 
-#define STRATA_COMBINE_PARAMS                                                                               \
-  constant CombineArgs& a [[buffer(0)]], device const float* routed [[buffer(1)]],                          \
-      device const float* weights [[buffer(2)]], device const float* shared [[buffer(3)]],                  \
-      device const float* shared_gate [[buffer(4)]], device const float* post [[buffer(5)]],                \
-      device const float* comb [[buffer(6)]], device const float* x_in [[buffer(7)]], device float* x_out [[buffer(8)]]
+#define STRATA_COMBINE_PARAMS                                                                \
+  constant CombineArgs &a [[buffer(0)]], device const float *routed [[buffer(1)]],           \
+      device const float *weights [[buffer(2)]], device const float *shared [[buffer(3)]],   \
+      device const float *shared_gate [[buffer(4)]], device const float *post [[buffer(5)]], \
+      device const float *comb [[buffer(6)]], device const float *x_in [[buffer(7)]],        \
+      device float *x_out [[buffer(8)]]
 
 kernel void strata_combine_generic(STRATA_COMBINE_PARAMS, STRATA_KPOS_PARAMS) {
   combine_generic_body(a, routed, weights, shared, shared_gate, post, comb, x_in, x_out, STRATA_KPOS);

@@ -70,9 +70,8 @@ inline int cmp_scaled(float a, float m, float b) {
 
 // One SIMD group per row: rows [tg_x·n_sg, tg_x·n_sg + n_sg). scratch: n_sg·(E+1) floats when
 // a.softmax, else unused. status[row] = 1 when fewer than k experts have a probability above -inf.
-inline void route_rows_body(constant RouteArgs& a, device const float* x, device const uchar* resident,
-                            device int* ids, device float* weights, device int* status, TGP(float) scratch,
-                            KPos p) {
+inline void route_rows_body(constant RouteArgs& a, device const float* x, device const uchar* resident, device int* ids,
+                            device float* weights, device int* status, TGP(float) scratch, KPos p) {
   const uint row = p.tg_x * p.n_sg + p.sg;
   if (row >= a.n_rows) return;  // the whole SIMD group leaves: no threadgroup barrier follows
   const uint E = a.n_experts, K = a.k, lane = p.lane;
@@ -174,7 +173,9 @@ inline void route_rows_body(constant RouteArgs& a, device const float* x, device
   }
   const float sum = sum_hi + sum_lo;
   const float denom = sum >  // floor 2^-14
-      6.103515625e-05f ? sum : 6.103515625e-05f;
+                              6.103515625e-05f
+                          ? sum
+                          : 6.103515625e-05f;
   for (uint t = lane; t < K; t += 32u) {
     ids[row * K + t] = my_id[t >> 5];
     weights[row * K + t] = my_val[t >> 5] / denom;

@@ -33,42 +33,42 @@ inline void fail(const char* file, int line, const std::string& what) {
 
 #define STRATA_TEST_CAT2(a, b) a##b
 #define STRATA_TEST_CAT(a, b) STRATA_TEST_CAT2(a, b)
-#define TEST(name)                                                                       \
-  static void name();                                                                    \
-  static ::strata_test::Register STRATA_TEST_CAT(reg_, name)(#name, name);               \
+#define TEST(name)                                                         \
+  static void name();                                                      \
+  static ::strata_test::Register STRATA_TEST_CAT(reg_, name)(#name, name); \
   static void name()
 
-#define CHECK(cond)                                                                      \
-  do {                                                                                   \
-    if (!(cond)) ::strata_test::fail(__FILE__, __LINE__, #cond);                         \
+#define CHECK(cond)                                              \
+  do {                                                           \
+    if (!(cond)) ::strata_test::fail(__FILE__, __LINE__, #cond); \
   } while (0)
-#define CHECK_MSG(cond, msg)                                                             \
-  do {                                                                                   \
+#define CHECK_MSG(cond, msg)                                                                  \
+  do {                                                                                        \
     if (!(cond)) ::strata_test::fail(__FILE__, __LINE__, std::string(#cond) + " — " + (msg)); \
   } while (0)
-#define CHECK_EQ(a, b)                                                                   \
-  do {                                                                                   \
-    const auto& _a = (a);                                                                \
-    const auto& _b = (b);                                                                \
-    if (!(_a == _b))                                                                     \
-      ::strata_test::fail(__FILE__, __LINE__, std::string(#a " == " #b " (") +           \
-                                                 std::to_string(_a) + " vs " + std::to_string(_b) + ")"); \
+#define CHECK_EQ(a, b)                                                                                              \
+  do {                                                                                                              \
+    const auto& _a = (a);                                                                                           \
+    const auto& _b = (b);                                                                                           \
+    if (!(_a == _b))                                                                                                \
+      ::strata_test::fail(__FILE__, __LINE__,                                                                       \
+                          std::string(#a " == " #b " (") + std::to_string(_a) + " vs " + std::to_string(_b) + ")"); \
   } while (0)
-#define CHECK_NEAR(a, b, tol)                                                            \
-  do {                                                                                   \
-    const double _a = static_cast<double>(a), _b = static_cast<double>(b);               \
-    if (!(std::fabs(_a - _b) <= (tol)))                                                  \
-      ::strata_test::fail(__FILE__, __LINE__, std::string(#a " ~ " #b " (") +            \
-                                                 std::to_string(_a) + " vs " + std::to_string(_b) + ")"); \
+#define CHECK_NEAR(a, b, tol)                                                                                      \
+  do {                                                                                                             \
+    const double _a = static_cast<double>(a), _b = static_cast<double>(b);                                         \
+    if (!(std::fabs(_a - _b) <= (tol)))                                                                            \
+      ::strata_test::fail(__FILE__, __LINE__,                                                                      \
+                          std::string(#a " ~ " #b " (") + std::to_string(_a) + " vs " + std::to_string(_b) + ")"); \
   } while (0)
-#define CHECK_THROWS(expr)                                                               \
-  do {                                                                                   \
-    bool _threw = false;                                                                 \
-    try {                                                                                \
-      (void)(expr);                                                                      \
-    } catch (...) {                                                                      \
-      _threw = true;                                                                     \
-    }                                                                                    \
+#define CHECK_THROWS(expr)                                                                 \
+  do {                                                                                     \
+    bool _threw = false;                                                                   \
+    try {                                                                                  \
+      (void)(expr);                                                                        \
+    } catch (...) {                                                                        \
+      _threw = true;                                                                       \
+    }                                                                                      \
     if (!_threw) ::strata_test::fail(__FILE__, __LINE__, "expected an exception: " #expr); \
   } while (0)
 

@@ -17,8 +17,8 @@ struct Routed {
 // The reference, written straight from the SPEC text and structured unlike router.cpp: every resident
 // expert carries its own multiplier, updated by the spec's transitions as the ranks advance; at every
 // rank every remaining expert's score is recomputed in double and the whole row is scanned.
-inline Routed reference_route(const std::vector<float>& probs, int k, const std::vector<uint8_t>* resident,
-                       double b, double r, int r_prot, bool draft_flag, bool draft_row) {
+inline Routed reference_route(const std::vector<float>& probs, int k, const std::vector<uint8_t>* resident, double b,
+                              double r, int r_prot, bool draft_flag, bool draft_row) {
   const int E = static_cast<int>(probs.size());
   // Draft rows (draft flag on, not the first row): double log-bonus m = b² (rounded to float, as the
   // documented rule says) and r_prot = 1. The first row keeps the configured values.
@@ -42,9 +42,9 @@ inline Routed reference_route(const std::vector<float>& probs, int k, const std:
         carried[static_cast<size_t>(e)] = 1.0;  // nonresident: never scaled
         continue;
       }
-      double mult = 1.0;  // rank 0: unscaled
-      if (rank1_branch && rank >= 1) mult = r;             // from rank 1 residents carry r
-      if (rank >= bonus_rank && m > 1.0) mult = m;          // the bonus, once (r → m: "× m/r")
+      double mult = 1.0;                            // rank 0: unscaled
+      if (rank1_branch && rank >= 1) mult = r;      // from rank 1 residents carry r
+      if (rank >= bonus_rank && m > 1.0) mult = m;  // the bonus, once (r → m: "× m/r")
       // r_prot ≥ K: rank never reaches bonus_rank, the tail keeps r; m ≤ 1: the tail keeps r.
       carried[static_cast<size_t>(e)] = mult;
     }
@@ -75,9 +75,8 @@ inline Routed reference_route(const std::vector<float>& probs, int k, const std:
 inline Routed plain_topk(const std::vector<float>& probs, int k) {
   std::vector<int32_t> order(probs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) {
-    return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(c)];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t c) { return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(c)]; });
   Routed out;
   double sum = 0.0;
   for (int i = 0; i < k; ++i) {
@@ -85,7 +84,8 @@ inline Routed plain_topk(const std::vector<float>& probs, int k) {
     sum += probs[static_cast<size_t>(order[static_cast<size_t>(i)])];
   }
   const double denom = std::max(sum, std::ldexp(1.0, -14));
-  for (int i = 0; i < k; ++i) out.weights.push_back(probs[static_cast<size_t>(out.ids[static_cast<size_t>(i)])] / denom);
+  for (int i = 0; i < k; ++i)
+    out.weights.push_back(probs[static_cast<size_t>(out.ids[static_cast<size_t>(i)])] / denom);
   return out;
 }
 

@@ -104,17 +104,21 @@ TEST(repacked_dots_equal_the_plain_scalar_kernel_bitwise) {
         std::vector<uint8_t> act(static_cast<std::size_t>(nx) * ab);
         for (int i = 0; i < nx; ++i) ref.quantize_act(X.data() + i * cols, act.data() + i * ab, cols);
         std::vector<float> want(static_cast<std::size_t>(nx * rows));
-        for (int i = 0; i < nx; ++i) ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
+        for (int i = 0; i < nx; ++i)
+          ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
         for (Isa isa : runnable_isas()) {
           const cpu::DotKernel& k = cpu::dot_kernel(rt, isa);
           std::vector<float> got(want.size(), -1.0f);
-          for (int i = 0; i < nx; ++i) k.dot_rows(cols, wr.data(), stride, rows, act.data() + i * ab, got.data() + i * rows);
-          CHECK_MSG(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, label(rt, isa, rows, cols) + " dot_rows");
+          for (int i = 0; i < nx; ++i)
+            k.dot_rows(cols, wr.data(), stride, rows, act.data() + i * ab, got.data() + i * rows);
+          CHECK_MSG(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
+                    label(rt, isa, rows, cols) + " dot_rows");
           // A call covering a whole number of groups from a group boundary (a thread's share).
           if (rows >= 32) {
             std::vector<float> part(16, -1.0f);
             k.dot_rows(cols, wr.data() + 16 * stride, stride, 16, act.data(), part.data());
-            CHECK_MSG(std::memcmp(part.data(), want.data() + 16, 64) == 0, label(rt, isa, rows, cols) + " second group");
+            CHECK_MSG(std::memcmp(part.data(), want.data() + 16, 64) == 0,
+                      label(rt, isa, rows, cols) + " second group");
           }
           for (int na = 1; na <= nx; ++na) {
             const void* acts[9];
@@ -184,7 +188,7 @@ TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
     CHECK(w == want);
     std::vector<uint8_t> back(w.size());
     cpu::unpack_rows(cpu::repacked_type(t), w.data(), rows, cols, back.data());
-    CHECK(back == plain);  // unpack is the inverse
+    CHECK(back == plain);                     // unpack is the inverse
     for (int64_t odd_cols : {int64_t{96}}) {  // an odd block count: the lone last block
       const auto p2 = random_rows(t, 16, odd_cols, rng);
       std::vector<uint8_t> r2(p2.size()), b2(p2.size());

@@ -16,8 +16,7 @@ namespace {
 // Feeds one round as the speculator would: choose, then measured times and the acceptance.
 // verify(m) = seconds of an m-row window, draft = seconds per draft step; drafts accepted with
 // probability 1 up to `accept_upto` (deterministic).
-int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int accept_upto,
-         double bare_plain = 0.0) {
+int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int accept_upto, double bare_plain = 0.0) {
   const int n = a.choose(k_cap);
   if (n > 0) a.record_draft(n, draft * n);
   if (n == 0) {
@@ -31,7 +30,7 @@ int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int 
   return n;
 }
 
-double flat(int m) { return 1.0 + 0.02 * (m - 1); }  // memory-bound: a window costs about one step
+double flat(int m) { return 1.0 + 0.02 * (m - 1); }      // memory-bound: a window costs about one step
 double linear(int m) { return static_cast<double>(m); }  // compute-bound: every row a whole step
 
 }  // namespace

@@ -42,7 +42,8 @@ TEST(rms_norm_matches_formula) {
     for (float v : x) ss += double(v) * v;
     const double r = 1.0 / std::sqrt(ss / n + 1e-6);
     for (int i = 0; i < n; ++i) {
-      CHECK_NEAR(out[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)] * r * w[static_cast<std::size_t>(i)], 1e-5);
+      CHECK_NEAR(out[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)] * r * w[static_cast<std::size_t>(i)],
+                 1e-5);
       CHECK_NEAR(out_u[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)] * r, 1e-5);
     }
     // In place gives the same bits.
@@ -185,7 +186,8 @@ TEST(chunked_softmax_merge_matches_plain_softmax) {
     std::vector<int32_t> all(130);
     std::iota(all.begin(), all.end(), 0);
     auto q = rnd(g, static_cast<std::size_t>(dh));
-    std::vector<float> sc(130), ch(static_cast<std::size_t>(dh)), o1(static_cast<std::size_t>(dh)), o2(static_cast<std::size_t>(dh));
+    std::vector<float> sc(130), ch(static_cast<std::size_t>(dh)), o1(static_cast<std::size_t>(dh)),
+        o2(static_cast<std::size_t>(dh));
     attend_head(kv, 1, 0, q.data(), all.data(), 130, sc.data(), ch.data(), o1.data());
     attend_head(kv, 1, 0, q.data(), nullptr, 130, sc.data(), ch.data(), o2.data());
     CHECK(o1 == o2);
@@ -291,7 +293,8 @@ TEST(indexer_score_formula) {
   double ref = 0;
   for (int j = 0; j < hi; ++j) {
     double dot = 0;
-    for (int i = 0; i < di; ++i) dot += double(q[static_cast<std::size_t>(j * di + i)]) * k[static_cast<std::size_t>(i)];
+    for (int i = 0; i < di; ++i)
+      dot += double(q[static_cast<std::size_t>(j * di + i)]) * k[static_cast<std::size_t>(i)];
     ref += w[static_cast<std::size_t>(j)] * std::max(dot, 0.0);
   }
   CHECK_NEAR(indexer_score(vec_kernels(), q.data(), w.data(), hi, di, k.data()), ref, 1e-5);

@@ -87,12 +87,15 @@ class NaiveModel {
       }
       for (int j = 0; j < n; ++j) {
         double mx = -1e300;
-        for (int k = 0; k < n; ++k) mx = std::max(mx, mix[static_cast<std::size_t>(2 * n + j * n + k)] * scale[2] + base[2 * n + j * n + k]);
+        for (int k = 0; k < n; ++k)
+          mx = std::max(mx, mix[static_cast<std::size_t>(2 * n + j * n + k)] * scale[2] + base[2 * n + j * n + k]);
         double z = 0;
-        for (int k = 0; k < n; ++k) z += std::exp(mix[static_cast<std::size_t>(2 * n + j * n + k)] * scale[2] + base[2 * n + j * n + k] - mx);
+        for (int k = 0; k < n; ++k)
+          z += std::exp(mix[static_cast<std::size_t>(2 * n + j * n + k)] * scale[2] + base[2 * n + j * n + k] - mx);
         for (int k = 0; k < n; ++k)
           comb[static_cast<std::size_t>(j * n + k)] =
-              std::exp(mix[static_cast<std::size_t>(2 * n + j * n + k)] * scale[2] + base[2 * n + j * n + k] - mx) / z + eps;
+              std::exp(mix[static_cast<std::size_t>(2 * n + j * n + k)] * scale[2] + base[2 * n + j * n + k] - mx) / z +
+              eps;
       }
       auto C = [&](int j, int k) -> double& { return comb[static_cast<std::size_t>(j * n + k)]; };
       auto cols = [&] {
@@ -156,7 +159,8 @@ class NaiveModel {
     std::vector<int8_t> q(static_cast<std::size_t>(dh));
     std::vector<uint16_t> s(static_cast<std::size_t>(strata::engine::kv_blocks(dh)));
     for (std::size_t h0 = 0; h0 < x.size(); h0 += static_cast<std::size_t>(dh)) {
-      for (int i = 0; i < dh; ++i) f[static_cast<std::size_t>(i)] = static_cast<float>(x[h0 + static_cast<std::size_t>(i)]);
+      for (int i = 0; i < dh; ++i)
+        f[static_cast<std::size_t>(i)] = static_cast<float>(x[h0 + static_cast<std::size_t>(i)]);
       strata::engine::kv_quantize(f.data(), dh, q.data(), s.data());
       strata::engine::kv_dequantize(q.data(), s.data(), dh, back.data());
       for (int i = 0; i < dh; ++i) out[h0 + static_cast<std::size_t>(i)] = back[static_cast<std::size_t>(i)];
@@ -164,7 +168,8 @@ class NaiveModel {
     return out;
   }
 
-  std::vector<int64_t> cells_for(int64_t p, int64_t S, int64_t W, int64_t T, const std::vector<double>* scores_all) const {
+  std::vector<int64_t> cells_for(int64_t p, int64_t S, int64_t W, int64_t T,
+                                 const std::vector<double>* scores_all) const {
     std::vector<int64_t> out;
     if (W == 0) {
       for (int64_t c = 0; c <= p; ++c) out.push_back(c);
@@ -172,15 +177,16 @@ class NaiveModel {
     }
     std::vector<int64_t> cand;
     for (int64_t c = 0; c <= p; ++c) {
-      const bool sink = c < S, win = c > p - W;
+      const bool sink = c<S, win = c> p - W;
       if (sink || win)
         out.push_back(c);
       else
         cand.push_back(c);
     }
     if (scores_all && T > 0) {
-      std::stable_sort(cand.begin(), cand.end(),
-                       [&](int64_t a, int64_t b) { return (*scores_all)[static_cast<std::size_t>(a)] > (*scores_all)[static_cast<std::size_t>(b)]; });
+      std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t b) {
+        return (*scores_all)[static_cast<std::size_t>(a)] > (*scores_all)[static_cast<std::size_t>(b)];
+      });
       if (static_cast<int64_t>(cand.size()) > T) cand.resize(static_cast<std::size_t>(T));
       out.insert(out.end(), cand.begin(), cand.end());
     }
@@ -196,7 +202,8 @@ class NaiveModel {
     // Attention.
     Hc hc = hc_coef(p + "hc_attn", X);
     std::vector<Vec> xn(static_cast<std::size_t>(T)), q(static_cast<std::size_t>(T)), k(static_cast<std::size_t>(T)),
-        v(static_cast<std::size_t>(T)), ik(static_cast<std::size_t>(T)), iq(static_cast<std::size_t>(T)), iw(static_cast<std::size_t>(T));
+        v(static_cast<std::size_t>(T)), ik(static_cast<std::size_t>(T)), iq(static_cast<std::size_t>(T)),
+        iw(static_cast<std::size_t>(T));
     for (int64_t i = 0; i < T; ++i) {
       const auto u = static_cast<std::size_t>(i);
       xn[u] = rms(collapse(X[u], hc.pre[u]), t(p + "attn_norm.weight"));
@@ -244,7 +251,9 @@ class NaiveModel {
         std::vector<double> s;
         for (int64_t c : cells) {
           double dot = 0;
-          for (int64_t e = 0; e < dh; ++e) dot += qh[static_cast<std::size_t>(e)] * k[static_cast<std::size_t>(c)][static_cast<std::size_t>(g * dh + e)];
+          for (int64_t e = 0; e < dh; ++e)
+            dot +=
+                qh[static_cast<std::size_t>(e)] * k[static_cast<std::size_t>(c)][static_cast<std::size_t>(g * dh + e)];
           s.push_back(dot / std::sqrt(double(dh)));
         }
         const double mx = *std::max_element(s.begin(), s.end());
@@ -252,9 +261,11 @@ class NaiveModel {
         for (double& x : s) z += (x = std::exp(x - mx));
         for (std::size_t ci = 0; ci < cells.size(); ++ci)
           for (int64_t e = 0; e < dh; ++e)
-            att[static_cast<std::size_t>(h * dh + e)] += s[ci] / z * v[static_cast<std::size_t>(cells[ci])][static_cast<std::size_t>(g * dh + e)];
+            att[static_cast<std::size_t>(h * dh + e)] +=
+                s[ci] / z * v[static_cast<std::size_t>(cells[ci])][static_cast<std::size_t>(g * dh + e)];
         if (gated)
-          for (int64_t e = 0; e < dh; ++e) att[static_cast<std::size_t>(h * dh + e)] *= sig(q[u][static_cast<std::size_t>(2 * h * dh + dh + e)]);
+          for (int64_t e = 0; e < dh; ++e)
+            att[static_cast<std::size_t>(h * dh + e)] *= sig(q[u][static_cast<std::size_t>(2 * h * dh + dh + e)]);
       }
       attn_out[u] = mv(t(p + "attn_output.weight"), d, hq * dh, att);
     }
@@ -275,7 +286,9 @@ class NaiveModel {
       for (double& l : lg) l /= z;
       std::vector<int64_t> ids(static_cast<std::size_t>(E));
       std::iota(ids.begin(), ids.end(), 0);
-      std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return lg[static_cast<std::size_t>(a)] > lg[static_cast<std::size_t>(b)]; });
+      std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) {
+        return lg[static_cast<std::size_t>(a)] > lg[static_cast<std::size_t>(b)];
+      });
       double sum = 0;
       for (int64_t j = 0; j < K; ++j) sum += lg[static_cast<std::size_t>(ids[static_cast<std::size_t>(j)])];
       sum = std::max(sum, std::ldexp(1.0, -14));
@@ -285,14 +298,18 @@ class NaiveModel {
         const double wgt = lg[static_cast<std::size_t>(e)] / sum;
         Vec gg = mv(t(p + "ffn_gate_exps.weight") + e * F * d, F, d, x);
         Vec uu = mv(t(p + "ffn_up_exps.weight") + e * F * d, F, d, x);
-        for (int64_t f = 0; f < F; ++f) gg[static_cast<std::size_t>(f)] = gg[static_cast<std::size_t>(f)] * sig(gg[static_cast<std::size_t>(f)]) * uu[static_cast<std::size_t>(f)];
+        for (int64_t f = 0; f < F; ++f)
+          gg[static_cast<std::size_t>(f)] =
+              gg[static_cast<std::size_t>(f)] * sig(gg[static_cast<std::size_t>(f)]) * uu[static_cast<std::size_t>(f)];
         Vec dd = mv(t(p + "ffn_down_exps.weight") + e * d * F, d, F, gg);
         for (int64_t c = 0; c < d; ++c) y[static_cast<std::size_t>(c)] += wgt * dd[static_cast<std::size_t>(c)];
       }
       if (Fs > 0) {
         Vec gg = mv(t(p + "ffn_gate_shexp.weight"), Fs, d, x);
         Vec uu = mv(t(p + "ffn_up_shexp.weight"), Fs, d, x);
-        for (int64_t f = 0; f < Fs; ++f) gg[static_cast<std::size_t>(f)] = gg[static_cast<std::size_t>(f)] * sig(gg[static_cast<std::size_t>(f)]) * uu[static_cast<std::size_t>(f)];
+        for (int64_t f = 0; f < Fs; ++f)
+          gg[static_cast<std::size_t>(f)] =
+              gg[static_cast<std::size_t>(f)] * sig(gg[static_cast<std::size_t>(f)]) * uu[static_cast<std::size_t>(f)];
         Vec dd = mv(t(p + "ffn_down_shexp.weight"), d, Fs, gg);
         const double gate = sig(mv(t(p + "ffn_gate_inp_shexp.weight"), 1, d, x)[0]);
         for (int64_t c = 0; c < d; ++c) y[static_cast<std::size_t>(c)] += gate * dd[static_cast<std::size_t>(c)];
@@ -313,7 +330,9 @@ class NaiveModel {
       for (const auto& s : xs) flat.insert(flat.end(), s.begin(), s.end());
       Vec mix = mv(t(fn), n, n * d, rms(flat, nullptr));
       Vec pre(static_cast<std::size_t>(n));
-      for (int s = 0; s < n; ++s) pre[static_cast<std::size_t>(s)] = sig(mix[static_cast<std::size_t>(s)] * t(scale)[0] + t(base)[s]) + hp_.hc_eps;
+      for (int s = 0; s < n; ++s)
+        pre[static_cast<std::size_t>(s)] =
+            sig(mix[static_cast<std::size_t>(s)] * t(scale)[0] + t(base)[s]) + hp_.hc_eps;
       h = collapse(xs, pre);
     }
     return rms(h, norm);
@@ -325,16 +344,19 @@ class NaiveModel {
     X.assign(toks.size(), {});
     for (std::size_t i = 0; i < toks.size(); ++i) X[i].assign(static_cast<std::size_t>(n), embed(toks[i]));
     for (uint32_t l = 0; l < hp_.n_layer; ++l)
-      block("blk." + std::to_string(l) + ".", X, hp_.sink_count, hp_.sliding_window, hp_.indexer_top_k, hp_.uses_indexer());
+      block("blk." + std::to_string(l) + ".", X, hp_.sink_count, hp_.sliding_window, hp_.indexer_top_k,
+            hp_.uses_indexer());
     logits.clear();
     for (auto& xs : X) {
-      Vec h = head(xs, "output_hc_fn.weight", "output_hc_base.weight", "output_hc_scale.weight", t("output_norm.weight"));
+      Vec h =
+          head(xs, "output_hc_fn.weight", "output_hc_base.weight", "output_hc_scale.weight", t("output_norm.weight"));
       logits.push_back(mv(t("output.weight"), hp_.n_vocab, hp_.n_embd, h));
     }
   }
 
   // MTP over rows 0..T-1 given input streams H[i] and next tokens; returns output streams and logits.
-  void mtp(const Streams& H, const std::vector<int32_t>& next, int64_t S, int64_t W, Streams& out, std::vector<Vec>& logits) const {
+  void mtp(const Streams& H, const std::vector<int32_t>& next, int64_t S, int64_t W, Streams& out,
+           std::vector<Vec>& logits) const {
     const std::string M = "blk." + std::to_string(hp_.n_layer) + ".";
     const int64_t d = hp_.n_embd;
     out.assign(H.size(), {});
@@ -353,7 +375,8 @@ class NaiveModel {
       Vec h = head(xs, M + "nextn.hc_head_fn.weight", M + "nextn.hc_head_base.weight", M + "nextn.hc_head_scale.weight",
                    t(M + "nextn.shared_head_norm.weight"));
       Vec l(hp_.mtp_vocab);
-      for (uint32_t r = 0; r < hp_.mtp_vocab; ++r) l[r] = mv(t("output.weight") + static_cast<int64_t>(ids[r]) * d, 1, d, h)[0];
+      for (uint32_t r = 0; r < hp_.mtp_vocab; ++r)
+        l[r] = mv(t("output.weight") + static_cast<int64_t>(ids[r]) * d, 1, d, h)[0];
       logits.push_back(l);
     }
   }

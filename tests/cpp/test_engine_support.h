@@ -81,7 +81,10 @@ class MemorySource : public strata::model::ModelSource {
     st.bytes.resize(v.size() * 4 + 64);
     auto* p = reinterpret_cast<int32_t*>(align(st.bytes.data()));
     std::memcpy(p, v.data(), v.size() * 4);
-    st.ref = {name, strata::quant::GGMLType::I32, {static_cast<int64_t>(v.size())}, reinterpret_cast<const uint8_t*>(p),
+    st.ref = {name,
+              strata::quant::GGMLType::I32,
+              {static_cast<int64_t>(v.size())},
+              reinterpret_cast<const uint8_t*>(p),
               v.size() * 4};
     t_[name] = std::move(st);
   }
@@ -149,8 +152,8 @@ inline std::unique_ptr<MemorySource> tiny_source(const TinyOptions& o) {
     src->add_f32(name, dims, randn(g, n, scale));
   };
   auto experts = [&](const std::string& name, int64_t e, int64_t rows, int64_t cols) {
-    src->add_f32(name, {e, rows, cols}, randn(g, static_cast<std::size_t>(e * rows * cols), 1.0f / std::sqrt(float(cols))),
-                 o.matrix_type);
+    src->add_f32(name, {e, rows, cols},
+                 randn(g, static_cast<std::size_t>(e * rows * cols), 1.0f / std::sqrt(float(cols))), o.matrix_type);
   };
   const std::string a = o.qwen3moe ? "qwen3moe." : "strata.";
   src->set_s("general.architecture", o.qwen3moe ? "qwen3moe" : "strata");

@@ -21,8 +21,8 @@ inline uint8_t file_byte(uint64_t pos) { return static_cast<uint8_t>((pos * 2654
 class TempFile {
  public:
   explicit TempFile(uint64_t size, const char* dir = nullptr) {
-    std::string tmpl = std::string(dir ? dir : (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp")) +
-                       "/strata-expert-XXXXXX";
+    std::string tmpl =
+        std::string(dir ? dir : (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp")) + "/strata-expert-XXXXXX";
     std::vector<char> name(tmpl.begin(), tmpl.end());
     name.push_back('\0');
     const int fd = ::mkstemp(name.data());

@@ -21,8 +21,8 @@ std::string write_temp(const std::vector<uint8_t>& bytes, const std::string& nam
   const auto dir = std::filesystem::temp_directory_path() / "strata_test_gguf";
   std::filesystem::create_directories(dir);
   const auto path = (dir / name).string();
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return path;
 }
 
@@ -101,7 +101,7 @@ TEST(rich_file_values) {
     seen.push_back(inner.type_description());
     inner.for_each([&](const strata::gguf::Value& e) {
       seen.push_back(e.type() == strata::gguf::ValueType::STRING ? std::string(e.to_string())
-                                                                  : std::to_string(*e.to_u64()));
+                                                                 : std::to_string(*e.to_u64()));
     });
   });
   CHECK(seen == (std::vector<std::string>{"array[uint16]", "1", "2", "array[string]", "a", ""}));
@@ -257,7 +257,8 @@ TEST(malformed_metadata) {
   dup.kv("a", v_u8(1)).kv("a", v_u8(2));
   expect_error(dup.build().bytes, "duplicate key 'a'");
   expect_error(one(v_u8(1), ""), "metadata entry 0 has an empty key");
-  expect_error(one(v_u8(1), std::string(70000, 'k')), "metadata entry 0: key of 70000 bytes exceeds the limit of 65535");
+  expect_error(one(v_u8(1), std::string(70000, 'k')),
+               "metadata entry 0: key of 70000 bytes exceeds the limit of 65535");
   b = one(v_u8(1), "bad\nkey");
   poke<uint32_t>(b, 24 + 8 + 7, 99);
   expect_error(b, "key 'bad\\x0akey': unknown value type id 99");

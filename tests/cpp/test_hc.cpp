@@ -32,7 +32,8 @@ RefCoef ref_coefficients(const std::vector<float>& mix, const std::vector<float>
   r.post.resize(static_cast<std::size_t>(n));
   r.comb.resize(static_cast<std::size_t>(n * n));
   for (int s = 0; s < n; ++s) {
-    r.pre[static_cast<std::size_t>(s)] = sig(mix[static_cast<std::size_t>(s)] * double(scale[0]) + base[static_cast<std::size_t>(s)]) + eps;
+    r.pre[static_cast<std::size_t>(s)] =
+        sig(mix[static_cast<std::size_t>(s)] * double(scale[0]) + base[static_cast<std::size_t>(s)]) + eps;
     r.post[static_cast<std::size_t>(s)] =
         2 * sig(mix[static_cast<std::size_t>(n + s)] * double(scale[1]) + base[static_cast<std::size_t>(n + s)]);
   }
@@ -77,15 +78,18 @@ TEST(hc_coefficients_match_scalar_formula) {
   for (int n : {2, 3, 4, 6}) {
     for (int iters : {1, 2, 5, 20}) {
       const int m = (2 + n) * n;
-      auto mix = rnd(g, static_cast<std::size_t>(m), 2.0f), base = rnd(g, static_cast<std::size_t>(m)), scale = rnd(g, 3);
-      std::vector<float> pre(static_cast<std::size_t>(n)), post(static_cast<std::size_t>(n)), comb(static_cast<std::size_t>(n * n));
+      auto mix = rnd(g, static_cast<std::size_t>(m), 2.0f), base = rnd(g, static_cast<std::size_t>(m)),
+           scale = rnd(g, 3);
+      std::vector<float> pre(static_cast<std::size_t>(n)), post(static_cast<std::size_t>(n)),
+          comb(static_cast<std::size_t>(n * n));
       hc_coefficients(mix.data(), scale.data(), base.data(), n, iters, 1e-6f, pre.data(), post.data(), comb.data());
       auto ref = ref_coefficients(mix, scale, base, n, iters, 1e-6);
       for (int s = 0; s < n; ++s) {
         CHECK_NEAR(pre[static_cast<std::size_t>(s)], ref.pre[static_cast<std::size_t>(s)], 1e-6);
         CHECK_NEAR(post[static_cast<std::size_t>(s)], ref.post[static_cast<std::size_t>(s)], 1e-6);
       }
-      for (int i = 0; i < n * n; ++i) CHECK_NEAR(comb[static_cast<std::size_t>(i)], ref.comb[static_cast<std::size_t>(i)], 1e-5);
+      for (int i = 0; i < n * n; ++i)
+        CHECK_NEAR(comb[static_cast<std::size_t>(i)], ref.comb[static_cast<std::size_t>(i)], 1e-5);
       // Columns of the final matrix sum to ~1 (the last normalisation is by columns).
       for (int k = 0; k < n; ++k) {
         double s = 0;
@@ -104,7 +108,8 @@ TEST(hc_head_pre_matches_formula) {
   hc_head_pre(mix.data(), scale.data(), base.data(), n, 1e-3f, pre.data());
   for (int s = 0; s < n; ++s)
     CHECK_NEAR(pre[static_cast<std::size_t>(s)],
-               sig(mix[static_cast<std::size_t>(s)] * double(scale[0]) + base[static_cast<std::size_t>(s)]) + 1e-3, 1e-6);
+               sig(mix[static_cast<std::size_t>(s)] * double(scale[0]) + base[static_cast<std::size_t>(s)]) + 1e-3,
+               1e-6);
 }
 
 TEST(hc_collapse_and_expand_match_scalar_formula) {
@@ -117,7 +122,8 @@ TEST(hc_collapse_and_expand_match_scalar_formula) {
       hc_collapse(X.data(), n, d, pre.data(), col.data());
       for (int64_t i = 0; i < d; ++i) {
         double ref = 0;
-        for (int s = 0; s < n; ++s) ref += double(pre[static_cast<std::size_t>(s)]) * X[static_cast<std::size_t>(s * d + i)];
+        for (int s = 0; s < n; ++s)
+          ref += double(pre[static_cast<std::size_t>(s)]) * X[static_cast<std::size_t>(s * d + i)];
         CHECK_NEAR(col[static_cast<std::size_t>(i)], ref, 1e-5);
       }
       // Expand: X'_k = post_k·y + Σ_j comb[j][k]·X_j.
@@ -169,5 +175,6 @@ TEST(hc_n1_is_plain_residual) {
   a.x_in = X.data();
   a.x_out = out.data();
   hc_combine(a);
-  for (int64_t i = 0; i < d; ++i) CHECK_EQ(out[static_cast<std::size_t>(i)], X[static_cast<std::size_t>(i)] + y[static_cast<std::size_t>(i)]);
+  for (int64_t i = 0; i < d; ++i)
+    CHECK_EQ(out[static_cast<std::size_t>(i)], X[static_cast<std::size_t>(i)] + y[static_cast<std::size_t>(i)]);
 }

@@ -58,9 +58,16 @@ struct Cells {
   std::vector<uint16_t> ks, vs;
   std::vector<float> kf, vf;  // f32 cells (qwen3moe): the floats as written
   Cells(int cells, int heads, int head_dim, std::mt19937& g, bool f32_cells = false)
-      : n_cells(cells), hkv(heads), dh(head_dim), nb((head_dim + 63) / 64), f32(f32_cells),
+      : n_cells(cells),
+        hkv(heads),
+        dh(head_dim),
+        nb((head_dim + 63) / 64),
+        f32(f32_cells),
         kv(1, cells, heads, head_dim, f32_cells ? strata::model::KvType::F32 : strata::model::KvType::Int8, 0),
-        k8(size_t(cells) * heads * head_dim), v8(k8.size()), ks(size_t(cells) * heads * nb), vs(ks.size()) {
+        k8(size_t(cells) * heads * head_dim),
+        v8(k8.size()),
+        ks(size_t(cells) * heads * nb),
+        vs(ks.size()) {
     for (int c = 0; c < cells; ++c) {
       const auto k = rnd(g, size_t(heads) * head_dim, 1.5f), v = rnd(g, size_t(heads) * head_dim);
       kv.write(0, c, k.data(), v.data());
@@ -251,8 +258,8 @@ TEST(qsa_prep_matches_cpu_byte_for_byte) {
               ok = ok && same(static_cast<const uint16_t*>(bvs->contents()) + s * nb, sc.data(), size_t(nb) * 2);
             }
           }
-          CHECK_MSG(ok, "dh=" + std::to_string(dh) + " rope=" + std::to_string(rd_even) + " gated=" +
-                            std::to_string(gated) + " kv_only=" + std::to_string(kv_only));
+          CHECK_MSG(ok, "dh=" + std::to_string(dh) + " rope=" + std::to_string(rd_even) +
+                            " gated=" + std::to_string(gated) + " kv_only=" + std::to_string(kv_only));
         }
   CHECK_EQ(dev.emulator().violation_count(), uint64_t{0});
 }
@@ -316,8 +323,12 @@ TEST(fused_attention_other_shapes_and_ungated) {
     for (int gated = 0; gated < 2; ++gated) {
       const int hq = 8, hkv = 2, pool = 400;
       Cells cells(pool, hkv, dh, g);
-      AttnCase c{hq, hkv, dh, gated != 0, {list_of_width(1, pool, g), list_of_width(130, pool, g),
-                                           list_of_width(384, pool, g)}, 4};
+      AttnCase c{hq,
+                 hkv,
+                 dh,
+                 gated != 0,
+                 {list_of_width(1, pool, g), list_of_width(130, pool, g), list_of_width(384, pool, g)},
+                 4};
       const auto qh = rnd(g, 3 * hq * dh), qproj = rnd(g, 3 * 2 * hq * dh);
       const AttnOut fused = run_attention(dev, cells, c, qh, qproj, AttnPath::Fused);
       const AttnOut split = run_attention(dev, cells, c, qh, qproj, AttnPath::Split);
@@ -366,14 +377,16 @@ TEST(f32_cells_qsa_prep_and_attention_match_cpu) {
       for (int h = 0; h < hq; ++h) {
         strata::engine::rms_norm(&qp[size_t(r) * qrows + h * dh], dh, 1e-6f, qn.data(), x.data());
         rope.apply(x.data(), c);
-        ok = ok && same(static_cast<const float*>(bqh->contents()) + (size_t(r) * hq + h) * dh, x.data(), size_t(dh) * 4);
+        ok = ok &&
+             same(static_cast<const float*>(bqh->contents()) + (size_t(r) * hq + h) * dh, x.data(), size_t(dh) * 4);
       }
       for (int h = 0; h < hkv; ++h) {
         const size_t s = (size_t(cell0 + r) * hkv + h) * dh;
         strata::engine::rms_norm(&kp[size_t(r) * kvrows + h * dh], dh, 1e-6f, kn.data(), x.data());
         rope.apply(x.data(), c);
         ok = ok && same(static_cast<const float*>(bk->contents()) + s, x.data(), size_t(dh) * 4);
-        ok = ok && same(static_cast<const float*>(bv->contents()) + s, &vp[size_t(r) * kvrows + h * dh], size_t(dh) * 4);
+        ok =
+            ok && same(static_cast<const float*>(bv->contents()) + s, &vp[size_t(r) * kvrows + h * dh], size_t(dh) * 4);
       }
     }
     CHECK_MSG(ok, "f32 qsa_prep, dh=" + std::to_string(dh));

@@ -82,7 +82,8 @@ TEST(combine_grid_fast_generic_and_cpu_byte_for_byte) {
             ca.x_out = cpu_generic.data();
             strata::engine::hc_combine_generic(ca);
 
-            auto b_r = upload(dev, routed), b_w = upload(dev, weights), b_s = upload(dev, shared), b_g = upload(dev, gate);
+            auto b_r = upload(dev, routed), b_w = upload(dev, weights), b_s = upload(dev, shared),
+                 b_g = upload(dev, gate);
             auto b_p = upload(dev, post), b_c = upload(dev, comb);
             ::CombineArgs a{};
             a.d = d;
@@ -108,7 +109,8 @@ TEST(combine_grid_fast_generic_and_cpu_byte_for_byte) {
             if (fast_shape) ++fast_configs;
             const bool ok = same_bits(out[0], cpu_generic) && same_bits(out[1], out[0]) && same_bits(out[1], cpu);
             if (!ok && ++mismatches <= 5)
-              std::fprintf(stderr, "combine mismatch d=%u n=%u apply=%d in_place=%d tok=%u\n", d, n, apply, in_place, tok);
+              std::fprintf(stderr, "combine mismatch d=%u n=%u apply=%d in_place=%d tok=%u\n", d, n, apply, in_place,
+                           tok);
           }
   std::printf("metal combine: %d configurations (%d on the 2560x4 fast path), %d byte mismatches\n", configs,
               fast_configs, mismatches);
@@ -172,7 +174,8 @@ TEST(hc_coefficients_and_collapse_byte_for_byte) {
         a.eps = 1e-6f;
         a.head = head ? 1u : 0u;
         strata::mtl::encode_hc_collapse(dev, a, BufferRef{bm.get()}, BufferRef{bs.get()}, BufferRef{bb.get()},
-                                        BufferRef{bx.get()}, BufferRef{bp.get()}, BufferRef{bc.get()}, BufferRef{bo.get()});
+                                        BufferRef{bx.get()}, BufferRef{bp.get()}, BufferRef{bc.get()},
+                                        BufferRef{bo.get()});
         dev.submit();
         for (uint32_t r = 0; r < rows; ++r) {
           std::vector<float> pre(n), post(n), comb(n * n), out(d);

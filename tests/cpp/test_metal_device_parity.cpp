@@ -151,11 +151,12 @@ TEST(plans_identical) {
       Device& dev = which ? device_b() : device_a();
       const size_t n = ids.size();
       auto bi = upload(dev, ids), br = upload(dev, res);
-      auto bh = dev.new_buffer(sizeof(PlanHeader)), bge = dev.new_buffer((n + 1) * 4), bgo = dev.new_buffer((n + 2) * 4);
+      auto bh = dev.new_buffer(sizeof(PlanHeader)), bge = dev.new_buffer((n + 1) * 4),
+           bgo = dev.new_buffer((n + 2) * 4);
       auto bse = dev.new_buffer(n * 4), bes = dev.new_buffer(n * 4);
       PlanArgs a{static_cast<uint32_t>(n), static_cast<uint32_t>(k), static_cast<uint32_t>(E), 1};
-      strata::mtl::encode_plan(dev, a, BufferRef{bi.get()}, BufferRef{br.get()}, BufferRef{bh.get()}, BufferRef{bge.get()},
-                               BufferRef{bgo.get()}, BufferRef{bse.get()}, BufferRef{bes.get()});
+      strata::mtl::encode_plan(dev, a, BufferRef{bi.get()}, BufferRef{br.get()}, BufferRef{bh.get()},
+                               BufferRef{bge.get()}, BufferRef{bgo.get()}, BufferRef{bse.get()}, BufferRef{bes.get()});
       dev.submit();
       const PlanHeader h = *static_cast<const PlanHeader*>(bh->contents());
       out[which] = {static_cast<int32_t>(h.n_groups), static_cast<int32_t>(h.n_resident_groups),
@@ -171,8 +172,10 @@ TEST(plans_identical) {
 TEST(combine_fast_equals_generic_on_b_and_b_equals_a) {
   std::mt19937 g(43);
   const uint32_t d = 2560, n = 4, tok = 3, K = 10;
-  const auto routed = rnd(g, size_t{tok} * K * d), weights = rnd(g, size_t{tok} * K, 0.3f), shared = rnd(g, size_t{tok} * d);
-  const auto gate = rnd(g, tok), post = rnd(g, tok * n), comb = rnd(g, size_t{tok} * n * n), x = rnd(g, size_t{tok} * n * d);
+  const auto routed = rnd(g, size_t{tok} * K * d), weights = rnd(g, size_t{tok} * K, 0.3f),
+             shared = rnd(g, size_t{tok} * d);
+  const auto gate = rnd(g, tok), post = rnd(g, tok * n), comb = rnd(g, size_t{tok} * n * n),
+             x = rnd(g, size_t{tok} * n * d);
   std::vector<float> out[3];
   for (int run = 0; run < 3; ++run) {
     Device& dev = run == 0 ? device_a() : device_b();
@@ -180,11 +183,12 @@ TEST(combine_fast_equals_generic_on_b_and_b_equals_a) {
     auto b_p = upload(dev, post), b_c = upload(dev, comb), b_x = upload(dev, x);
     auto b_o = dev.new_buffer(x.size() * 4);
     CombineArgs a{d, n, tok, K, 1};
-    strata::mtl::encode_combine(dev, a,
-                                strata::mtl::CombineBuffers{BufferRef{b_r.get()}, BufferRef{b_w.get()}, BufferRef{b_s.get()},
-                                                            BufferRef{b_g.get()}, BufferRef{b_p.get()}, BufferRef{b_c.get()},
-                                                            BufferRef{b_x.get()}, BufferRef{b_o.get()}},
-                                run != 2);
+    strata::mtl::encode_combine(
+        dev, a,
+        strata::mtl::CombineBuffers{BufferRef{b_r.get()}, BufferRef{b_w.get()}, BufferRef{b_s.get()},
+                                    BufferRef{b_g.get()}, BufferRef{b_p.get()}, BufferRef{b_c.get()},
+                                    BufferRef{b_x.get()}, BufferRef{b_o.get()}},
+        run != 2);
     dev.submit();
     out[run] = download<float>(*b_o, x.size());
   }
@@ -200,10 +204,12 @@ TEST(gemv_formats_tiles_and_four_streams) {
     const auto bytes = quant_test::random_rows(t, rows, cols, g);
     const uint32_t rb = static_cast<uint32_t>(strata::quant::row_bytes(t, cols));
     std::vector<float> deq(size_t{rows} * cols);
-    for (uint32_t r = 0; r < rows; ++r) strata::quant::dequantize_row(t, bytes.data() + size_t{r} * rb, &deq[size_t{r} * cols], cols);
+    for (uint32_t r = 0; r < rows; ++r)
+      strata::quant::dequantize_row(t, bytes.data() + size_t{r} * rb, &deq[size_t{r} * cols], cols);
     const auto X = rnd(g, size_t{nx} * cols);
     auto run = [&](Device& dev, const GemvTile& tile, uint32_t n_act, size_t x_off) {
-      auto bw = upload(dev, bytes), bx = upload(dev, std::vector<float>(X.begin() + x_off, X.begin() + x_off + n_act * cols));
+      auto bw = upload(dev, bytes),
+           bx = upload(dev, std::vector<float>(X.begin() + x_off, X.begin() + x_off + n_act * cols));
       auto by = dev.new_buffer(size_t{n_act} * rows * 4);
       strata::mtl::GemvCall c;
       c.type = t;
@@ -233,7 +239,8 @@ TEST(gemv_formats_tiles_and_four_streams) {
     for (uint32_t i = 0; i < nx; ++i)
       for (uint32_t r = 0; r < rows; ++r) {
         double mag = 0.0;
-        for (uint32_t j = 0; j < cols; ++j) mag += std::fabs(double(deq[size_t{r} * cols + j]) * X[size_t{i} * cols + j]);
+        for (uint32_t j = 0; j < cols; ++j)
+          mag += std::fabs(double(deq[size_t{r} * cols + j]) * X[size_t{i} * cols + j]);
         const double bound = 2.0 * 64 * std::ldexp(1.0, -24) * mag + 1e-30;
         worst = std::max(worst, std::fabs(double(a[size_t{i} * rows + r]) - b[size_t{i} * rows + r]) / bound);
       }
@@ -267,7 +274,8 @@ TEST(fused_attention_equals_split_on_b) {
     std::vector<float> out[3];
     for (int run = 0; run < 3; ++run) {
       Device& dev = run == 0 ? device_a() : device_b();
-      auto bq = upload(dev, qh), bg = upload(dev, qp), bk = upload(dev, k8), bks = upload(dev, ks), bv = upload(dev, v8);
+      auto bq = upload(dev, qh), bg = upload(dev, qp), bk = upload(dev, k8), bks = upload(dev, ks),
+           bv = upload(dev, v8);
       auto bvs = upload(dev, vs), bl = upload(dev, lists), bn = upload(dev, n);
       auto bo = dev.new_buffer(size_t{rows} * hq * dh * 4), bpo = dev.new_buffer(size_t{7} * 5 * hq * dh * 4),
            bpm = dev.new_buffer(size_t{7} * 5 * hq * 2 * 4);
@@ -285,12 +293,12 @@ TEST(fused_attention_equals_split_on_b) {
       a.gated = 1;
       a.out_stride = hq * dh;
       a.sqrt_dh = 16.0f;
-      strata::mtl::encode_attention(dev, a,
-                                    strata::mtl::AttnBuffers{BufferRef{bq.get()}, BufferRef{bk.get()}, BufferRef{bks.get()},
-                                                             BufferRef{bv.get()}, BufferRef{bvs.get()}, BufferRef{bl.get()},
-                                                             BufferRef{bn.get()}, BufferRef{bg.get()}, BufferRef{bo.get()},
-                                                             BufferRef{bpo.get()}, BufferRef{bpm.get()}},
-                                    w, run == 2 ? AttnPath::Split : AttnPath::Fused);
+      strata::mtl::encode_attention(
+          dev, a,
+          strata::mtl::AttnBuffers{BufferRef{bq.get()}, BufferRef{bk.get()}, BufferRef{bks.get()}, BufferRef{bv.get()},
+                                   BufferRef{bvs.get()}, BufferRef{bl.get()}, BufferRef{bn.get()}, BufferRef{bg.get()},
+                                   BufferRef{bo.get()}, BufferRef{bpo.get()}, BufferRef{bpm.get()}},
+          w, run == 2 ? AttnPath::Split : AttnPath::Fused);
       dev.submit();
       out[run] = download<float>(*bo, size_t{rows} * hq * dh);
     }

@@ -251,8 +251,8 @@ TEST(simd_collective_semantics) {
   std::vector<int> prefix(total), anyall(total);
   std::vector<uint> ballot(total);
   for (auto& x : in) x = u(rng);
-  SimdCtx ctx{in.data(), sum.data(), mx.data(), sh.data(), shx.data(), dn.data(), up.data(), bc.data(),
-              prefix.data(), ballot.data(), anyall.data()};
+  SimdCtx ctx{in.data(), sum.data(), mx.data(),     sh.data(),     shx.data(),   dn.data(),
+              up.data(), bc.data(),  prefix.data(), ballot.data(), anyall.data()};
   Launch l;
   l.fn = &simd_kernel;
   l.ctx = &ctx;
@@ -293,8 +293,8 @@ TEST(partial_simd_group_sums_only_its_lanes) {
   std::vector<float> in(40, 1.0f), sum(40), dummy(40);
   std::vector<int> prefix(40), anyall(40);
   std::vector<uint> ballot(40);
-  SimdCtx ctx{in.data(), sum.data(), dummy.data(), dummy.data(), dummy.data(), dummy.data(), dummy.data(),
-              dummy.data(), prefix.data(), ballot.data(), anyall.data()};
+  SimdCtx ctx{in.data(),    sum.data(),   dummy.data(),  dummy.data(),  dummy.data(), dummy.data(),
+              dummy.data(), dummy.data(), prefix.data(), ballot.data(), anyall.data()};
   for (int i = 0; i < 40; ++i) in[static_cast<size_t>(i)] = static_cast<float>(i);
   Launch l;
   l.fn = &simd_kernel;
@@ -322,12 +322,12 @@ TEST(fixed_reduction_order_gives_identical_bits_across_runs) {
   strata::ThreadPool pool(2);
   int differs_from_sequential = 0;
   for (int mode = 0; mode < 3; ++mode) {
-    std::vector<float> sum(groups * n), mx(groups * n), sh(groups * n), shx(groups * n), dn(groups * n),
-        up(groups * n), bc(groups * n);
+    std::vector<float> sum(groups * n), mx(groups * n), sh(groups * n), shx(groups * n), dn(groups * n), up(groups * n),
+        bc(groups * n);
     std::vector<int> prefix(groups * n), anyall(groups * n);
     std::vector<uint> ballot(groups * n);
-    SimdCtx ctx{in.data(), sum.data(), mx.data(), sh.data(), shx.data(), dn.data(), up.data(), bc.data(),
-                prefix.data(), ballot.data(), anyall.data()};
+    SimdCtx ctx{in.data(), sum.data(), mx.data(),     sh.data(),     shx.data(),   dn.data(),
+                up.data(), bc.data(),  prefix.data(), ballot.data(), anyall.data()};
     strata::emu::Options o;
     o.reverse_order = mode == 1;
     o.pool = mode == 2 ? &pool : nullptr;

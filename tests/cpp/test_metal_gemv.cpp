@@ -51,20 +51,24 @@ Matrix random_matrix(GGMLType type, uint32_t rows, uint32_t cols, std::mt19937& 
   m.bytes = quant_test::random_rows(type, rows, cols, rng);
   m.deq.resize(size_t{rows} * cols);
   for (uint32_t r = 0; r < rows; ++r)
-    strata::quant::dequantize_row(type, m.bytes.data() + size_t{r} * m.row_bytes, m.deq.data() + size_t{r} * cols, cols);
+    strata::quant::dequantize_row(type, m.bytes.data() + size_t{r} * m.row_bytes, m.deq.data() + size_t{r} * cols,
+                                  cols);
   return m;
 }
 
 uint32_t unit_of(GGMLType t) {
   switch (t) {
-    case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: return 8;
-    case GGMLType::Q6_K: case GGMLType::Q2_K: return 16;
+    case GGMLType::F32:
+    case GGMLType::F16:
+    case GGMLType::BF16: return 8;
+    case GGMLType::Q6_K:
+    case GGMLType::Q2_K: return 16;
     default: return 32;
   }
 }
 
-std::vector<float> run_gemv(EmuDevice& dev, const Matrix& m, const std::vector<float>& X, uint32_t nx, uint32_t x_stride,
-                            const GemvTile& tile) {
+std::vector<float> run_gemv(EmuDevice& dev, const Matrix& m, const std::vector<float>& X, uint32_t nx,
+                            uint32_t x_stride, const GemvTile& tile) {
   auto bw = upload(dev, m.bytes.data(), m.bytes.size());
   auto bx = upload(dev, X.data(), X.size() * 4);
   const uint32_t y_stride = m.rows + 3;
@@ -92,8 +96,12 @@ std::vector<float> run_gemv(EmuDevice& dev, const Matrix& m, const std::vector<f
 // The CPU activation form's per-element error bound e_j (docs/quantization.md).
 double act_error(GGMLType t, const float* x, uint32_t cols, uint32_t j) {
   switch (t) {
-    case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: return 0.0;
-    case GGMLType::Q8_0: case GGMLType::Q4_0: case GGMLType::Q5_0: {
+    case GGMLType::F32:
+    case GGMLType::F16:
+    case GGMLType::BF16: return 0.0;
+    case GGMLType::Q8_0:
+    case GGMLType::Q4_0:
+    case GGMLType::Q5_0: {
       const uint32_t b0 = j / 32 * 32;
       double amax = 0.0;
       for (uint32_t i = b0; i < b0 + 32; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
@@ -102,14 +110,15 @@ double act_error(GGMLType t, const float* x, uint32_t cols, uint32_t j) {
     default: {
       const uint32_t b0 = j / 256 * 256;
       double amax = 0.0;
-      for (uint32_t i = b0; i < std::min(cols, b0 + 256); ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+      for (uint32_t i = b0; i < std::min(cols, b0 + 256); ++i)
+        amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
       return amax / 254.0;
     }
   }
 }
 
 const GemvTile kTiles[] = {{32, 1, 4, 4}, {32, 2, 2, 8}, {32, 4, 1, 2}, {16, 2, 4, 4}, {16, 1, 8, 1},
-                           {16, 4, 2, 4}, {8, 1, 4, 8}, {8, 4, 1, 4}, {8, 2, 8, 2}};
+                           {16, 4, 2, 4}, {8, 1, 4, 8},  {8, 4, 1, 4},  {8, 2, 8, 2}};
 
 }  // namespace
 
@@ -176,7 +185,8 @@ TEST(gemv_against_exact_and_cpu_every_format) {
             worst_cpu = std::max(worst_cpu, std::fabs(ya - cpu[size_t{a} * rows + r]) / cpu_bound);
             ++checked;
           }
-        CHECK_MSG(worst_exact <= 1.0, std::string(strata::quant::type_name(t)) + " vs exact: " + std::to_string(worst_exact));
+        CHECK_MSG(worst_exact <= 1.0,
+                  std::string(strata::quant::type_name(t)) + " vs exact: " + std::to_string(worst_exact));
         CHECK_MSG(worst_cpu <= 1.0, std::string(strata::quant::type_name(t)) + " vs CPU: " + std::to_string(worst_cpu));
       }
     }
@@ -286,7 +296,8 @@ TEST(reverse_between_barriers_exposes_a_missing_barrier) {
     dev.submit();
     const float* y = static_cast<const float*>(by->contents());
     bool close = true;
-    for (uint32_t r = 0; r < rows; ++r) close = close && std::fabs(y[r] - expect[r]) <= 1e-3f * (1.0f + std::fabs(expect[r]));
+    for (uint32_t r = 0; r < rows; ++r)
+      close = close && std::fabs(y[r] - expect[r]) <= 1e-3f * (1.0f + std::fabs(expect[r]));
     CHECK(close == (with_barrier == 1));
   }
 }

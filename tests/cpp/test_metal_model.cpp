@@ -24,9 +24,7 @@ using strata_test::TinyOptions;
 
 namespace {
 
-int argmax(const std::vector<float>& v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
+int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 struct Result {
   std::vector<int32_t> cpu, metal;
@@ -195,8 +193,9 @@ TEST(mtp_drafts_equal_cpu) {
     pos += 2;
     ++rounds;
   }
-  std::printf("MTP drafts through metal-emu: %d rounds, %d draft tokens equal to the CPU's; max |draft logit diff| %.3g\n",
-              rounds, drafted, worst);
+  std::printf(
+      "MTP drafts through metal-emu: %d rounds, %d draft tokens equal to the CPU's; max |draft logit diff| %.3g\n",
+      rounds, drafted, worst);
   CHECK(worst < 1e-3);
   CHECK_EQ(dev.emulator().violation_count(), uint64_t{0});
 }

@@ -102,7 +102,8 @@ TEST(bad_ids_are_reported) {
   a.k = 1;
   auto b = dev.new_buffer(64);
   CHECK_THROWS(strata::mtl::encode_plan(dev, a, BufferRef{b.get()}, BufferRef{b.get()}, BufferRef{b.get()},
-                                        BufferRef{b.get()}, BufferRef{b.get()}, BufferRef{b.get()}, BufferRef{b.get()}));
+                                        BufferRef{b.get()}, BufferRef{b.get()}, BufferRef{b.get()},
+                                        BufferRef{b.get()}));
 }
 
 TEST(random_windows_against_stable_sort_and_cpu) {
@@ -122,7 +123,8 @@ TEST(random_windows_against_stable_sort_and_cpu) {
     const bool skew = w % 2 == 1;
     for (int r = 0; r < rows; ++r) {
       if (w % 10 == 3) {  // repeats allowed
-        for (int j = 0; j < k; ++j) ids[static_cast<size_t>(r * k + j)] = std::uniform_int_distribution<int>(0, E - 1)(rng);
+        for (int j = 0; j < k; ++j)
+          ids[static_cast<size_t>(r * k + j)] = std::uniform_int_distribution<int>(0, E - 1)(rng);
         continue;
       }
       for (int j = 0; j < k; ++j) {
@@ -144,7 +146,8 @@ TEST(random_windows_against_stable_sort_and_cpu) {
       // Against the stable sort: slot order, groups, offsets, inverse map.
       const std::vector<int32_t> order = stable_order(ids, map);
       bool ok = g.hdr.bad_entry == -1 && g.slot_entry == order;
-      for (size_t s = 0; ok && s < order.size(); ++s) ok = g.entry_slot[static_cast<size_t>(order[s])] == static_cast<int32_t>(s);
+      for (size_t s = 0; ok && s < order.size(); ++s)
+        ok = g.entry_slot[static_cast<size_t>(order[s])] == static_cast<int32_t>(s);
       if (!ok) ++sort_fail;
       strata::routing::build_plan(ids.data(), rows, k, E, map ? map->data() : nullptr, cpu);
       if (g.slot_entry != cpu.slot_entry || g.entry_slot != cpu.entry_slot || g.group_expert != cpu.group_expert ||

@@ -106,10 +106,10 @@ TEST(full_grid_against_reference_and_cpu) {
                     sizeof(float) * static_cast<size_t>(E));
         for (int m = 0; m < 3; ++m) {
           const int row = (kind * 12 + trial) * 3 + m;
-          std::memcpy(static_cast<float*>(with.x->contents()) + row * E, p.data(), sizeof(float) * static_cast<size_t>(E));
+          std::memcpy(static_cast<float*>(with.x->contents()) + row * E, p.data(),
+                      sizeof(float) * static_cast<size_t>(E));
           uint8_t* res = static_cast<uint8_t*>(with.res->contents()) + row * E;
-          for (int e = 0; e < E; ++e)
-            res[e] = m == 0 ? 0 : m == 1 ? 1 : mixed[trial][ei][static_cast<size_t>(e)];
+          for (int e = 0; e < E; ++e) res[e] = m == 0 ? 0 : m == 1 ? 1 : mixed[trial][ei][static_cast<size_t>(e)];
         }
       }
     for (float b : bs)
@@ -134,8 +134,9 @@ TEST(full_grid_against_reference_and_cpu) {
                 const int m = pass == 0 ? row % 3 : -1;
                 const std::vector<float>& p = probs[trial][ei];
                 std::vector<uint8_t> map;
-                if (m >= 0) map.assign(static_cast<const uint8_t*>(bt.res->contents()) + row * E,
-                                       static_cast<const uint8_t*>(bt.res->contents()) + (row + 1) * E);
+                if (m >= 0)
+                  map.assign(static_cast<const uint8_t*>(bt.res->contents()) + row * E,
+                             static_cast<const uint8_t*>(bt.res->contents()) + (row + 1) * E);
                 const bool draft_row = kind == 1;
                 const Routed ref = reference_route(p, K, m >= 0 ? &map : nullptr, b, r, prot, draft != 0, draft_row);
                 int32_t cids[K];
@@ -150,14 +151,17 @@ TEST(full_grid_against_reference_and_cpu) {
                 if (st[row] != 0) ++status_fail;
                 for (int i = 0; i < K; ++i) {
                   const int32_t id = ids[row * K + i];
-                  const double err = std::fabs(static_cast<double>(w[row * K + i]) - ref.weights[static_cast<size_t>(i)]);
+                  const double err =
+                      std::fabs(static_cast<double>(w[row * K + i]) - ref.weights[static_cast<size_t>(i)]);
                   max_w_err = std::max(max_w_err, err);
                   if (id != ref.ids[static_cast<size_t>(i)] || !(err <= 2e-7)) ok_ref = false;
                   if (id != cids[i] || !(std::fabs(w[row * K + i] - cw[i]) <= 2e-7f)) ok_cpu = false;
                 }
                 if (!ok_ref && ++ref_fail <= 5)
-                  std::fprintf(stderr, "metal router vs reference: E=%d b=%g r=%g prot=%d draft=%d row kind=%d trial=%d map=%d\n",
-                               E, double(b), double(r), prot, draft, kind, trial, m);
+                  std::fprintf(
+                      stderr,
+                      "metal router vs reference: E=%d b=%g r=%g prot=%d draft=%d row kind=%d trial=%d map=%d\n", E,
+                      double(b), double(r), prot, draft, kind, trial, m);
                 if (!ok_cpu) ++cpu_fail;
               }
               // r has no effect when r <= 1 or the row is a draft row with the flag on (r = 1 runs first).
@@ -180,10 +184,11 @@ TEST(full_grid_against_reference_and_cpu) {
         }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("metal router grid (emulated): %ld cases in %.1f s; reference mismatches %ld, CPU mismatches %ld, "
-              "r-effect violations %ld, status failures %ld; max weight error %.3g; %llu dispatches\n",
-              cases, secs, ref_fail, cpu_fail, r_effect_fail, status_fail, max_w_err,
-              static_cast<unsigned long long>(dev.encoder().dispatches()));
+  std::printf(
+      "metal router grid (emulated): %ld cases in %.1f s; reference mismatches %ld, CPU mismatches %ld, "
+      "r-effect violations %ld, status failures %ld; max weight error %.3g; %llu dispatches\n",
+      cases, secs, ref_fail, cpu_fail, r_effect_fail, status_fail, max_w_err,
+      static_cast<unsigned long long>(dev.encoder().dispatches()));
   CHECK_EQ(cases, 158400L);
   CHECK_EQ(ref_fail, 0L);
   CHECK_EQ(cpu_fail, 0L);
@@ -211,8 +216,8 @@ TEST(fused_softmax_matches_cpu_softmax_then_route_row) {
     a.k = static_cast<uint32_t>(k);
     a.softmax = 1;
     a.resident_stride = 0;  // one map for every row
-    strata::mtl::encode_route(dev, a, BufferRef{x.get()}, BufferRef{res.get()}, BufferRef{ids.get()}, BufferRef{w.get()},
-                              BufferRef{st.get()});
+    strata::mtl::encode_route(dev, a, BufferRef{x.get()}, BufferRef{res.get()}, BufferRef{ids.get()},
+                              BufferRef{w.get()}, BufferRef{st.get()});
     dev.submit();
     for (int r = 0; r < rows; ++r) {
       std::vector<float> p(xs + r * E, xs + (r + 1) * E);

@@ -34,10 +34,10 @@
 #include "strata/util/error.h"
 #include "test_engine_support.h"
 
+using strata::engine::DecodeTarget;
 using strata::engine::LogitRows;
 using strata::engine::Sequence;
 using strata_test::TinyOptions;
-using strata::engine::DecodeTarget;
 
 namespace {
 
@@ -272,8 +272,8 @@ void draft_rows_follow_draft_cells_and_the_ledger_on(const char* backend) {
   CHECK_EQ(m.draft_cells().run_begin(), 0);
   CHECK_EQ(m.draft_cells().run_end(), 13);  // rows 0..12 encoded; row 13 waits for its next token
   CHECK_EQ(m.draft_cells().sink_end(), kSink);
-  CHECK_THROWS(m.draft_step(nullptr));      // no chain
-  CHECK_THROWS(m.draft_begin(5, 3));        // streams of 5 are not held
+  CHECK_THROWS(m.draft_step(nullptr));  // no chain
+  CHECK_THROWS(m.draft_begin(5, 3));    // streams of 5 are not held
   m.draft_begin(13, 4);
   m.draft_step(nullptr);
   CHECK_EQ(m.draft_cells().run_end(), 14);  // step 0 wrote cell 13's committed K/V
@@ -488,10 +488,11 @@ void random_session_reads_only_committed_drafter_cells_on(const char* backend) {
       drafted += r.drafted;
     }
   }
-  std::printf("random %s session: %d rounds (%d drafter rows), %d rollbacks, %d restores; ledger checked %llu "
-              "rows, %llu reads\n",
-              backend, rounds, drafted, rollbacks, restores, static_cast<unsigned long long>(m.ledger().rows_checked()),
-              static_cast<unsigned long long>(m.ledger().reads_checked()));
+  std::printf(
+      "random %s session: %d rounds (%d drafter rows), %d rollbacks, %d restores; ledger checked %llu "
+      "rows, %llu reads\n",
+      backend, rounds, drafted, rollbacks, restores, static_cast<unsigned long long>(m.ledger().rows_checked()),
+      static_cast<unsigned long long>(m.ledger().reads_checked()));
   CHECK(rounds > 15);
   CHECK(drafted > 15);
   CHECK(restores + rollbacks > 2);

@@ -58,7 +58,8 @@ bool invariants_hold(const Plan& p, const std::vector<int32_t>& ids, const std::
   std::vector<int> seen(n, 0);
   for (size_t s = 0; s < n; ++s) {
     const int32_t e = p.slot_entry[s];
-    if (e < 0 || static_cast<size_t>(e) >= n || p.entry_slot[static_cast<size_t>(e)] != static_cast<int32_t>(s)) return false;
+    if (e < 0 || static_cast<size_t>(e) >= n || p.entry_slot[static_cast<size_t>(e)] != static_cast<int32_t>(s))
+      return false;
     ++seen[static_cast<size_t>(e)];
   }
   for (int c : seen)
@@ -69,11 +70,14 @@ bool invariants_hold(const Plan& p, const std::vector<int32_t>& ids, const std::
   for (int g = 0; g < p.groups(); ++g) {
     const bool res = resident && (*resident)[static_cast<size_t>(p.group_expert[static_cast<size_t>(g)])];
     if (res != (g < p.n_resident_groups)) return false;
-    if (g > 0 && g != p.n_resident_groups && p.group_expert[static_cast<size_t>(g)] <= p.group_expert[static_cast<size_t>(g - 1)]) return false;
+    if (g > 0 && g != p.n_resident_groups &&
+        p.group_expert[static_cast<size_t>(g)] <= p.group_expert[static_cast<size_t>(g - 1)])
+      return false;
     const int32_t b = p.group_offset[static_cast<size_t>(g)], e = p.group_offset[static_cast<size_t>(g) + 1];
     if (e <= b) return false;
     for (int32_t s = b; s < e; ++s) {
-      if (ids[static_cast<size_t>(p.slot_entry[static_cast<size_t>(s)])] != p.group_expert[static_cast<size_t>(g)]) return false;
+      if (ids[static_cast<size_t>(p.slot_entry[static_cast<size_t>(s)])] != p.group_expert[static_cast<size_t>(g)])
+        return false;
       if (s > b && p.row_of_slot(s) < p.row_of_slot(s - 1)) return false;
     }
   }
@@ -130,7 +134,8 @@ TEST(random_windows_against_stable_sort) {
     for (int r = 0; r < rows; ++r) {
       // k distinct experts per row (what route_row gives); every 10th window allows repeats.
       if (w % 10 == 3) {
-        for (int j = 0; j < k; ++j) ids[static_cast<size_t>(r * k + j)] = std::uniform_int_distribution<int>(0, E - 1)(rng);
+        for (int j = 0; j < k; ++j)
+          ids[static_cast<size_t>(r * k + j)] = std::uniform_int_distribution<int>(0, E - 1)(rng);
         continue;
       }
       for (int j = 0; j < k; ++j) {
@@ -155,8 +160,8 @@ TEST(random_windows_against_stable_sort) {
       if (!invariants_hold(p, ids, map)) ++inv_fails;
     }
   }
-  std::printf("plan: %d windows (split + unsplit), %d reference mismatches, %d invariant failures\n", windows,
-              fails, inv_fails);
+  std::printf("plan: %d windows (split + unsplit), %d reference mismatches, %d invariant failures\n", windows, fails,
+              inv_fails);
   CHECK_EQ(fails, 0);
   CHECK_EQ(inv_fails, 0);
 }

@@ -173,13 +173,27 @@ std::vector<float> stress_block(int kind, std::mt19937& rng) {
   for (auto& v : b) v = normal(rng);
   switch (kind % 8) {
     case 0: break;
-    case 1: for (auto& v : b) v = heavy(rng); break;
+    case 1:
+      for (auto& v : b) v = heavy(rng);
+      break;
     case 2: b[rng() % 32] *= 40.0f; break;
-    case 3: b[rng() % 32] = 25.0f; b[rng() % 32] = -30.0f; break;
-    case 4: for (auto& v : b) v = std::fabs(v) + 3.0f; break;
-    case 5: for (auto& v : b) v = 0.75f; b[3] = -0.75f; break;
-    case 6: for (auto& v : b) v = uni(rng) * 1e-4f; break;
-    case 7: for (auto& v : b) v = uni(rng) * 3000.0f; break;
+    case 3:
+      b[rng() % 32] = 25.0f;
+      b[rng() % 32] = -30.0f;
+      break;
+    case 4:
+      for (auto& v : b) v = std::fabs(v) + 3.0f;
+      break;
+    case 5:
+      for (auto& v : b) v = 0.75f;
+      b[3] = -0.75f;
+      break;
+    case 6:
+      for (auto& v : b) v = uni(rng) * 1e-4f;
+      break;
+    case 7:
+      for (auto& v : b) v = uni(rng) * 3000.0f;
+      break;
   }
   return b;
 }
@@ -206,7 +220,8 @@ TEST(lloyd_q4_0_is_never_worse_than_the_ggml_rule) {
       el += (static_cast<double>(x[static_cast<std::size_t>(j)]) - yl[static_cast<std::size_t>(j)]) *
             (static_cast<double>(x[static_cast<std::size_t>(j)]) - yl[static_cast<std::size_t>(j)]);
     }
-    CHECK_MSG(el <= ep, "block " + std::to_string(i) + ": lloyd " + std::to_string(el) + " > ggml " + std::to_string(ep));
+    CHECK_MSG(el <= ep,
+              "block " + std::to_string(i) + ": lloyd " + std::to_string(el) + " > ggml " + std::to_string(ep));
     CHECK_NEAR(el, q4_0_block_sq_error(x.data(), fit), 1e-9 * (1.0 + el));
     if (el < ep) ++strictly_better;
     if (i % 8 != 7) {  // the huge-magnitude kind would dominate the sums
@@ -219,7 +234,8 @@ TEST(lloyd_q4_0_is_never_worse_than_the_ggml_rule) {
     }
   }
   std::printf("lloyd: %d of %d blocks improved; sq error %.1f%% lower overall, %.1f%% on Gaussian blocks\n",
-              strictly_better, blocks, 100.0 * (1.0 - sum_lloyd / sum_plain), 100.0 * (1.0 - gauss_lloyd / gauss_plain));
+              strictly_better, blocks, 100.0 * (1.0 - sum_lloyd / sum_plain),
+              100.0 * (1.0 - gauss_lloyd / gauss_plain));
   // On Gaussian blocks the best Q4_0 scale lowers the squared error by about 11% against the
   // max-anchored rule (an exhaustive search over every fp16 scale gives the same); demand most of it.
   CHECK(gauss_lloyd < 0.92 * gauss_plain);
@@ -236,7 +252,8 @@ TEST(quantize_matrix_matches_rows_and_uses_the_pool) {
     const std::size_t stride = row_bytes(GGMLType::Q4_0, cols);
     std::vector<uint8_t> a(stride * rows), b(stride * rows);
     quantize_matrix(GGMLType::Q4_0, x.data(), rows, cols, a.data(), m, &pool);
-    for (int64_t r = 0; r < rows; ++r) quantize_row(GGMLType::Q4_0, x.data() + r * cols, b.data() + r * stride, cols, m);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(GGMLType::Q4_0, x.data() + r * cols, b.data() + r * stride, cols, m);
     CHECK(a == b);
   }
 }
@@ -244,9 +261,9 @@ TEST(quantize_matrix_matches_rows_and_uses_the_pool) {
 TEST(bad_quantizer_input_is_a_clear_error) {
   std::vector<float> x(256, 1.0f);
   std::vector<uint8_t> q(1024);
-  CHECK_THROWS(quantize_row(GGMLType::Q4_K, x.data(), q.data(), 256));                       // no quantizer
+  CHECK_THROWS(quantize_row(GGMLType::Q4_K, x.data(), q.data(), 256));                      // no quantizer
   CHECK_THROWS(quantize_row(GGMLType::Q8_0, x.data(), q.data(), 256, QuantMethod::Lloyd));  // Lloyd is Q4_0 only
-  CHECK_THROWS(quantize_row(GGMLType::Q8_0, x.data(), q.data(), 33));                        // not a block multiple
+  CHECK_THROWS(quantize_row(GGMLType::Q8_0, x.data(), q.data(), 33));                       // not a block multiple
   x[7] = std::nanf("");
   try {
     quantize_row(GGMLType::Q5_0, x.data(), q.data(), 256);

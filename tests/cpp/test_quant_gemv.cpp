@@ -116,7 +116,10 @@ TEST(scalar_kernels_match_float64_dot_of_decoded_operands) {
       const auto x = random_floats(n, rng);
       const auto& k = cpu::dot_kernel(type, Isa::Scalar);
       std::vector<uint8_t> act(cpu::activation_row_bytes(type, n));
-      if (k.quantize_act) k.quantize_act(x.data(), act.data(), n); else std::memcpy(act.data(), x.data(), act.size());
+      if (k.quantize_act)
+        k.quantize_act(x.data(), act.data(), n);
+      else
+        std::memcpy(act.data(), x.data(), act.size());
       float got = 0.0f;
       k.dot_rows(n, w.data(), 0, 1, act.data(), &got);
       const Ref ref = ref_dot(dequant(type, w.data(), n), decoded_activation(k.act_type, act.data(), n));
@@ -136,7 +139,10 @@ TEST(every_isa_matches_the_scalar_reference) {
       const auto x = random_floats(n, rng);
       const auto& ks = cpu::dot_kernel(type, Isa::Scalar);
       std::vector<uint8_t> act(cpu::activation_row_bytes(type, n));
-      if (ks.quantize_act) ks.quantize_act(x.data(), act.data(), n); else std::memcpy(act.data(), x.data(), act.size());
+      if (ks.quantize_act)
+        ks.quantize_act(x.data(), act.data(), n);
+      else
+        std::memcpy(act.data(), x.data(), act.size());
       std::vector<float> ref(rows);
       ks.dot_rows(n, w.data(), stride, rows, act.data(), ref.data());
       const auto a = decoded_activation(ks.act_type, act.data(), n);
@@ -145,9 +151,11 @@ TEST(every_isa_matches_the_scalar_reference) {
         cpu::dot_kernel(type, isa).dot_rows(n, w.data(), stride, rows, act.data(), got.data());
         for (int64_t r = 0; r < rows; ++r) {
           const Ref rr = ref_dot(dequant(type, w.data() + r * static_cast<int64_t>(stride), n), a);
-          CHECK_MSG(std::fabs(got[static_cast<std::size_t>(r)] - ref[static_cast<std::size_t>(r)]) <= 2e-5 * rr.abs_sum + 1e-30,
-                    label(type, isa, n) + " row " + std::to_string(r) + ": " + std::to_string(got[static_cast<std::size_t>(r)]) +
-                        " vs " + std::to_string(ref[static_cast<std::size_t>(r)]));
+          CHECK_MSG(std::fabs(got[static_cast<std::size_t>(r)] - ref[static_cast<std::size_t>(r)]) <=
+                        2e-5 * rr.abs_sum + 1e-30,
+                    label(type, isa, n) + " row " + std::to_string(r) + ": " +
+                        std::to_string(got[static_cast<std::size_t>(r)]) + " vs " +
+                        std::to_string(ref[static_cast<std::size_t>(r)]));
         }
       }
     }
@@ -169,7 +177,8 @@ TEST(kernels_cover_extreme_bytes) {
         switch (type) {
           case GGMLType::Q2_K: std::memcpy(&w[off + 80], &scales[off + 80], 4); break;
           case GGMLType::Q6_K: std::memcpy(&w[off + 208], &scales[off + 208], 2); break;
-          case GGMLType::Q4_K: case GGMLType::Q5_K: std::memcpy(&w[off], &scales[off], 4); break;
+          case GGMLType::Q4_K:
+          case GGMLType::Q5_K: std::memcpy(&w[off], &scales[off], 4); break;
           case GGMLType::Q3_K: std::memcpy(&w[off + 108], &scales[off + 108], 2); break;
           default: std::memcpy(&w[off], &scales[off], 2); break;
         }
@@ -216,7 +225,8 @@ TEST(gemm_rows_equal_gemv_bitwise_and_threads_change_nothing) {
         const std::size_t stride = strata::quant::row_bytes(type, cols);
         for (int64_t r : {int64_t{0}, int64_t{1}, rows - 1}) {
           const float d = cpu::dot(type, w.data() + r * static_cast<int64_t>(stride), X.data() + i * cols, cols);
-          CHECK_MSG(std::memcmp(&d, &y[static_cast<std::size_t>(r)], 4) == 0, label(type, isa, cols) + " dot == gemv row");
+          CHECK_MSG(std::memcmp(&d, &y[static_cast<std::size_t>(r)], 4) == 0,
+                    label(type, isa, cols) + " dot == gemv row");
         }
       }
       // Prepared activations give the same bits.
@@ -297,9 +307,9 @@ TEST(warm_gemv_does_not_allocate) {
 TEST(bad_shapes_are_clear_errors) {
   std::vector<uint8_t> w(1024);
   std::vector<float> x(256), y(4);
-  CHECK_THROWS(cpu::gemv(GGMLType::Q4_0, w.data(), 2, 33, x.data(), y.data(), nullptr));     // not a block multiple
-  CHECK_THROWS(cpu::gemv(GGMLType::Q4_K, w.data(), 1, 128, x.data(), y.data(), nullptr));    // 256-block type
-  CHECK_THROWS(cpu::gemv(GGMLType::Q4_1, w.data(), 1, 32, x.data(), y.data(), nullptr));     // no kernels
+  CHECK_THROWS(cpu::gemv(GGMLType::Q4_0, w.data(), 2, 33, x.data(), y.data(), nullptr));   // not a block multiple
+  CHECK_THROWS(cpu::gemv(GGMLType::Q4_K, w.data(), 1, 128, x.data(), y.data(), nullptr));  // 256-block type
+  CHECK_THROWS(cpu::gemv(GGMLType::Q4_1, w.data(), 1, 32, x.data(), y.data(), nullptr));   // no kernels
   CHECK_THROWS(cpu::gemv(GGMLType::Q8_0, nullptr, 1, 32, x.data(), y.data(), nullptr));
   CHECK_THROWS(cpu::gemv(GGMLType::Q8_0, w.data(), -1, 32, x.data(), y.data(), nullptr));
   try {

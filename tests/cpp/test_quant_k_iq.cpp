@@ -72,7 +72,8 @@ TEST(q5_k_hand_built_block) {
   for (int e = 0; e < 256; ++e) {
     const int g = e / 32, l = e % 32;
     const int q = ((g % 2 == 0) ? 3 : 12) + (l % 2 ? 0 : 16);
-    CHECK_EQ(y[static_cast<std::size_t>(e)], static_cast<float>(g + 1) * static_cast<float>(q) - 0.5f * static_cast<float>(g));
+    CHECK_EQ(y[static_cast<std::size_t>(e)],
+             static_cast<float>(g + 1) * static_cast<float>(q) - 0.5f * static_cast<float>(g));
   }
 }
 

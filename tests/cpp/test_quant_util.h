@@ -17,8 +17,8 @@ namespace quant_test {
 using strata::quant::GGMLType;
 
 inline const std::vector<GGMLType>& all_types() {
-  static const std::vector<GGMLType> v{GGMLType::F32,    GGMLType::F16,   GGMLType::BF16,  GGMLType::Q8_0,
-                                       GGMLType::Q4_0,   GGMLType::Q5_0,  GGMLType::Q4_K,  GGMLType::Q6_K,
+  static const std::vector<GGMLType> v{GGMLType::F32,    GGMLType::F16,    GGMLType::BF16, GGMLType::Q8_0,
+                                       GGMLType::Q4_0,   GGMLType::Q5_0,   GGMLType::Q4_K, GGMLType::Q6_K,
                                        GGMLType::Q2_K,   GGMLType::IQ4_XS, GGMLType::Q3_K, GGMLType::Q5_K,
                                        GGMLType::IQ2_XS, GGMLType::IQ3_XXS};
   return v;
@@ -56,16 +56,26 @@ inline std::vector<uint8_t> random_rows(GGMLType type, int64_t rows, int64_t col
     uint8_t* p = buf.data() + off;
     auto put = [&](std::size_t at, uint16_t h) { std::memcpy(p + at, &h, 2); };
     switch (type) {
-      case GGMLType::Q4_0: case GGMLType::Q5_0: case GGMLType::Q8_0:
-        put(0, random_scale(rng, 1e-3f, 0.1f, true));
+      case GGMLType::Q4_0:
+      case GGMLType::Q5_0:
+      case GGMLType::Q8_0: put(0, random_scale(rng, 1e-3f, 0.1f, true)); break;
+      case GGMLType::Q2_K:
+        put(80, random_scale(rng, 1e-3f, 0.05f, true));
+        put(82, random_scale(rng, 1e-3f, 0.05f, true));
         break;
-      case GGMLType::Q2_K: put(80, random_scale(rng, 1e-3f, 0.05f, true)); put(82, random_scale(rng, 1e-3f, 0.05f, true)); break;
-      case GGMLType::Q4_K: put(0, random_scale(rng, 1e-3f, 0.05f, true)); put(2, random_scale(rng, 1e-3f, 0.05f, true)); break;
+      case GGMLType::Q4_K:
+        put(0, random_scale(rng, 1e-3f, 0.05f, true));
+        put(2, random_scale(rng, 1e-3f, 0.05f, true));
+        break;
       case GGMLType::Q6_K: put(208, random_scale(rng, 1e-3f, 0.05f, true)); break;
       case GGMLType::IQ4_XS: put(0, random_scale(rng, 1e-3f, 0.05f, true)); break;
       case GGMLType::Q3_K: put(108, random_scale(rng, 1e-3f, 0.05f, true)); break;
-      case GGMLType::Q5_K: put(0, random_scale(rng, 1e-3f, 0.05f, true)); put(2, random_scale(rng, 1e-3f, 0.05f, true)); break;
-      case GGMLType::IQ2_XS: case GGMLType::IQ3_XXS: put(0, random_scale(rng, 1e-3f, 0.05f, true)); break;
+      case GGMLType::Q5_K:
+        put(0, random_scale(rng, 1e-3f, 0.05f, true));
+        put(2, random_scale(rng, 1e-3f, 0.05f, true));
+        break;
+      case GGMLType::IQ2_XS:
+      case GGMLType::IQ3_XXS: put(0, random_scale(rng, 1e-3f, 0.05f, true)); break;
       default: break;
     }
   }
@@ -96,7 +106,8 @@ inline std::vector<float> decoded_activation(GGMLType act_type, const uint8_t* a
   if (act_type == GGMLType::Q8_0) return dequant(GGMLType::Q8_0, act, n);
   std::vector<float> v(static_cast<std::size_t>(n));
   const auto* b = reinterpret_cast<const BlockQ8_K*>(act);
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = b[i / kQK_K].d * static_cast<float>(b[i / kQK_K].qs[i % kQK_K]);
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = b[i / kQK_K].d * static_cast<float>(b[i / kQK_K].qs[i % kQK_K]);
   return v;
 }
 

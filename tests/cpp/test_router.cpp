@@ -149,7 +149,7 @@ TEST(draft_rows_double_the_log_bonus_and_ignore_r) {
   p.protect = 5;
   p.draft = true;
   CHECK_EQ(strata::routing::resident_multiplier(p, true, 0), 1.0f);
-  CHECK_EQ(strata::routing::resident_multiplier(p, true, 1), 4.0f);  // b² from rank 1 (r_prot = 1)
+  CHECK_EQ(strata::routing::resident_multiplier(p, true, 1), 4.0f);   // b² from rank 1 (r_prot = 1)
   CHECK_EQ(strata::routing::resident_multiplier(p, false, 1), 4.0f);  // head row: r carried
   CHECK_EQ(strata::routing::resident_multiplier(p, false, 4), 4.0f);
   CHECK_EQ(strata::routing::resident_multiplier(p, false, 5), 2.0f);  // moves to m at r_prot
@@ -194,7 +194,8 @@ TEST(full_grid_against_reference) {
     for (int E : Es) {
       const std::vector<float> probs = trial_probs(trial, E, rng);
       const Routed plain = plain_topk(probs, K);
-      std::vector<uint8_t> all_miss(static_cast<size_t>(E), 0), all_hit(static_cast<size_t>(E), 1), mixed(static_cast<size_t>(E));
+      std::vector<uint8_t> all_miss(static_cast<size_t>(E), 0), all_hit(static_cast<size_t>(E), 1),
+          mixed(static_cast<size_t>(E));
       const double frac = 0.15 + 0.06 * trial;
       std::bernoulli_distribution coin(frac);
       for (auto& x : mixed) x = coin(rng) ? 1 : 0;
@@ -213,8 +214,8 @@ TEST(full_grid_against_reference) {
                   const Routed ref = reference_route(probs, K, maps[mi], b, r, prot, draft, draft_row);
                   if (!matches(f, ref, 2e-7)) {
                     if (++ref_fail <= 5)
-                      std::fprintf(stderr, "mismatch trial=%d E=%d map=%d b=%g r=%g prot=%d draft=%d row=%d\n",
-                                   trial, E, mi, double(b), double(r), prot, draft, row);
+                      std::fprintf(stderr, "mismatch trial=%d E=%d map=%d b=%g r=%g prot=%d draft=%d row=%d\n", trial,
+                                   E, mi, double(b), double(r), prot, draft, row);
                   }
                   // r has no effect when r ≤ 1 or the row is a draft row (flag on).
                   if ((r <= 1.0f || (draft && draft_row)) && !(f == r_one)) ++r_effect_fail;
@@ -241,10 +242,11 @@ TEST(full_grid_against_reference) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("router grid: %ld cases in %.2f s; ref mismatches %ld, r-effect violations %ld, plain-topK "
-              "violations %ld, head-flag violations %ld, weight-sum violations %ld; cases where MOCE changed "
-              "the plain top-K %ld, where r changed the output %ld\n",
-              cases, secs, ref_fail, r_effect_fail, plain_fail, head_flag_fail, sum_fail, bonus_changed, r_changed);
+  std::printf(
+      "router grid: %ld cases in %.2f s; ref mismatches %ld, r-effect violations %ld, plain-topK "
+      "violations %ld, head-flag violations %ld, weight-sum violations %ld; cases where MOCE changed "
+      "the plain top-K %ld, where r changed the output %ld\n",
+      cases, secs, ref_fail, r_effect_fail, plain_fail, head_flag_fail, sum_fail, bonus_changed, r_changed);
   CHECK_EQ(cases, 158400L);
   CHECK_EQ(ref_fail, 0L);
   CHECK_EQ(r_effect_fail, 0L);

@@ -167,7 +167,10 @@ TEST(top_p_deep_cut_matches_full_sort) {
     const auto e = softmax(ld);
     std::vector<int> idx(static_cast<size_t>(V));
     std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return e[static_cast<size_t>(a)] > e[static_cast<size_t>(b)] || (e[static_cast<size_t>(a)] == e[static_cast<size_t>(b)] && a < b); });
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) {
+      return e[static_cast<size_t>(a)] > e[static_cast<size_t>(b)] ||
+             (e[static_cast<size_t>(a)] == e[static_cast<size_t>(b)] && a < b);
+    });
     double cum = 0.0;
     size_t keep = 0;
     while (cum < static_cast<double>(p.top_p)) cum += e[static_cast<size_t>(idx[keep++])];
@@ -341,7 +344,8 @@ TEST(top_k_paths_match_full_sort) {
       const auto d = dist_of(l, p);
       std::vector<int> idx(static_cast<size_t>(V));
       std::iota(idx.begin(), idx.end(), 0);
-      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](int a, int b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
       std::vector<bool> want(static_cast<size_t>(V), false);
       for (int j = 0; j < k; ++j) want[static_cast<size_t>(idx[static_cast<size_t>(j)])] = true;
       int mismatches = 0;

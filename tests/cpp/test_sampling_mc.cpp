@@ -28,9 +28,9 @@ constexpr int kCells = V * V * V;
 constexpr long kSequences = 400000;
 
 struct Toy {
-  float last[V][V];       // logit contribution of the last token
-  float second[V][V];     // ... of the token before it
-  float parity[2][V];     // ... of the context length's parity
+  float last[V][V];    // logit contribution of the last token
+  float second[V][V];  // ... of the token before it
+  float parity[2][V];  // ... of the context length's parity
   float drafter_noise[V][V];
 
   Toy() {
@@ -218,9 +218,10 @@ TEST(speculative_sampling_matches_one_at_a_time) {
   std::printf("  TV(greedy-match, A)         = %.5f  (mean accepted drafts %.3f per window)\n", greedy_a, acc_greedy);
   std::printf("  TV to the exact distribution: A %.5f, B %.5f, speculative %.5f, greedy-match %.5f\n",
               tv_exact(a, exact), tv_exact(b, exact), tv_exact(spec, exact), tv_exact(greedy, exact));
-  std::printf("  chi-square vs exact (df %d, 99.9%% critical ~ %.0f): one-at-a-time %.1f, speculative %.1f, "
-              "greedy-match %.1f; samples outside the support: %ld, %ld, %ld\n",
-              df_spec, df_spec + 4.4 * std::sqrt(2.0 * df_spec), x2_a, x2_spec, x2_greedy, out_a, out_spec, out_greedy);
+  std::printf(
+      "  chi-square vs exact (df %d, 99.9%% critical ~ %.0f): one-at-a-time %.1f, speculative %.1f, "
+      "greedy-match %.1f; samples outside the support: %ld, %ld, %ld\n",
+      df_spec, df_spec + 4.4 * std::sqrt(2.0 * df_spec), x2_a, x2_spec, x2_greedy, out_a, out_spec, out_greedy);
 
   CHECK_EQ(out_spec, 0L);
   CHECK_EQ(out_a, 0L);
@@ -249,9 +250,10 @@ TEST(speculative_sampling_is_exact_with_a_penalty_window) {
   long outside = 0, outside_a = 0;
   const double x2 = chi_square(spec, exact, &df, &outside);
   const double x2_a = chi_square(a, exact, &df_a, &outside_a);
-  std::printf("MC, penalty window 2: TV(exact speculative, exact) = %.5f, one-at-a-time %.5f; chi-square %.1f / "
-              "%.1f (df %d); TV(window 2, whole sequence) = %.4f\n",
-              tv_exact(spec, exact), tv_exact(a, exact), x2, x2_a, df, 0.5 * moved);
+  std::printf(
+      "MC, penalty window 2: TV(exact speculative, exact) = %.5f, one-at-a-time %.5f; chi-square %.1f / "
+      "%.1f (df %d); TV(window 2, whole sequence) = %.4f\n",
+      tv_exact(spec, exact), tv_exact(a, exact), x2, x2_a, df, 0.5 * moved);
   CHECK_EQ(outside, 0L);
   CHECK_EQ(outside_a, 0L);
   CHECK(x2 < df + 4.4 * std::sqrt(2.0 * df));

@@ -118,7 +118,8 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
     const int64_t rows = which == LogitRows::All ? n : 1;
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t t = which == LogitRows::All ? tokens[r] : tokens[n - 1];
-      for (int v = 0; v < V; ++v) logits[r * V + v] = v == next_of(t) ? 4.0f : 0.1f * static_cast<float>((v * 5 + t) % 7);
+      for (int v = 0; v < V; ++v)
+        logits[r * V + v] = v == next_of(t) ? 4.0f : 0.1f * static_cast<float>((v * 5 + t) % 7);
     }
   }
   void rollback(int64_t n) override {
@@ -346,8 +347,9 @@ TEST(random_sessions_never_read_uncommitted_drafter_cells) {
   CHECK(rounds > 1000);
   CHECK(drafted > 1000);
   CHECK(restores > 10);
-  std::printf("%lld rounds (%lld drafter rows), %lld prompts, %lld rollbacks, %lld restores: every draft row's reads "
-              "held committed drafter K/V\n",
-              static_cast<long long>(rounds), static_cast<long long>(drafted), static_cast<long long>(prompts),
-              static_cast<long long>(rollbacks), static_cast<long long>(restores));
+  std::printf(
+      "%lld rounds (%lld drafter rows), %lld prompts, %lld rollbacks, %lld restores: every draft row's reads "
+      "held committed drafter K/V\n",
+      static_cast<long long>(rounds), static_cast<long long>(drafted), static_cast<long long>(prompts),
+      static_cast<long long>(rollbacks), static_cast<long long>(restores));
 }

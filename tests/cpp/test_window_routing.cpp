@@ -19,8 +19,8 @@ namespace {
 
 struct Window {
   int R, E, k, first_draft;
-  std::vector<float> probs;        // [R][E]
-  std::vector<uint8_t> resident;   // [E]
+  std::vector<float> probs;       // [R][E]
+  std::vector<uint8_t> resident;  // [E]
   bool has_map;
 };
 
@@ -59,8 +59,8 @@ std::vector<int32_t> reference_window(const Window& w, double b, double moce_b, 
     if (window && draft)
       out = router_reference::reference_route(row(w, r), w.k, &seen, static_cast<float>(b), 1.0, 1, true, true);
     else
-      out = router_reference::reference_route(row(w, r), w.k, w.has_map ? &w.resident : nullptr, static_cast<float>(moce_b),
-                                              1.0, 0, moce_draft, draft);
+      out = router_reference::reference_route(row(w, r), w.k, w.has_map ? &w.resident : nullptr,
+                                              static_cast<float>(moce_b), 1.0, 0, moce_draft, draft);
     for (int32_t id : out.ids) {
       ids.push_back(id);
       seen[static_cast<size_t>(id)] = 1;
@@ -113,7 +113,8 @@ TEST(window_routing_matches_the_reference_and_never_requests_more) {
       ++cases;
     }
   }
-  std::printf("window routing: %d cases, %d differ from plain top-K, %d requested fewer non-resident experts\n", cases, changed, fewer);
+  std::printf("window routing: %d cases, %d differ from plain top-K, %d requested fewer non-resident experts\n", cases,
+              changed, fewer);
   CHECK(changed > 1000);  // the grid exercises the rule
   CHECK(fewer > 500);
 }

@@ -38,8 +38,8 @@ const X86Features& x86_features() {
     const bool f16c = (c & (1u << 29)) != 0;
     if (!osxsave || !avx) return r;
     const uint64_t xcr = xcr0();
-    const bool ymm_state = (xcr & 0x6) == 0x6;      // SSE + AVX state
-    const bool zmm_state = (xcr & 0xE6) == 0xE6;    // + opmask, ZMM_Hi256, Hi16_ZMM
+    const bool ymm_state = (xcr & 0x6) == 0x6;    // SSE + AVX state
+    const bool zmm_state = (xcr & 0xE6) == 0xE6;  // + opmask, ZMM_Hi256, Hi16_ZMM
     if (!ymm_state || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return r;
     const bool avx2 = (b & (1u << 5)) != 0;
     r.avx2 = avx2 && fma && f16c;

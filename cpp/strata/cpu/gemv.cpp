@@ -108,8 +108,15 @@ void gemm_prepared(quant::GGMLType type, const void* W, int64_t rows, int64_t co
     std::fill(Y, Y + rows * nx, 0.0f);
     return;
   }
-  const Job job{&dot_kernel(type, active_isa()), static_cast<const uint8_t*>(W), quant::row_bytes(type, cols),
-                rows, cols, static_cast<const uint8_t*>(act), activation_row_bytes(type, cols), nx, Y};
+  const Job job{&dot_kernel(type, active_isa()),
+                static_cast<const uint8_t*>(W),
+                quant::row_bytes(type, cols),
+                rows,
+                cols,
+                static_cast<const uint8_t*>(act),
+                activation_row_bytes(type, cols),
+                nx,
+                Y};
   run_job(job, pool);
 }
 
@@ -128,13 +135,19 @@ void gemm(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const
     quantize_activations(type, X, nx, cols, t_act_scratch.data());
     act = t_act_scratch.data();
   }
-  const Job job{&k, static_cast<const uint8_t*>(W), quant::row_bytes(type, cols), rows, cols, act,
-                activation_row_bytes(type, cols), nx, Y};
+  const Job job{&k,
+                static_cast<const uint8_t*>(W),
+                quant::row_bytes(type, cols),
+                rows,
+                cols,
+                act,
+                activation_row_bytes(type, cols),
+                nx,
+                Y};
   run_job(job, pool);
 }
 
-void gemv(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const float* x, float* y,
-          ThreadPool* pool) {
+void gemv(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const float* x, float* y, ThreadPool* pool) {
   gemm(type, W, rows, cols, x, 1, y, pool);
 }
 

@@ -15,14 +15,13 @@ class ThreadPool;
 namespace strata::cpu {
 
 // y[r] = W[r,:] · x for r in [0, rows). pool may be nullptr (single thread).
-void gemv(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const float* x, float* y,
-          ThreadPool* pool);
+void gemv(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const float* x, float* y, ThreadPool* pool);
 
 // Y[i*rows + r] = W[r,:] · X[i*cols : (i+1)*cols] for i in [0, nx): one pass over the weights for
 // several activation rows (prefill chunks, verification windows, the n hyper-connection streams).
 // Row i's result is bitwise equal to gemv on X row i alone.
-void gemm(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const float* X, int64_t nx,
-          float* Y, ThreadPool* pool);
+void gemm(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const float* X, int64_t nx, float* Y,
+          ThreadPool* pool);
 
 // One row's dot with x (n elements): exactly what gemv computes for that row, on this thread.
 float dot(quant::GGMLType type, const void* w, const float* x, int64_t n);

@@ -9,11 +9,22 @@ namespace strata::cpu {
 quant::GGMLType activation_type(quant::GGMLType type) {
   using quant::GGMLType;
   switch (type) {
-    case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16: return GGMLType::F32;
-    case GGMLType::Q4_0: case GGMLType::Q5_0: case GGMLType::Q8_0: return GGMLType::Q8_0;
-    case GGMLType::Q2_K: case GGMLType::Q4_K: case GGMLType::Q6_K: case GGMLType::IQ4_XS: return GGMLType::Q8_K;
-    case GGMLType::Q4_0_R16: case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
-    case GGMLType::Q3_K: case GGMLType::Q5_K: case GGMLType::IQ2_XS: case GGMLType::IQ3_XXS: return GGMLType::Q8_K;
+    case GGMLType::F32:
+    case GGMLType::F16:
+    case GGMLType::BF16: return GGMLType::F32;
+    case GGMLType::Q4_0:
+    case GGMLType::Q5_0:
+    case GGMLType::Q8_0: return GGMLType::Q8_0;
+    case GGMLType::Q2_K:
+    case GGMLType::Q4_K:
+    case GGMLType::Q6_K:
+    case GGMLType::IQ4_XS: return GGMLType::Q8_K;
+    case GGMLType::Q4_0_R16:
+    case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
+    case GGMLType::Q3_K:
+    case GGMLType::Q5_K:
+    case GGMLType::IQ2_XS:
+    case GGMLType::IQ3_XXS: return GGMLType::Q8_K;
     default: break;
   }
   throw_error(ErrorKind::Value, std::string("no dot kernels for type ") + quant::type_name(type));

@@ -19,13 +19,12 @@
 namespace strata::cpu {
 
 // out[r] = dot(row r of w, act) for r < nrows; rows are w_stride bytes apart, n elements each.
-using DotRowsFn = void (*)(int64_t n, const void* w, std::size_t w_stride, int64_t nrows, const void* act,
-                           float* out);
+using DotRowsFn = void (*)(int64_t n, const void* w, std::size_t w_stride, int64_t nrows, const void* act, float* out);
 // Several activation rows against the same weight rows: outs[a][r] = dot(row r of w, acts[a]) for
 // a < nact, r < nrows. Each weight block is loaded (and unpacked) once for all activations; every
 // (row, activation) result is bitwise what dot_rows gives for that activation alone.
-using DotRowsMultiFn = void (*)(int64_t n, const void* w, std::size_t w_stride, int64_t nrows,
-                                const void* const* acts, int nact, float* const* outs);
+using DotRowsMultiFn = void (*)(int64_t n, const void* w, std::size_t w_stride, int64_t nrows, const void* const* acts,
+                                int nact, float* const* outs);
 // x (n floats) -> activation form (row_bytes(act_type, n) bytes).
 using QuantizeActFn = void (*)(const float* x, void* act, int64_t n);
 
@@ -61,7 +60,7 @@ std::size_t activation_row_bytes(quant::GGMLType type, int64_t n);
 namespace scalar {
 const DotKernel* kernel(quant::GGMLType type);
 const DotKernel* repacked_kernel(quant::GGMLType type);  // Q4_0_R16, Q8_0_R16
-}
+}  // namespace scalar
 namespace avx2 {
 const DotKernel* kernel(quant::GGMLType type);
 }

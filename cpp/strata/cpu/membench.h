@@ -8,8 +8,8 @@
 namespace strata::cpu {
 
 struct ReadBandwidth {
-  double gb_per_s;      // best pass, 1e9 bytes per second
-  double checksum;      // sum of what was read (keeps the reads alive)
+  double gb_per_s;  // best pass, 1e9 bytes per second
+  double checksum;  // sum of what was read (keeps the reads alive)
 };
 
 // bytes: buffer size (rounded down to 4 KiB, at least 1 MiB); threads >= 1; reps >= 1 passes.

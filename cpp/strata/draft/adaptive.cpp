@@ -8,9 +8,9 @@
 namespace strata::draft {
 namespace {
 
-constexpr double kDecay = 0.97;      // acceptance counts: decay per observed round
-constexpr double kPriorReach = 1.0;  // prior: one judged draft per step ...
-constexpr double kPriorAccept = 0.5; // ... half accepted
+constexpr double kDecay = 0.97;       // acceptance counts: decay per observed round
+constexpr double kPriorReach = 1.0;   // prior: one judged draft per step ...
+constexpr double kPriorAccept = 0.5;  // ... half accepted
 
 }  // namespace
 
@@ -162,7 +162,8 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.max_drafts = k_;
   s.rounds = rounds_;
   s.chosen = chosen_;
-  for (int m = 1; m <= k_ + 1; ++m) s.verify_s[static_cast<std::size_t>(m)] = verify_[static_cast<std::size_t>(m)].value();
+  for (int m = 1; m <= k_ + 1; ++m)
+    s.verify_s[static_cast<std::size_t>(m)] = verify_[static_cast<std::size_t>(m)].value();
   s.draft_step_s = draft_.value();
   s.plain_s = plain_.value();
   for (int j = 0; j < k_; ++j) {
@@ -171,8 +172,8 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   }
   if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);
   const double base = plain_cnt_ > 0 ? plain_sum_ / static_cast<double>(plain_cnt_)
-                      : v1_cnt_ > 0   ? v1_sum_ / static_cast<double>(v1_cnt_)
-                                      : 0.0;
+                      : v1_cnt_ > 0  ? v1_sum_ / static_cast<double>(v1_cnt_)
+                                     : 0.0;
   if (round_s_ > 0.0) s.measured_gain = static_cast<double>(tokens_) / round_s_ * base;
   return s;
 }

@@ -36,8 +36,8 @@ inline constexpr int kAdaptiveMaxDrafts = 16;  // = kMaxDraftSteps (speculator.h
 struct AdaptiveStats {
   int max_drafts = 0;
   int64_t rounds = 0;
-  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen{};  // rounds that chose n drafts (before retention)
-  std::array<double, kAdaptiveMaxDrafts + 2> verify_s{}; // c_verify(m), m = 1..k+1 (index m); 0 = unmeasured
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen{};   // rounds that chose n drafts (before retention)
+  std::array<double, kAdaptiveMaxDrafts + 2> verify_s{};  // c_verify(m), m = 1..k+1 (index m); 0 = unmeasured
   double draft_step_s = 0.0;                              // c_draft
   double plain_s = 0.0;                                   // c_plain (0 = unmeasured)
   std::array<double, kAdaptiveMaxDrafts> accept{};        // a_j, j = 0..k-1
@@ -91,26 +91,26 @@ class AdaptiveDrafts {
  private:
   double verify_cost(int rows) const;
   double base_cost() const;  // c_plain when measured, else c_verify(1)
-  bool warm() const;  // the round being recorded came after the warm-up
+  bool warm() const;         // the round being recorded came after the warm-up
 
   int k_;
   int64_t rounds_ = 0;
   int since_explore_ = 0;
   int explore_every_ = kExploreEvery;
-  bool exploring_ = false;     // the round just chosen explores
-  bool explored_ = false;      // an exploring round ran since the last regular choice
-  int last_best_ = -1;         // the last regular choice
-  int plain_run_ = 0;       // rounds in a row that chose a plain step
+  bool exploring_ = false;                                     // the round just chosen explores
+  bool explored_ = false;                                      // an exploring round ran since the last regular choice
+  int last_best_ = -1;                                         // the last regular choice
+  int plain_run_ = 0;                                          // rounds in a row that chose a plain step
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
   RecentMedian draft_, plain_;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};
-  double gain_sum_ = 0.0;    // Σ estimated gains of the rounds chosen by the economics
+  double gain_sum_ = 0.0;  // Σ estimated gains of the rounds chosen by the economics
   int64_t gain_n_ = 0;
-  double round_s_ = 0.0;     // seconds of the rounds (drafting + verification)
-  int64_t tokens_ = 0;       // tokens the rounds committed
+  double round_s_ = 0.0;  // seconds of the rounds (drafting + verification)
+  int64_t tokens_ = 0;    // tokens the rounds committed
   // Mean plain-step seconds, without / with the drafter's encoding: the measured gain's baseline
   // (a mean, like round_s_ / tokens_, so both see the same interruptions).
   double plain_sum_ = 0.0, v1_sum_ = 0.0;

@@ -53,7 +53,10 @@ struct EncodingOffGuard {
 }  // namespace
 
 Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
-    : target_(target), max_drafts_(max_drafts), V_(target.n_vocab()), Vr_(target.draft_vocab()),
+    : target_(target),
+      max_drafts_(max_drafts),
+      V_(target.n_vocab()),
+      Vr_(target.draft_vocab()),
       adaptive_(std::clamp(max_drafts, 1, kMaxDraftSteps)) {
   if (max_drafts < 1 || max_drafts > kMaxDraftSteps)
     throw_error(ErrorKind::Value, "speculator: max_drafts " + std::to_string(max_drafts) + " is outside [1, " +

@@ -38,22 +38,22 @@ namespace strata::draft {
 inline constexpr int kMaxDraftSteps = 16;
 
 struct RoundOptions {
-  int max_drafts = 3;     // k: drafts this round may verify (0 = a plain step); <= the speculator's max
-  bool chained = true;    // chained or non-chained drafting (SPEC §2.7)
-  float caller_min_p = 0.0f;           // the caller's per-step floor when no schedule is set
-  config::RetentionSettings retention; // STRATA_METAL_SPEC_MIN_P_SCHEDULE / _MIN_CUM_P
+  int max_drafts = 3;                   // k: drafts this round may verify (0 = a plain step); <= the speculator's max
+  bool chained = true;                  // chained or non-chained drafting (SPEC §2.7)
+  float caller_min_p = 0.0f;            // the caller's per-step floor when no schedule is set
+  config::RetentionSettings retention;  // STRATA_METAL_SPEC_MIN_P_SCHEDULE / _MIN_CUM_P
   sampling::SamplingPolicy policy;
   sampling::SpecSample mode = sampling::SpecSample::Exact;
   bool adaptive = false;  // choose each round's draft count (<= max_drafts) from measured costs (adaptive.h)
 };
 
 struct RoundResult {
-  int n_tokens = 0;                       // tokens to commit: accepted drafts, then the next token
+  int n_tokens = 0;  // tokens to commit: accepted drafts, then the next token
   int32_t tokens[kMaxDraftSteps + 1] = {};
-  int drafted = 0;                        // drafter rows run this round
-  int verified = 0;                       // drafts in the verification window (0: a plain step ran)
-  int accepted = 0;                       // drafts[0..accepted) kept
-  float probs[kMaxDraftSteps] = {};       // the drafter's probability of each drafted step (drafted entries)
+  int drafted = 0;                   // drafter rows run this round
+  int verified = 0;                  // drafts in the verification window (0: a plain step ran)
+  int accepted = 0;                  // drafts[0..accepted) kept
+  float probs[kMaxDraftSteps] = {};  // the drafter's probability of each drafted step (drafted entries)
 };
 
 class Speculator {
@@ -80,10 +80,10 @@ class Speculator {
   engine::DecodeTarget& target_;
   int max_drafts_;
   int V_, Vr_;
-  std::vector<float> logits_;   // [(max_drafts+1)][V] verification logits
-  std::vector<float> dlogits_;  // [max_drafts][Vr] draft logits
-  std::vector<int32_t> window_; // [max_drafts+1] the window's input tokens
-  std::vector<int32_t> one_;    // history fallback: [t]
+  std::vector<float> logits_;    // [(max_drafts+1)][V] verification logits
+  std::vector<float> dlogits_;   // [max_drafts][Vr] draft logits
+  std::vector<int32_t> window_;  // [max_drafts+1] the window's input tokens
+  std::vector<int32_t> one_;     // history fallback: [t]
   sampling::SampleWorkspace ws_;
   AdaptiveDrafts adaptive_;
 };

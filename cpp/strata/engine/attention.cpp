@@ -80,7 +80,8 @@ void store_kv(const BlockContext& c, int R, int64_t start) {
   if (c.use_indexer) {
     const int64_t di = hp.indexer_dim;
     for (int64_t r = 0; r < R; ++r)
-      std::memcpy(kv.indexer_key(c.kv_layer, start + r), s.ik.data() + r * di, sizeof(float) * static_cast<std::size_t>(di));
+      std::memcpy(kv.indexer_key(c.kv_layer, start + r), s.ik.data() + r * di,
+                  sizeof(float) * static_cast<std::size_t>(di));
   }
 }
 
@@ -151,8 +152,8 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
         float* scores = s.slot_scores.data();
         if (needs_scores(cand))
           parallel_ranges(c.pool, cand.size(), 256, [&](int64_t b, int64_t e) { score_range(r, cand, scores, b, e); });
-        s.n_cells[static_cast<std::size_t>(r)] = select_cells(
-            pol, p, c.use_indexer ? scores : nullptr, s.slot_order.data(), s.cells.data() + r * list_stride);
+        s.n_cells[static_cast<std::size_t>(r)] = select_cells(pol, p, c.use_indexer ? scores : nullptr,
+                                                              s.slot_order.data(), s.cells.data() + r * list_stride);
       }
     } else {
       parallel_items(c.pool, R, [&](int slot, int64_t r) {

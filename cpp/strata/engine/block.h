@@ -25,9 +25,9 @@ struct BlockContext {
   const model::HParams* hp = nullptr;
   const model::LayerWeights* w = nullptr;
   KvCells* kv = nullptr;
-  int kv_layer = 0;            // layer index inside kv
-  CellPolicy policy;           // which cells a row attends to
-  bool use_indexer = false;    // compute and cache indexer keys, pick top-T with them
+  int kv_layer = 0;          // layer index inside kv
+  CellPolicy policy;         // which cells a row attends to
+  bool use_indexer = false;  // compute and cache indexer keys, pick top-T with them
   const Rope* rope = nullptr;
   Scratch* s = nullptr;
   ThreadPool* pool = nullptr;
@@ -37,7 +37,7 @@ struct BlockContext {
   int draft_from_row = -1;            // rows >= this are draft rows of a verification window; -1 = none
   // Where the routed experts' weights come from (experts/expert_store.h); nullptr = the mmap views.
   experts::ExpertStore* experts = nullptr;
-  int expert_layer = 0;               // this block's layer in the store (main layers, then the MTP)
+  int expert_layer = 0;  // this block's layer in the store (main layers, then the MTP)
   // An explicit attended list for a single-row run (ascending ids <= the row's position, at most
   // the scratch's max_list entries) instead of `policy`: the drafter's own cell bookkeeping.
   const int32_t* cell_list = nullptr;

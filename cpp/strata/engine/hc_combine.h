@@ -16,17 +16,17 @@ namespace strata::engine {
 
 struct CombineArgs {
   int64_t d = 0;
-  int n = 1;                        // streams
-  int n_tok = 1;                    // tokens (rows), each independent
-  int k = 0;                        // routed outputs per token
-  const float* routed = nullptr;    // [n_tok][k][d]
-  const float* weights = nullptr;   // [n_tok][k]
-  const float* shared = nullptr;    // [n_tok][d]; nullptr = no shared expert applied
+  int n = 1;                           // streams
+  int n_tok = 1;                       // tokens (rows), each independent
+  int k = 0;                           // routed outputs per token
+  const float* routed = nullptr;       // [n_tok][k][d]
+  const float* weights = nullptr;      // [n_tok][k]
+  const float* shared = nullptr;       // [n_tok][d]; nullptr = no shared expert applied
   const float* shared_gate = nullptr;  // [n_tok] (σ already applied)
-  const float* post = nullptr;      // [n_tok][n]
-  const float* comb = nullptr;      // [n_tok][n][n]
-  const float* x_in = nullptr;      // [n_tok][n][d]
-  float* x_out = nullptr;           // [n_tok][n][d]
+  const float* post = nullptr;         // [n_tok][n]
+  const float* comb = nullptr;         // [n_tok][n][n]
+  const float* x_in = nullptr;         // [n_tok][n][d]
+  float* x_out = nullptr;              // [n_tok][n][d]
 };
 
 // Dispatches to the fast path when the shape has one, else the generic path.

@@ -20,8 +20,13 @@ std::size_t mul_checked(std::size_t a, std::size_t b, const char* what) {
 }  // namespace
 
 KvCells::KvCells(int n_layer, int64_t n_cells, int n_head_kv, int head_dim, model::KvType type, int indexer_dim)
-    : n_layer_(n_layer), n_cells_(n_cells), hkv_(n_head_kv), dh_(head_dim), nb_(kv_blocks(head_dim)),
-      di_(indexer_dim), type_(type) {
+    : n_layer_(n_layer),
+      n_cells_(n_cells),
+      hkv_(n_head_kv),
+      dh_(head_dim),
+      nb_(kv_blocks(head_dim)),
+      di_(indexer_dim),
+      type_(type) {
   if (n_layer <= 0 || n_cells <= 0 || n_head_kv <= 0 || head_dim <= 0 || indexer_dim < 0)
     throw_error(ErrorKind::Value, "KV cells: invalid geometry");
   const std::size_t heads =

@@ -81,7 +81,8 @@ class KvCells {
   // is one sequential read (cell-major put the other heads' vectors between consecutive cells and
   // the reads missed the prefetchers: attention took 43 % of a decode step at 800 cells).
   std::size_t slot(int layer, int64_t cell, int head) const {
-    return (static_cast<std::size_t>(layer) * hkv_ + static_cast<std::size_t>(head)) * static_cast<std::size_t>(n_cells_) +
+    return (static_cast<std::size_t>(layer) * hkv_ + static_cast<std::size_t>(head)) *
+               static_cast<std::size_t>(n_cells_) +
            static_cast<std::size_t>(cell);
   }
 

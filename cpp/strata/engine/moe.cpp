@@ -237,7 +237,8 @@ void moe_forward(const BlockContext& c, int R) {
     shared_pending = false;
   }
   if (Fs > 0 && w.sh_gate_inp.present())
-    for (int64_t r = 0; r < R; ++r) s.shared_gate[static_cast<std::size_t>(r)] = sigmoid(s.shared_gate[static_cast<std::size_t>(r)]);
+    for (int64_t r = 0; r < R; ++r)
+      s.shared_gate[static_cast<std::size_t>(r)] = sigmoid(s.shared_gate[static_cast<std::size_t>(r)]);
 }
 
 }  // namespace strata::engine

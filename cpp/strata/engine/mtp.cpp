@@ -93,7 +93,8 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
   } else {
     const std::size_t rb = out.row_stride;
     head_copy_.resize(rb * static_cast<std::size_t>(Vr));
-    for (int64_t i = 0; i < Vr; ++i) std::memcpy(head_copy_.data() + rb * static_cast<std::size_t>(i), out.row(ids[i]), rb);
+    for (int64_t i = 0; i < Vr; ++i)
+      std::memcpy(head_copy_.data() + rb * static_cast<std::size_t>(i), out.row(ids[i]), rb);
     head_ = model::Weight{out.type, head_copy_.data(), Vr, out.cols, rb};
   }
 
@@ -113,8 +114,8 @@ void Mtp::check_rows(const int32_t* tokens, int m, int64_t pos0, bool want_logit
     throw_error(ErrorKind::Value, "Mtp: positions [" + std::to_string(pos0) + ", " + std::to_string(pos0 + m) +
                                       ") are outside the " + std::to_string(max_ctx_) + " MTP cells");
   if (want_logits && m > max_logit_rows_)
-    throw_error(ErrorKind::Value, "Mtp: logits for " + std::to_string(m) + " rows exceed " +
-                                      std::to_string(max_logit_rows_));
+    throw_error(ErrorKind::Value,
+                "Mtp: logits for " + std::to_string(m) + " rows exceed " + std::to_string(max_logit_rows_));
   for (int r = 0; r < m; ++r)
     if (tokens[r] < 0 || static_cast<uint32_t>(tokens[r]) >= hp.n_vocab)
       throw_error(ErrorKind::Value, "Mtp: token " + std::to_string(tokens[r]) + " is outside the vocabulary");
@@ -202,8 +203,8 @@ void Mtp::encode(const float* H, const int32_t* tokens, int m, int64_t pos0) {
   write_block_kv(context(), x_.data(), m, pos0);
 }
 
-void Mtp::run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells,
-                  bool want_logits, MtpState src) {
+void Mtp::run_row(const float* H, int32_t token, int64_t pos, const int32_t* cells, int64_t n_cells, bool want_logits,
+                  MtpState src) {
   check_rows(&token, 1, pos, want_logits);
   if (n_cells < 1 || n_cells > s_->shape.max_list)
     throw_error(ErrorKind::Value, "Mtp::run_row: a list of " + std::to_string(n_cells) + " cells (must be 1.." +
@@ -223,7 +224,8 @@ void Mtp::run_row(const float* H, int32_t token, int64_t pos, const int32_t* cel
 }
 
 const float* Mtp::out_streams(int r) const {
-  if (r < 0 || r >= last_rows_) throw_error(ErrorKind::Value, "Mtp::out_streams: row " + std::to_string(r) + " not in the last run");
+  if (r < 0 || r >= last_rows_)
+    throw_error(ErrorKind::Value, "Mtp::out_streams: row " + std::to_string(r) + " not in the last run");
   const model::HParams& hp = m_.hparams();
   return x_.data() + static_cast<std::size_t>(r) * hp.hc_count * hp.n_embd;
 }

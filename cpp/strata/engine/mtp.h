@@ -44,11 +44,11 @@ namespace strata::engine {
 enum class MtpState { Main, Chained };
 
 struct MtpConfig {
-  int64_t sink = 64;     // sink cells (0 = none)
-  int64_t window = 256;  // window cells (0 = every causal cell)
-  int64_t max_ctx = 0;   // cells; 0 = min(context_length, 32768)
-  int max_rows = 512;    // rows per run (encoding a prompt chunk)
-  ThreadPool* pool = nullptr;  // nullptr = ThreadPool::global()
+  int64_t sink = 64;                        // sink cells (0 = none)
+  int64_t window = 256;                     // window cells (0 = every causal cell)
+  int64_t max_ctx = 0;                      // cells; 0 = min(context_length, 32768)
+  int max_rows = 512;                       // rows per run (encoding a prompt chunk)
+  ThreadPool* pool = nullptr;               // nullptr = ThreadPool::global()
   experts::ExpertStore* experts = nullptr;  // not owned; nullptr = the mmap views
   int expert_layer = 0;                     // the MTP block's layer in the store (= n_layer)
 };
@@ -70,8 +70,7 @@ class Mtp {
   // Runs m rows: row r at position pos0 + r with input streams H + r·n·d and next token tokens[r].
   // Writes MTP cells pos0 .. pos0+m-1; each row attends by the sink/window policy. With want_logits
   // (m <= max_logit_rows), also the draft logits of every row.
-  void run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits,
-           MtpState src = MtpState::Main);
+  void run(const float* H, const int32_t* tokens, int m, int64_t pos0, bool want_logits, MtpState src = MtpState::Main);
   // K/V-only rows (the drafter encoding committed positions): the same cell bytes as run() writes,
   // without the attention read, MoE and head. out_streams/draft_logits are not produced.
   void encode(const float* H, const int32_t* tokens, int m, int64_t pos0);
@@ -81,9 +80,9 @@ class Mtp {
                MtpState src = MtpState::Main);
 
   // Results of the last run.
-  const float* out_streams(int r) const;  // [n][d] before the HyperHead
-  const float* draft_logits(int r) const; // [Vr]
-  int32_t draft_token(int r) const;       // vocab_ids[argmax] (ties to the lower index)
+  const float* out_streams(int r) const;   // [n][d] before the HyperHead
+  const float* draft_logits(int r) const;  // [Vr]
+  int32_t draft_token(int r) const;        // vocab_ids[argmax] (ties to the lower index)
 
   // A chain of n_steps draft steps from streams H at position p and next token t = t_{p+1}:
   // step j runs at position p + j with the previous step's output streams and draft token.
@@ -108,12 +107,12 @@ class Mtp {
   Rope rope_;
   std::unique_ptr<Scratch> own_scratch_;
   Scratch* s_;
-  model::Weight head_;                // [Vr, d] restricted-vocab head
-  std::vector<uint8_t> head_copy_;    // gathered rows when vocab_ids is not one run
-  AlignedBuffer<float> emb_;          // [R][d] embeddings -> normed -> e
-  AlignedBuffer<float> hn_;           // [R][n][d] normed input streams -> fc_hidden outputs
-  AlignedBuffer<float> x_;            // [R][n][d] block streams
-  AlignedBuffer<float> logits_;       // [R][Vr]
+  model::Weight head_;                  // [Vr, d] restricted-vocab head
+  std::vector<uint8_t> head_copy_;      // gathered rows when vocab_ids is not one run
+  AlignedBuffer<float> emb_;            // [R][d] embeddings -> normed -> e
+  AlignedBuffer<float> hn_;             // [R][n][d] normed input streams -> fc_hidden outputs
+  AlignedBuffer<float> x_;              // [R][n][d] block streams
+  AlignedBuffer<float> logits_;         // [R][Vr]
   AlignedBuffer<float> chain_streams_;  // [n][d]
   int last_rows_ = 0;
   bool last_logits_ = false;

@@ -53,7 +53,10 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     int lo = 0, hi = n_tasks - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (tasks[mid].first_block <= b) lo = mid; else hi = mid - 1;
+      if (tasks[mid].first_block <= b)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const LinearTask& k = tasks[lo];
     const int64_t r0 = (b - k.first_block) * k.rows_per_block;
@@ -85,7 +88,8 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
 
 std::size_t PreparedInput::arena_bytes(int64_t rows, int64_t cols) {
   // The f32 form is the largest (4 bytes per element); q8 forms are smaller.
-  return static_cast<std::size_t>(std::max<int64_t>(rows, 1)) * 3 * static_cast<std::size_t>(std::max<int64_t>(cols, 1)) * 4;
+  return static_cast<std::size_t>(std::max<int64_t>(rows, 1)) * 3 *
+         static_cast<std::size_t>(std::max<int64_t>(cols, 1)) * 4;
 }
 
 void PreparedInput::reset(const float* X, int64_t nx, int64_t cols, uint8_t* arena) {
@@ -93,7 +97,8 @@ void PreparedInput::reset(const float* X, int64_t nx, int64_t cols, uint8_t* are
   nx_ = nx;
   cols_ = cols;
   arena_ = arena;
-  slot_bytes_ = static_cast<std::size_t>(std::max<int64_t>(nx, 1)) * static_cast<std::size_t>(std::max<int64_t>(cols, 1)) * 4;
+  slot_bytes_ =
+      static_cast<std::size_t>(std::max<int64_t>(nx, 1)) * static_cast<std::size_t>(std::max<int64_t>(cols, 1)) * 4;
   n_forms_ = 0;
 }
 

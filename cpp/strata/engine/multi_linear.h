@@ -31,12 +31,12 @@ void prepare_activations(quant::GGMLType type, const float* X, int64_t nx, int64
 bool same_activation(quant::GGMLType a, quant::GGMLType b);
 
 struct LinearTask {
-  model::Weight w;                  // [rows, cols]
-  const uint8_t* act = nullptr;     // prepared activations for w.type
-  std::size_t act_stride = 0;       // bytes between prepared rows
+  model::Weight w;                    // [rows, cols]
+  const uint8_t* act = nullptr;       // prepared activations for w.type
+  std::size_t act_stride = 0;         // bytes between prepared rows
   const int32_t* act_rows = nullptr;  // which prepared rows (nullptr: 0 .. nx-1)
   int64_t nx = 1;
-  float* y = nullptr;               // output row i at y + out_row(i) * y_stride, w.rows floats
+  float* y = nullptr;  // output row i at y + out_row(i) * y_stride, w.rows floats
   int64_t y_stride = 0;
   const int32_t* y_rows = nullptr;  // nullptr: i
   // Filled by run_linear_tasks.

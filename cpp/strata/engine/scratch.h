@@ -13,10 +13,10 @@
 namespace strata::engine {
 
 struct ScratchShape {
-  int max_rows = 1;        // rows per run
-  int64_t max_ctx = 1;     // cells
-  int64_t max_list = 1;    // longest attended cell list of any row
-  int n_slots = 1;         // concurrent workers (ThreadPool::size())
+  int max_rows = 1;      // rows per run
+  int64_t max_ctx = 1;   // cells
+  int64_t max_list = 1;  // longest attended cell list of any row
+  int n_slots = 1;       // concurrent workers (ThreadPool::size())
 };
 
 struct Scratch {
@@ -35,49 +35,49 @@ struct Scratch {
   AlignedBuffer<float> collapsed;  // [R][d]
   AlignedBuffer<float> xn;         // [R][d] normed sub-layer input
   // Attention.
-  AlignedBuffer<float> q;          // [R][q_rows] projection output
-  AlignedBuffer<float> k;          // [R][Hkv·Dh]
-  AlignedBuffer<float> v;          // [R][Hkv·Dh]
-  AlignedBuffer<float> qh;         // [R][Hq·Dh] normed, rotated queries
-  AlignedBuffer<float> att;        // [R][Hq·Dh] head outputs
-  AlignedBuffer<float> rope_cs;    // [R][rope_dim]
-  AlignedBuffer<float> iq;         // [R][Hi·Di]
-  AlignedBuffer<float> iw;         // [R][Hi]
-  AlignedBuffer<float> ik;         // [R][Di]
-  AlignedBuffer<int32_t> cells;    // [R][max_list]
-  AlignedBuffer<int64_t> n_cells;  // [R]
+  AlignedBuffer<float> q;             // [R][q_rows] projection output
+  AlignedBuffer<float> k;             // [R][Hkv·Dh]
+  AlignedBuffer<float> v;             // [R][Hkv·Dh]
+  AlignedBuffer<float> qh;            // [R][Hq·Dh] normed, rotated queries
+  AlignedBuffer<float> att;           // [R][Hq·Dh] head outputs
+  AlignedBuffer<float> rope_cs;       // [R][rope_dim]
+  AlignedBuffer<float> iq;            // [R][Hi·Di]
+  AlignedBuffer<float> iw;            // [R][Hi]
+  AlignedBuffer<float> ik;            // [R][Di]
+  AlignedBuffer<int32_t> cells;       // [R][max_list]
+  AlignedBuffer<int64_t> n_cells;     // [R]
   int head_group = 1;                 // G: query heads attended together (attend_group)
   AlignedBuffer<float> slot_scores;   // [slots][G][max(max_ctx, max_list)]
   AlignedBuffer<int32_t> slot_order;  // [slots][max_ctx]
   AlignedBuffer<float> slot_chunk;    // [slots][G][Dh]
-  AlignedBuffer<float> out;        // [R][d] sub-layer output
-  AlignedBuffer<float> one;        // [R] = 1 (expand weights)
+  AlignedBuffer<float> out;           // [R][d] sub-layer output
+  AlignedBuffer<float> one;           // [R] = 1 (expand weights)
   // MoE.
-  AlignedBuffer<float> probs;      // [R][E]
-  AlignedBuffer<float> sel;        // [R][E] sigmoid routing's selection scores (routing/glm_scoring.h)
-  AlignedBuffer<int32_t> ids;      // [R][K]
-  AlignedBuffer<float> weights;    // [R][K]
+  AlignedBuffer<float> probs;            // [R][E]
+  AlignedBuffer<float> sel;              // [R][E] sigmoid routing's selection scores (routing/glm_scoring.h)
+  AlignedBuffer<int32_t> ids;            // [R][K]
+  AlignedBuffer<float> weights;          // [R][K]
   AlignedBuffer<int32_t> expert_count;   // [E]
   AlignedBuffer<int32_t> expert_offset;  // [E+1]
   AlignedBuffer<int32_t> expert_order;   // [E] experts in compute order (experts::LayerPass)
   AlignedBuffer<uint8_t> window_map;     // [E] a verification window's requested experts (window routing)
-  AlignedBuffer<int32_t> entries;  // [R·K] entry ids (row·K + slot) sorted by expert
-  AlignedBuffer<int32_t> entry_rows;  // [R·K] the row of each sorted entry
-  AlignedBuffer<float> ge;         // [R·K][F] gate outputs per entry, then silu(gate)·up
-  AlignedBuffer<float> ue;         // [R·K][F]
-  AlignedBuffer<float> routed;     // [R][K][d]
-  AlignedBuffer<float> sg;         // [R][max(Fs, Fd)] shared expert or dense FFN (glm4moe) gate
-  AlignedBuffer<float> su;         // [R][max(Fs, Fd)]
-  AlignedBuffer<float> shared;     // [R][d]
-  AlignedBuffer<float> shared_gate;  // [R]
+  AlignedBuffer<int32_t> entries;        // [R·K] entry ids (row·K + slot) sorted by expert
+  AlignedBuffer<int32_t> entry_rows;     // [R·K] the row of each sorted entry
+  AlignedBuffer<float> ge;               // [R·K][F] gate outputs per entry, then silu(gate)·up
+  AlignedBuffer<float> ue;               // [R·K][F]
+  AlignedBuffer<float> routed;           // [R][K][d]
+  AlignedBuffer<float> sg;               // [R][max(Fs, Fd)] shared expert or dense FFN (glm4moe) gate
+  AlignedBuffer<float> su;               // [R][max(Fs, Fd)]
+  AlignedBuffer<float> shared;           // [R][d]
+  AlignedBuffer<float> shared_gate;      // [R]
   // Heads.
-  AlignedBuffer<float> h;          // [R][d] collapsed, normed head input
+  AlignedBuffer<float> h;  // [R][d] collapsed, normed head input
   // Prepared activations and the task list of the fused linear dispatches (multi_linear.h).
-  AlignedBuffer<uint8_t> act_x;    // xn in up to three activation forms
-  AlignedBuffer<uint8_t> act_h;    // [R·K] expert hidden rows in the down weights' form
-  AlignedBuffer<uint8_t> act_hs;   // [R] shared-expert hidden rows
+  AlignedBuffer<uint8_t> act_x;   // xn in up to three activation forms
+  AlignedBuffer<uint8_t> act_h;   // [R·K] expert hidden rows in the down weights' form
+  AlignedBuffer<uint8_t> act_hs;  // [R] shared-expert hidden rows
   PreparedInput prep_x;
-  std::vector<LinearTask> tasks;   // capacity fixed at creation (2E + 16)
+  std::vector<LinearTask> tasks;  // capacity fixed at creation (2E + 16)
 };
 
 }  // namespace strata::engine

@@ -269,8 +269,8 @@ int32_t Sequence::draft_step(float* logits_out) {
   cells_.draft_row_cells(pos32, list_);
   cells_.check_reads(list_, pos32, chain_step_);
   ledger_.check_draft_row(list_, pos, chain_, n_past_);
-  const int32_t d = backend_->draft_row(mtp_in_.data(), chain_token_, pos, list_, logits_out, mtp_in_.data(),
-                                         chain_step_ > 0);
+  const int32_t d =
+      backend_->draft_row(mtp_in_.data(), chain_token_, pos, list_, logits_out, mtp_in_.data(), chain_step_ > 0);
   chain_token_ = d;
   ++chain_step_;
   return d;

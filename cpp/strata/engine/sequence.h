@@ -143,7 +143,7 @@ class Sequence : public DecodeTarget {
   std::unique_ptr<SequenceBackend> backend_;
   SequenceConfig cfg_;
   bool encode_allowed_ = true;  // cfg.encode_mtp at construction
-  std::size_t nd_ = 0;  // floats of one row's streams (hc_count · n_embd)
+  std::size_t nd_ = 0;          // floats of one row's streams (hc_count · n_embd)
   int64_t n_past_ = 0, n_committed_ = 0;
   // The rows the backend holds (the last chunk) and the carried row before them.
   int64_t last_start_ = 0;

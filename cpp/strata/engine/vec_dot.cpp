@@ -76,8 +76,8 @@ void axpy_f32_multi_scalar(const float* w, int G, const float* x, int64_t n, flo
   for (int g = 0; g < G; ++g) axpy_f32_scalar(w[g], x, n, outs[g]);
 }
 
-const VecKernels kScalar{dot_f32_scalar,       dot_i8_scalar,        axpy_f32_scalar,      axpy_i8_scalar,
-                         dot_i8_multi_scalar,  axpy_i8_multi_scalar, dot_f32_multi_scalar, axpy_f32_multi_scalar};
+const VecKernels kScalar{dot_f32_scalar,      dot_i8_scalar,        axpy_f32_scalar,      axpy_i8_scalar,
+                         dot_i8_multi_scalar, axpy_i8_multi_scalar, dot_f32_multi_scalar, axpy_f32_multi_scalar};
 
 }  // namespace
 

@@ -10,9 +10,9 @@ namespace strata::engine {
 
 struct VecKernels {
   float (*dot_f32)(const float* a, const float* b, int64_t n);
-  float (*dot_i8)(const float* a, const int8_t* q, int64_t n);        // Σ a[i]·float(q[i])
-  void (*axpy_f32)(float w, const float* x, int64_t n, float* out);   // out[i] += w·x[i]
-  void (*axpy_i8)(float w, const int8_t* q, int64_t n, float* out);   // out[i] += w·float(q[i])
+  float (*dot_i8)(const float* a, const int8_t* q, int64_t n);       // Σ a[i]·float(q[i])
+  void (*axpy_f32)(float w, const float* x, int64_t n, float* out);  // out[i] += w·x[i]
+  void (*axpy_i8)(float w, const int8_t* q, int64_t n, float* out);  // out[i] += w·float(q[i])
   // G vectors against one int8 vector (a GQA group's query heads reading one K/V head): q is
   // converted once; each g is bitwise the single call. out[g] = dot_i8(a[g], q, n);
   // outs[g][i] += w[g]·float(q[i]).

@@ -28,7 +28,8 @@ uint64_t ExpertLayout::total_bytes() const {
 }
 
 void ExpertLayout::validate(uint64_t file_size) const {
-  if (n_expert < 1) throw_error(ErrorKind::Format, path + ": expert layout with " + std::to_string(n_expert) + " experts");
+  if (n_expert < 1)
+    throw_error(ErrorKind::Format, path + ": expert layout with " + std::to_string(n_expert) + " experts");
   for (int l = 0; l < n_layers(); ++l) {
     for (int p = 0; p < kExpertParts; ++p) {
       const ExpertTensor& t = layers[static_cast<std::size_t>(l)].part[p];

@@ -27,13 +27,13 @@ struct ExpertLayer {
 };
 
 struct ExpertLayout {
-  std::string path;                // the file ("" when the model has no file: mmap mode only)
-  int64_t n_expert = 0;            // E, the same for every layer
+  std::string path;      // the file ("" when the model has no file: mmap mode only)
+  int64_t n_expert = 0;  // E, the same for every layer
   std::vector<ExpertLayer> layers;
-  bool has_file_offsets = false;   // every part's file_offset is known
+  bool has_file_offsets = false;  // every part's file_offset is known
 
   int n_layers() const { return static_cast<int>(layers.size()); }
-  uint64_t total_bytes() const;    // every expert of every layer
+  uint64_t total_bytes() const;  // every expert of every layer
   // Checks shapes, strides and (with file offsets) that every range lies inside a file of
   // file_size bytes; a Format error names the layer and tensor.
   void validate(uint64_t file_size) const;

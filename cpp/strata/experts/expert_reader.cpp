@@ -22,7 +22,8 @@ const char* direct_io_name(DirectIo d) {
 
 ExpertReader::ExpertReader(const std::string& path, DirectIo mode) : path_(path), mode_(mode) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw_file_error(ErrorKind::IO, path, std::string("cannot open for expert reads: ") + std::strerror(errno));
+  if (fd_ < 0)
+    throw_file_error(ErrorKind::IO, path, std::string("cannot open for expert reads: ") + std::strerror(errno));
   struct stat st{};
   if (::fstat(fd_, &st) != 0) {
     const int e = errno;
@@ -105,7 +106,8 @@ void ExpertReader::fall_back(const std::string& why) {
 void ExpertReader::fail(const ReadWhat& what, uint64_t offset, std::size_t len, const std::string& why) const {
   std::string msg = "reading ";
   if (what.expert >= 0)
-    msg += "expert " + std::to_string(what.expert) + " of layer " + std::to_string(what.layer) + " (" + what.part + ", ";
+    msg +=
+        "expert " + std::to_string(what.expert) + " of layer " + std::to_string(what.layer) + " (" + what.part + ", ";
   else
     msg += "(";
   msg += std::to_string(len) + " bytes at offset " + std::to_string(offset) + "): " + why;
@@ -122,8 +124,9 @@ uint64_t ExpertReader::read_buffered(uint64_t offset, std::size_t len, uint8_t* 
       fail(what, offset, len, std::string(std::strerror(errno)) + " after " + std::to_string(done) + " bytes");
     }
     if (r == 0)
-      fail(what, offset, len, "unexpected end of file after " + std::to_string(done) + " bytes (the file is " +
-                                  std::to_string(size_) + " bytes; was it truncated?)");
+      fail(what, offset, len,
+           "unexpected end of file after " + std::to_string(done) + " bytes (the file is " + std::to_string(size_) +
+               " bytes; was it truncated?)");
     done += static_cast<std::size_t>(r);
   }
   return len - first;
@@ -152,8 +155,9 @@ uint64_t ExpertReader::read(uint64_t offset, std::size_t len, uint8_t* dst, cons
       fail(what, offset, len, std::string(std::strerror(e)) + " (direct I/O) after " + std::to_string(done) + " bytes");
     }
     if (r == 0)
-      fail(what, offset, len, "unexpected end of file after " + std::to_string(done > h ? done - h : 0) +
-                                  " bytes (the file is " + std::to_string(size_) + " bytes; was it truncated?)");
+      fail(what, offset, len,
+           "unexpected end of file after " + std::to_string(done > h ? done - h : 0) + " bytes (the file is " +
+               std::to_string(size_) + " bytes; was it truncated?)");
     done += static_cast<std::size_t>(r);
     transferred += static_cast<uint64_t>(r);
     if (done < need && done % kAlign != 0) {

@@ -32,7 +32,8 @@ std::string mib(uint64_t b) {
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 }  // namespace
@@ -44,10 +45,11 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   const int64_t E = layout_.n_expert;
   if (L < 1) throw_error(ErrorKind::Value, "expert store: the model has no MoE layers");
   if (cfg.io_threads < 0 || cfg.io_threads > 64)
-    throw_error(ErrorKind::Config, "expert store: io_threads = " + std::to_string(cfg.io_threads) + " must be in [0, 64]");
+    throw_error(ErrorKind::Config,
+                "expert store: io_threads = " + std::to_string(cfg.io_threads) + " must be in [0, 64]");
   if (!(cfg.cache_fraction >= 0.0 && cfg.cache_fraction <= 1.0))
-    throw_error(ErrorKind::Config, "expert store: cache fraction " + std::to_string(cfg.cache_fraction) +
-                                       " must be in [0, 1]");
+    throw_error(ErrorKind::Config,
+                "expert store: cache fraction " + std::to_string(cfg.cache_fraction) + " must be in [0, 1]");
   order_slot_.assign(static_cast<std::size_t>(E), -1);
   order_held_.assign(static_cast<std::size_t>(E), 0);
 
@@ -211,8 +213,14 @@ void ExpertStore::clear() {
 void ExpertStore::lru_remove(int32_t s) {
   Slot& sl = slots_[static_cast<std::size_t>(s)];
   if (!sl.in_lru) return;
-  if (sl.prev >= 0) slots_[static_cast<std::size_t>(sl.prev)].next = sl.next; else lru_head_ = sl.next;
-  if (sl.next >= 0) slots_[static_cast<std::size_t>(sl.next)].prev = sl.prev; else lru_tail_ = sl.prev;
+  if (sl.prev >= 0)
+    slots_[static_cast<std::size_t>(sl.prev)].next = sl.next;
+  else
+    lru_head_ = sl.next;
+  if (sl.next >= 0)
+    slots_[static_cast<std::size_t>(sl.next)].prev = sl.prev;
+  else
+    lru_tail_ = sl.prev;
   sl.prev = sl.next = -1;
   sl.in_lru = false;
 }
@@ -221,7 +229,10 @@ void ExpertStore::lru_push_back(int32_t s) {
   Slot& sl = slots_[static_cast<std::size_t>(s)];
   sl.prev = lru_tail_;
   sl.next = -1;
-  if (lru_tail_ >= 0) slots_[static_cast<std::size_t>(lru_tail_)].next = s; else lru_head_ = s;
+  if (lru_tail_ >= 0)
+    slots_[static_cast<std::size_t>(lru_tail_)].next = s;
+  else
+    lru_head_ = s;
   lru_tail_ = s;
   sl.in_lru = true;
 }
@@ -322,7 +333,8 @@ void ExpertStore::run_job(uint32_t job) {
   try {
     io = reader_->read(off, t.view.expert_stride, region, ReadWhat{layer, static_cast<int>(e), expert_part_name(p)});
     if (repack_part_[static_cast<std::size_t>(layer) * kExpertParts + static_cast<std::size_t>(p)])
-      cpu::repack_rows_in_place(cpu::plain_type(t.view.type), region + ExpertReader::head(off), t.view.rows, t.view.cols);
+      cpu::repack_rows_in_place(cpu::plain_type(t.view.type), region + ExpertReader::head(off), t.view.rows,
+                                t.view.cols);
   } catch (...) {
     err = std::current_exception();
   }
@@ -382,8 +394,8 @@ void ExpertStore::probe_page_cache(const ExpertView& v, int layer) {
 
 // ---- LayerPass
 
-LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count,
-                     int64_t n_expert, int32_t* order)
+LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert,
+                     int32_t* order)
     : store_(store), stream_(store && store->mode() == ExpertMode::Stream), layer_(layer), w_(w), order_(order) {
   if (store_ && (layer < 0 || layer >= store_->n_layers() || n_expert != store_->n_expert()))
     throw_error(ErrorKind::Internal, "LayerPass: layer " + std::to_string(layer) + " / " + std::to_string(n_expert) +

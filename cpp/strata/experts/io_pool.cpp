@@ -4,7 +4,8 @@
 
 namespace strata::experts {
 
-IoPool::IoPool(int n_threads, std::size_t max_jobs, Run run) : run_(std::move(run)), ring_(max_jobs > 0 ? max_jobs : 1) {
+IoPool::IoPool(int n_threads, std::size_t max_jobs, Run run)
+    : run_(std::move(run)), ring_(max_jobs > 0 ? max_jobs : 1) {
   workers_.reserve(static_cast<std::size_t>(n_threads > 0 ? n_threads : 0));
   for (int i = 0; i < n_threads; ++i) workers_.emplace_back([this] { loop(); });
 }

@@ -54,8 +54,10 @@ MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_si
     if (::madvise(map + cursor, mapped - cursor, MADV_WILLNEED) != 0) ++out.failures;
     out.other_bytes += mapped - cursor;
   }
-  if (fd >= 0) ::close(fd);
-  else ++out.failures;
+  if (fd >= 0)
+    ::close(fd);
+  else
+    ++out.failures;
   return out;
 }
 

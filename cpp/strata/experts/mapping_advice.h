@@ -20,10 +20,10 @@
 namespace strata::experts {
 
 struct MappingAdvice {
-  bool applied = false;          // false: no mapping to advise (no data pointers, or not one whole-file mapping)
-  uint64_t expert_bytes = 0;     // bytes advised as expert ranges (whole pages)
-  uint64_t other_bytes = 0;      // bytes of the ranges between them (read ahead)
-  int failures = 0;              // madvise/fadvise calls the kernel refused (the store still works)
+  bool applied = false;       // false: no mapping to advise (no data pointers, or not one whole-file mapping)
+  uint64_t expert_bytes = 0;  // bytes advised as expert ranges (whole pages)
+  uint64_t other_bytes = 0;   // bytes of the ranges between them (read ahead)
+  int failures = 0;           // madvise/fadvise calls the kernel refused (the store still works)
 };
 
 // Applies the advice above for `layout` over a file of file_size bytes. Never throws.

@@ -15,12 +15,12 @@ class RouteTrace {
   struct Layer {
     int rows = 0;
     int k = 0;
-    bool has_map = false;             // a residency map was passed to the router
+    bool has_map = false;  // a residency map was passed to the router
     int draft_from_row = -1;
     routing::MoceParams moce;
-    std::vector<float> probs;         // [rows][E]
-    std::vector<uint8_t> resident;    // [E] when has_map
-    std::vector<int32_t> ids;         // [rows][k]
+    std::vector<float> probs;       // [rows][E]
+    std::vector<uint8_t> resident;  // [E] when has_map
+    std::vector<int32_t> ids;       // [rows][k]
   };
 
   void enable(int n_layers, int64_t n_expert);

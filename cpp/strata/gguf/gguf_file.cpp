@@ -28,9 +28,7 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
 // file, so the vectors only grow as far as the file's own bytes allow).
 constexpr uint64_t kReserveCap = uint64_t{1} << 20;
 
-uint32_t byteswap32(uint32_t v) {
-  return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
-}
+uint32_t byteswap32(uint32_t v) { return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24); }
 
 std::string hex_bytes(const uint8_t* p, std::size_t n) {
   std::string out;
@@ -96,10 +94,8 @@ void File::parse() {
     if (swapped >= 1 && swapped <= 3)
       c.fail_at(version_at, "big-endian GGUF (version field " + hex_bytes(data_ + 4, 4) +
                                 ") is not supported; strata reads little-endian GGUF only");
-    if (version_ == 1)
-      c.fail_at(version_at, "GGUF version 1 is not supported (strata reads versions 2 and 3)");
-    c.fail_at(version_at, "unsupported GGUF version " + std::to_string(version_) +
-                              " (strata reads versions 2 and 3)");
+    if (version_ == 1) c.fail_at(version_at, "GGUF version 1 is not supported (strata reads versions 2 and 3)");
+    c.fail_at(version_at, "unsupported GGUF version " + std::to_string(version_) + " (strata reads versions 2 and 3)");
   }
 
   const uint64_t tensor_count_at = c.offset();
@@ -110,8 +106,8 @@ void File::parse() {
     c.fail_at(kv_count_at, "metadata key-value count " + std::to_string(kv_count) + " exceeds the limit of " +
                                std::to_string(kMaxKeyValues));
   if (tensor_count > kMaxTensors)
-    c.fail_at(tensor_count_at, "tensor count " + std::to_string(tensor_count) + " exceeds the limit of " +
-                                   std::to_string(kMaxTensors));
+    c.fail_at(tensor_count_at,
+              "tensor count " + std::to_string(tensor_count) + " exceeds the limit of " + std::to_string(kMaxTensors));
   if (kv_count > c.remaining() / kMinEntryBytes)
     c.fail_at(kv_count_at, "metadata key-value count " + std::to_string(kv_count) + " cannot fit in the " +
                                std::to_string(c.remaining()) + " bytes left in the file");
@@ -185,8 +181,8 @@ void File::parse_tensor_infos(ByteCursor& c, uint64_t count) {
     need(c, 4, "dimension count", what);
     const uint32_t n_dims = c.u32("tensor dimension count");
     if (n_dims > kMaxDims)
-      c.fail_at(dims_at, what + ": n_dims " + std::to_string(n_dims) + " exceeds the maximum of " +
-                             std::to_string(kMaxDims));
+      c.fail_at(dims_at,
+                what + ": n_dims " + std::to_string(n_dims) + " exceeds the maximum of " + std::to_string(kMaxDims));
     TensorInfo t;
     t.name = std::string(name);
     t.ne.resize(n_dims);
@@ -196,8 +192,8 @@ void File::parse_tensor_infos(ByteCursor& c, uint64_t count) {
       need(c, 8, "dimensions", what);
       const int64_t ne = c.i64("tensor dimension");
       if (ne <= 0)
-        c.fail_at(dim_at, what + ": dimension " + std::to_string(d) + " is " + std::to_string(ne) +
-                              ", must be positive");
+        c.fail_at(dim_at,
+                  what + ": dimension " + std::to_string(d) + " is " + std::to_string(ne) + ", must be positive");
       if (__builtin_mul_overflow(n_elements, ne, &n_elements))
         c.fail_at(dim_at, what + ": element count overflows 64 bits");
       t.ne[d] = ne;
@@ -256,9 +252,8 @@ void File::place_tensors(ByteCursor& c, const std::vector<uint64_t>& info_offset
     const TensorInfo& cur = tensors_[order[k]];
     if (prev.offset + prev.nbytes > cur.offset)
       c.fail_at(info_offsets[order[k]], "tensors " + quoted(prev.name) + " " +
-                                            range(prev.offset, prev.offset + prev.nbytes) + " and " +
-                                            quoted(cur.name) + " " + range(cur.offset, cur.offset + cur.nbytes) +
-                                            " overlap");
+                                            range(prev.offset, prev.offset + prev.nbytes) + " and " + quoted(cur.name) +
+                                            " " + range(cur.offset, cur.offset + cur.nbytes) + " overlap");
   }
 }
 
@@ -310,21 +305,25 @@ std::string describe_integer(const Value& v) {
 
 template <class T>
 constexpr const char* int_name() {
-  if constexpr (std::is_same_v<T, uint32_t>) return "uint32";
-  else if constexpr (std::is_same_v<T, int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, uint64_t>) return "uint64";
-  else return "int64";
+  if constexpr (std::is_same_v<T, uint32_t>)
+    return "uint32";
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return "uint64";
+  else
+    return "int64";
 }
 
 template <class T>
 T get_integer(const File& f, const Value& v, const std::string& key) {
   if (!v.is_integer())
-    throw_file_error(ErrorKind::Format, f.path(), "key " + quoted(key) + " has type " + v.type_description() +
-                                                      ", expected " + int_name<T>());
+    throw_file_error(ErrorKind::Format, f.path(),
+                     "key " + quoted(key) + " has type " + v.type_description() + ", expected " + int_name<T>());
   T out{};
   if (!fits(v, out))
-    throw_file_error(ErrorKind::Format, f.path(), "key " + quoted(key) + " = " + describe_integer(v) +
-                                                      " does not fit in " + int_name<T>());
+    throw_file_error(ErrorKind::Format, f.path(),
+                     "key " + quoted(key) + " = " + describe_integer(v) + " does not fit in " + int_name<T>());
   return out;
 }
 
@@ -335,9 +334,9 @@ std::vector<T> get_integer_array(const File& f, const Value& v, const std::strin
   v.for_each([&](const Value& e) {
     T x{};
     if (!fits(e, x))
-      throw_file_error(ErrorKind::Format, f.path(), "key " + quoted(key) + "[" + std::to_string(out.size()) +
-                                                        "] = " + describe_integer(e) + " does not fit in " +
-                                                        int_name<T>());
+      throw_file_error(ErrorKind::Format, f.path(),
+                       "key " + quoted(key) + "[" + std::to_string(out.size()) + "] = " + describe_integer(e) +
+                           " does not fit in " + int_name<T>());
     out.push_back(x);
   });
   return out;
@@ -358,8 +357,7 @@ bool string_elements(ValueType t) { return t == ValueType::STRING; }
 
 const Value& File::typed(const std::string& key, ValueType t) const {
   const Value& v = value(key);
-  if (v.type() != t)
-    key_error(key, "has type " + v.type_description() + ", expected " + value_type_name(t));
+  if (v.type() != t) key_error(key, "has type " + v.type_description() + ", expected " + value_type_name(t));
   return v;
 }
 

@@ -63,7 +63,7 @@ class File {
 
   // ---- metadata
   bool has(const std::string& key) const { return key_index_.count(key) != 0; }
-  const Value* find(const std::string& key) const;  // nullptr when absent
+  const Value* find(const std::string& key) const;   // nullptr when absent
   const Value& value(const std::string& key) const;  // throws "key 'k' missing"
   ValueType type_of(const std::string& key) const;   // throws "key 'k' missing"
   // Keys in file order with their values, for inspection.

@@ -8,8 +8,8 @@ namespace {
 // The fewest bytes one element of `t` can take: what an array's count is checked against
 // before anything is walked or allocated.
 uint64_t min_element_bytes(ValueType t) {
-  if (t == ValueType::STRING) return 8;      // the length field
-  if (t == ValueType::ARRAY) return 4 + 8;   // element type + count
+  if (t == ValueType::STRING) return 8;     // the length field
+  if (t == ValueType::ARRAY) return 4 + 8;  // element type + count
   return value_type_size(t);
 }
 
@@ -62,14 +62,14 @@ Value Value::read(ByteCursor& c, ValueType type, const std::string& what, int de
       const uint64_t min_bytes = min_element_bytes(v.elem_type_);
       if (v.count_ > c.remaining() / min_bytes)
         c.fail_at(count_at, what + ": array length " + std::to_string(v.count_) + " of " +
-                                value_type_name(v.elem_type_) + " cannot fit in the " +
-                                std::to_string(c.remaining()) + " bytes left in the file");
+                                value_type_name(v.elem_type_) + " cannot fit in the " + std::to_string(c.remaining()) +
+                                " bytes left in the file");
       if (v.elem_type_ == ValueType::BOOL) {
         const uint8_t* p = c.here();
         for (uint64_t i = 0; i < v.count_; ++i)
           if (p[i] > 1)
-            c.fail_at(c.offset() + i, what + ": bool element " + std::to_string(i) + " is " +
-                                          std::to_string(p[i]) + ", not 0 or 1");
+            c.fail_at(c.offset() + i,
+                      what + ": bool element " + std::to_string(i) + " is " + std::to_string(p[i]) + ", not 0 or 1");
         (void)c.take(v.count_, "bool array");
       } else if (const std::size_t sz = value_type_size(v.elem_type_); sz != 0) {
         (void)c.take(v.count_ * sz, "array elements");  // count * sz <= remaining: checked above
@@ -94,8 +94,8 @@ std::string Value::type_description() const {
 
 void Value::require_type(ValueType t) const {
   if (type_ != t)
-    throw_error(ErrorKind::Internal, std::string("GGUF value of type ") + value_type_name(type_) +
-                                         " read as " + value_type_name(t));
+    throw_error(ErrorKind::Internal,
+                std::string("GGUF value of type ") + value_type_name(type_) + " read as " + value_type_name(t));
 }
 
 std::optional<uint64_t> Value::to_u64() const {
@@ -118,13 +118,15 @@ std::optional<int64_t> Value::to_i64() const {
     case ValueType::INT16: return ByteCursor::load<int16_t>(data_);
     case ValueType::INT32: return ByteCursor::load<int32_t>(data_);
     case ValueType::INT64: return ByteCursor::load<int64_t>(data_);
-    case ValueType::UINT8: case ValueType::UINT16: case ValueType::UINT32: case ValueType::UINT64: {
+    case ValueType::UINT8:
+    case ValueType::UINT16:
+    case ValueType::UINT32:
+    case ValueType::UINT64: {
       const uint64_t u = *to_u64();
       if (u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(u);
       return std::nullopt;
     }
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 

@@ -30,8 +30,8 @@ class Value {
   bool is_number() const { return is_integer_type(type_) || is_float_type(type_); }
   std::optional<uint64_t> to_u64() const;
   std::optional<int64_t> to_i64() const;
-  double to_f64() const;  // any numeric type; Internal error otherwise
-  bool to_bool() const;   // BOOL only
+  double to_f64() const;               // any numeric type; Internal error otherwise
+  bool to_bool() const;                // BOOL only
   std::string_view to_string() const;  // STRING only
 
   // Arrays (ARRAY only).

@@ -37,7 +37,8 @@ AttentionWeights bind_attention(TensorBinder& b, const HParams& hp, const std::s
   a.q_norm = optional_f32(b, p + "attn_q_norm.weight", Dh);
   a.k_norm = optional_f32(b, p + "attn_k_norm.weight", Dh);
   if ((a.q_norm == nullptr) != (a.k_norm == nullptr))
-    refuse(b, "tensors " + p + "attn_q_norm.weight and " + p + "attn_k_norm.weight must be both present or both absent");
+    refuse(b,
+           "tensors " + p + "attn_q_norm.weight and " + p + "attn_k_norm.weight must be both present or both absent");
   return a;
 }
 
@@ -66,14 +67,15 @@ LayerWeights bind_layer(TensorBinder& b, const HParams& hp, uint32_t l) {
   m.gate = b.experts(p + "ffn_gate_exps.weight", E, F, d);
   m.up = b.experts(p + "ffn_up_exps.weight", E, F, d);
   m.down = b.experts(p + "ffn_down_exps.weight", E, d, F);
-  if (hp.gating == Gating::Sigmoid) m.score_bias = b.f32(p + "exp_probs_b.bias", {E});
+  if (hp.gating == Gating::Sigmoid)
+    m.score_bias = b.f32(p + "exp_probs_b.bias", {E});
   else if (b.has(p + "exp_probs_b.bias"))
     refuse(b, "tensor " + p + "exp_probs_b.bias is present but glm4moe.expert_gating_func is softmax");
   const bool sh = Fs > 0;
   for (const char* t : {"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"})
     if (b.has(p + t) != sh)
-      refuse(b, "tensor " + p + t + (sh ? " is missing" : " is present") + " (glm4moe.expert_shared_count = " +
-                    std::to_string(Fs / F) + ")");
+      refuse(b, "tensor " + p + t + (sh ? " is missing" : " is present") +
+                    " (glm4moe.expert_shared_count = " + std::to_string(Fs / F) + ")");
   if (sh) {
     m.sh_gate = b.matrix(p + "ffn_gate_shexp.weight", Fs, d);
     m.sh_up = b.matrix(p + "ffn_up_shexp.weight", Fs, d);

@@ -64,8 +64,8 @@ HParams read_strata(const ModelSource& src) {
   hp.head_dim = k.u32("attention.key_length");
   const uint32_t value_length = k.u32("attention.value_length", hp.head_dim);
   if (value_length != hp.head_dim)
-    k.fail("attention.value_length", "= " + std::to_string(value_length) + " must equal attention.key_length = " +
-                                         std::to_string(hp.head_dim));
+    k.fail("attention.value_length",
+           "= " + std::to_string(value_length) + " must equal attention.key_length = " + std::to_string(hp.head_dim));
   hp.rms_eps = k.f32("attention.layer_norm_rms_epsilon");
   hp.attn_gated = k.flag("attention.gated", false);
   hp.sink_count = k.u32("attention.sink_count", 0);
@@ -89,8 +89,8 @@ HParams read_strata(const ModelSource& src) {
   if (hp.n_nextn == 1) hp.mtp_vocab = k.u32("nextn.vocab_size");
   if (hp.n_nextn > 1) k.fail("nextn_predict_layers", "= " + std::to_string(hp.n_nextn) + " (only 0 or 1 supported)");
   if (hp.n_block <= hp.n_nextn)
-    k.fail("block_count", "= " + std::to_string(hp.n_block) + " leaves no main layer (nextn_predict_layers = " +
-                              std::to_string(hp.n_nextn) + ")");
+    k.fail("block_count", "= " + std::to_string(hp.n_block) +
+                              " leaves no main layer (nextn_predict_layers = " + std::to_string(hp.n_nextn) + ")");
   hp.n_layer = hp.n_block - hp.n_nextn;
   return hp;
 }
@@ -103,8 +103,8 @@ void read_llama_style_keys(const KeyReader& k, HParams& hp) {
   hp.head_dim = k.u32("attention.key_length", hp.n_embd / hp.n_head);
   const uint32_t value_length = k.u32("attention.value_length", hp.head_dim);
   if (value_length != hp.head_dim)
-    k.fail("attention.value_length", "= " + std::to_string(value_length) + " must equal attention.key_length = " +
-                                         std::to_string(hp.head_dim));
+    k.fail("attention.value_length",
+           "= " + std::to_string(value_length) + " must equal attention.key_length = " + std::to_string(hp.head_dim));
   hp.rms_eps = k.f32("attention.layer_norm_rms_epsilon");
   hp.rope_base = k.f32("rope.freq_base", 10000.0f);
   hp.rope_dim = k.u32("rope.dimension_count", hp.head_dim);
@@ -141,8 +141,8 @@ HParams read_glm4moe(const ModelSource& src) {
   hp.n_nextn = k.u32("nextn_predict_layers", 0);
   if (hp.n_nextn > 1) k.fail("nextn_predict_layers", "= " + std::to_string(hp.n_nextn) + " (only 0 or 1 supported)");
   if (hp.n_block <= hp.n_nextn)
-    k.fail("block_count", "= " + std::to_string(hp.n_block) + " leaves no main layer (nextn_predict_layers = " +
-                              std::to_string(hp.n_nextn) + ")");
+    k.fail("block_count", "= " + std::to_string(hp.n_block) +
+                              " leaves no main layer (nextn_predict_layers = " + std::to_string(hp.n_nextn) + ")");
   hp.n_layer = hp.n_block - hp.n_nextn;
   read_llama_style_keys(k, hp);
   hp.ff_shared = hp.ff_expert * k.u32("expert_shared_count", 0);
@@ -217,13 +217,14 @@ void validate_hparams(const HParams& hp, const std::string& origin) {
   finite(hp.rms_eps, "attention.layer_norm_rms_epsilon", true);
   if (hp.hc_count > 1) finite(hp.hc_eps, "hyper_connection.epsilon", true);
   if (hp.n_expert_used > hp.n_expert)
-    bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) + " exceeds expert_count = " +
-                    std::to_string(hp.n_expert));
+    bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) +
+                    " exceeds expert_count = " + std::to_string(hp.n_expert));
   if (hp.n_expert_used > 64)
     bad(origin, "key " + p + "expert_used_count = " + std::to_string(hp.n_expert_used) +
                     " exceeds the 64 experts per token strata supports");
   if (hp.hc_count == 0) bad(origin, "key " + p + "hyper_connection.count must be >= 1");
-  if (hp.hc_count > 64) bad(origin, "key " + p + "hyper_connection.count = " + std::to_string(hp.hc_count) + " (max 64)");
+  if (hp.hc_count > 64)
+    bad(origin, "key " + p + "hyper_connection.count = " + std::to_string(hp.hc_count) + " (max 64)");
   if (hp.hc_count > 1 && (hp.hc_sinkhorn_iters == 0 || hp.hc_sinkhorn_iters > 1000))
     bad(origin, "key " + p + "hyper_connection.sinkhorn_iterations = " + std::to_string(hp.hc_sinkhorn_iters) +
                     " must be in [1, 1000] when hyper_connection.count > 1");
@@ -247,9 +248,9 @@ HParams read_hparams(const ModelSource& src) {
   } else if (*arch == "glm4moe") {
     hp = read_glm4moe(src);
   } else {
-    throw_file_error(ErrorKind::Format, src.origin(),
-                     "general.architecture = '" + *arch +
-                         "' is not supported (expected 'strata', 'qwen3moe' or 'glm4moe')");
+    throw_file_error(
+        ErrorKind::Format, src.origin(),
+        "general.architecture = '" + *arch + "' is not supported (expected 'strata', 'qwen3moe' or 'glm4moe')");
   }
   validate_hparams(hp, src.origin());
   return hp;

@@ -19,14 +19,14 @@ struct HParams {
   Arch arch = Arch::Strata;
   std::string arch_name;
   uint32_t context_length = 0;
-  uint32_t n_embd = 0;          // d
-  uint32_t n_vocab = 0;         // V: rows of token_embd (filled by the weight binding)
-  uint32_t n_block = 0;         // block_count as stored (main layers + nextn layers)
-  uint32_t n_layer = 0;         // L main layers
-  uint32_t n_nextn = 0;         // 0 or 1 MTP layers
-  uint32_t n_head = 0;          // Hq
-  uint32_t n_head_kv = 0;       // Hkv
-  uint32_t head_dim = 0;        // Dh
+  uint32_t n_embd = 0;     // d
+  uint32_t n_vocab = 0;    // V: rows of token_embd (filled by the weight binding)
+  uint32_t n_block = 0;    // block_count as stored (main layers + nextn layers)
+  uint32_t n_layer = 0;    // L main layers
+  uint32_t n_nextn = 0;    // 0 or 1 MTP layers
+  uint32_t n_head = 0;     // Hq
+  uint32_t n_head_kv = 0;  // Hkv
+  uint32_t head_dim = 0;   // Dh
   float rms_eps = 1e-6f;
   bool attn_gated = false;
   uint32_t sink_count = 0;      // S
@@ -35,19 +35,19 @@ struct HParams {
   uint32_t indexer_dim = 0;     // Di
   uint32_t indexer_top_k = 0;   // T
   float rope_base = 10000.0f;
-  uint32_t rope_dim = 0;        // rotated dims per head, NEOX pairing
-  uint32_t n_expert = 0;        // E
-  uint32_t n_expert_used = 0;   // K
-  uint32_t ff_expert = 0;       // F
-  uint32_t ff_shared = 0;       // Fs (0 = no shared expert)
-  uint32_t hc_count = 1;        // n streams
+  uint32_t rope_dim = 0;       // rotated dims per head, NEOX pairing
+  uint32_t n_expert = 0;       // E
+  uint32_t n_expert_used = 0;  // K
+  uint32_t ff_expert = 0;      // F
+  uint32_t ff_shared = 0;      // Fs (0 = no shared expert)
+  uint32_t hc_count = 1;       // n streams
   uint32_t hc_sinkhorn_iters = 0;
   float hc_eps = 0.0f;
-  uint32_t mtp_vocab = 0;       // Vr (when n_nextn = 1)
+  uint32_t mtp_vocab = 0;  // Vr (when n_nextn = 1)
   KvType kv_type = KvType::Int8;
   // glm4moe (defaults keep strata and qwen3moe unchanged).
-  uint32_t n_dense_lead = 0;    // leading layers with a dense SwiGLU FFN instead of the MoE
-  uint32_t ff_dense = 0;        // their width (feed_forward_length)
+  uint32_t n_dense_lead = 0;  // leading layers with a dense SwiGLU FFN instead of the MoE
+  uint32_t ff_dense = 0;      // their width (feed_forward_length)
   Gating gating = Gating::Softmax;
   bool expert_weights_norm = true;    // renormalise the selected experts' weights
   float expert_weights_scale = 1.0f;  // routed_scaling_factor, applied after the renormalisation

@@ -26,14 +26,14 @@ class Model {
   const HParams& hparams() const { return hp_; }
   const ModelSource& source() const { return *src_; }
 
-  Weight tok_embd;                // [V, d]
-  Weight output;                  // [V, d] (qwen3moe without output.weight: token_embd, tied)
+  Weight tok_embd;  // [V, d]
+  Weight output;    // [V, d] (qwen3moe without output.weight: token_embd, tied)
   // The main head's repacked copy (model/weight_repack.cpp), read by the logits GEMV; absent = output.
   // `output` itself stays in the file's format: the drafter's restricted-vocab head reads its rows.
   Weight output_repacked;
   const Weight& logits_head() const { return output_repacked.present() ? output_repacked : output; }
   const float* output_norm = nullptr;
-  HyperHeadWeights head_hc;       // absent when n = 1
+  HyperHeadWeights head_hc;  // absent when n = 1
   std::vector<LayerWeights> layers;
   std::optional<MtpWeights> mtp;  // when nextn_predict_layers = 1
   // Weight bytes made at load rather than mapped (drafter requant, model/drafter_requant.h); views

@@ -40,8 +40,9 @@ void bind_qwen3moe(Model& m) {
     mo.down = b.experts(p + "ffn_down_exps.weight", E, d, F);
     if (b.has(p + "ffn_gate_shexp.weight"))
       throw_file_error(ErrorKind::Format, b.origin(),
-                       "tensor " + p + "ffn_gate_shexp.weight is present: qwen3moe has no shared expert "
-                       "(a qwen2moe file?)");
+                       "tensor " + p +
+                           "ffn_gate_shexp.weight is present: qwen3moe has no shared expert "
+                           "(a qwen2moe file?)");
     m.layers.push_back(L);
   }
 }

@@ -11,10 +11,8 @@ namespace {
 
 void feature_presence(TensorBinder& b, const std::string& name, bool wanted, const std::string& why) {
   const bool have = b.has(name);
-  if (have && !wanted)
-    throw_file_error(ErrorKind::Format, b.origin(), "tensor " + name + " is present but " + why);
-  if (!have && wanted)
-    throw_file_error(ErrorKind::Format, b.origin(), "tensor " + name + " is missing (" + why + ")");
+  if (have && !wanted) throw_file_error(ErrorKind::Format, b.origin(), "tensor " + name + " is present but " + why);
+  if (!have && wanted) throw_file_error(ErrorKind::Format, b.origin(), "tensor " + name + " is missing (" + why + ")");
 }
 
 HyperConnWeights bind_hc(TensorBinder& b, const HParams& hp, const std::string& prefix) {
@@ -61,9 +59,8 @@ LayerWeights bind_block(TensorBinder& b, const HParams& hp, int block, bool with
   a.k_norm = b.f32(p + "attn_k_norm.weight", {Dh});
   a.o = b.matrix(p + "attn_output.weight", d, static_cast<int64_t>(hp.n_head) * Dh);
   const bool idx = with_indexer && hp.indexer_heads > 0;
-  const std::string idx_why = with_indexer
-                                  ? "strata.attention.indexer.head_count = " + std::to_string(hp.indexer_heads)
-                                  : "the MTP block never uses the indexer";
+  const std::string idx_why = with_indexer ? "strata.attention.indexer.head_count = " + std::to_string(hp.indexer_heads)
+                                           : "the MTP block never uses the indexer";
   feature_presence(b, p + "indexer.attn_q.weight", idx, idx_why);
   feature_presence(b, p + "indexer.attn_k.weight", idx, idx_why);
   feature_presence(b, p + "indexer.weights.weight", idx, idx_why);
@@ -80,8 +77,8 @@ LayerWeights bind_block(TensorBinder& b, const HParams& hp, int block, bool with
   m.up = b.experts(p + "ffn_up_exps.weight", E, F, d);
   m.down = b.experts(p + "ffn_down_exps.weight", E, d, F);
   const std::string sh_why = "strata.expert_shared_feed_forward_length = " + std::to_string(Fs);
-  for (const char* t : {"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight",
-                        "ffn_gate_inp_shexp.weight"})
+  for (const char* t :
+       {"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight", "ffn_gate_inp_shexp.weight"})
     feature_presence(b, p + t, Fs > 0, sh_why);
   if (Fs > 0) {
     m.sh_gate = b.matrix(p + "ffn_gate_shexp.weight", Fs, d);
@@ -114,8 +111,8 @@ void bind_strata(Model& m) {
   if (hp.n_nextn == 1) {
     if (hp.mtp_vocab > hp.n_vocab)
       throw_file_error(ErrorKind::Format, b.origin(),
-                       "key strata.nextn.vocab_size = " + std::to_string(hp.mtp_vocab) +
-                           " exceeds the vocabulary (" + std::to_string(hp.n_vocab) + ")");
+                       "key strata.nextn.vocab_size = " + std::to_string(hp.mtp_vocab) + " exceeds the vocabulary (" +
+                           std::to_string(hp.n_vocab) + ")");
     MtpWeights w;
     w.block = bind_block(b, hp, static_cast<int>(hp.n_layer), false);
     w.enorm = b.f32(mp + "enorm.weight", {d});

@@ -41,9 +41,9 @@ void TensorBinder::check_shape(const TensorRef& t, const std::vector<int64_t>& d
 
 void TensorBinder::check_size(const TensorRef& t, std::size_t bytes) const {
   if (t.nbytes < bytes)
-    throw_file_error(ErrorKind::Format, src_.origin(),
-                     "tensor " + t.name + " holds " + std::to_string(t.nbytes) + " bytes, expected " +
-                         std::to_string(bytes));
+    throw_file_error(
+        ErrorKind::Format, src_.origin(),
+        "tensor " + t.name + " holds " + std::to_string(t.nbytes) + " bytes, expected " + std::to_string(bytes));
 }
 
 Weight TensorBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {

@@ -106,10 +106,13 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
     rep.bytes += bytes;
   }
   auto run = [&jobs](int64_t b, int64_t e) {
-    for (int64_t j = b; j < e; ++j) cpu::repack_rows(jobs[j].type, jobs[j].src, jobs[j].rows, jobs[j].cols, jobs[j].dst);
+    for (int64_t j = b; j < e; ++j)
+      cpu::repack_rows(jobs[j].type, jobs[j].src, jobs[j].rows, jobs[j].cols, jobs[j].dst);
   };
-  if (pool) pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, run);
-  else run(0, static_cast<int64_t>(jobs.size()));
+  if (pool)
+    pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, run);
+  else
+    run(0, static_cast<int64_t>(jobs.size()));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

@@ -19,9 +19,9 @@ namespace strata::model {
 
 struct RepackReport {
   cpu::RepackMode mode = cpu::RepackMode::Off;
-  int64_t matrices = 0;      // weights repacked (an expert stack counts once)
-  uint64_t bytes = 0;        // owned bytes they now occupy
-  double seconds = 0.0;      // wall time of the repack
+  int64_t matrices = 0;       // weights repacked (an expert stack counts once)
+  uint64_t bytes = 0;         // owned bytes they now occupy
+  double seconds = 0.0;       // wall time of the repack
   bool experts_left = false;  // auto left the routed experts mapped: their copies would not fit
   std::string summary() const;
 };

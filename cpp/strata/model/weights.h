@@ -60,16 +60,16 @@ struct AttentionWeights {
   const float* q_bias = nullptr;  // glm4moe: optional projection biases [Hq·Dh], [Hkv·Dh], [Hkv·Dh]
   const float* k_bias = nullptr;
   const float* v_bias = nullptr;
-  Weight idx_q, idx_k, idx_w;     // indexer (absent when Hi = 0 and in the MTP block)
+  Weight idx_q, idx_k, idx_w;  // indexer (absent when Hi = 0 and in the MTP block)
 };
 
 struct MoeWeights {
-  const float* norm = nullptr;  // ffn_norm [d]
-  Weight router;                // ffn_gate_inp [E, d]
-  ExpertWeights gate, up, down; // [E, F, d], [E, F, d], [E, d, F]
+  const float* norm = nullptr;                  // ffn_norm [d]
+  Weight router;                                // ffn_gate_inp [E, d]
+  ExpertWeights gate, up, down;                 // [E, F, d], [E, F, d], [E, d, F]
   Weight sh_gate, sh_up, sh_down, sh_gate_inp;  // shared expert (absent when Fs = 0); sh_gate_inp absent =
                                                 // the shared expert is added ungated (glm4moe)
-  const float* score_bias = nullptr;  // [E] sigmoid routing's selection bias (glm4moe exp_probs_b)
+  const float* score_bias = nullptr;            // [E] sigmoid routing's selection bias (glm4moe exp_probs_b)
 };
 
 // A dense SwiGLU FFN (glm4moe's leading layers): down(silu(gate x) ⊙ up x), norm = ffn norm [d].
@@ -81,8 +81,8 @@ struct DenseFfnWeights {
 
 struct LayerWeights {
   AttentionWeights attn;
-  MoeWeights moe;        // absent (router not present) in a dense layer
-  DenseFfnWeights dense; // present only in glm4moe's leading dense layers
+  MoeWeights moe;                    // absent (router not present) in a dense layer
+  DenseFfnWeights dense;             // present only in glm4moe's leading dense layers
   HyperConnWeights hc_attn, hc_ffn;  // absent when n = 1
 };
 

@@ -60,8 +60,7 @@ void dequant_q2_k(const BlockQ2_K* b, float* y, int64_t nb) {
           const uint8_t sc = b[i].scales[8 * h + 2 * s + half];
           const float dl = d * static_cast<float>(sc & 0xF);
           const float ml = dmin * static_cast<float>(sc >> 4);
-          for (int l = 16 * half; l < 16 * half + 16; ++l)
-            *y++ = dl * static_cast<float>((q[l] >> (2 * s)) & 3) - ml;
+          for (int l = 16 * half; l < 16 * half + 16; ++l) *y++ = dl * static_cast<float>((q[l] >> (2 * s)) & 3) - ml;
         }
       }
     }

@@ -5,7 +5,7 @@
 
 namespace strata::quant {
 
-extern const uint64_t kIQ2XSGrid[512];  // IQ2_XS: 8 magnitudes per entry, byte j = element j
+extern const uint64_t kIQ2XSGrid[512];   // IQ2_XS: 8 magnitudes per entry, byte j = element j
 extern const uint32_t kIQ3XXSGrid[256];  // IQ3_XXS: 4 magnitudes per entry, byte j = element j
 extern const uint8_t kIQSigns[128];      // 7 stored sign bits -> 8 (even parity); bit j negates element j
 

@@ -52,11 +52,13 @@ void require_quantizer(GGMLType type, QuantMethod method) {
 bool has_quantizer(GGMLType type, QuantMethod method) {
   if (method == QuantMethod::Lloyd) return type == GGMLType::Q4_0;
   switch (type) {
-    case GGMLType::F32: case GGMLType::F16: case GGMLType::BF16:
-    case GGMLType::Q8_0: case GGMLType::Q5_0: case GGMLType::Q4_0:
-      return true;
-    default:
-      return false;
+    case GGMLType::F32:
+    case GGMLType::F16:
+    case GGMLType::BF16:
+    case GGMLType::Q8_0:
+    case GGMLType::Q5_0:
+    case GGMLType::Q4_0: return true;
+    default: return false;
   }
 }
 
@@ -114,8 +116,7 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
       continue;
     }
     const float iscale = 127.0f / amax;
-    for (int j = 0; j < kQK_K; ++j)
-      y[i].qs[j] = static_cast<int8_t>(std::clamp(nearest_int(iscale * x[j]), -127, 127));
+    for (int j = 0; j < kQK_K; ++j) y[i].qs[j] = static_cast<int8_t>(std::clamp(nearest_int(iscale * x[j]), -127, 127));
     for (int g = 0; g < kQK_K / 16; ++g) {
       int sum = 0;
       for (int j = 0; j < 16; ++j) sum += y[i].qs[16 * g + j];
@@ -132,8 +133,8 @@ void quantize_row(GGMLType type, const float* src, void* dst, int64_t n, QuantMe
     // The block rules divide by the block's largest magnitude: NaN or infinity has no encoding.
     for (int64_t i = 0; i < n; ++i)
       if (!std::isfinite(src[i]))
-        throw_error(ErrorKind::Value, std::string("cannot quantize a non-finite value (element ") +
-                                          std::to_string(i) + " of the row) to " + type_name(type));
+        throw_error(ErrorKind::Value, std::string("cannot quantize a non-finite value (element ") + std::to_string(i) +
+                                          " of the row) to " + type_name(type));
   }
   switch (type) {
     case GGMLType::F32: std::memcpy(dst, src, static_cast<std::size_t>(n) * 4); return;

@@ -23,9 +23,9 @@ void build_plan(const int32_t* ids, int n_rows, int k, int n_experts, const uint
   for (int e = 0; e < n_entries; ++e) {
     const int32_t x = ids[e];
     if (x < 0 || x >= n_experts)
-      throw_error(ErrorKind::Value, "build_plan: expert id " + std::to_string(x) + " at row " +
-                                        std::to_string(e / k) + " rank " + std::to_string(e % k) +
-                                        " is outside [0, " + std::to_string(n_experts) + ")");
+      throw_error(ErrorKind::Value, "build_plan: expert id " + std::to_string(x) + " at row " + std::to_string(e / k) +
+                                        " rank " + std::to_string(e % k) + " is outside [0, " +
+                                        std::to_string(n_experts) + ")");
     ++count[static_cast<size_t>(x)];
   }
 

@@ -53,8 +53,8 @@ float resident_multiplier(const MoceParams& p, bool draft_row, int rank) {
   return (rank >= bonus_from && m > 1.0f) ? m : 1.0f;
 }
 
-void route_row(const float* probs, int n_experts, int k, const uint8_t* resident, const MoceParams& p,
-               bool draft_row, int32_t* ids, float* weights) {
+void route_row(const float* probs, int n_experts, int k, const uint8_t* resident, const MoceParams& p, bool draft_row,
+               int32_t* ids, float* weights) {
   if (k < 1 || k > n_experts || k > kMaxTopK)
     throw_error(ErrorKind::Value, "route_row: k = " + std::to_string(k) + " must be in [1, min(n_experts = " +
                                       std::to_string(n_experts) + ", " + std::to_string(kMaxTopK) + ")]");

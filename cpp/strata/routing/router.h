@@ -29,7 +29,7 @@ float resident_multiplier(const MoceParams& p, bool draft_row, int rank);
 // id) into ids[0..k) and their weights into weights[0..k): the original probabilities renormalised
 // over the selected set, sum floored at 2^-14. No allocation. Throws Value if k is not in
 // [1, min(n_experts, kMaxTopK)].
-void route_row(const float* probs, int n_experts, int k, const uint8_t* resident, const MoceParams& p,
-               bool draft_row, int32_t* ids, float* weights);
+void route_row(const float* probs, int n_experts, int k, const uint8_t* resident, const MoceParams& p, bool draft_row,
+               int32_t* ids, float* weights);
 
 }  // namespace strata::routing

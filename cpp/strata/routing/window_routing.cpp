@@ -27,7 +27,8 @@ void route_window_rows(const float* probs, int n_rows, int n_experts, int k, con
   const int n_target = window ? first_draft : n_rows;
   for (int r = 0; r < n_target; ++r)
     route_row(probs + static_cast<int64_t>(r) * n_experts, n_experts, k, resident, p,
-              first_draft >= 0 && r >= first_draft, ids + static_cast<int64_t>(r) * k, weights + static_cast<int64_t>(r) * k);
+              first_draft >= 0 && r >= first_draft, ids + static_cast<int64_t>(r) * k,
+              weights + static_cast<int64_t>(r) * k);
   if (!window) return;
   window_map_begin(map, resident, n_experts, ids, static_cast<int64_t>(n_target) * k);
   const MoceParams wp = window_draft_params(p);

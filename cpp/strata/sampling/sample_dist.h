@@ -19,7 +19,7 @@ struct SampleWorkspace {
   std::vector<double> bucket_mass;
   std::vector<uint32_t> seen;  // per-token stamp: distinct-token bookkeeping for the penalties
   uint32_t stamp = 0;
-  std::vector<float> dist;     // verify_window's per-row distribution
+  std::vector<float> dist;  // verify_window's per-row distribution
 };
 
 // Writes V probabilities to out[0..V) (zero outside the support; they sum to 1 up to float rounding).

@@ -22,8 +22,8 @@
 namespace strata::sampling {
 
 struct VerifyResult {
-  int accepted = 0;        // drafts kept: drafts[0..accepted)
-  int32_t next_token = -1; // the token sampled after them
+  int accepted = 0;         // drafts kept: drafts[0..accepted)
+  int32_t next_token = -1;  // the token sampled after them
 };
 
 // logits: (drafts.size() + 1) rows × V, row-major. history: every committed token, ending with the

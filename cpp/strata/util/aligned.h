@@ -18,7 +18,9 @@ class AlignedBuffer {
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   AlignedBuffer(AlignedBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), capacity_(std::exchange(o.capacity_, 0)), count_(std::exchange(o.count_, 0)) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        capacity_(std::exchange(o.capacity_, 0)),
+        count_(std::exchange(o.count_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) {
       std::free(data_);
@@ -53,7 +55,7 @@ class AlignedBuffer {
  private:
   T* data_ = nullptr;
   std::size_t capacity_ = 0;  // allocated elements
-  std::size_t count_ = 0;  // requested size
+  std::size_t count_ = 0;     // requested size
 };
 
 }  // namespace strata

@@ -8,11 +8,11 @@
 namespace strata {
 
 enum class ErrorKind {
-  Format,   // a model/session file is malformed or inconsistent
-  IO,       // the OS refused a read, write or map
-  Config,   // a setting is malformed or out of range
-  Value,    // a caller passed an invalid argument
-  Internal, // a broken invariant inside strata (a bug)
+  Format,    // a model/session file is malformed or inconsistent
+  IO,        // the OS refused a read, write or map
+  Config,    // a setting is malformed or out of range
+  Value,     // a caller passed an invalid argument
+  Internal,  // a broken invariant inside strata (a bug)
 };
 
 class Error : public std::runtime_error {
@@ -31,7 +31,7 @@ class Error : public std::runtime_error {
 
 }  // namespace strata
 
-#define STRATA_CHECK(cond, kind, msg)                      \
-  do {                                                     \
-    if (!(cond)) ::strata::throw_error((kind), (msg));     \
+#define STRATA_CHECK(cond, kind, msg)                  \
+  do {                                                 \
+    if (!(cond)) ::strata::throw_error((kind), (msg)); \
   } while (0)

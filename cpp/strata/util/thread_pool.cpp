@@ -108,7 +108,8 @@ ThreadPool::ThreadPool(int n_threads, int spin_us) : spin_us_(std::max(0, spin_u
   for (int i = 1; i < n_threads; ++i) {
     std::string why;
     try {
-      if (i == g_fail_start_at.load()) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+      if (i == g_fail_start_at.load())
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
       workers_.emplace_back([this] { worker_loop(); });
     } catch (const std::exception& e) {  // std::system_error (EAGAIN), or bad_alloc for its state
       why = e.what();
@@ -194,7 +195,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   generation_.fetch_add(1);  // publishes the job (seq_cst)
   dispatches_.fetch_add(1, std::memory_order_relaxed);
   if (sleeping_workers_.load() > 0) {
-    { std::lock_guard<std::mutex> lock(mutex_); }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+    }
     cv_start_.notify_all();
   }
   run_chunks();

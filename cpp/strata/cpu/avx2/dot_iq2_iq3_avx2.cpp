@@ -25,8 +25,8 @@ inline long long i64(uint64_t v) { return static_cast<long long>(v); }
 
 // ±1 per byte: -1 where the weight is negative.
 inline __m256i sign_bytes(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t s3) {
-  const __m256i mask = _mm256_set_epi64x(i64(kIQSignMasks[s3]), i64(kIQSignMasks[s2]), i64(kIQSignMasks[s1]),
-                                         i64(kIQSignMasks[s0]));
+  const __m256i mask =
+      _mm256_set_epi64x(i64(kIQSignMasks[s3]), i64(kIQSignMasks[s2]), i64(kIQSignMasks[s1]), i64(kIQSignMasks[s0]));
   return _mm256_or_si256(mask, _mm256_set1_epi8(1));
 }
 
@@ -60,10 +60,10 @@ float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
     for (int g = 0; g < 8; ++g, q3 += 8, q8 += 32) {
       uint32_t aux;
       std::memcpy(&aux, x[i].qs + quant::kQK_K / 4 + 4 * g, 4);
-      const __m256i grid = _mm256_set_epi32(
-          static_cast<int>(kIQ3XXSGrid[q3[7]]), static_cast<int>(kIQ3XXSGrid[q3[6]]), static_cast<int>(kIQ3XXSGrid[q3[5]]),
-          static_cast<int>(kIQ3XXSGrid[q3[4]]), static_cast<int>(kIQ3XXSGrid[q3[3]]), static_cast<int>(kIQ3XXSGrid[q3[2]]),
-          static_cast<int>(kIQ3XXSGrid[q3[1]]), static_cast<int>(kIQ3XXSGrid[q3[0]]));
+      const __m256i grid = _mm256_set_epi32(static_cast<int>(kIQ3XXSGrid[q3[7]]), static_cast<int>(kIQ3XXSGrid[q3[6]]),
+                                            static_cast<int>(kIQ3XXSGrid[q3[5]]), static_cast<int>(kIQ3XXSGrid[q3[4]]),
+                                            static_cast<int>(kIQ3XXSGrid[q3[3]]), static_cast<int>(kIQ3XXSGrid[q3[2]]),
+                                            static_cast<int>(kIQ3XXSGrid[q3[1]]), static_cast<int>(kIQ3XXSGrid[q3[0]]));
       const __m256i signs = sign_bytes(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
       const __m256i p = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(loadu256(q8), signs));
       const short ls = static_cast<short>(2 * (aux >> 28) + 1);

@@ -134,7 +134,8 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const auto* y = static_cast<const BlockQ8_0*>(act);
   const int64_t nb = n / quant::kQK32;
   int64_t r = 0;
-  for (; r + 4 <= nrows; r += 4) dot_group<Ops, 4, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r);
+  for (; r + 4 <= nrows; r += 4)
+    dot_group<Ops, 4, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r);
   switch (nrows - r) {
     case 3: dot_group<Ops, 3, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r); break;
     case 2: dot_group<Ops, 2, 1>(nb, p + static_cast<std::size_t>(r) * stride, stride, &y, &out, r); break;

@@ -35,7 +35,8 @@ inline __m128i q3_k_scales(const uint8_t* s) {
   const uint32_t a1 = (aux[1] & kmask2) | (((aux[2] >> 2) & kmask1) << 4);
   const uint32_t a2 = ((aux[0] >> 4) & kmask2) | (((aux[2] >> 4) & kmask1) << 4);
   const uint32_t a3 = ((aux[1] >> 4) & kmask2) | (((aux[2] >> 6) & kmask1) << 4);
-  const __m128i u = _mm_set_epi32(static_cast<int>(a3), static_cast<int>(a2), static_cast<int>(a1), static_cast<int>(a0));
+  const __m128i u =
+      _mm_set_epi32(static_cast<int>(a3), static_cast<int>(a2), static_cast<int>(a1), static_cast<int>(a0));
   return _mm_sub_epi8(u, _mm_set1_epi8(32));
 }
 
@@ -88,9 +89,8 @@ float dot_q5_k(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* y) {
     utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
     utmp[2] = uaux;
     utmp[0] &= kmask1;
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(
-        _mm_set_epi32(static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]),
-                      static_cast<int>(utmp[0])));
+    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
+        static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
     const __m256i q8sums = loadu256(y[i].bsums);
     const __m128i q8s = _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
     const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), q8s);

@@ -40,8 +40,8 @@ void quantize_act_q8_0(const float* x, void* act, int64_t n) {
     v1 = round_half_away(_mm256_mul_ps(v1, vid));
     v2 = round_half_away(_mm256_mul_ps(v2, vid));
     v3 = round_half_away(_mm256_mul_ps(v3, vid));
-    const __m256i q = pack_i8(_mm256_cvttps_epi32(v0), _mm256_cvttps_epi32(v1), _mm256_cvttps_epi32(v2),
-                              _mm256_cvttps_epi32(v3));
+    const __m256i q =
+        pack_i8(_mm256_cvttps_epi32(v0), _mm256_cvttps_epi32(v1), _mm256_cvttps_epi32(v2), _mm256_cvttps_epi32(v3));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs), q);
   }
 }

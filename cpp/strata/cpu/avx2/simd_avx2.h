@@ -49,7 +49,8 @@ inline __m256i bytes_from_nibbles_32(const uint8_t* p) {
 inline __m256i bytes_from_bits_32(const uint8_t* p) {
   uint32_t x32;
   std::memcpy(&x32, p, 4);
-  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+  const __m256i shuf =
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
   __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)), shuf);
   bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
   return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
@@ -64,9 +65,7 @@ inline __m256i mul_add_epi8(__m256i x, __m256i y) {
   return _mm256_maddubs_epi16(ax, sy);
 }
 
-inline __m256 sum_i16_pairs_float(__m256i x) {
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), x));
-}
+inline __m256 sum_i16_pairs_float(__m256i x) { return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), x)); }
 
 inline __m256 mul_sum_i8_pairs_float(__m256i x, __m256i y) { return sum_i16_pairs_float(mul_add_epi8(x, y)); }
 

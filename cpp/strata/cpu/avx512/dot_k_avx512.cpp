@@ -23,7 +23,8 @@ using quant::BlockQ8_K;
 
 // vpermw indices: 128-bit lane l of the result takes int16 lane (base + l) of the source.
 inline __m512i lanes_idx(int base) {
-  const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 1)), _mm_set1_epi16(static_cast<short>(base)));
+  const __m256i lo =
+      _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 1)), _mm_set1_epi16(static_cast<short>(base)));
   const __m256i hi =
       _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 3)), _mm_set1_epi16(static_cast<short>(base + 2)));
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
@@ -166,7 +167,7 @@ inline void prep_q6_k(const BlockQ6_K& x, Q6KPrep& p) {
     const __m512i hbits = _mm512_broadcast_i64x4(loadu256(x.qh + 32 * j));
     const __m512i ha = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hbits, shift01), m3), 4);
     const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hbits, shift23), m3), 4);
-    p.q[2 * j] = _mm512_or_si512(_mm512_and_si512(lbits, m4), ha);                             // chunks 0, 1
+    p.q[2 * j] = _mm512_or_si512(_mm512_and_si512(lbits, m4), ha);                            // chunks 0, 1
     p.q[2 * j + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lbits, 4), m4), hb);  // chunks 2, 3
     p.sc[2 * j] = _mm512_permutexvar_epi16(lanes_idx(8 * j), scales);
     p.sc[2 * j + 1] = _mm512_permutexvar_epi16(lanes_idx(8 * j + 4), scales);
@@ -315,8 +316,8 @@ float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
     const int8_t* q8 = y[i].qs;
     alignas(16) int16_t ls[8];
     for (int g = 0; g < 8; ++g)
-      ls[g] = static_cast<int16_t>((((x[i].scales_l[g / 2] >> (4 * (g % 2))) & 0xF) |
-                                    (((x[i].scales_h >> (2 * g)) & 3) << 4)) - 32);
+      ls[g] = static_cast<int16_t>(
+          (((x[i].scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((x[i].scales_h >> (2 * g)) & 3) << 4)) - 32);
     const __m512i scales = _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(ls)));
     __m512i sumi = _mm512_setzero_si512();
     for (int g = 0; g < 8; g += 4) {
@@ -364,12 +365,12 @@ void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
 void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
 }
-void dot_rows_multi_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
-                         int nact, float* const* outs) {
+void dot_rows_multi_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                         float* const* outs) {
   rows_multi<BlockQ4_K, Q4KRowActs>(n, w, stride, nrows, acts, nact, outs);
 }
-void dot_rows_multi_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
-                         int nact, float* const* outs) {
+void dot_rows_multi_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                         float* const* outs) {
   rows_multi<BlockQ6_K, Q6KRowActs>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {

@@ -35,7 +35,7 @@ struct Q4Ops {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
       const __m512i w = loadu512(qs + 64 * c);
-      st[c] = _mm512_and_si512(w, m4);                           // columns 4c .. 4c + 3
+      st[c] = _mm512_and_si512(w, m4);                            // columns 4c .. 4c + 3
       st[c + 4] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);  // columns 16 + 4c .. 16 + 4c + 3
     }
   }
@@ -57,8 +57,10 @@ inline __m512i bcast_word(const int8_t* p) {
 }
 
 inline void store_rows(float* out, __m512 v, int n_valid) {
-  if (n_valid == repack::kRows) _mm512_storeu_ps(out, v);
-  else _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
+  if (n_valid == repack::kRows)
+    _mm512_storeu_ps(out, v);
+  else
+    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
 }
 
 // G consecutive groups (16·G rows from grp) against one activation: out[0 .. 16·G).

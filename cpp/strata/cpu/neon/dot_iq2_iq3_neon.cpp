@@ -23,7 +23,8 @@ using quant::kIQSignMasks;
 // Magnitudes (lanes 0..7 from lo, 8..15 from hi) with the signs of two 7-bit sign fields.
 inline int8x16_t signed_magnitudes(uint64_t lo, uint64_t hi, uint32_t s_lo, uint32_t s_hi) {
   const int8x16_t g = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(lo), vcreate_u64(hi)));
-  const int8x16_t m = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(kIQSignMasks[s_lo]), vcreate_u64(kIQSignMasks[s_hi])));
+  const int8x16_t m =
+      vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(kIQSignMasks[s_lo]), vcreate_u64(kIQSignMasks[s_hi])));
   return vsubq_s8(veorq_s8(g, m), m);
 }
 
@@ -52,7 +53,8 @@ float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
       std::memcpy(&aux, x[i].qs + quant::kQK_K / 4 + 4 * g, 4);
       const uint8_t* q3 = x[i].qs + 8 * g;
       const int8_t* q8 = y[i].qs + 32 * g;
-      const int8x16_t w0 = signed_magnitudes(iq3_pair(q3[0], q3[1]), iq3_pair(q3[2], q3[3]), aux & 127, (aux >> 7) & 127);
+      const int8x16_t w0 =
+          signed_magnitudes(iq3_pair(q3[0], q3[1]), iq3_pair(q3[2], q3[3]), aux & 127, (aux >> 7) & 127);
       const int8x16_t w1 =
           signed_magnitudes(iq3_pair(q3[4], q3[5]), iq3_pair(q3[6], q3[7]), (aux >> 14) & 127, (aux >> 21) & 127);
       const int32x4_t p = dot_s8(dot_s8(vdupq_n_s32(0), w0, vld1q_s8(q8)), w1, vld1q_s8(q8 + 16));

@@ -37,7 +37,8 @@ float dot_q2_k(int64_t nb, const BlockQ2_K* x, const BlockQ8_K* y) {
       isum += (sc[0] & 0xF) * dot16(as_s8(a0), vld1q_s8(q8 + 0)) + (sc[1] & 0xF) * dot16(as_s8(b0), vld1q_s8(q8 + 16));
       isum += (sc[2] & 0xF) * dot16(as_s8(a1), vld1q_s8(q8 + 32)) + (sc[3] & 0xF) * dot16(as_s8(b1), vld1q_s8(q8 + 48));
       isum += (sc[4] & 0xF) * dot16(as_s8(a2), vld1q_s8(q8 + 64)) + (sc[5] & 0xF) * dot16(as_s8(b2), vld1q_s8(q8 + 80));
-      isum += (sc[6] & 0xF) * dot16(as_s8(a3), vld1q_s8(q8 + 96)) + (sc[7] & 0xF) * dot16(as_s8(b3), vld1q_s8(q8 + 112));
+      isum +=
+          (sc[6] & 0xF) * dot16(as_s8(a3), vld1q_s8(q8 + 96)) + (sc[7] & 0xF) * dot16(as_s8(b3), vld1q_s8(q8 + 112));
     }
     const float dall = y[i].d * fp16_to_fp32(x[i].d);
     const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
@@ -55,7 +56,8 @@ float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
       uint8_t sc_lo, m_lo, sc_hi, m_hi;
       quant::q4_k_scale_min(2 * j, x[i].scales, sc_lo, m_lo);
       quant::q4_k_scale_min(2 * j + 1, x[i].scales, sc_hi, m_hi);
-      summs += m_lo * (y[i].bsums[4 * j] + y[i].bsums[4 * j + 1]) + m_hi * (y[i].bsums[4 * j + 2] + y[i].bsums[4 * j + 3]);
+      summs +=
+          m_lo * (y[i].bsums[4 * j] + y[i].bsums[4 * j + 1]) + m_hi * (y[i].bsums[4 * j + 2] + y[i].bsums[4 * j + 3]);
       const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * j);
       const uint8x16_t q1 = vld1q_u8(x[i].qs + 32 * j + 16);
       const int8_t* q8 = y[i].qs + 64 * j;

@@ -36,7 +36,8 @@ float dot_q3_k(int64_t nb, const BlockQ3_K* x, const BlockQ8_K* y) {
         const uint8x16_t ub = vorrq_u8(vandq_u8(shr(qb, 2 * s), m3), vshlq_n_u8(vandq_u8(shr(hb, bit), m1), 2));
         const int pa = dot16(vsubq_s8(as_s8(ua), m4), vld1q_s8(q8 + 32 * s));
         const int pb = dot16(vsubq_s8(as_s8(ub), m4), vld1q_s8(q8 + 32 * s + 16));
-        isum += quant::q3_k_scale(x[i].scales, 8 * h + 2 * s) * pa + quant::q3_k_scale(x[i].scales, 8 * h + 2 * s + 1) * pb;
+        isum +=
+            quant::q3_k_scale(x[i].scales, 8 * h + 2 * s) * pa + quant::q3_k_scale(x[i].scales, 8 * h + 2 * s + 1) * pb;
       }
     }
     sum += (fp16_to_fp32(x[i].d) * y[i].d) * static_cast<float>(isum);
@@ -55,10 +56,13 @@ float dot_q5_k(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* y) {
       uint8_t sc_lo, m_lo, sc_hi, m_hi;
       quant::q4_k_scale_min(2 * j, x[i].scales, sc_lo, m_lo);
       quant::q4_k_scale_min(2 * j + 1, x[i].scales, sc_hi, m_hi);
-      summs += m_lo * (y[i].bsums[4 * j] + y[i].bsums[4 * j + 1]) + m_hi * (y[i].bsums[4 * j + 2] + y[i].bsums[4 * j + 3]);
+      summs +=
+          m_lo * (y[i].bsums[4 * j] + y[i].bsums[4 * j + 1]) + m_hi * (y[i].bsums[4 * j + 2] + y[i].bsums[4 * j + 3]);
       const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * j), q1 = vld1q_u8(x[i].qs + 32 * j + 16);
-      const uint8x16_t f0l = vshlq_n_u8(vandq_u8(shr(h0, 2 * j), m1), 4), f1l = vshlq_n_u8(vandq_u8(shr(h1, 2 * j), m1), 4);
-      const uint8x16_t f0h = vshlq_n_u8(vandq_u8(shr(h0, 2 * j + 1), m1), 4), f1h = vshlq_n_u8(vandq_u8(shr(h1, 2 * j + 1), m1), 4);
+      const uint8x16_t f0l = vshlq_n_u8(vandq_u8(shr(h0, 2 * j), m1), 4),
+                       f1l = vshlq_n_u8(vandq_u8(shr(h1, 2 * j), m1), 4);
+      const uint8x16_t f0h = vshlq_n_u8(vandq_u8(shr(h0, 2 * j + 1), m1), 4),
+                       f1h = vshlq_n_u8(vandq_u8(shr(h1, 2 * j + 1), m1), 4);
       const int8_t* q8 = y[i].qs + 64 * j;
       int32x4_t lo = dot_s8(vdupq_n_s32(0), as_s8(vorrq_u8(vandq_u8(q0, m4), f0l)), vld1q_s8(q8));
       lo = dot_s8(lo, as_s8(vorrq_u8(vandq_u8(q1, m4), f1l)), vld1q_s8(q8 + 16));

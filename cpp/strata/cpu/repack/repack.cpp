@@ -67,15 +67,14 @@ GGMLType plain_type(GGMLType t) {
 
 bool is_repacked(GGMLType t) { return plain_type(t) != t; }
 
-bool can_repack(GGMLType t, int64_t rows) {
-  return repacked_type(t) != t && rows > 0 && rows % kRepackRows == 0;
-}
+bool can_repack(GGMLType t, int64_t rows) { return repacked_type(t) != t && rows > 0 && rows % kRepackRows == 0; }
 
 bool repack_pays(GGMLType t, Isa isa) {
   // Measured with bench/gemv_bench.py (docs/benchmarks.md, GEMV): both formats gain on AVX-512
   // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums).
   switch (isa) {
-    case Isa::Avx512: case Isa::Avx2: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0;
+    case Isa::Avx512:
+    case Isa::Avx2: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0;
     default: return false;
   }
 }
@@ -108,8 +107,10 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
   auto* d = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < rows / repack::kRows; ++g) {
     const std::size_t off = static_cast<std::size_t>(g) * group;
-    if (t == GGMLType::Q8_0) repack_q8_0(s + off, rb, nb, d + off);
-    else repack_q4_0(s + off, rb, nb, d + off);
+    if (t == GGMLType::Q8_0)
+      repack_q8_0(s + off, rb, nb, d + off);
+    else
+      repack_q4_0(s + off, rb, nb, d + off);
   }
 }
 
@@ -132,12 +133,17 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
           std::memcpy(&x->d, grp + L::d_off(b, nb) + 2 * static_cast<std::size_t>(r), 2);
           for (int k = 0; k < 8; ++k)
             for (int j = 0; j < 4; ++j)
-              x->qs[4 * k + j] = static_cast<int8_t>(grp[L::qs_off(b, nb) + 64 * static_cast<std::size_t>(k) + 4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(j)] ^ 0x80u);
+              x->qs[4 * k + j] =
+                  static_cast<int8_t>(grp[L::qs_off(b, nb) + 64 * static_cast<std::size_t>(k) +
+                                          4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(j)] ^
+                                      0x80u);
         } else {
           using L = repack::Q4Layout;
           auto* x = reinterpret_cast<quant::BlockQ4_0*>(row) + b;
           std::memcpy(&x->d, grp + L::d_off(b, nb) + 2 * static_cast<std::size_t>(r), 2);
-          for (int c = 0; c < 4; ++c) std::memcpy(&x->qs[4 * c], grp + L::qs_off(b, nb) + 64 * static_cast<std::size_t>(c) + 4 * static_cast<std::size_t>(r), 4);
+          for (int c = 0; c < 4; ++c)
+            std::memcpy(&x->qs[4 * c],
+                        grp + L::qs_off(b, nb) + 64 * static_cast<std::size_t>(c) + 4 * static_cast<std::size_t>(r), 4);
         }
       }
     }

@@ -30,8 +30,8 @@ float dot_iq2_xs(int64_t nb, const BlockIQ2_XS* x, const BlockQ8_K* y) {
       int part = 0;
       for (int l = 0; l < 2; ++l) {
         const uint16_t q = x[i].qs[2 * h + l];
-        part += signed_run([q](int j) { return iq2xs_grid_value(q & 511, j); }, kIQSigns[q >> 9],
-                           y[i].qs + 16 * h + 8 * l);
+        part +=
+            signed_run([q](int j) { return iq2xs_grid_value(q & 511, j); }, kIQSigns[q >> 9], y[i].qs + 16 * h + 8 * l);
       }
       isum += iq2_xs_scale(x[i], h) * part;
     }

@@ -105,7 +105,8 @@ void axpy_i8_group(const float* w, const int8_t* q, int64_t n, float* const* out
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 k = load_i8x8(q + i);
-    for (int g = 0; g < G; ++g) _mm256_storeu_ps(o[g] + i, _mm256_add_ps(_mm256_loadu_ps(o[g] + i), _mm256_mul_ps(vw[g], k)));
+    for (int g = 0; g < G; ++g)
+      _mm256_storeu_ps(o[g] + i, _mm256_add_ps(_mm256_loadu_ps(o[g] + i), _mm256_mul_ps(vw[g], k)));
   }
   for (int g = 0; g < G; ++g)
     for (int64_t j = i; j < n; ++j) {
@@ -165,7 +166,8 @@ void axpy_f32_group(const float* w, const float* x, int64_t n, float* const* out
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
-    for (int g = 0; g < G; ++g) _mm256_storeu_ps(o[g] + i, _mm256_add_ps(_mm256_loadu_ps(o[g] + i), _mm256_mul_ps(vw[g], v)));
+    for (int g = 0; g < G; ++g)
+      _mm256_storeu_ps(o[g] + i, _mm256_add_ps(_mm256_loadu_ps(o[g] + i), _mm256_mul_ps(vw[g], v)));
   }
   for (int g = 0; g < G; ++g)
     for (int64_t j = i; j < n; ++j) {
@@ -185,8 +187,8 @@ void axpy_f32_multi_avx2(const float* w, int G, const float* x, int64_t n, float
   }
 }
 
-const VecKernels kAvx2{dot_f32_avx2,       dot_i8_avx2,        axpy_f32_avx2,      axpy_i8_avx2,
-                       dot_i8_multi_avx2,  axpy_i8_multi_avx2, dot_f32_multi_avx2, axpy_f32_multi_avx2};
+const VecKernels kAvx2{dot_f32_avx2,      dot_i8_avx2,        axpy_f32_avx2,      axpy_i8_avx2,
+                       dot_i8_multi_avx2, axpy_i8_multi_avx2, dot_f32_multi_avx2, axpy_f32_multi_avx2};
 
 }  // namespace
 
