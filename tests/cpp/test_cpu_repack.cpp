@@ -219,8 +219,4 @@ TEST(repack_modes_decide_as_documented) {
   }
   CHECK(!cpu::repack_pays(GGMLType::Q4_0, Isa::Scalar));
   CHECK(cpu::repack_pays(GGMLType::Q4_0, Isa::Avx512) && cpu::repack_pays(GGMLType::Q8_0, Isa::Avx512));
-  const RepackMode was = cpu::repack_mode();
-  cpu::set_repack_mode(RepackMode::Off);
-  CHECK(cpu::repack_mode() == RepackMode::Off);
-  cpu::set_repack_mode(was);
 }

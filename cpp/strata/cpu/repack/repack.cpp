@@ -1,6 +1,5 @@
 #include "strata/cpu/repack/repack.h"
 
-#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -13,7 +12,6 @@ namespace {
 
 using quant::GGMLType;
 
-std::atomic<int> g_mode{-1};  // -1: the process setting
 thread_local AlignedBuffer<uint8_t> t_scratch;
 
 void repack_q8_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
@@ -89,12 +87,7 @@ bool should_repack(RepackMode mode, GGMLType t, int64_t rows) {
   return false;
 }
 
-RepackMode repack_mode() {
-  const int m = g_mode.load(std::memory_order_relaxed);
-  return m < 0 ? process_cpu_settings().repack : static_cast<RepackMode>(m);
-}
-
-void set_repack_mode(RepackMode mode) { g_mode.store(static_cast<int>(mode)); }
+RepackMode repack_mode() { return process_cpu_settings().repack; }
 
 void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst) {
   if (!can_repack(t, rows))

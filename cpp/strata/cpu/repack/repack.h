@@ -34,9 +34,8 @@ bool repack_pays(quant::GGMLType t, Isa isa);
 // repack_pays for the active ISA; Off: never).
 bool should_repack(RepackMode mode, quant::GGMLType t, int64_t rows);
 
-// The mode in force: set_repack_mode's value, else STRATA_REPACK (process_cpu_settings()).
+// The process's mode (STRATA_REPACK, process_cpu_settings()), for engines made without settings.
 RepackMode repack_mode();
-void set_repack_mode(RepackMode mode);
 
 // dst (rows · row_bytes(t, cols) bytes) = src of plain type t in the repacked layout.
 // Throws strata::Error(Value) unless can_repack(t, rows).
