@@ -37,18 +37,6 @@ using namespace quant_test;
 using strata::cpu::Isa;
 namespace cpu = strata::cpu;
 
-std::vector<Isa> runnable_isas() {
-  std::vector<Isa> v;
-  for (Isa isa : cpu::compiled_isas())
-    if (cpu::isa_supported(isa)) v.push_back(isa);
-  return v;
-}
-
-struct IsaGuard {
-  Isa saved = cpu::active_isa();
-  ~IsaGuard() { cpu::force_isa(saved); }
-};
-
 std::string label(GGMLType t, Isa isa, int64_t rows, int64_t cols) {
   return std::string(strata::quant::type_name(t)) + " / " + cpu::isa_name(isa) + " / " + std::to_string(rows) + "x" +
          std::to_string(cols);

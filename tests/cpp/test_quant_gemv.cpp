@@ -41,19 +41,6 @@ using namespace quant_test;
 using strata::cpu::Isa;
 namespace cpu = strata::cpu;
 
-std::vector<Isa> runnable_isas() {
-  std::vector<Isa> v;
-  for (Isa isa : cpu::compiled_isas())
-    if (cpu::isa_supported(isa)) v.push_back(isa);
-  return v;
-}
-
-// Restores the dispatch ISA at scope exit.
-struct IsaGuard {
-  Isa saved = cpu::active_isa();
-  ~IsaGuard() { cpu::force_isa(saved); }
-};
-
 std::vector<int64_t> test_widths(GGMLType type) {
   const int64_t bs = strata::quant::block_size(type);
   if (bs == 256) return {256, 512, 1024, 2048};

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "strata/cpu/features.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/dequantize.h"
 #include "strata/quant/types.h"
@@ -15,6 +16,20 @@
 namespace quant_test {
 
 using strata::quant::GGMLType;
+
+// The kernel paths this build has and this CPU runs.
+inline std::vector<strata::cpu::Isa> runnable_isas() {
+  std::vector<strata::cpu::Isa> v;
+  for (strata::cpu::Isa isa : strata::cpu::compiled_isas())
+    if (strata::cpu::isa_supported(isa)) v.push_back(isa);
+  return v;
+}
+
+// Restores the dispatch ISA at scope exit.
+struct IsaGuard {
+  strata::cpu::Isa saved = strata::cpu::active_isa();
+  ~IsaGuard() { strata::cpu::force_isa(saved); }
+};
 
 inline const std::vector<GGMLType>& all_types() {
   static const std::vector<GGMLType> v{GGMLType::F32,    GGMLType::F16,    GGMLType::BF16, GGMLType::Q8_0,

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGML_QUANT_VERSION, GGMLQuantizationType, GGUFWriter
+from gguf import GGUFWriter
 
+from strata.convert.gguf_header import add_file_keys, add_moe_shape_keys
 from strata.convert.qwen3moe import TensorSource
 from strata.convert.safetensors_reader import CheckpointDir
 from strata.convert.tokenizer_keys import apply_tokenizer
-from strata.convert.weight_types import FILE_TYPES, encode, parse_weight_type, storage_type
+from strata.convert.weight_types import encode, parse_weight_type, storage_type
 from strata.errors import ConfigError, FormatError
 
 ARCH = "deepseek4"
@@ -313,20 +314,7 @@ def _add_keys(writer: GGUFWriter, hp: dict[str, Any]) -> None:
     def f32(key: str, value: float) -> None:
         writer.add_float32(f"{arch}.{key}", float(value))
 
-    writer.add_context_length(hp["context"])
-    writer.add_embedding_length(hp["d"])
-    writer.add_block_count(n)
-    writer.add_feed_forward_length(hp["expert_ffn"])
-    writer.add_head_count(hp["heads"])
-    writer.add_head_count_kv(1)
-    writer.add_key_length(hp["head_dim"])
-    writer.add_value_length(hp["head_dim"])
-    writer.add_rope_dimension_count(hp["rope_dim"])
-    writer.add_rope_freq_base(hp["rope_theta"])
-    writer.add_layer_norm_rms_eps(hp["rms_eps"])
-    writer.add_expert_count(hp["experts"])
-    writer.add_expert_used_count(hp["experts_used"])
-    writer.add_expert_feed_forward_length(hp["expert_ffn"])
+    add_moe_shape_keys(writer, hp, blocks=n, ffn=hp["expert_ffn"], kv_heads=1, rope_dim=hp["rope_dim"])
     writer.add_expert_shared_count(hp["shared"])
     writer.add_expert_weights_scale(hp["scale"])
     writer.add_expert_weights_norm(hp["norm_topk"])
@@ -403,10 +391,7 @@ def convert_deepseek4(
     path = Path(path)
     writer = GGUFWriter(str(path), ARCH, use_temp_file=True)
     try:
-        writer.add_name(name or model_dir.name)
-        writer.add_file_type(int(FILE_TYPES[weight_type.upper()]))
-        if wanted not in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-            writer.add_quantization_version(GGML_QUANT_VERSION)
+        add_file_keys(writer, name or model_dir.name, weight_type)
         _add_keys(writer, hp)
         apply_tokenizer(writer, tokenizer)
         for done, (gname, load) in enumerate(plan, 1):

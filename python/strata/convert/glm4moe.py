@@ -19,17 +19,16 @@ from typing import Any
 
 import numpy as np
 from gguf import (
-    GGML_QUANT_VERSION,
     MODEL_ARCH,
     ExpertGatingFuncType,
-    GGMLQuantizationType,
     GGUFWriter,
     get_tensor_name_map,
 )
 
+from strata.convert.gguf_header import add_file_keys, add_moe_shape_keys
 from strata.convert.qwen3moe import TensorSource, open_hf_source
 from strata.convert.tokenizer_keys import apply_tokenizer
-from strata.convert.weight_types import FILE_TYPES, encode, parse_weight_type, storage_type
+from strata.convert.weight_types import encode, parse_weight_type, storage_type
 from strata.errors import ConfigError, FormatError
 
 ARCH = "glm4moe"
@@ -204,24 +203,9 @@ def convert_glm4moe(
     path = Path(path)
     writer = GGUFWriter(str(path), ARCH, use_temp_file=True)
     try:
-        writer.add_name(name or default_name)
-        writer.add_file_type(int(FILE_TYPES[weight_type.upper()]))
-        if wanted not in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-            writer.add_quantization_version(GGML_QUANT_VERSION)
-        writer.add_context_length(hp["context"])
-        writer.add_embedding_length(hp["d"])
-        writer.add_block_count(n_blocks)
-        writer.add_feed_forward_length(hp["ffn"])
-        writer.add_head_count(hp["heads"])
-        writer.add_head_count_kv(hp["kv_heads"])
-        writer.add_key_length(hp["head_dim"])
-        writer.add_value_length(hp["head_dim"])
-        writer.add_rope_dimension_count(hp["rope_dim"])
-        writer.add_rope_freq_base(hp["rope_theta"])
-        writer.add_layer_norm_rms_eps(hp["rms_eps"])
-        writer.add_expert_count(hp["experts"])
-        writer.add_expert_used_count(hp["experts_used"])
-        writer.add_expert_feed_forward_length(hp["expert_ffn"])
+        add_file_keys(writer, name or default_name, weight_type)
+        add_moe_shape_keys(writer, hp, blocks=n_blocks, ffn=hp["ffn"], kv_heads=hp["kv_heads"],
+                           rope_dim=hp["rope_dim"])
         writer.add_expert_shared_count(hp["shared"])
         writer.add_leading_dense_block_count(hp["dense"])
         writer.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)

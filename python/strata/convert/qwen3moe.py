@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from gguf import GGML_QUANT_VERSION, GGMLQuantizationType, GGUFWriter
+from gguf import GGUFWriter
 
 from strata.convert.arrays import to_numpy
+from strata.convert.gguf_header import add_file_keys, add_moe_shape_keys
 from strata.convert.safetensors_reader import CheckpointDir
 from strata.convert.tokenizer_keys import apply_tokenizer
-from strata.convert.weight_types import FILE_TYPES, encode, parse_weight_type, storage_type
+from strata.convert.weight_types import encode, parse_weight_type, storage_type
 from strata.errors import ConfigError, FormatError
 
 ARCH = "qwen3moe"
@@ -176,25 +177,9 @@ def convert_qwen3moe(
     path = Path(path)
     writer = GGUFWriter(str(path), ARCH, use_temp_file=True)
     try:
-        writer.add_name(name or default_name)
-        writer.add_file_type(int(FILE_TYPES[weight_type.upper()]))
-        if wanted not in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-            writer.add_quantization_version(GGML_QUANT_VERSION)
-        writer.add_context_length(hp["context"])
-        writer.add_embedding_length(hp["d"])
-        writer.add_block_count(hp["layers"])
-        if hp["ffn"]:
-            writer.add_feed_forward_length(hp["ffn"])
-        writer.add_head_count(hp["heads"])
-        writer.add_head_count_kv(hp["kv_heads"])
-        writer.add_key_length(hp["head_dim"])
-        writer.add_value_length(hp["head_dim"])
-        writer.add_rope_dimension_count(hp["head_dim"])
-        writer.add_rope_freq_base(hp["rope_theta"])
-        writer.add_layer_norm_rms_eps(hp["rms_eps"])
-        writer.add_expert_count(hp["experts"])
-        writer.add_expert_used_count(hp["experts_used"])
-        writer.add_expert_feed_forward_length(hp["expert_ffn"])
+        add_file_keys(writer, name or default_name, weight_type)
+        add_moe_shape_keys(writer, hp, blocks=hp["layers"], ffn=hp["ffn"] or None, kv_heads=hp["kv_heads"],
+                           rope_dim=hp["head_dim"])
         apply_tokenizer(writer, tokenizer)
 
         def add(tname: str, arr: np.ndarray, stays_f32: bool) -> None:

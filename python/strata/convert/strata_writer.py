@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGML_QUANT_VERSION, GGMLQuantizationType, GGUFWriter
+from gguf import GGUFWriter
 
 from strata.convert.arrays import to_numpy
+from strata.convert.gguf_header import add_file_keys
 from strata.convert.strata_layout import (
     ARCH,
     StrataHParams,
@@ -18,7 +19,7 @@ from strata.convert.strata_layout import (
     strata_tensor_specs,
 )
 from strata.convert.tokenizer_keys import apply_tokenizer
-from strata.convert.weight_types import FILE_TYPES, encode, parse_weight_type, storage_type
+from strata.convert.weight_types import encode, parse_weight_type, storage_type
 from strata.errors import FormatError
 
 
@@ -79,10 +80,7 @@ def write_strata_gguf(
     path = Path(path)
     writer = GGUFWriter(str(path), ARCH)
     try:
-        writer.add_name(name)
-        writer.add_file_type(int(FILE_TYPES[weight_type.upper()]))
-        if wanted not in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-            writer.add_quantization_version(GGML_QUANT_VERSION)
+        add_file_keys(writer, name, weight_type)
         for key, value, vtype in strata_keys(hp):
             {"u32": writer.add_uint32, "f32": writer.add_float32, "bool": writer.add_bool}[vtype](key, value)
         apply_tokenizer(writer, tokenizer)

@@ -4,6 +4,7 @@
 // decodes two groups per 256-bit codebook lookup.
 #include <cstring>
 
+#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/quant/blocks.h"
@@ -243,26 +244,6 @@ struct Q6KRowActs {
   }
 };
 
-// Every row against every activation, in groups of up to four activations per pass over a row.
-template <typename Block, template <int> class RowActs>
-void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
-                float* const* outs) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r) {
-    const auto* x = reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride);
-    int a = 0;
-    for (; nact - a >= 4; a += 4) RowActs<4>::run(nb, x, y + a, outs + a, r);
-    switch (nact - a) {
-      case 3: RowActs<3>::run(nb, x, y + a, outs + a, r); break;
-      case 2: RowActs<2>::run(nb, x, y + a, outs + a, r); break;
-      case 1: RowActs<1>::run(nb, x, y + a, outs + a, r); break;
-      default: break;
-    }
-  }
-}
-
 float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
   // Two groups per step: their 32 code bytes as one 256-bit load (group g in the low lane, g+1 in
   // the high lane), looked up through the codebook once for the low and once for the high nibbles,
@@ -298,36 +279,27 @@ float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
   return hsum(acc);
 }
 
-template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = Dot(nb, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
 }  // namespace
 
 void dot_rows_q2_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ2_K, dot_q2_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ2_K, dot_q2_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ4_K, dot_q4_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ4_K, dot_q4_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_multi_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi<BlockQ4_K, Q4KRowActs>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_q8_k<BlockQ4_K, Q4KRowActs, 4>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi<BlockQ6_K, Q6KRowActs>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_q8_k<BlockQ6_K, Q6KRowActs, 4>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::avx2

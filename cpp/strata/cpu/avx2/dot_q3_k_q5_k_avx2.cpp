@@ -4,6 +4,7 @@
 // the activation block sums. Group scales are applied with madd in int32.
 #include <cstring>
 
+#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/quant/blocks.h"
@@ -123,22 +124,13 @@ float dot_q5_k(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* y) {
   return hsum(acc) + _mm_cvtss_f32(acc_m);
 }
 
-template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = Dot(nb, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
 }  // namespace
 
 void dot_rows_q3_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ3_K, dot_q3_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ3_K, dot_q3_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::avx2

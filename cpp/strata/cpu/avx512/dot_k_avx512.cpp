@@ -8,6 +8,7 @@
 // f32 accumulation order differs from the scalar path.
 #include <cstring>
 
+#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/quant/blocks.h"
@@ -191,36 +192,26 @@ inline void acc_q6_k(const Q6KPrep& p, const BlockQ8_K& y, __m512& acc) {
 }
 
 // Rows against one activation (decode): the activation's blocks are unpacked into views once per
-// call, in chunks of kViewBlocks, and every row then streams its own blocks in order (interleaving
-// rows block by block defeats the hardware prefetcher: measured at half the read speed).
+// call (rows of up to kViewBlocks blocks; longer rows unpack a view per block), and every row then
+// streams its own blocks in order (interleaving rows block by block defeats the hardware
+// prefetcher: measured at half the read speed).
 constexpr int64_t kViewBlocks = 32;
 
 void q4_k_rows_one_act(int64_t nb, const uint8_t* x, std::size_t stride, int64_t nrows, const BlockQ8_K* y,
                        float* out) {
   Q8KView v[kViewBlocks];
-  Q4KPrep p;
-  if (nb <= kViewBlocks) {
+  const bool held = nb <= kViewBlocks;  // else (long rows) a view per block as it comes, in v[0]
+  if (held)
     for (int64_t i = 0; i < nb; ++i) view_q8_k(y[i], v[i]);
-    for (int64_t r = 0; r < nrows; ++r) {
-      const auto* xr = reinterpret_cast<const BlockQ4_K*>(x + static_cast<std::size_t>(r) * stride);
-      __m512 acc = _mm512_setzero_ps();
-      __m128 acc_m = _mm_setzero_ps();
-      for (int64_t i = 0; i < nb; ++i) {
-        prep_q4_k(xr[i], p);
-        acc_q4_k(p, v[i], acc, acc_m);
-      }
-      out[r] = hsum(acc) + hsum128(acc_m);
-    }
-    return;
-  }
-  for (int64_t r = 0; r < nrows; ++r) {  // long rows: a view per block as it comes
+  Q4KPrep p;
+  for (int64_t r = 0; r < nrows; ++r) {
     const auto* xr = reinterpret_cast<const BlockQ4_K*>(x + static_cast<std::size_t>(r) * stride);
     __m512 acc = _mm512_setzero_ps();
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      view_q8_k(y[i], v[0]);
+      if (!held) view_q8_k(y[i], v[0]);
       prep_q4_k(xr[i], p);
-      acc_q4_k(p, v[0], acc, acc_m);
+      acc_q4_k(p, v[held ? i : 0], acc, acc_m);
     }
     out[r] = hsum(acc) + hsum128(acc_m);
   }
@@ -236,71 +227,41 @@ float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
   return hsum(acc);
 }
 
-// One row against A activations: each block unpacked once.
-template <int A>
-void q4_k_row_acts(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
-  __m512 acc[A];
-  __m128 acc_m[A];
-  for (int a = 0; a < A; ++a) {
-    acc[a] = _mm512_setzero_ps();
-    acc_m[a] = _mm_setzero_ps();
-  }
-  Q4KPrep p;
-  Q8KView v;
-  for (int64_t i = 0; i < nb; ++i) {
-    prep_q4_k(x[i], p);
-    for (int a = 0; a < A; ++a) {
-      view_q8_k(y[a][i], v);
-      acc_q4_k(p, v, acc[a], acc_m[a]);
-    }
-  }
-  for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]) + hsum128(acc_m[a]);
-}
-
-template <int A>
-void q6_k_row_acts(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
-  __m512 acc[A];
-  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
-  Q6KPrep p;
-  for (int64_t i = 0; i < nb; ++i) {
-    prep_q6_k(x[i], p);
-    for (int a = 0; a < A; ++a) acc_q6_k(p, y[a][i], acc[a]);
-  }
-  for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]);
-}
-
-// Every row against every activation, in groups of up to eight activations per pass over a row
+// One row against A activations: each block unpacked once. Up to eight activations per pass
 // (eight accumulators and a prepared block fit the 32 registers; prefill of the Q4_K_M model +4-10 %).
-template <typename Block, template <int> class RowActs>
-void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
-                float* const* outs) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r) {
-    const auto* x = reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride);
-    int a = 0;
-    for (; nact - a >= 8; a += 8) RowActs<8>::run(nb, x, y + a, outs + a, r);
-    for (; nact - a >= 4; a += 4) RowActs<4>::run(nb, x, y + a, outs + a, r);
-    switch (nact - a) {
-      case 3: RowActs<3>::run(nb, x, y + a, outs + a, r); break;
-      case 2: RowActs<2>::run(nb, x, y + a, outs + a, r); break;
-      case 1: RowActs<1>::run(nb, x, y + a, outs + a, r); break;
-      default: break;
-    }
-  }
-}
-
 template <int A>
 struct Q4KRowActs {
   static void run(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
-    q4_k_row_acts<A>(nb, x, y, outs, r);
+    __m512 acc[A];
+    __m128 acc_m[A];
+    for (int a = 0; a < A; ++a) {
+      acc[a] = _mm512_setzero_ps();
+      acc_m[a] = _mm_setzero_ps();
+    }
+    Q4KPrep p;
+    Q8KView v;
+    for (int64_t i = 0; i < nb; ++i) {
+      prep_q4_k(x[i], p);
+      for (int a = 0; a < A; ++a) {
+        view_q8_k(y[a][i], v);
+        acc_q4_k(p, v, acc[a], acc_m[a]);
+      }
+    }
+    for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]) + hsum128(acc_m[a]);
   }
 };
+
 template <int A>
 struct Q6KRowActs {
   static void run(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
-    q6_k_row_acts<A>(nb, x, y, outs, r);
+    __m512 acc[A];
+    for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+    Q6KPrep p;
+    for (int64_t i = 0; i < nb; ++i) {
+      prep_q6_k(x[i], p);
+      for (int a = 0; a < A; ++a) acc_q6_k(p, y[a][i], acc[a]);
+    }
+    for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]);
   }
 };
 
@@ -342,19 +303,10 @@ float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
   return hsum(acc);
 }
 
-template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = Dot(nb, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
 }  // namespace
 
 void dot_rows_q2_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ2_K, dot_q2_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ2_K, dot_q2_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* p = static_cast<const uint8_t*>(w);
@@ -363,18 +315,18 @@ void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
   q4_k_rows_one_act(nb, p, stride, nrows, y, out);
 }
 void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_multi_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi<BlockQ4_K, Q4KRowActs>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_q8_k<BlockQ4_K, Q4KRowActs, 8>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi<BlockQ6_K, Q6KRowActs>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_q8_k<BlockQ6_K, Q6KRowActs, 8>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::avx512

@@ -63,37 +63,28 @@ inline void store_rows(float* out, __m512 v, int n_valid) {
     _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
 }
 
-// G consecutive groups (16·G rows from grp) against one activation: out[0 .. 16·G).
-template <typename Ops, int G>
-void groups_one_act(int64_t nb, const uint8_t* grp, std::size_t group_bytes, const BlockQ8_0* y, float* out,
-                    int n_valid_last) {
+// One group (16 rows from grp) against one activation: out[0 .. n_valid).
+template <typename Ops>
+void group_one_act(int64_t nb, const uint8_t* grp, const BlockQ8_0* y, float* out, int n_valid) {
   using L = typename Ops::L;
-  const uint8_t* x[G];
-  for (int g = 0; g < G; ++g) x[g] = grp + static_cast<std::size_t>(g) * group_bytes;
-  __m512 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i bc[8];  // step k: columns 4k..4k+3
     for (int k = 0; k < 8; ++k) bc[k] = bcast_word(y[b].qs + 4 * k);
-    const __m512i start = _mm512_set1_epi32(-Ops::kBias * block_sum(y[b]));
-    const __m512 dy = _mm512_set1_ps(fp16(y[b].d));
-    const std::size_t d_off = L::d_off(b, nb), qs_off = L::qs_off(b, nb);
-    for (int g = 0; g < G; ++g) {
-      __m512i st[8];
-      Ops::steps(x[g] + qs_off, st);
-      // Two independent vpdpbusd chains (steps 0..3, 4..7): one chain of eight would wait on the
-      // instruction's latency at every step. Integer sums: the order changes nothing.
-      __m512i lo = start, hi = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {
-        lo = _mm512_dpbusd_epi32(lo, st[k], bc[k]);
-        hi = _mm512_dpbusd_epi32(hi, st[k + 4], bc[k + 4]);
-      }
-      const __m512i isum = _mm512_add_epi32(lo, hi);
-      const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(x[g] + d_off)), dy);
-      acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+    __m512i st[8];
+    Ops::steps(grp + L::qs_off(b, nb), st);
+    // Two independent vpdpbusd chains (steps 0..3, 4..7): one chain of eight would wait on the
+    // instruction's latency at every step. Integer sums: the order changes nothing.
+    __m512i lo = _mm512_set1_epi32(-Ops::kBias * block_sum(y[b])), hi = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      lo = _mm512_dpbusd_epi32(lo, st[k], bc[k]);
+      hi = _mm512_dpbusd_epi32(hi, st[k + 4], bc[k + 4]);
     }
+    const __m512i isum = _mm512_add_epi32(lo, hi);
+    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))), _mm512_set1_ps(fp16(y[b].d)));
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
   }
-  for (int g = 0; g < G; ++g) store_rows(out + 16 * g, acc[g], g == G - 1 ? n_valid_last : repack::kRows);
+  store_rows(out, acc, n_valid);
 }
 
 // One group against A activations: outs[a][0 .. 16).
@@ -123,11 +114,9 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(act);
   const int64_t nb = n / quant::kQK32;
-  const std::size_t gb = stride * repack::kRows;
-  int64_t r = 0;
-  for (; r < nrows; r += repack::kRows)
-    groups_one_act<Ops, 1>(nb, p + static_cast<std::size_t>(r) * stride, gb, y, out + r,
-                           static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group_one_act<Ops>(nb, p + static_cast<std::size_t>(r) * stride, y, out + r,
+                       static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
 }
 
 template <typename Ops>

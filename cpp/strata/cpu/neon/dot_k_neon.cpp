@@ -1,6 +1,7 @@
 // NEON dots of the 256-value super-block formats (Q2_K, Q4_K, Q6_K, IQ4_XS) with Q8_K activations:
 // weights widened to signed int8 lanes, one 16-lane dot per scale group, group scales applied in
 // int32, the min terms of Q2_K / Q4_K taken from the activation block sums.
+#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/neon/dot_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
@@ -124,28 +125,19 @@ float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
   return sum;
 }
 
-template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = Dot(nb, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
 }  // namespace
 
 void dot_rows_q2_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ2_K, dot_q2_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ2_K, dot_q2_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ4_K, dot_q4_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ4_K, dot_q4_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::neon

@@ -2,6 +2,7 @@
 // bits and high bit as q − 4·!hbit, Q5_K's nibble and fifth bit), one 16-lane dot per scale group
 // (two per 32-value group for Q5_K), group scales applied in int32, Q5_K's mins taken from the
 // activation block sums.
+#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/neon/dot_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
@@ -77,22 +78,13 @@ float dot_q5_k(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* y) {
   return sum;
 }
 
-template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = Dot(nb, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
 }  // namespace
 
 void dot_rows_q3_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ3_K, dot_q3_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ3_K, dot_q3_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::neon

@@ -4,6 +4,7 @@
 // (2·nibble + 1) and the constant factor (1/8, 1/4) applied once at the end.
 #include <cstring>
 
+#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/scalar/dot_scalar_rows.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/iq_grids.h"
@@ -61,21 +62,13 @@ float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
   return 0.25f * sum;
 }
 
-template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = Dot(n / kQK_K, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
 }  // namespace
 
 void dot_rows_iq2_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockIQ2_XS, dot_iq2_xs>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockIQ2_XS, dot_iq2_xs>(n, w, stride, nrows, act, out);
 }
 void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockIQ3_XXS, dot_iq3_xxs>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockIQ3_XXS, dot_iq3_xxs>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::scalar

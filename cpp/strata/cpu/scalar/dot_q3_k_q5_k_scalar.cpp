@@ -1,6 +1,7 @@
 // Portable reference dots of Q3_K and Q5_K with Q8_K activations: plain loops, exact integer
 // block sums as ggml_vec_dot_q3_K_q8_K / _q5_K_q8_K compute them, f32 accumulation per block.
 // Every SIMD path is tested against these.
+#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/scalar/dot_scalar_rows.h"
 #include "strata/quant/blocks.h"
 #include "strata/util/fp16.h"
@@ -54,21 +55,13 @@ float dot_q5_k(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* y) {
   return sum;
 }
 
-template <typename Block, float (*Dot)(int64_t, const Block*, const BlockQ8_K*)>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = Dot(n / kQK_K, reinterpret_cast<const Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
 }  // namespace
 
 void dot_rows_q3_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ3_K, dot_q3_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ3_K, dot_q3_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
+  rows_q8_k<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::scalar
