@@ -338,6 +338,12 @@ class PyEngine {
     d["last_window"] = zero_counters();
     return d;
   }
+  // Only expert_stats()["total"]: what a session reads after every decode round (the whole
+  // dict walks the store's slots and costs tens of microseconds a call).
+  py::dict expert_totals() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cpu() ? counters_dict(runner().expert_store().totals()) : zero_counters();
+  }
   void reset_expert_stats() {
     std::lock_guard<std::mutex> lock(mu_);
     if (cpu()) runner().expert_store().reset_counters();
@@ -557,6 +563,7 @@ void bind_engine(py::module_& m) {
            "The expert store: mode, I/O path, slots, and counters ('total' since the last reset, 'last_window' of the "
            "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, windows, "
            "rows (zero on the metal backends: no expert store)")
+      .def("expert_totals", &PyEngine::expert_totals, "expert_stats()['total'] alone (cheap: read every round)")
       .def("reset_expert_stats", &PyEngine::reset_expert_stats)
       .def("clear_expert_cache", &PyEngine::clear_expert_cache, "Drop every resident expert (stream mode)")
       .def_property("moce", &PyEngine::moce, &PyEngine::set_moce, "MoceParams of the main window's expert selection")

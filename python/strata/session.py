@@ -367,7 +367,7 @@ class _Run:
         self.done = False
         # Expert-store counters of this call: snapshots of the engine's running totals.
         self.expert_mode = session._config.expert_mode
-        self.experts_start = self.engine.expert_stats()["total"]
+        self.experts_start = self.engine.expert_totals()
         self.experts_after_prefill: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------------------------ helpers
@@ -382,7 +382,7 @@ class _Run:
         return int(decode.sample_logits(logits, self.policy, self.history(), [], self.s._rng))
 
     def record_experts(self) -> None:
-        now = self.engine.expert_stats()["total"]
+        now = self.engine.expert_totals()
         self.stats.record_experts(self.experts_start, now, self.experts_after_prefill, self.expert_mode)
 
     def finish(self, reason: str, out: list[str], flush: bool = True) -> None:
@@ -440,7 +440,7 @@ class _Run:
         self.stats.cached_tokens = start
         self.stats.prefill_tokens = len(target) - start
         self.record_experts()
-        self.experts_after_prefill = self.engine.expert_stats()["total"]
+        self.experts_after_prefill = self.engine.expert_totals()
         out: list[str] = []
         if self.max_tokens == 0:
             self.finish("length", out)

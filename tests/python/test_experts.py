@@ -105,6 +105,7 @@ def test_counters_add_up(model: Path) -> None:
         assert last["prefetch_hits"] <= last["misses"] and last["stall_s"] >= 0.0
         used_total += used
     total = eng.expert_stats()["total"]
+    assert eng.expert_totals() == total  # the cheap per-round read is the same counters
     assert total["rows"] == 9 and total["windows"] == 9
     assert total["hits"] + total["misses"] == used_total
     assert total["hits"] > 0  # decode rows reuse experts

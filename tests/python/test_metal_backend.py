@@ -170,6 +170,7 @@ def test_metal_engine_has_the_session_interface(models: dict[str, strata.Model])
     assert logits.shape == (2, VOCAB) and ids.shape == (2,)
     stats = emu.expert_stats()
     assert set(stats) == set(cpu.expert_stats()) and set(stats["total"]) == set(cpu.expert_stats()["total"])
+    assert emu.expert_totals() == stats["total"]
     assert stats["total"]["misses"] == 0
     # The shared C++ draft loop (Engine.spec_round) runs on the Metal model too.
     rng = decode.Rng(3)

@@ -125,6 +125,10 @@ class Engine:
         """
         The expert store: mode, I/O path, slots, and counters ('total' since the last reset, 'last_window' of the last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, windows, rows (zero on the metal backends: no expert store)
         """
+    def expert_totals(self) -> dict:
+        """
+        expert_stats()['total'] alone (cheap: read every round)
+        """
     def final_streams(self, pos: typing.SupportsInt | typing.SupportsIndex = -1) -> numpy.typing.NDArray[numpy.float32]:
         """
         Final main-model streams [n, d] (before the HyperHead) of a position of the last eval
