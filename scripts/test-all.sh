@@ -76,4 +76,9 @@ $PY -m ruff check python tests/python bench && $PY -m mypy --config-file pyproje
 git ls-files '*.cpp' '*.h' '*.mm' '*.metal' | grep -E '^(cpp|metal|tests/cpp|bench)/' \
   | xargs "$($PY -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/clang-format" --dry-run -Werror
 # Run pytest from the tests folder so `import strata` resolves to the installed package.
-(cd tests/python && $PY -m pytest -q -p no:cacheprovider --rootdir=../.. -c ../../pyproject.toml .)
+# The page-cache probe runs in a process of its own: inside the full run, on some runs (3 of ~6 seen),
+# 0.7-1.8 MB of interior expert pages of its fresh file were cached after stream-mode decoding, never
+# when it runs alone (cause not found yet: docs/experts.md). It asserts the same bound either way.
+(cd tests/python && $PY -m pytest -q -p no:cacheprovider --rootdir=../.. -c ../../pyproject.toml test_store_page_cache.py)
+(cd tests/python && $PY -m pytest -q -p no:cacheprovider --rootdir=../.. -c ../../pyproject.toml . \
+  --ignore=test_store_page_cache.py)
