@@ -244,9 +244,9 @@ def test_cli_convert_and_quantised_storage(converted: tuple[Any, Path, Path], tm
 
 
 def _hub_layout(src: Path, where: Path) -> Path:
-    """The directory as DeepSeek publishes it: no ``model.`` prefix, ``embed`` / ``hc_head_fn`` names,
-    and the legacy config keys (``compress_ratios``, ``num_hash_layers``, ``qk_rope_head_dim``,
-    ``rope_scaling``) that transformers folds into its own at load time."""
+    """The directory as DeepSeek publishes it: no ``model.`` prefix, ``embed`` / ``hc_head_fn`` /
+    ``attn.kv_norm`` names, and the legacy config keys (``compress_ratios``, ``num_hash_layers``,
+    ``qk_rope_head_dim``, ``rope_scaling``) that transformers folds into its own at load time."""
     from safetensors.numpy import load_file, save_file
 
     where.mkdir()
@@ -259,6 +259,8 @@ def _hub_layout(src: Path, where: Path) -> Path:
     tensors = {}
     for name, arr in load_file(str(src / "model.safetensors")).items():
         short = name.removeprefix("model.")
+        if short.endswith(".attn.norm.weight"):  # DeepSeek's release: attn.kv_norm
+            short = short.removesuffix("norm.weight") + "kv_norm.weight"
         tensors[renames.get(short, short)] = arr
     save_file(tensors, str(where / "model.safetensors"))
     cfg = json.loads((src / "config.json").read_text())
@@ -366,6 +368,213 @@ def test_a_tensor_that_does_not_fit_the_config_is_refused(
 def test_strata_refuses_the_architecture_by_name(converted: tuple[Any, Path, Path]) -> None:
     with pytest.raises(FormatError, match="deepseek4"):
         _strata.Engine(str(converted[2]), n_threads=1, max_ctx=64)
+
+
+# --- the MTP layer (mtp.0.*): llama.cpp's --mtp file ---
+
+# The MTP test model: the MTP layer is a routed block, so its stand-in below is a routed layer of the
+# same attention type (layer 1, sliding, as V4-Flash's MTP layer; layer 2 for CSA).
+MTP_SCHEDULE = [HCA, SLIDING, CSA, HCA]
+
+
+def _with_mtp(src: Path, like_layer: int, seed: int = 11) -> dict[str, np.ndarray]:
+    """Write the MTP layer into the saved directory (its own mtp.safetensors) under DeepSeek's names.
+
+    Shapes come from outside our converter: the block part copies the shapes of a saved main layer of
+    the same kind (DeepSeek's MTPBlock is a Block), the extras are DeepSeek's reference MTPBlock
+    (inference/model.py): e_proj and h_proj Linear(dim, dim), enorm / hnorm / norm RMSNorm(dim),
+    hc_head_fn [hc, hc * dim], hc_head_base [hc], hc_head_scale [1]."""
+    from safetensors.numpy import load_file, save_file
+
+    rng = np.random.default_rng(seed)
+    prefix = f"model.layers.{like_layer}."
+    out: dict[str, np.ndarray] = {}
+    for name, arr in load_file(str(src / "model.safetensors")).items():
+        if name.startswith(prefix):
+            rest = name[len(prefix) :].replace("attn.norm.weight", "attn.kv_norm.weight")
+            out["mtp.0." + rest] = rng.standard_normal(arr.shape).astype(np.float32) * 0.1 + (arr.ndim == 1)
+    extras = {
+        "e_proj.weight": (D, D),
+        "h_proj.weight": (D, D),
+        "enorm.weight": (D,),
+        "hnorm.weight": (D,),
+        "norm.weight": (D,),
+        "hc_head_fn": (4, 4 * D),
+        "hc_head_base": (4,),
+        "hc_head_scale": (1,),
+    }
+    for rest, shape in extras.items():
+        out["mtp.0." + rest] = rng.standard_normal(shape).astype(np.float32)
+    save_file(out, str(src / "mtp.safetensors"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def with_mtp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    where = tmp_path_factory.mktemp("ds4mtp")
+    plain = _save(hf_ds4(seed=6, layer_types=MTP_SCHEDULE), where / "plain")
+    src = Path(shutil.copytree(plain, where / "hf"))
+    return plain, src, _with_mtp(src, like_layer=1)
+
+
+def test_the_mtp_file_is_llama_cpps_layout(
+    with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
+    _, src, mtp = with_mtp
+    out = convert_deepseek4(
+        src, tmp_path / "mtp.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V), mtp=True
+    )
+    fields, tensors = _fields(out)
+    a = "deepseek4"
+    assert fields[f"{a}.block_count"] == 5 and fields[f"{a}.nextn_predict_layers"] == 1
+    assert fields[f"{a}.attention.compress_ratios"] == [128, 0, 4, 128, 0]  # the MTP layer: sliding
+    assert len(fields[f"{a}.swiglu_clamp_exp"]) == len(fields[f"{a}.swiglu_clamp_shexp"]) == 5
+    assert fields[f"{a}.hash_layer_count"] == 1
+    block = {
+        "attn_norm",
+        "attn_sinks",
+        "attn_q_a",
+        "attn_q_a_norm",
+        "attn_q_b",
+        "attn_kv",
+        "attn_kv_a_norm",
+        "attn_output_a",
+        "attn_output_b",
+        "ffn_norm",
+        "ffn_gate_inp",
+        "ffn_gate_exps",
+        "ffn_up_exps",
+        "ffn_down_exps",
+        "ffn_gate_shexp",
+        "ffn_up_shexp",
+        "ffn_down_shexp",
+        "nextn.eh_proj",
+        "nextn.enorm",
+        "nextn.hnorm",
+        "nextn.shared_head_norm",
+    } | {f"hc_{p}_{w}" for p in ("attn", "ffn") for w in ("fn", "base", "scale")}
+    want = {f"blk.4.{t}.weight" for t in block} | {"blk.4.exp_probs_b.bias"}
+    want |= {f"{t}.weight" for t in ("token_embd", "output", "output_norm")}
+    want |= {f"output_hc_{w}.weight" for w in ("fn", "base", "scale")}
+    assert set(tensors) == want  # no trunk block, no hash table
+    # ggml shapes as llama.cpp's load_arch_tensors creates them ({ne0, ne1}, innermost first)
+    assert list(tensors["blk.4.nextn.eh_proj.weight"].shape) == [2 * D, D]
+    assert list(tensors["output_hc_fn.weight"].shape) == [4 * D, 4]
+    assert list(tensors["output_hc_scale.weight"].shape) == [1]
+    assert list(tensors["blk.4.ffn_gate_exps.weight"].shape) == [D, 32, E]
+
+    def data(name: str) -> np.ndarray:
+        t = tensors[name]
+        return np.asarray(t.data).reshape([int(n) for n in reversed(t.shape)])
+
+    # eh_proj · [enorm(e); hnorm(h)] = e_proj · enorm(e) + h_proj · hnorm(h): the input halves in that order
+    eh = np.concatenate([mtp["mtp.0.e_proj.weight"], mtp["mtp.0.h_proj.weight"]], axis=1)
+    np.testing.assert_array_equal(data("blk.4.nextn.eh_proj.weight"), eh)
+    np.testing.assert_array_equal(data("output_hc_fn.weight"), mtp["mtp.0.hc_head_fn"])  # the MTP's own head
+    np.testing.assert_array_equal(data("blk.4.nextn.shared_head_norm.weight"), mtp["mtp.0.norm.weight"])
+    np.testing.assert_array_equal(data("blk.4.attn_kv_a_norm.weight"), mtp["mtp.0.attn.kv_norm.weight"])
+    up = np.stack([mtp[f"mtp.0.ffn.experts.{x}.w3.weight"] for x in range(E)])
+    np.testing.assert_array_equal(data("blk.4.ffn_up_exps.weight"), up)
+    head = convert_deepseek4(
+        src, tmp_path / "main.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V)
+    )
+    _, main = _fields(head)
+    for shared in ("token_embd.weight", "output.weight", "output_norm.weight"):
+        np.testing.assert_array_equal(data(shared), np.asarray(main[shared].data).reshape(data(shared).shape))
+    for kept in ("blk.4.hc_attn_fn.weight", "blk.4.nextn.enorm.weight", "output_hc_scale.weight"):
+        assert tensors[kept].tensor_type == GGMLQuantizationType.F32, kept
+
+
+def test_the_main_file_is_unchanged_by_the_mtp_layer(
+    with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
+    plain, src, _ = with_mtp
+    a = convert_hf_dir(plain, tmp_path / "a.gguf", tokenizer="bytes", name="m")
+    b = convert_hf_dir(src, tmp_path / "b.gguf", tokenizer="bytes", name="m")
+    assert a.read_bytes() == b.read_bytes()
+    assert _fields(b)[0]["deepseek4.nextn_predict_layers"] == 0
+
+
+def test_a_compressed_mtp_layer_and_the_hub_ratio(tmp_path: Path) -> None:
+    plain = _save(hf_ds4(seed=7, layer_types=MTP_SCHEDULE), tmp_path / "plain")
+    src = Path(shutil.copytree(plain, tmp_path / "hf"))
+    _with_mtp(src, like_layer=2)  # a CSA layer: compressor and indexer
+    out = convert_deepseek4(src, tmp_path / "mtp.gguf", mtp=True)
+    fields, tensors = _fields(out)
+    assert fields["deepseek4.attention.compress_ratios"][-1] == 4
+    assert list(tensors["blk.4.attn_compressor_ape.weight"].shape) == [2 * HEAD, 4]
+    assert "blk.4.indexer.attn_q_b.weight" in tensors
+    # DeepSeek's config lists the MTP layer's ratio (compress_ratios has L + 1 entries); it must agree
+    hub = _hub_layout(src, tmp_path / "hub")
+    shutil.copy(src / "mtp.safetensors", hub)
+    cfg = json.loads((hub / "config.json").read_text())
+    assert convert_deepseek4(
+        _edited(hub, tmp_path / "ok", compress_ratios=cfg["compress_ratios"] + [4]),
+        tmp_path / "ok.gguf",
+        mtp=True,
+    ).is_file()
+    with pytest.raises(FormatError, match="MTP layer compression ratio 128"):
+        convert_deepseek4(
+            _edited(hub, tmp_path / "bad", compress_ratios=cfg["compress_ratios"] + [128]),
+            tmp_path / "bad.gguf",
+            mtp=True,
+        )
+
+
+def test_mtp_without_an_mtp_layer_is_refused(converted: tuple[Any, Path, Path], tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match=r"no mtp\.0\.\* tensors"):
+        convert_deepseek4(converted[1], tmp_path / "x.gguf", mtp=True)
+
+
+def test_cli_convert_mtp(with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path) -> None:
+    out = tmp_path / "mtp-q.gguf"
+    argv = [
+        "convert",
+        str(with_mtp[1]),
+        str(out),
+        "--mtp",
+        "--outtype",
+        "q8_0",
+        "--tokenizer",
+        "bytes",
+        "--no-progress",
+    ]
+    assert cli_main(argv) == 0
+    _, tensors = _fields(out)
+    assert tensors["blk.4.nextn.eh_proj.weight"].tensor_type == GGMLQuantizationType.Q8_0
+    assert tensors["blk.4.ffn_gate_exps.weight"].tensor_type == GGMLQuantizationType.Q8_0
+
+
+@pytest.mark.llama
+def test_llama_cpp_loads_the_mtp_file(
+    with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
+    """llama.cpp's loader creates every MTP tensor with its own shapes (load_mtp on) and counts the file's
+    tensors; the main file still decodes the same logits with the MTP layer in the checkpoint."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    plain, src, _ = with_mtp
+    mtp = convert_deepseek4(
+        src, tmp_path / "mtp.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V), mtp=True
+    )
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    params.use_mmap = False
+    model = llama_cpp.llama_model_load_from_file(str(mtp).encode(), params)
+    assert model, "llama.cpp refused the MTP file"
+    try:
+        assert llama_cpp.llama_model_n_layer_nextn(model) == 1
+        assert llama_cpp.llama_model_n_layer(model) == 4  # the trunk blocks the MTP layer follows
+    finally:
+        llama_cpp.llama_model_free(model)
+    logits = []
+    for d in (plain, src):
+        out = convert_hf_dir(d, tmp_path / f"{d.name}.gguf", weight_type="F32", tokenizer="bytes")
+        llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False, n_threads=1)
+        llm.eval(list(range(3, 40)))
+        logits.append(np.array(llm.scores[:37], dtype=np.float32))
+        del llm
+    assert np.isfinite(logits[0]).all()
+    np.testing.assert_array_equal(logits[0], logits[1])
 
 
 # --- the reference chain: llama.cpp on the converted file against transformers (opt-in) ---
