@@ -138,7 +138,8 @@ TEST(hopeless_drafting_ends_the_warmup_after_one_pass) {
     if (ns[i] > 0) explored.push_back(static_cast<int>(i));
   // Exploration at the longest interval from the start.
   CHECK(explored.size() >= 2 && explored.size() <= 3);
-  for (std::size_t j = 1; j < explored.size(); ++j) CHECK_EQ(explored[j] - explored[j - 1], AdaptiveDrafts::kExploreMax);
+  for (std::size_t j = 1; j < explored.size(); ++j)
+    CHECK_EQ(explored[j] - explored[j - 1], AdaptiveDrafts::kExploreMax);
   int bare = 0;
   for (std::size_t i = 2; i < ns.size(); ++i) bare += ns[i] == 0 && enc[i] == 0;
   CHECK(bare > static_cast<int>(ns.size()) - 2 - 3 * (AdaptiveDrafts::kReencodeBefore + 3));

@@ -89,8 +89,7 @@ int AdaptiveDrafts::choose(int k_cap) {
   int n = 0;
   exploring_ = false;
   const int64_t pass_len = static_cast<int64_t>(k_) + 1;
-  if (rounds_ >= kProbeRounds && rounds_ < warmup_rounds() && (rounds_ - kProbeRounds) % pass_len == 0 &&
-      hopeless()) {
+  if (rounds_ >= kProbeRounds && rounds_ < warmup_rounds() && (rounds_ - kProbeRounds) % pass_len == 0 && hopeless()) {
     // The probe (one draft, then a bare plain step) or a warm-up pass found that no draft count can
     // beat plain decoding: the warm-up ends, and exploration starts at its longest interval.
     warmup_passes_ = static_cast<int>((rounds_ - kProbeRounds) / pass_len);

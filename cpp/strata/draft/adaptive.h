@@ -24,12 +24,12 @@
 // the choice after an exploring round is the same as before it (straight to kExploreMax when drafting
 // is hopeless), back to kExploreEvery when it changes.
 //
-// The probe's plain step runs without the drafter's encoding, so c_plain is measured from the start. Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
-// drafter's K/V (encode_plain() false; on the demo model that encoding is a fifth of a step), until
-// kReencodeBefore rounds before the next exploring round, so that round's drafter has a short run of
-// recent cells. A plain step without that encoding is timed separately (c_plain); when measured it is
-// the cost of n = 0 and the baseline of the gains, since it is what decoding without a drafter costs.
-// Everything is sized at construction: choosing allocates nothing.
+// The probe's plain step runs without the drafter's encoding, so c_plain is measured from the start. Plain stretches:
+// once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the drafter's K/V (encode_plain()
+// false; on the demo model that encoding is a fifth of a step), until kReencodeBefore rounds before the next exploring
+// round, so that round's drafter has a short run of recent cells. A plain step without that encoding is timed
+// separately (c_plain); when measured it is the cost of n = 0 and the baseline of the gains, since it is what decoding
+// without a drafter costs. Everything is sized at construction: choosing allocates nothing.
 #include <array>
 #include <cstdint>
 
