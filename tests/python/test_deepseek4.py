@@ -383,16 +383,25 @@ def _with_mtp(src: Path, like_layer: int, seed: int = 11) -> dict[str, np.ndarra
     Shapes come from outside our converter: the block part copies the shapes of a saved main layer of
     the same kind (DeepSeek's MTPBlock is a Block), the extras are DeepSeek's reference MTPBlock
     (inference/model.py): e_proj and h_proj Linear(dim, dim), enorm / hnorm / norm RMSNorm(dim),
-    hc_head_fn [hc, hc * dim], hc_head_base [hc], hc_head_scale [1]."""
+    hc_head_fn [hc, hc * dim], hc_head_base [hc], hc_head_scale [1]. Values follow hf_ds4's recipe."""
     from safetensors.numpy import load_file, save_file
 
     rng = np.random.default_rng(seed)
+
+    def value(rest: str, shape: tuple[int, ...]) -> np.ndarray:
+        if rest.endswith("gate.bias"):
+            return (0.3 * rng.standard_normal(shape)).astype(np.float32)
+        if len(shape) == 1:
+            centre = 0.0 if ("base" in rest or "sink" in rest) else 1.0
+            return (centre + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+        return (rng.standard_normal(shape) * shape[-1] ** -0.5).astype(np.float32)
+
     prefix = f"model.layers.{like_layer}."
     out: dict[str, np.ndarray] = {}
     for name, arr in load_file(str(src / "model.safetensors")).items():
         if name.startswith(prefix):
             rest = name[len(prefix) :].replace("attn.norm.weight", "attn.kv_norm.weight")
-            out["mtp.0." + rest] = rng.standard_normal(arr.shape).astype(np.float32) * 0.1 + (arr.ndim == 1)
+            out["mtp.0." + rest] = value(rest, arr.shape)
     extras = {
         "e_proj.weight": (D, D),
         "h_proj.weight": (D, D),
@@ -404,7 +413,7 @@ def _with_mtp(src: Path, like_layer: int, seed: int = 11) -> dict[str, np.ndarra
         "hc_head_scale": (1,),
     }
     for rest, shape in extras.items():
-        out["mtp.0." + rest] = rng.standard_normal(shape).astype(np.float32)
+        out["mtp.0." + rest] = value(rest, shape)
     save_file(out, str(src / "mtp.safetensors"))
     return out
 
@@ -575,6 +584,118 @@ def test_llama_cpp_loads_the_mtp_file(
         del llm
     assert np.isfinite(logits[0]).all()
     np.testing.assert_array_equal(logits[0], logits[1])
+
+
+def _mtp_reference(
+    model: Any, saved: Path, mtp: dict[str, np.ndarray], tokens: list[int], where: Path
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the main model's final streams h [n, 4, D], the MTP logits [n, V]) for rows p = 0..n-1, each the
+    pair (h_p, token p + 1), computed outside llama.cpp and outside our converter: DeepSeek's MTPBlock
+    glue (`e_proj(enorm(embed(t))) + h_proj(hnorm(h))` per stream) in torch around transformers' own
+    block and head, a one-layer DeepseekV4ForCausalLM loaded from the MTP tensors under DeepSeek's
+    names (its norm and hyper-connection head the MTP layer's, embedding and LM head the main model's)."""
+    from safetensors.numpy import load_file, save_file
+
+    n = len(tokens) - 1
+    streams: list[torch.Tensor] = []
+    hook = model.model.hc_head.register_forward_pre_hook(lambda _m, a: streams.append(a[0].detach()))
+    try:
+        _hf_logits(model, tokens[:n])
+    finally:
+        hook.remove()
+    h = streams[0][0].float()
+    cfg = json.loads((saved / "config.json").read_text())
+    cfg.update(num_hidden_layers=1, layer_types=[SLIDING], mlp_layer_types=["moe"])
+    where.mkdir()
+    (where / "config.json").write_text(json.dumps(cfg))
+    main = load_file(str(saved / "model.safetensors"))
+    glue = {"e_proj.weight", "h_proj.weight", "enorm.weight", "hnorm.weight", "norm.weight"}
+    block = {
+        "layers.0." + k.removeprefix("mtp.0."): v
+        for k, v in mtp.items()
+        if k.removeprefix("mtp.0.") not in glue and not k.startswith("mtp.0.hc_head")
+    }
+    block |= {"embed.weight": main["model.embed_tokens.weight"], "head.weight": main["head.weight"]}
+    block |= {"norm.weight": mtp["mtp.0.norm.weight"]}
+    block |= {f"hc_head_{w}": mtp[f"mtp.0.hc_head_{w}"] for w in ("fn", "base", "scale")}
+    save_file(block, str(where / "model.safetensors"))
+    ref, info = transformers.DeepseekV4ForCausalLM.from_pretrained(where, output_loading_info=True)
+    assert not any(info.values()), info  # every weight of the block came from the MTP tensors
+
+    def w(name: str) -> torch.Tensor:
+        return torch.from_numpy(mtp["mtp.0." + name])
+
+    def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+    nxt = torch.tensor([tokens[1:]])
+    with torch.no_grad():
+        e = rms(ref.model.embed_tokens(nxt[0]), w("enorm.weight")) @ w("e_proj.weight").T
+        x = (e[:, None, :] + rms(h, w("hnorm.weight")) @ w("h_proj.weight").T)[None].contiguous()
+        hook = ref.model.layers[0].register_forward_pre_hook(
+            lambda _m, a, kw: ((x,) + a[1:], kw), with_kwargs=True
+        )
+        try:
+            logits = ref.eval()(input_ids=nxt).logits[0].numpy()
+        finally:
+            hook.remove()
+    return h.numpy(), logits
+
+
+@pytest.mark.llama
+def test_llama_cpp_mtp_logits_equal_deepseeks_mtp_block(tmp_path: Path) -> None:
+    """llama.cpp's MTP graph (a context of type MTP on the converted MTP file, fed the main model's
+    streams and the next tokens through llama_batch_ext) against _mtp_reference, over 40 rows (more
+    than the sliding window of 16). head_dim 128: with head_dim equal to the indexer's key length
+    (64, 64) llama.cpp's MTP context divides by zero while sizing a K rotation for its (empty)
+    non-sliding cache."""
+    import ctypes
+
+    llama_cpp = pytest.importorskip("llama_cpp")
+    model = hf_ds4(seed=6, layer_types=MTP_SCHEDULE, head_dim=128)
+    saved = _save(model, tmp_path / "hf")
+    mtp = _with_mtp(saved, like_layer=1)
+    out = convert_deepseek4(
+        saved, tmp_path / "mtp.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V), mtp=True
+    )
+    tokens = [int(t) for t in np.random.default_rng(5).integers(0, V, size=41)]
+    h, want = _mtp_reference(model, saved, mtp, tokens, tmp_path / "ref")
+
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    lm = llama_cpp.llama_model_load_from_file(str(out).encode(), params)
+    assert lm
+    cp = llama_cpp.llama_context_default_params()
+    cp.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = 128
+    cp.n_threads = cp.n_threads_batch = 1
+    cp.type_k = cp.type_v = 0  # F32 cells
+    cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # its CPU kernel rounds through F16
+    ctx = llama_cpp.llama_init_from_model(lm, cp)
+    batch = llama_cpp.llama_batch_ext_init(ctx)
+    try:
+        assert ctx and batch
+        rows = np.ascontiguousarray(h.reshape(len(h), -1), dtype=np.float32)  # [n, 4 * D], stream-major
+        positions = [(llama_cpp.llama_pos * 1)(i + 1) for i in range(len(rows))]  # each row at its token's
+        for i, row in enumerate(rows):
+            idx = llama_cpp.llama_batch_ext_add_token(batch, 0, tokens[i + 1])
+            embd = llama_cpp.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.size)
+            assert llama_cpp.llama_batch_ext_set_embd_token(batch, idx, embd)  # the hidden state goes here
+            assert llama_cpp.llama_batch_ext_set_pos(batch, idx, positions[i])
+            assert llama_cpp.llama_batch_ext_set_output_logits(batch, idx, True)
+        assert llama_cpp.llama_process(ctx, llama_cpp.LLAMA_PROCESS_TYPE_DECODE, batch) == 0
+        got = np.stack(
+            [
+                np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, i), shape=(V,))
+                for i in range(len(rows))
+            ]
+        )
+    finally:
+        llama_cpp.llama_batch_ext_free(batch)
+        llama_cpp.llama_free(ctx)
+        llama_cpp.llama_model_free(lm)
+    assert _rel_diff(got, want) <= 1e-5
+    assert (got.argmax(1) == want.argmax(1)).all()
 
 
 # --- the reference chain: llama.cpp on the converted file against transformers (opt-in) ---
