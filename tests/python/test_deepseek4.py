@@ -1,7 +1,8 @@
 """`deepseek4` (DeepSeek-V4 as llama.cpp writes it): ``strata convert`` of a tiny random transformers
 ``DeepseekV4ForCausalLM`` directory, the keys and tensor names llama.cpp's ``src/models/deepseek4.cpp``
-loads, refusals of what that architecture cannot express, and (opt-in, ``-m llama``) the reference
-chain: llama.cpp (llama-cpp-python 0.3.36) running the converted file against transformers' logits.
+loads, refusals of what that architecture cannot express, the MTP layer's own file (``--mtp``, as
+llama.cpp's converter writes it), and (opt-in, ``-m llama``) the reference chain: llama.cpp
+(llama-cpp-python 0.3.36) running the converted files against transformers' logits.
 
 strata's own engine does not run `deepseek4` yet; it refuses the file with a message naming it.
 """
