@@ -1,8 +1,7 @@
 """`deepseek4` (DeepSeek-V4 as llama.cpp writes it): ``strata convert`` of a tiny random transformers
 ``DeepseekV4ForCausalLM`` directory, the keys and tensor names llama.cpp's ``src/models/deepseek4.cpp``
-loads, refusals of what that architecture cannot express, the MTP layer's own file (``--mtp``, as
-llama.cpp's converter writes it), and (opt-in, ``-m llama``) the reference chain: llama.cpp
-(llama-cpp-python 0.3.36) running the converted files against transformers' logits.
+loads, refusals of what that architecture cannot express, and (opt-in, ``-m llama``) the reference
+chain: llama.cpp (llama-cpp-python 0.3.36) running the converted file against transformers' logits.
 
 strata's own engine does not run `deepseek4` yet; it refuses the file with a message naming it.
 """
@@ -371,6 +370,73 @@ def test_strata_refuses_the_architecture_by_name(converted: tuple[Any, Path, Pat
         _strata.Engine(str(converted[2]), n_threads=1, max_ctx=64)
 
 
+# --- the reference chain: llama.cpp on the converted file against transformers (opt-in) ---
+
+
+def _indexer_margins(model: Any, tokens: list[int]) -> float:
+    """The smallest gap between the k-th and (k+1)-th indexer score over all queries and CSA layers
+    (transformers' scores); a near tie lets rounding pick a different compressed entry."""
+    scores: list[torch.Tensor] = []
+    hooks = [
+        layer.self_attn.compressor.indexer.scorer.register_forward_hook(
+            lambda _m, _i, out: scores.append(out.detach())
+        )
+        for layer in model.model.layers
+        if layer.self_attn.layer_type == CSA
+    ]
+    try:
+        _hf_logits(model, tokens)
+    finally:
+        for h in hooks:
+            h.remove()
+    k, gap = model.config.index_topk, np.inf
+    for s in scores:
+        s = s[0].numpy()
+        for row in range(s.shape[0]):
+            visible = np.sort(s[row, : (row + 1) // 4])[::-1]
+            if len(visible) > k:
+                gap = min(gap, float(visible[k - 1] - visible[k]))
+    return gap
+
+
+# YaRN on the compressed layers' RoPE, as V4-Flash ships it (factor 16 there); it moves transformers'
+# logits by 0.53 relative here, so wrong rope.scaling keys would fail the comparison.
+YARN = {
+    "rope_type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 64,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "sliding_csa_hca_csa": {},
+    "hca_csa_hca_csa_two_hash": {"layer_types": [HCA, CSA, HCA, CSA], "n_hash": 2},
+    "yarn_compressed_rope": {"rope_parameters": YARN},
+}
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_llama_cpp_logits_equal_transformers(tmp_path: Path, variant: str) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    model = hf_ds4(seed=3, **VARIANTS[variant])
+    out = convert_hf_dir(
+        _save(model, tmp_path / "hf"), tmp_path / "m.gguf", weight_type="F32", tokenizer="bytes"
+    )
+    tokens = [int(t) for t in np.random.default_rng(7).integers(0, V, size=300)]  # two HCA windows of 128
+    want = _hf_logits(model, tokens)
+    assert _indexer_margins(model, tokens) > 5e-5  # F32 rounding differences are ~1e-6
+    f32 = 0  # GGML_TYPE_F32 K/V: with F16 cells, rounding flips near-tied indexer picks
+    llm = llama_cpp.Llama(
+        model_path=str(out), n_ctx=512, logits_all=True, verbose=False, n_threads=1, type_k=f32, type_v=f32
+    )
+    llm.eval(tokens[:200])  # prefill, then one token at a time (the compressors' decode path)
+    for t in tokens[200:]:
+        llm.eval([t])
+    got = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    assert _rel_diff(got, want) <= 1e-4
+
+
 # --- the MTP layer (mtp.0.*): llama.cpp's --mtp file ---
 
 # The MTP test model: the MTP layer is a routed block, so its stand-in below is a routed layer of the
@@ -697,70 +763,3 @@ def test_llama_cpp_mtp_logits_equal_deepseeks_mtp_block(tmp_path: Path) -> None:
         llama_cpp.llama_model_free(lm)
     assert _rel_diff(got, want) <= 1e-5
     assert (got.argmax(1) == want.argmax(1)).all()
-
-
-# --- the reference chain: llama.cpp on the converted file against transformers (opt-in) ---
-
-
-def _indexer_margins(model: Any, tokens: list[int]) -> float:
-    """The smallest gap between the k-th and (k+1)-th indexer score over all queries and CSA layers
-    (transformers' scores); a near tie lets rounding pick a different compressed entry."""
-    scores: list[torch.Tensor] = []
-    hooks = [
-        layer.self_attn.compressor.indexer.scorer.register_forward_hook(
-            lambda _m, _i, out: scores.append(out.detach())
-        )
-        for layer in model.model.layers
-        if layer.self_attn.layer_type == CSA
-    ]
-    try:
-        _hf_logits(model, tokens)
-    finally:
-        for h in hooks:
-            h.remove()
-    k, gap = model.config.index_topk, np.inf
-    for s in scores:
-        s = s[0].numpy()
-        for row in range(s.shape[0]):
-            visible = np.sort(s[row, : (row + 1) // 4])[::-1]
-            if len(visible) > k:
-                gap = min(gap, float(visible[k - 1] - visible[k]))
-    return gap
-
-
-# YaRN on the compressed layers' RoPE, as V4-Flash ships it (factor 16 there); it moves transformers'
-# logits by 0.53 relative here, so wrong rope.scaling keys would fail the comparison.
-YARN = {
-    "rope_type": "yarn",
-    "factor": 4.0,
-    "original_max_position_embeddings": 64,
-    "beta_fast": 32.0,
-    "beta_slow": 1.0,
-}
-VARIANTS: dict[str, dict[str, Any]] = {
-    "sliding_csa_hca_csa": {},
-    "hca_csa_hca_csa_two_hash": {"layer_types": [HCA, CSA, HCA, CSA], "n_hash": 2},
-    "yarn_compressed_rope": {"rope_parameters": YARN},
-}
-
-
-@pytest.mark.llama
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_llama_cpp_logits_equal_transformers(tmp_path: Path, variant: str) -> None:
-    llama_cpp = pytest.importorskip("llama_cpp")
-    model = hf_ds4(seed=3, **VARIANTS[variant])
-    out = convert_hf_dir(
-        _save(model, tmp_path / "hf"), tmp_path / "m.gguf", weight_type="F32", tokenizer="bytes"
-    )
-    tokens = [int(t) for t in np.random.default_rng(7).integers(0, V, size=300)]  # two HCA windows of 128
-    want = _hf_logits(model, tokens)
-    assert _indexer_margins(model, tokens) > 5e-5  # F32 rounding differences are ~1e-6
-    f32 = 0  # GGML_TYPE_F32 K/V: with F16 cells, rounding flips near-tied indexer picks
-    llm = llama_cpp.Llama(
-        model_path=str(out), n_ctx=512, logits_all=True, verbose=False, n_threads=1, type_k=f32, type_v=f32
-    )
-    llm.eval(tokens[:200])  # prefill, then one token at a time (the compressors' decode path)
-    for t in tokens[200:]:
-        llm.eval([t])
-    got = np.array(llm.scores[: len(tokens)], dtype=np.float32)
-    assert _rel_diff(got, want) <= 1e-4

@@ -87,12 +87,17 @@ def test_shapes_llama_cpp_cannot_run_are_refused(tmp_path: Path, capsys: pytest.
     assert capsys.readouterr().out.strip().endswith(TINY.file_name(0))
 
 
-def test_the_harness_reports_strata_refusing_the_file(tiny: Path) -> None:
+def test_the_harness_reports_strata_refusing_a_file(tiny: Path, tmp_path: Path) -> None:
+    """A file strata's engine refuses (here an architecture nobody knows: the tiny model renamed) gives a
+    run that says why, not a crash."""
+    unknown = tmp_path / "unknown.gguf"
+    unknown.write_bytes(tiny.read_bytes().replace(b"deepseek4", b"deepseek9"))
     tokens = lc.prompt_tokens(12, TINY.vocab, seed=1)
-    out = sc.child("strata", str(tiny), tokens, 1, 0.5, 0.0, 4)
-    assert out == {"error": "strata refuses the file: general.architecture = 'deepseek4' is not supported "
-                            "(expected 'strata', 'qwen3moe' or 'glm4moe')"}
-    run = sc.run_one("strata", tiny, tokens, 1, 1.0, 0.0, 4, None, 60)
+    out = sc.child("strata", str(unknown), tokens, 1, 0.5, 0.0, 4)
+    assert set(out) == {"error"} and out["error"].startswith(
+        "strata refuses the file: general.architecture = 'deepseek9' is not supported"
+    )
+    run = sc.run_one("strata", unknown, tokens, 1, 1.0, 0.0, 4, None, 60)
     assert run.error.startswith("strata refuses the file") and run.tok_s == 0
     row = sc.render([run], "unlimited llama.cpp").splitlines()
     assert "change vs unlimited llama.cpp" in row[0] and "is not supported" in row[-1]
@@ -128,12 +133,17 @@ def test_stream_vs_llama_on_a_deepseek4_file(tiny: Path, tmp_path: Path) -> None
             "--prompt", "4", "--threads", "1", "--timeout", "120", "--json", str(report)]
     assert cli_main(argv) == 0
     doc = json.loads(report.read_text())
-    assert doc["reference"] == "unlimited llama.cpp"
     runs = doc["runs"]
     assert [(r["engine"], r["fraction"], r["moce"]) for r in runs] == [
         ("strata", 1.0, 0.0), ("llama.cpp", 1.0, 0.0), ("strata", 0.5, 0.0), ("strata", 0.5, 1.0),
         ("llama.cpp", 0.5, 0.0)]
-    assert all("is not supported" in r["error"] for r in runs if r["engine"] == "strata")
     llama = [r for r in runs if r["engine"] == "llama.cpp"]
     assert all(not r["error"] and r["tok_s"] > 0 and r["blocked_ms"] >= 0 for r in llama)
     assert llama[1]["limit_mib"] > 0 and llama[1]["perplexity"] == pytest.approx(llama[0]["perplexity"])
+    strata = [r for r in runs if r["engine"] == "strata"]
+    if strata[0]["error"]:  # no deepseek4 in the engine: strata rows say so, llama.cpp is the reference
+        assert doc["reference"] == "unlimited llama.cpp"
+        assert all(r["error"].startswith("strata refuses the file") for r in strata)
+    else:  # the engine runs deepseek4: strata rows measured against unlimited strata
+        assert doc["reference"] == "unlimited strata"
+        assert all(not r["error"] and r["tok_s"] > 0 and r["stall_ms"] is not None for r in strata)
