@@ -55,7 +55,7 @@ void read_attention(const KeyReader& k, HParams& hp) {
     const uint32_t r = x.compress_ratio[l];
     if (r != 0 && r != 4 && r != 128)
       k.fail("attention.compress_ratios",
-             "[" + n_text(l) + "] = " + n_text(r) + " (0, 4 or 128: llama.cpp's layer types)");
+             "entry " + n_text(l) + " = " + n_text(r) + " (0, 4 or 128: llama.cpp's layer types)");
     csa = csa || r == 4;
   }
   x.compress_rope_base = k.f32("attention.compress_rope_freq_base", hp.rope_base);
