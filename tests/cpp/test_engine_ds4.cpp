@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "strata/engine/window.h"
+#include "strata/routing/ds4_scoring.h"
 #include "strata/util/error.h"
 #include "strata/util/thread_pool.h"
 #include "test_engine_support.h"
@@ -279,4 +280,30 @@ TEST(hparams_errors_name_their_key) {
     s->set_u("deepseek4.attention.head_count_kv", 2);
     CHECK(error_of(s.release()).find("head_count_kv = 2") != std::string::npos);
   }
+}
+
+TEST(sqrt_softplus_scores_and_hash_rows_ignore_moce) {
+  float logits[4] = {0.5f, -1.0f, 2.0f, 0.1f};
+  const float bias[4] = {0.0f, 3.0f, 0.0f, 0.0f};
+  float s[4];
+  for (int e = 0; e < 4; ++e) s[e] = std::sqrt(std::log1p(std::exp(logits[e])));
+  float sel[4], w[2];
+  int32_t ids[2];
+  const strata::routing::SigmoidRouting sr{bias, true, 1.5f};
+  const uint8_t resident[4] = {0, 0, 0, 1};
+  strata::routing::MoceParams strong;
+  strong.resident_bonus = 100.0f;
+  // Routed: the bias picks expert 1 first, then expert 2 (highest score); weights renormalised and scaled.
+  float routed[4] = {logits[0], logits[1], logits[2], logits[3]};
+  strata::routing::sqrt_softplus_route_row(routed, sel, 4, 2, sr, nullptr, nullptr, {}, false, ids, w);
+  CHECK_EQ(ids[0], 1);
+  CHECK_EQ(ids[1], 2);
+  CHECK_NEAR(w[0], 1.5 * s[1] / (s[1] + s[2]), 1e-6);
+  // Hash-routed: the table's experts whatever the residency and the bonus.
+  const int32_t table[2] = {3, 0};
+  float hashed[4] = {logits[0], logits[1], logits[2], logits[3]};
+  strata::routing::sqrt_softplus_route_row(hashed, sel, 4, 2, sr, table, resident, strong, false, ids, w);
+  CHECK_EQ(ids[0], 3);
+  CHECK_EQ(ids[1], 0);
+  CHECK_NEAR(w[1], 1.5 * s[0] / (s[3] + s[0]), 1e-6);
 }

@@ -3,7 +3,8 @@ transformers' ``DeepseekV4ForCausalLM`` on the tiny random checkpoints of test_d
 layer schedule (sliding window + CSA + HCA; two leading hash-routed layers; YaRN on the compressed
 layers' RoPE), over a prefill of 200 tokens (so an HCA window of 128 closes) and 40 single-token
 decode steps, for prompts fed in chunks of any size, after a rollback across compressor windows,
-and for a Q8_0 file; hostile files are clear errors. deepseek4's cells are always F32.
+and for a Q8_0 file; the expert store (streamed, any resident fraction) and MOCE, sessions and
+`strata generate` work on these files; hostile files are clear errors. deepseek4's cells are always F32.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ import pytest
 import torch
 from gguf import GGUFReader, GGUFWriter
 
+import strata
 from strata import _strata
+from strata.cli.__main__ import main as cli_main
 from strata.convert import convert_hf_dir
 
 transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "DeepseekV4ForCausalLM"):
     pytest.skip("transformers without DeepseekV4ForCausalLM (needs >= 5.23)", allow_module_level=True)
 
+from engine_args import engine  # noqa: E402
 from test_deepseek4 import (  # noqa: E402  (the same tiny models and the indexer tie guard)
     VARIANTS,
     V,
@@ -177,3 +181,41 @@ def test_hostile_files_are_clear_errors(first: tuple[Any, Path], tmp_path: Path)
 def test_metal_backend_refuses_deepseek4(first: tuple[Any, Path]) -> None:
     with pytest.raises(_strata.InvalidArgument, match="deepseek4 is not supported"):
         _strata.Engine(str(first[1]), backend="metal-emu")
+
+
+@pytest.mark.parametrize(("cache", "direct_io"), [("10%", "on"), ("50%", "off")])
+def test_streamed_experts_give_the_mmap_logits(first: tuple[Any, Path], cache: str, direct_io: str) -> None:
+    """The expert store streams the routed layers' experts (any resident fraction, direct I/O or
+    not) without changing a logit; MOCE then trades routing for hits."""
+    _, path = first
+    tokens = _tokens(150, 4)
+
+    def run(**settings: Any) -> tuple[np.ndarray, Any]:
+        eng = engine(path, n_threads=2, max_ctx=256, **settings)
+        rows = [np.asarray(eng.eval(tokens[:130], logits="all"))]
+        rows += [np.asarray(eng.eval([t], logits="last"))[None] for t in tokens[130:]]
+        return np.concatenate(rows), eng
+
+    mmap, _ = run()
+    stream = dict(expert_mode="stream", expert_cache=cache, expert_io_threads=2, expert_direct_io=direct_io)
+    got, eng = run(**stream)
+    np.testing.assert_array_equal(got, mmap)
+    plain = eng.expert_totals()
+    assert plain["misses"] > 0 and eng.expert_stats()["mode"] == "stream"
+    moce, eng = run(**stream, moce_bonus=1.5, moce_rank1=2.0, moce_protect=2)
+    assert np.isfinite(moce).all() and eng.expert_totals()["hits"] >= plain["hits"]
+
+
+def test_sessions_and_generate_run_deepseek4(first: tuple[Any, Path], tmp_path: Path) -> None:
+    _, path = first
+    model = strata.Model(str(path))
+    s = model.session(
+        strata.Config(speculative=False), sampling=strata.SamplingPolicy(temperature=0.8, seed=1)
+    )
+    "".join(s.generate("hello world", max_tokens=12))
+    s.save(tmp_path / "s.strata")
+    want = "".join(s.generate("", max_tokens=12))
+    again = model.session(strata.Config(speculative=False))
+    again.load(tmp_path / "s.strata")
+    assert "".join(again.generate("", max_tokens=12)) == want
+    assert cli_main(["generate", "-m", str(path), "hello", "--max-tokens", "6"]) == 0
