@@ -219,3 +219,21 @@ def test_sessions_and_generate_run_deepseek4(first: tuple[Any, Path], tmp_path: 
     again.load(tmp_path / "s.strata")
     assert "".join(again.generate("", max_tokens=12)) == want
     assert cli_main(["generate", "-m", str(path), "hello", "--max-tokens", "6"]) == 0
+
+
+@pytest.mark.llama
+def test_llama_cpp_logits_equal_strata_on_the_same_file(case: tuple[Path, list[int], Any]) -> None:
+    """The same F32 file in llama.cpp (llama-cpp-python 0.3.36, F32 K/V) and in strata."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    path, tokens, _ = case
+    llm = llama_cpp.Llama(
+        model_path=str(path), n_ctx=512, logits_all=True, verbose=False, n_threads=1, type_k=0, type_v=0
+    )
+    llm.eval(tokens[:PREFILL])
+    for t in tokens[PREFILL:]:
+        llm.eval([t])
+    ref = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    eng = _engine(path)
+    got = [np.asarray(eng.eval(tokens[:PREFILL], logits="all"))]
+    got += [np.asarray(eng.eval([t], logits="last"))[None] for t in tokens[PREFILL:]]
+    assert _rel_diff(np.concatenate(got), ref) <= TOL
