@@ -282,6 +282,19 @@ TEST(hparams_errors_name_their_key) {
   }
 }
 
+TEST(huge_window_and_top_k_cost_no_memory) {
+  // A window and a top-k far beyond the context attend to everything and size nothing by their value.
+  auto src = ds4_source();
+  src->set_u("deepseek4.attention.sliding_window", 4000000000u);
+  src->set_u("deepseek4.attention.indexer.top_k", 4000000000u);
+  auto model = strata::model::Model::from_source(std::move(src));
+  strata::ThreadPool pool(1);
+  Window w(*model, config(&pool));
+  auto toks = tokens(40);
+  w.run(toks.data(), 40, 0, LogitRows::All);
+  for (int r = 0; r < 40; ++r) CHECK(std::isfinite(w.logits(r)[0]));
+}
+
 TEST(sqrt_softplus_scores_and_hash_rows_ignore_moce) {
   float logits[4] = {0.5f, -1.0f, 2.0f, 0.1f};
   const float bias[4] = {0.0f, 3.0f, 0.0f, 0.0f};

@@ -124,7 +124,8 @@ void pick_entries(const BlockContext& c, const Layer& L, int R, int64_t start) {
   if (L.w.ratio != 4) return;
   const model::Ds4HParams& x = L.hp.ds4;
   Ds4Scratch& ds = L.st.s;
-  const int hi = static_cast<int>(x.idx_heads), di = static_cast<int>(x.idx_dim), k = static_cast<int>(x.idx_top_k);
+  const int hi = static_cast<int>(x.idx_heads), di = static_cast<int>(x.idx_dim);
+  const int k = static_cast<int>(ds.pick_stride);  // top_k, or more than any row can see
   parallel_items(c.pool, R, [&](int slot, int64_t r) {
     const int64_t n_visible = (start + r + 1) / 4;
     ds.n_picks[static_cast<std::size_t>(r)] = ds4_indexer_pick(
@@ -139,7 +140,7 @@ void attend(const BlockContext& c, const Layer& L, int R, int64_t start) {
   Ds4Scratch& ds = L.st.s;
   Ds4Cells& cells = L.st.cells;
   const int64_t dh = hp.head_dim, hq = hp.n_head, W = hp.ds4.window, ratio = L.w.ratio;
-  const int64_t k = hp.ds4.idx_top_k;
+  const int64_t k = ds.pick_stride;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   const VecKernels& vk = vec_kernels();
   parallel_items(c.pool, R * hq, [&](int slot, int64_t item) {

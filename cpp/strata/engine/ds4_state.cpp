@@ -14,12 +14,13 @@ Ds4Scratch::Ds4Scratch(const model::HParams& hp, int max_rows, int64_t max_ctx, 
   iq.resize(R * z(int64_t{x.idx_heads} * x.idx_dim));
   iw.resize(R * z(x.idx_heads));
   cs.resize(R * z(hp.rope_dim));
-  picks.resize(R * z(x.idx_top_k));
+  pick_stride = std::max<int64_t>(1, std::min<int64_t>(x.idx_top_k, max_ctx / 4 + 1));
+  picks.resize(R * static_cast<std::size_t>(pick_stride));
   n_picks.resize(R);
   group_in.resize(R * hp.n_head * hp.head_dim / x.o_groups);
   group_out.resize(R * x.o_lora);
   oa.resize(R * x.o_groups * x.o_lora);
-  slot_len = int64_t{x.window} + max_ctx / 4 + 2;
+  slot_len = std::min<int64_t>(x.window, max_ctx) + max_ctx / 4 + 2;
   slot_scores.resize(z(n_slots) * static_cast<std::size_t>(slot_len));
   slot_order.resize(z(n_slots) * static_cast<std::size_t>(slot_len));
 }

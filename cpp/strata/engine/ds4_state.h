@@ -19,12 +19,13 @@ struct Ds4Scratch {
   AlignedBuffer<float> iq;            // [R][Hi·Di] indexer queries
   AlignedBuffer<float> iw;            // [R][Hi] indexer head weights
   AlignedBuffer<float> cs;            // [R][rope_dim] each row's RoPE angles
-  AlignedBuffer<int32_t> picks;       // [R][top_k] compressed entries a CSA row attends to
+  int64_t pick_stride = 1;            // min(top_k, entries max_ctx holds): a hostile top_k allocates nothing
+  AlignedBuffer<int32_t> picks;       // [R][pick_stride] compressed entries a CSA row attends to
   AlignedBuffer<int32_t> n_picks;     // [R]
   AlignedBuffer<float> group_in;      // [R][Hq·Dh / G] one head group's outputs
   AlignedBuffer<float> group_out;     // [R][o_lora]
   AlignedBuffer<float> oa;            // [R][G·o_lora]
-  int64_t slot_len = 0;               // floats per slot: window + every compressed entry
+  int64_t slot_len = 0;               // floats per slot: min(window, max_ctx) + all entries
   AlignedBuffer<float> slot_scores;   // [slots][slot_len]
   AlignedBuffer<int32_t> slot_order;  // [slots][slot_len]
 };
