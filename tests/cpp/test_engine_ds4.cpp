@@ -299,6 +299,27 @@ TEST(huge_window_and_top_k_cost_no_memory) {
   for (int r = 0; r < 40; ++r) CHECK(std::isfinite(w.logits(r)[0]));
 }
 
+TEST(a_file_with_an_mtp_block_runs_its_main_model) {
+  // nextn_predict_layers = 1: block 3 is the MTP block (its per-block keys have 4 entries); it is
+  // not bound, the three main layers run exactly as without it.
+  auto src = ds4_source();
+  src->set_u("deepseek4.block_count", 4);
+  src->set_u("deepseek4.nextn_predict_layers", 1);
+  src->set_u32_array("deepseek4.attention.compress_ratios", {0, 4, 128, 0});
+  src->set_f32_array("deepseek4.swiglu_clamp_exp", std::vector<float>(4, 0.8f));
+  src->set_f32_array("deepseek4.swiglu_clamp_shexp", std::vector<float>(4, 0.8f));
+  auto with_mtp = strata::model::Model::from_source(std::move(src));
+  CHECK_EQ(with_mtp->hparams().n_layer, 3u);
+  CHECK(!with_mtp->mtp.has_value());
+  auto plain = strata::model::Model::from_source(ds4_source());
+  strata::ThreadPool pool(1);
+  Window a(*with_mtp, config(&pool)), b(*plain, config(&pool));
+  auto toks = tokens(20);
+  a.run(toks.data(), 20, 0, LogitRows::Last);
+  b.run(toks.data(), 20, 0, LogitRows::Last);
+  CHECK(std::memcmp(a.logits(0), b.logits(0), sizeof(float) * kVocab) == 0);
+}
+
 TEST(sqrt_softplus_scores_and_hash_rows_ignore_moce) {
   float logits[4] = {0.5f, -1.0f, 2.0f, 0.1f};
   const float bias[4] = {0.0f, 3.0f, 0.0f, 0.0f};
