@@ -30,6 +30,7 @@
 namespace strata::engine {
 namespace {
 
+// One layer's view of the run: its hyper-parameters, weights, state and the RoPE of its type.
 struct Layer {
   const model::HParams& hp;
   const model::Ds4AttentionWeights& w;
