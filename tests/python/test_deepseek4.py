@@ -3,7 +3,7 @@
 loads, refusals of what that architecture cannot express, and (opt-in, ``-m llama``) the reference
 chain: llama.cpp (llama-cpp-python 0.3.36) running the converted file against transformers' logits.
 
-strata's own engine does not run `deepseek4` yet; it refuses the file with a message naming it.
+strata's engine running these files: test_deepseek4_engine.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType, GGUFReader
 
-from strata import _strata
 from strata.cli.__main__ import main as cli_main
 from strata.convert import byte_level_tokenizer, convert_hf_dir
 from strata.convert.deepseek4 import convert_deepseek4
@@ -363,11 +362,6 @@ def test_a_tensor_that_does_not_fit_the_config_is_refused(
     src = _edited(converted[1], tmp_path / "hf", o_lora_rank=12)
     with pytest.raises(FormatError, match="attn_output_a.weight: shape"):
         convert_hf_dir(src, tmp_path / "x.gguf", tokenizer="none")
-
-
-def test_strata_refuses_the_architecture_by_name(converted: tuple[Any, Path, Path]) -> None:
-    with pytest.raises(FormatError, match="deepseek4"):
-        _strata.Engine(str(converted[2]), n_threads=1, max_ctx=64)
 
 
 # --- the reference chain: llama.cpp on the converted file against transformers (opt-in) ---
