@@ -1,7 +1,7 @@
 """The DeepSeek-V4 streaming benchmark: the random ``deepseek4`` model of V4-Flash's layer structure
-(``strata.bench.ds4_model``, ``bench ds4-model``) and ``bench stream-vs-llama`` on it, where strata's
-engine refuses the architecture today and the harness must say so and still measure llama.cpp.
-(The speed figures are not checked: benchmarks measure, never gate.)"""
+(``strata.bench.ds4_model``, ``bench ds4-model``) and ``bench stream-vs-llama`` on it; a file strata's
+engine refuses must give rows that say so, with llama.cpp still measured. (The speed figures are not
+checked: benchmarks measure, never gate.)"""
 
 from __future__ import annotations
 
