@@ -1,5 +1,6 @@
 #pragma once
-// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16). Rows come
+// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16, Q4_K_R16; the
+// last at the end of this file). Rows come
 // in groups of 16; a group is 16 rows' bytes (16 · row_bytes, so row r of the matrix still starts
 // at r · row_bytes when r is a multiple of 16) holding, for each block b of 32 columns, one
 // interleaved block of the 16 rows:
@@ -19,6 +20,7 @@
 //   step c and the high nibbles step c + 4, each a mask (and a shift) away.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "strata/quant/blocks.h"
 
@@ -46,5 +48,46 @@ using Q8Layout = Layout<kRows * quant::kQK32>;      // 512
 static_assert(Q4Layout::kBlockBytes == kRows * sizeof(quant::BlockQ4_0));
 static_assert(Q8Layout::kBlockBytes == kRows * sizeof(quant::BlockQ8_0));
 static_assert(2 * Q4Layout::kBlockBytes % 64 == 0 && 2 * Q8Layout::kBlockBytes % 64 == 0);
+
+// Q4_K_R16: per super-block b (256 columns) of a group, 16 · 144 = 2304 bytes (a multiple of 64, so
+// every block of a 64-byte aligned group is too), at b · 2304:
+//   [0, 32)      d[16]     the rows' fp16 super-block scales
+//   [32, 64)     dmin[16]  the rows' fp16 min scales
+//   [64, 160)    the 8 sub-block scales of the 16 rows, 6 bits each, unpacked (unpack6) to 128
+//                bytes U with U[16·g + r] = scale g of row r: 16 bytes per sub-block, one
+//                zero-extension to 16 int32 lanes
+//   [160, 256)   the 8 mins likewise, U[32·k + 2·r + e] = min 2k + e of row r: 32 bytes per pair
+//                of sub-blocks, zero-extended to int16 they are the 16 lanes' (min 2k, min 2k + 1)
+//                pairs that one vpmaddwd / vpdpwssd multiplies with the activation's pair sums
+//   [256, 2304)  qs[64·c + 4·r + j] = the plain Q4_K byte qs[4c + j] of row r (c = 0..31): chunk
+//                c's low nibbles are columns 64·(c/8) + 4·(c%8) + j (sub-block 2·(c/8)), its high
+//                nibbles the same + 32 (sub-block 2·(c/8) + 1), each one vpdpbusd step.
+// The 6-bit packing of 128 values U into 96 bytes: lo[i] = U[i] & 15 | (U[64 + i] & 15) << 4
+// (i < 64); hi[i] (i < 32) holds U[32·q + i] >> 4 in bits 2q, 2q + 1 (q = 0..3). Broadcast to 64
+// bytes, hi shifted right by 0 / 2 (4 / 6) in its two halves gives the top bits of U[0..64)
+// (U[64..128)): one 512-bit pass per 64 values.
+struct Q4KLayout {
+  static constexpr std::size_t kBlockBytes = kRows * sizeof(quant::BlockQ4_K);
+  static constexpr std::size_t kD = 0, kDmin = 32, kScales = 64, kMins = 160, kQs = 256;
+  static std::size_t block(int64_t b) { return static_cast<std::size_t>(b) * kBlockBytes; }
+};
+static_assert(Q4KLayout::kBlockBytes == 2304 && Q4KLayout::kBlockBytes % 64 == 0);
+static_assert(Q4KLayout::kQs + kRows * quant::kQK_K / 2 == Q4KLayout::kBlockBytes);
+
+inline void pack6(const uint8_t* u, uint8_t* out) {
+  for (int i = 0; i < 64; ++i) out[i] = static_cast<uint8_t>((u[i] & 15) | ((u[64 + i] & 15) << 4));
+  for (int i = 0; i < 32; ++i) {
+    int h = 0;
+    for (int q = 0; q < 4; ++q) h |= ((u[32 * q + i] >> 4) & 3) << (2 * q);
+    out[64 + i] = static_cast<uint8_t>(h);
+  }
+}
+inline void unpack6(const uint8_t* in, uint8_t* u) {
+  for (int i = 0; i < 128; ++i) {
+    const int lo = (in[i % 64] >> (4 * (i / 64))) & 15;
+    const int hi = (in[64 + i % 32] >> (2 * (i / 32))) & 3;
+    u[i] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
 
 }  // namespace strata::cpu::repack
