@@ -1,6 +1,6 @@
 #pragma once
-// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16, Q4_K_R16; the
-// last at the end of this file). Rows come
+// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16, Q4_K_R16,
+// Q6_K_R16; the K types at the end of this file). Rows come
 // in groups of 16; a group is 16 rows' bytes (16 · row_bytes, so row r of the matrix still starts
 // at r · row_bytes when r is a multiple of 16) holding, for each block b of 32 columns, one
 // interleaved block of the 16 rows:
@@ -89,5 +89,38 @@ inline void unpack6(const uint8_t* in, uint8_t* u) {
     u[i] = static_cast<uint8_t>(lo | (hi << 4));
   }
 }
+
+// Q6_K_R16: per super-block of a group 16 · 210 = 3360 bytes: the quants (3072) and the meta (288).
+//   quants: 48 chunks of 64 bytes in the order the kernel reads them, three per (half h, step s)
+//           (h = 0..1, s = 0..7): chunk 3·(8h + s) + m holds, at 4·r + j, row r's plain byte
+//           m = 0: ql[64h + 4s + j], m = 1: ql[64h + 32 + 4s + j], m = 2: qh[32h + 4s + j].
+//           Together they make the 6-bit quants of columns 128h + 32·p + 4s + j, p = 0..3 (ggml's
+//           order: the low nibble of m = 0 with qh bits 0-1, of m = 1 with bits 2-3, their high
+//           nibbles with bits 4-5 and 6-7), one vpdpbusd step each.
+//   meta:   d[16] fp16, then the 16 int8 sub-block scales of the 16 rows with sc[32·k + 2·r + e] =
+//           scale 2k + e of row r: sign-extended to int16, lane r holds (scale 2k, scale 2k + 1),
+//           the pair vpdpwssd multiplies with the activation's (bsum 2k, bsum 2k + 1).
+// Blocks in pairs: [meta 2p][meta 2p + 1][quants 2p][quants 2p + 1] (576 + 6144 bytes = 105 cache
+// lines, the quants at a cache-line boundary), an odd last block alone as [quants][meta]; a block is
+// read front to back (three interleaved streams read 3-4x slower from memory: docs/benchmarks.md).
+struct Q6KLayout {
+  static constexpr std::size_t kQsBytes = 3 * kRows * quant::kQK_K / 4;  // ql 2048 + qh 1024
+  static constexpr std::size_t kMetaBytes = kRows * (2 + quant::kQK_K / 16);
+  static constexpr std::size_t kBlockBytes = kQsBytes + kMetaBytes;
+  static constexpr std::size_t kScales = 32;  // within the meta
+  static bool alone(int64_t b, int64_t nb) { return (b & 1) == 0 && b + 1 == nb; }
+  static std::size_t pair(int64_t b) { return static_cast<std::size_t>(b & ~int64_t{1}) * kBlockBytes; }
+  static std::size_t meta_off(int64_t b, int64_t nb) {
+    return pair(b) + (alone(b, nb) ? kQsBytes : kMetaBytes * static_cast<std::size_t>(b & 1));
+  }
+  static std::size_t qs_off(int64_t b, int64_t nb) {
+    return pair(b) + (alone(b, nb) ? 0 : 2 * kMetaBytes + kQsBytes * static_cast<std::size_t>(b & 1));
+  }
+  // The chunk holding plain ql[4c .. 4c + 4) (c < 32) / qh[4c .. 4c + 4) (c < 16) of every row.
+  static int ql_chunk(int c) { return 3 * (8 * (c / 16) + c % 8) + (c % 16) / 8; }
+  static int qh_chunk(int c) { return 3 * c + 2; }
+};
+static_assert(Q6KLayout::kBlockBytes == kRows * sizeof(quant::BlockQ6_K));
+static_assert(Q6KLayout::kQsBytes % 64 == 0 && 2 * Q6KLayout::kMetaBytes % 64 == 0);
 
 }  // namespace strata::cpu::repack

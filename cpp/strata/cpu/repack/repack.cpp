@@ -95,6 +95,33 @@ void unpack_q4_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ4_K* x)
   }
 }
 
+void repack_q6_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  using L = repack::Q6KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* qs = dst + L::qs_off(b, nb);
+    uint8_t* meta = dst + L::meta_off(b, nb);
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockQ6_K*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      std::memcpy(meta + 2 * r, &x->d, 2);
+      for (int g = 0; g < 16; ++g) std::memcpy(meta + L::kScales + 32 * (g / 2) + 2 * r + g % 2, &x->scales[g], 1);
+      for (int c = 0; c < 32; ++c) std::memcpy(qs + 64 * L::ql_chunk(c) + 4 * r, &x->ql[4 * c], 4);
+      for (int c = 0; c < 16; ++c) std::memcpy(qs + 64 * L::qh_chunk(c) + 4 * r, &x->qh[4 * c], 4);
+    }
+  }
+}
+
+void unpack_q6_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ6_K* x) {
+  using L = repack::Q6KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* qs = grp + L::qs_off(b, nb);
+    const uint8_t* meta = grp + L::meta_off(b, nb);
+    std::memcpy(&x[b].d, meta + 2 * r, 2);
+    for (int g = 0; g < 16; ++g) std::memcpy(&x[b].scales[g], meta + L::kScales + 32 * (g / 2) + 2 * r + g % 2, 1);
+    for (int c = 0; c < 32; ++c) std::memcpy(&x[b].ql[4 * c], qs + 64 * L::ql_chunk(c) + 4 * r, 4);
+    for (int c = 0; c < 16; ++c) std::memcpy(&x[b].qh[4 * c], qs + 64 * L::qh_chunk(c) + 4 * r, 4);
+  }
+}
+
 }  // namespace
 
 GGMLType repacked_type(GGMLType t) {
@@ -102,6 +129,7 @@ GGMLType repacked_type(GGMLType t) {
     case GGMLType::Q4_0: return GGMLType::Q4_0_R16;
     case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
     case GGMLType::Q4_K: return GGMLType::Q4_K_R16;
+    case GGMLType::Q6_K: return GGMLType::Q6_K_R16;
     default: return t;
   }
 }
@@ -111,6 +139,7 @@ GGMLType plain_type(GGMLType t) {
     case GGMLType::Q4_0_R16: return GGMLType::Q4_0;
     case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
     case GGMLType::Q4_K_R16: return GGMLType::Q4_K;
+    case GGMLType::Q6_K_R16: return GGMLType::Q6_K;
     default: return t;
   }
 }
@@ -125,7 +154,8 @@ bool repack_pays(GGMLType t, Isa isa) {
   // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block).
   switch (isa) {
     case Isa::Avx512:
-    case Isa::Avx2: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K;
+    case Isa::Avx2:
+      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K;
     default: return false;
   }
 }
@@ -145,7 +175,7 @@ RepackMode repack_mode() { return process_cpu_settings().repack; }
 void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst) {
   if (!can_repack(t, rows))
     throw_error(ErrorKind::Value, std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
-                                      " rows has no repacked form (Q4_0 / Q8_0 / Q4_K, rows a multiple of 16)");
+                                      " rows has no repacked form (Q4_0 / Q8_0 / Q4_K / Q6_K, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
   const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
@@ -157,6 +187,8 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
       repack_q8_0(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q4_K)
       repack_q4_k(s + off, rb, nb, d + off);
+    else if (t == GGMLType::Q6_K)
+      repack_q6_k(s + off, rb, nb, d + off);
     else
       repack_q4_0(s + off, rb, nb, d + off);
   }
@@ -176,6 +208,10 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
       uint8_t* row = d + (static_cast<std::size_t>(g) * repack::kRows + static_cast<std::size_t>(r)) * rb;
       if (t == GGMLType::Q4_K) {
         unpack_q4_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ4_K*>(row));
+        continue;
+      }
+      if (t == GGMLType::Q6_K) {
+        unpack_q6_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ6_K*>(row));
         continue;
       }
       for (int64_t b = 0; b < nb; ++b) {

@@ -1,6 +1,6 @@
 // Reference kernels of the repacked types (cpu/repack/layout.h): the plain scalar kernels'
 // arithmetic, block by block, read from the interleaved layout, so a repacked row's dot is bitwise
-// the plain Q4_0 / Q8_0 / Q4_K scalar dot. Every SIMD repacked kernel is tested against these.
+// the plain Q4_0 / Q8_0 / Q4_K / Q6_K scalar dot. Every SIMD repacked kernel is tested against these.
 #include <algorithm>
 #include <cstring>
 
@@ -105,9 +105,53 @@ void rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, cons
   }
 }
 
+// Q6_K_R16: dot_q6_k of dot_scalar.cpp (per 16-column sub-block the exact sum of (q − 32)·y, times
+// its int8 scale, then sum += (dy·dx)·isum), read from the layout.
+void rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  using L = repack::Q6KLayout;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
+    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
+    for (int r = 0; r < n_in; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* qs = grp + L::qs_off(b, nb);
+        const uint8_t* meta = grp + L::meta_off(b, nb);
+        // Plain byte i of the row's ql / qh, read through the interleave.
+        auto ql = [&](int i) { return static_cast<int>(qs[64 * L::ql_chunk(i / 4) + 4 * r + i % 4]); };
+        auto qh = [&](int i) { return static_cast<int>(qs[64 * L::qh_chunk(i / 4) + 4 * r + i % 4]); };
+        int isum = 0;
+        for (int h = 0; h < 2; ++h) {
+          const int8_t* q8 = y[b].qs + 128 * h;
+          int part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          for (int l = 0; l < 32; ++l) {
+            const int is = l / 16, a = ql(64 * h + l), c = ql(64 * h + l + 32), e = qh(32 * h + l);
+            part[is + 0] += (((a & 0xF) | (((e >> 0) & 3) << 4)) - 32) * q8[l];
+            part[is + 2] += (((c & 0xF) | (((e >> 2) & 3) << 4)) - 32) * q8[l + 32];
+            part[is + 4] += (((a >> 4) | (((e >> 4) & 3) << 4)) - 32) * q8[l + 64];
+            part[is + 6] += (((c >> 4) | (((e >> 6) & 3) << 4)) - 32) * q8[l + 96];
+          }
+          for (int g = 0; g < 8; ++g) {
+            const int sg = 8 * h + g;
+            isum += static_cast<int8_t>(meta[L::kScales + 32 * (sg / 2) + 2 * r + sg % 2]) * part[g];
+          }
+        }
+        uint16_t xd;
+        std::memcpy(&xd, meta + 2 * r, 2);
+        sum += (y[b].d * fp16_to_fp32(xd)) * static_cast<float>(isum);
+      }
+      out[g0 + r] = sum;
+    }
+  }
+}
+
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q4>, nullptr, repack::kRows};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repack::kRows};
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q4_k, nullptr, repack::kRows};
+constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, act_q8_k, rows_q6_k, nullptr, repack::kRows};
 
 }  // namespace
 
@@ -116,6 +160,7 @@ const DotKernel* repacked_kernel(GGMLType type) {
     case GGMLType::Q4_0_R16: return &kQ4_0_R16;
     case GGMLType::Q8_0_R16: return &kQ8_0_R16;
     case GGMLType::Q4_K_R16: return &kQ4_K_R16;
+    case GGMLType::Q6_K_R16: return &kQ6_K_R16;
     default: return nullptr;
   }
 }
