@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['activation_type', 'activation_values', 'block_size', 'dequantize', 'dot', 'gemm', 'has_quantizer', 'quantize', 'read_bandwidth', 'row_bytes', 'type_size', 'types']
+__all__: list[str] = ['activation_type', 'activation_values', 'block_size', 'dequantize', 'dot', 'gemm', 'has_quantizer', 'quantize', 'read_bandwidth', 'repack', 'row_bytes', 'type_size', 'types']
 def activation_type(type: str) -> str:
     ...
 def activation_values(x: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], type: str) -> numpy.typing.NDArray[numpy.float32]:
@@ -17,10 +17,6 @@ def dequantize(data: numpy.ndarray, type: str, shape: collections.abc.Sequence[t
     ...
 def dot(row: numpy.ndarray, type: str, x: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> float:
     ...
-def repack(weights: numpy.ndarray, type: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex) -> tuple:
-    """
-    (bytes, type name) of a Q4_0 / Q8_0 matrix in the interleaved 16-row layout (rows a multiple of 16)
-    """
 def gemm(weights: numpy.ndarray, type: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, x: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], threaded: bool = True) -> numpy.typing.NDArray[numpy.float32]:
     ...
 def has_quantizer(type: str, method: str) -> bool:
@@ -30,6 +26,10 @@ def quantize(array: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], typ
 def read_bandwidth(bytes: typing.SupportsInt | typing.SupportsIndex, threads: typing.SupportsInt | typing.SupportsIndex, reps: typing.SupportsInt | typing.SupportsIndex) -> float:
     """
     Best streaming-read GB/s over reps passes
+    """
+def repack(weights: numpy.ndarray, type: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex) -> tuple:
+    """
+    (bytes, type name) of a Q4_0 / Q8_0 / Q4_K / Q6_K matrix in the interleaved 16-row layout (rows a multiple of 16)
     """
 def row_bytes(type: str, n: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
