@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "bindings/hparams_dict.h"
 #include "bindings/spec_round.h"
 #include "metal/emu/emu_device.h"
 #include "metal/host/backend.h"
@@ -159,39 +160,7 @@ class PyEngine {
     return static_cast<Runner&>(*seq_);
   }
 
-  py::dict hparams() const {
-    const model::HParams& h = hp();
-    py::dict d;
-    d["arch"] = h.arch_name;
-    d["context_length"] = h.context_length;
-    d["embedding_length"] = h.n_embd;
-    d["vocab_size"] = h.n_vocab;
-    d["block_count"] = h.n_block;
-    d["layers"] = h.n_layer;
-    d["nextn_predict_layers"] = h.n_nextn;
-    d["head_count"] = h.n_head;
-    d["head_count_kv"] = h.n_head_kv;
-    d["key_length"] = h.head_dim;
-    d["layer_norm_rms_epsilon"] = h.rms_eps;
-    d["gated"] = h.attn_gated;
-    d["sink_count"] = h.sink_count;
-    d["sliding_window"] = h.sliding_window;
-    d["indexer_head_count"] = h.indexer_heads;
-    d["indexer_key_length"] = h.indexer_dim;
-    d["indexer_top_k"] = h.indexer_top_k;
-    d["rope_freq_base"] = h.rope_base;
-    d["rope_dimension_count"] = h.rope_dim;
-    d["expert_count"] = h.n_expert;
-    d["expert_used_count"] = h.n_expert_used;
-    d["expert_feed_forward_length"] = h.ff_expert;
-    d["expert_shared_feed_forward_length"] = h.ff_shared;
-    d["hyper_connection_count"] = h.hc_count;
-    d["hyper_connection_sinkhorn_iterations"] = h.hc_sinkhorn_iters;
-    d["hyper_connection_epsilon"] = h.hc_eps;
-    d["nextn_vocab_size"] = h.mtp_vocab;
-    d["kv_type"] = h.kv_type == model::KvType::Int8 ? "int8" : "f32";
-    return d;
-  }
+  py::dict hparams() const { return hparams_dict(hp()); }
 
   py::object eval(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
                   std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {

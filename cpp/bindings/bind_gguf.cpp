@@ -74,8 +74,9 @@ py::object to_python(const Value& v, int64_t max_items) {
 
 void bind_gguf(py::module_& m) {
   py::class_<File>(m, "GGUFFile", "A validated, memory-mapped GGUF file (see strata.gguf.GGUFFile)")
-      .def_static("open", &File::open, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
-                  "Map and validate a GGUF file")
+      .def_static(
+          "open", [](const std::string& path) { return File::open(path); }, py::arg("path"),
+          py::call_guard<py::gil_scoped_release>(), "Map and validate a GGUF file")
       .def_static(
           "from_bytes",
           [](py::bytes data, const std::string& name) {

@@ -9,6 +9,7 @@ void bind_all(pybind11::module_& m) {
   bind_decode(m);    // before the engine: its signatures name decode's types
   bind_settings(m);  // after decode (its parse_settings lives there), before the engine (Settings)
   bind_engine(m);
+  bind_inspect(m);
 }
 
 }  // namespace strata::bindings

@@ -124,11 +124,11 @@ class Model:
         from strata.gguf import GGUFFile
 
         gguf = GGUFFile(self._path)  # validates the container
-        # The native loader validates hyper-parameters and every tensor; a one-cell engine is enough.
-        probe = _strata.Engine(self._path, n_threads=0, max_ctx=1, max_rows=1, encode_mtp=False)
-        self._hparams: dict[str, Any] = dict(probe.hparams)
-        self._has_mtp = bool(probe.has_mtp)
-        del probe
+        # The native loader validates hyper-parameters and every tensor without building an engine (an
+        # engine would repack weights at load, reading every expert byte just to answer this probe).
+        probe = _strata.inspect_model(self._path)
+        self._hparams: dict[str, Any] = dict(probe["hparams"])
+        self._has_mtp = bool(probe["has_mtp"])
         self._metadata: dict[str, Any] = dict(gguf.metadata)
         self._file_size = gguf.file_size
         self._parameters = sum(t.n_elements for t in gguf.tensors if t.type != "I32")

@@ -32,14 +32,24 @@ int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int 
 
 double flat(int m) { return 1.0 + 0.02 * (m - 1); }      // memory-bound: a window costs about one step
 double linear(int m) { return static_cast<double>(m); }  // compute-bound: every row a whole step
+double half_shared(int m) { return 0.5 + 0.5 * m; }      // half of a step shared by the window's rows
 
 }  // namespace
 
 TEST(warmup_cycles_every_window_size) {
   AdaptiveDrafts a(3);
+  CHECK_EQ(a.choose(3), 1);  // the probe: one draft, then a plain step
+  CHECK(a.probing());
+  CHECK_EQ(a.choose(3), 0);
+  CHECK(a.probing());
   for (int pass = 0; pass < AdaptiveDrafts::kWarmupPasses; ++pass)
-    for (int want = 3; want >= 0; --want) CHECK_EQ(a.choose(3), want);
+    for (int want = 3; want >= 0; --want) {
+      CHECK_EQ(a.choose(3), want);
+      CHECK(!a.probing());
+    }
   AdaptiveDrafts b(3);
+  b.choose(3);
+  b.choose(3);
   CHECK_EQ(b.choose(1), 1);  // capped by what fits this round
 }
 
@@ -87,18 +97,19 @@ TEST(drafts_when_windows_are_cheap_and_acceptance_high) {
   CHECK(s.accept[0] > 0.95);
 }
 
-TEST(plain_steps_when_every_row_costs_a_step) {
+TEST(plain_steps_when_drafts_are_rarely_accepted) {
   AdaptiveDrafts a(3);
   int plain = 0, rounds = 0;
   std::vector<int> explored;  // rounds that drafted after the warm-up: the exploring ones
   for (int i = 0; i < 600; ++i) {
-    const int n = feed(a, 3, linear, 0.1, 1);  // only the first draft is ever accepted
-    if (i >= AdaptiveDrafts::kWarmupPasses * 4) {
+    const int n = feed(a, 3, half_shared, 0.05, 0);  // no draft is ever accepted
+    if (i >= AdaptiveDrafts::kProbeRounds + AdaptiveDrafts::kWarmupPasses * 4) {
       ++rounds;
       plain += n == 0;
       if (n > 0) explored.push_back(i);
     }
   }
+  CHECK(!a.hopeless());  // all-accepted drafts would pay: only the acceptance makes plain steps win
   CHECK_EQ(plain + static_cast<int>(explored.size()), rounds);
   // Exploring rounds, each confirming the plain choice, come at doubling intervals: 32, 64, 128, 256.
   CHECK(explored.size() >= 3 && explored.size() <= 5);
@@ -107,18 +118,64 @@ TEST(plain_steps_when_every_row_costs_a_step) {
   const auto s = a.stats();
   CHECK_NEAR(s.estimated_gain, 1.0, 1e-9);  // a plain step is the best the economics can do here
   CHECK(s.measured_gain < 1.0 && s.measured_gain > 0.95);
-  CHECK(s.accept[0] > 0.6);
+  CHECK(s.accept[0] < 0.1);
+}
+
+TEST(hopeless_drafting_ends_the_warmup_after_one_pass) {
+  // Every window row costs a whole step: even all-accepted drafts cannot beat plain steps.
+  AdaptiveDrafts a(3);
+  std::vector<int> ns, enc;
+  for (int i = 0; i < 700; ++i) {
+    const int n = feed(a, 3, linear, 0.1, 3, 0.9);
+    ns.push_back(n);
+    enc.push_back(n == 0 ? (a.encode_plain() ? 1 : 0) : 1);
+  }
+  CHECK(a.hopeless());
+  CHECK((std::vector<int>(ns.begin(), ns.begin() + 4) == std::vector<int>{1, 0, 0, 0}));
+  CHECK_EQ(enc[1], 0);  // the probe's plain step is bare: c_plain measured at once
+  std::vector<int> explored;
+  for (std::size_t i = 2; i < ns.size(); ++i)
+    if (ns[i] > 0) explored.push_back(static_cast<int>(i));
+  // Exploration at the longest interval from the start.
+  CHECK(explored.size() >= 2 && explored.size() <= 3);
+  for (std::size_t j = 1; j < explored.size(); ++j)
+    CHECK_EQ(explored[j] - explored[j - 1], AdaptiveDrafts::kExploreMax);
+  int bare = 0;
+  for (std::size_t i = 2; i < ns.size(); ++i) bare += ns[i] == 0 && enc[i] == 0;
+  CHECK(bare > static_cast<int>(ns.size()) - 2 - 3 * (AdaptiveDrafts::kReencodeBefore + 3));
+  CHECK_NEAR(a.stats().estimated_gain, 1.0, 1e-9);
+}
+
+TEST(a_noisy_probe_ends_the_warmup_after_a_pass) {
+  // The probe's plain step was slowed by something else: drafting looks as if it could pay.
+  AdaptiveDrafts a(2);
+  CHECK_EQ(a.choose(2), 1);
+  a.record_draft(1, 0.1);
+  a.record_verify(2, 2.0);
+  a.record_round(1, 0, 1);
+  CHECK_EQ(a.choose(2), 0);
+  CHECK(!a.encode_plain());
+  a.record_plain(5.0, false);
+  a.record_round(0, 0, 1);
+  CHECK(!a.hopeless());
+  std::vector<int> ns;
+  for (int i = 0; i < 3; ++i) ns.push_back(feed(a, 2, linear, 0.1, 0, 1.0));  // one warm-up pass: 2, 1, 0
+  CHECK((ns == std::vector<int>{2, 1, 0}));
+  // More bare plain samples bring c_plain's median down to 1.0: hopeless before the second pass.
+  for (int i = 0; i < 2; ++i) a.record_plain(1.0, false);
+  CHECK(a.hopeless());
+  for (int i = 0; i < 20; ++i) CHECK_EQ(feed(a, 2, linear, 0.1, 0, 1.0), 0);
 }
 
 TEST(plain_stretches_skip_the_drafter_encoding_until_exploring) {
   AdaptiveDrafts a(3);
   std::vector<int> warm_enc;
-  for (int i = 0; i < AdaptiveDrafts::kWarmupPasses * 4; ++i) {  // warm-up
-    const int n = feed(a, 3, linear, 0.1, 1, 0.8);
+  for (int i = 0; i < AdaptiveDrafts::kProbeRounds + AdaptiveDrafts::kWarmupPasses * 4; ++i) {  // warm-up
+    const int n = feed(a, 3, half_shared, 0.05, 0, 0.8);
     if (n == 0) warm_enc.push_back(a.encode_plain() ? 1 : 0);
   }
-  // The first pass's plain step encodes; the last pass's measures the plain step without the drafter.
-  CHECK((warm_enc == std::vector<int>{1, 0}));
+  // The probe's plain step measures the plain step without the drafter; the warm-up passes' encode.
+  CHECK((warm_enc == std::vector<int>{0, 1, 1}));
   CHECK_NEAR(a.stats().plain_s, 0.8, 1e-12);
   std::vector<int> ns, enc;
   for (int i = 0; i < 300; ++i) {
@@ -126,12 +183,12 @@ TEST(plain_stretches_skip_the_drafter_encoding_until_exploring) {
     bool e = true;
     if (n == 0) {
       e = a.encode_plain();
-      a.record_plain(e ? linear(1) : 0.8, e);
+      a.record_plain(e ? half_shared(1) : 0.8, e);
     } else {
-      a.record_draft(n, 0.1 * n);
-      a.record_verify(n + 1, linear(n + 1));
+      a.record_draft(n, 0.05 * n);
+      a.record_verify(n + 1, half_shared(n + 1));
     }
-    a.record_round(n, n > 0 ? 1 : 0, n > 0 ? 2 : 1);
+    a.record_round(n, 0, 1);
     ns.push_back(n);
     enc.push_back(e ? 1 : 0);
   }

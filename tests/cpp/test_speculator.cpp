@@ -8,6 +8,8 @@
 #include "check.h"
 
 #include <random>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "strata/draft/speculator.h"
@@ -93,6 +95,9 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
   int chain_j = 0;
   int32_t chain_tok = 0;
   uint32_t wrong_mask = 0;  // bit j: chain step j drafts a wrong token
+  // Seconds every eval takes, whatever its rows (a memory-bound model): adaptive rounds then measure
+  // windows that cost about one step, so drafting is never hopeless (draft/adaptive.h).
+  std::chrono::microseconds eval_cost{0};
   std::vector<int64_t> window_rows, rollbacks;
   std::vector<int32_t> ids;
 
@@ -108,6 +113,7 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
   const int32_t* draft_vocab_ids() const override { return ids.data(); }
   void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits,
             int64_t draft_from_row) override {
+    if (eval_cost.count() > 0) std::this_thread::sleep_for(eval_cost);
     seq.resize(static_cast<std::size_t>(start));
     for (int64_t i = 0; i < n; ++i) seq.push_back(tokens[i]);
     past = start + n;
@@ -186,19 +192,21 @@ TEST(adaptive_rounds_judge_one_shadow_draft) {
   opt.adaptive = true;
   for (const uint32_t mask : {0u, 4u}) {  // every draft right; step 2 wrong
     ScriptedTarget tg;
+    tg.eval_cost = std::chrono::microseconds(5000);
     Speculator spec(tg, 3);
     const int32_t first[3] = {1, 5, 9};
     std::vector<float> lg(ScriptedTarget::V);
     tg.eval(first, 3, 0, LogitRows::Last, lg.data(), -1);
     tg.wrong_mask = mask;
     int32_t t = ScriptedTarget::next_of(9);
-    // Warm-up chooses 3, 2, 1, 0: the 2- and 1-draft rounds draft one more than they verify.
-    const int want_verified[4] = {3, 2, 1, 0};
-    for (int i = 0; i < 4; ++i) {
+    // The probe (1 draft, no shadow; a plain step), then the warm-up chooses 3, 2, 1, 0: the 2- and
+    // 1-draft rounds draft one more than they verify.
+    const int want_verified[6] = {1, 0, 3, 2, 1, 0};
+    for (int i = 0; i < 6; ++i) {
       const double reach_before = spec.adaptive().stats().accept[2];
       const RoundResult r = spec.round(t, {}, opt, rng);
       CHECK_EQ(r.verified, want_verified[i]);
-      CHECK_EQ(r.drafted, r.verified == 0 ? 0 : std::min(r.verified + 1, 3));
+      CHECK_EQ(r.drafted, r.verified == 0 ? 0 : i == 0 ? 1 : std::min(r.verified + 1, 3));
       if (r.verified > 0) CHECK_EQ(tg.window_rows.back(), int64_t{r.verified + 1});
       // The committed tokens are the model's greedy continuation whatever was drafted.
       int32_t prev = t;
@@ -206,7 +214,7 @@ TEST(adaptive_rounds_judge_one_shadow_draft) {
         CHECK_EQ(r.tokens[j], ScriptedTarget::next_of(prev));
         prev = r.tokens[j];
       }
-      if (i == 1) {
+      if (i == 3) {
         // Step 2 was judged by the shadow draft: right (mask 0) raises its estimate, wrong lowers it.
         const double after = spec.adaptive().stats().accept[2];
         CHECK(mask == 0 ? after > reach_before : after < reach_before);

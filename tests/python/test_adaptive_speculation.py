@@ -17,9 +17,9 @@ def model() -> strata.Model:
 
 
 def _run(model: strata.Model, speculative: bool | None, temperature: float = 0.0,
-         tokens: int = 96) -> tuple[str, strata.GenerationStats]:
+         tokens: int = 96, seed: int = 7) -> tuple[str, strata.GenerationStats]:
     s = model.session(config=strata.Config(speculative=speculative, threads=1),
-                      sampling=strata.SamplingPolicy(temperature=temperature, seed=7))
+                      sampling=strata.SamplingPolicy(temperature=temperature, seed=seed))
     text = "".join(s.generate(PROMPT, max_tokens=tokens))
     return text, s.stats
 
@@ -38,8 +38,9 @@ def test_temperature_zero_text_is_plain_decoding(model: strata.Model) -> None:
 def test_auto_reports_its_choices_and_gains(model: strata.Model) -> None:
     _, st = _run(model, None, tokens=160)
     assert sum(st.draft_counts) == st.steps
-    # The warm-up cycles through 3, 2, 1, 0 drafts twice, so every count appears.
-    assert all(c > 0 for c in st.draft_counts[:4])
+    # Round 0 is the probe: one draft verified. Whether warm-up passes through every count follows
+    # depends on the costs measured (none when even accepted drafts could not pay; draft/adaptive.h).
+    assert len(st.draft_counts) >= 2 and st.draft_counts[1] >= 1
     assert st.estimated_gain > 0 and st.measured_gain > 0
     d = st.as_dict()
     assert d["adaptive"] is True and d["draft_counts"] == st.draft_counts
@@ -61,7 +62,10 @@ def test_engine_estimates(model: strata.Model) -> None:
         token = toks[-1]
     st = eng.spec_adaptive_stats()
     assert st["max_drafts"] == 3 and st["rounds"] == 40 and sum(st["chosen"]) == 40
-    assert len(st["verify_seconds"]) == 4 and all(t > 0 for t in st["verify_seconds"])
+    assert len(st["verify_seconds"]) == 4 and st["verify_seconds"][1] > 0  # the probe's 2-row window
+    # Every draft count run has its window timed (verify_seconds[n]: a window of n + 1 rows).
+    assert all(st["verify_seconds"][n] > 0 for n in range(1, 4) if st["chosen"][n] > 0)
+    assert st["plain_seconds"] > 0  # the probe's plain step, without the drafter's encoding
     assert st["draft_step_seconds"] > 0 and len(st["acceptance"]) == 3
     assert all(0 < a < 1 for a in st["acceptance"])
 
@@ -69,9 +73,11 @@ def test_engine_estimates(model: strata.Model) -> None:
 def test_sampling_with_auto_is_plain_sampling_with_the_same_seed(model: strata.Model) -> None:
     # Adaptive rounds verify by sampling each row as a plain step would: one uniform per committed
     # token, so the text equals plain decoding's whatever draft counts the timings chose.
-    plain, _ = _run(model, False, temperature=0.7, tokens=96)
-    auto, st = _run(model, None, temperature=0.7, tokens=96)
-    again, _ = _run(model, None, temperature=0.7, tokens=96)
+    # Round 0 is always the probe (one draft, draft/adaptive.h), whatever the timings; with seed 10
+    # its draft is accepted, so the texts agree with drafts accepted, not only over plain steps.
+    plain, _ = _run(model, False, temperature=0.7, tokens=96, seed=10)
+    auto, st = _run(model, None, temperature=0.7, tokens=96, seed=10)
+    again, _ = _run(model, None, temperature=0.7, tokens=96, seed=10)
     assert auto == plain == again
     assert st.rounds > 0 and sum(st.draft_counts) == st.steps
-    assert sum(st.accepted) > 0  # drafts were accepted, not only plain steps
+    assert sum(st.accepted) > 0

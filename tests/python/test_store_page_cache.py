@@ -41,6 +41,7 @@ def _cached_bytes(path: Path, ranges: list[tuple[int, int]], margin: int = 0) ->
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
         base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
         total = 0
+        vec = None
         try:
             for begin, end in ranges:
                 b, e = -(-(begin + margin) // PAGE) * PAGE, (end - margin) // PAGE * PAGE
@@ -115,3 +116,24 @@ def test_stream_mode_keeps_experts_out_of_the_page_cache(model_file: Path) -> No
     _, rss = _generate(model_file, expert_mode="mmap")
     assert _cached_bytes(model_file, ranges) > expert_bytes // 10
     assert rss > file_size - expert_bytes + slack
+
+
+def test_opening_a_model_reads_no_expert_weights(model_file: Path) -> None:
+    """strata.Model(path) validates the file without an engine (_strata.inspect_model): no load-time
+    repack, so it no longer reads every expert byte. What it does read is the header and the tensors it
+    validates, with the kernel's read-around of the Python header reader (read_ahead_kb) around them."""
+    ranges = _expert_ranges(model_file)
+    expert_bytes = sum(e - b for b, e in ranges)
+    _evict(model_file)
+    if _cached_bytes(model_file, ranges) > expert_bytes // 100:
+        pytest.skip("the file's pages could not be dropped from the page cache (another mapping holds them)")
+    model = strata.Model(str(model_file))
+    assert model.has_mtp and model.hparams["expert_count"] > 0
+    probe = _cached_bytes(model_file, ranges)
+    assert probe < expert_bytes // 4, f"opening the model cached {probe} of {expert_bytes} expert bytes"
+    # Control: an engine in mmap mode repacks the experts at load, reading all of them.
+    _evict(model_file)
+    engine = strata._strata.Engine(str(model_file), n_threads=1, max_ctx=8,
+                                   settings=strata.Config(expert_mode="mmap", repack="on").native())
+    assert _cached_bytes(model_file, ranges) > expert_bytes // 2
+    del engine

@@ -70,14 +70,35 @@ double AdaptiveDrafts::expected_cost(int n) const {
   return static_cast<double>(n) * draft_.value() + verify_cost(n + 1);
 }
 
-bool AdaptiveDrafts::warm() const { return rounds_ > static_cast<int64_t>(kWarmupPasses) * (k_ + 1); }
+int64_t AdaptiveDrafts::warmup_rounds() const { return kProbeRounds + static_cast<int64_t>(warmup_passes_) * (k_ + 1); }
+
+bool AdaptiveDrafts::warm() const { return rounds_ > warmup_rounds(); }
+
+bool AdaptiveDrafts::hopeless() const {
+  // Even if every draft were accepted, n drafts would commit n + 1 tokens for C_n: drafting cannot pay
+  // when that is no faster than n + 1 plain steps, for every n.
+  if (plain_.empty()) return false;
+  const double plain = plain_.value();
+  for (int n = 1; n <= k_; ++n)
+    if (expected_cost(n) < static_cast<double>(n + 1) * plain) return false;
+  return true;
+}
 
 int AdaptiveDrafts::choose(int k_cap) {
   k_cap = std::clamp(k_cap, 0, k_);
   int n = 0;
   exploring_ = false;
-  if (rounds_ < static_cast<int64_t>(kWarmupPasses) * (k_ + 1)) {
-    n = std::min(k_cap, k_ - static_cast<int>(rounds_ % (k_ + 1)));
+  const int64_t pass_len = static_cast<int64_t>(k_) + 1;
+  if (rounds_ >= kProbeRounds && rounds_ < warmup_rounds() && (rounds_ - kProbeRounds) % pass_len == 0 && hopeless()) {
+    // The probe (one draft, then a bare plain step) or a warm-up pass found that no draft count can
+    // beat plain decoding: the warm-up ends, and exploration starts at its longest interval.
+    warmup_passes_ = static_cast<int>((rounds_ - kProbeRounds) / pass_len);
+    explore_every_ = kExploreMax;
+  }
+  if (rounds_ < kProbeRounds) {
+    n = rounds_ == 0 ? std::min(k_cap, 1) : 0;
+  } else if (rounds_ < warmup_rounds()) {
+    n = std::min(k_cap, k_ - static_cast<int>((rounds_ - kProbeRounds) % pass_len));
   } else if (since_explore_ >= explore_every_ - 1) {
     // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live.
     exploring_ = true;
@@ -95,7 +116,10 @@ int AdaptiveDrafts::choose(int k_cap) {
     }
     gain_sum_ += best * base_cost();
     ++gain_n_;
-    if (explored_) explore_every_ = n == last_best_ ? std::min(2 * explore_every_, kExploreMax) : kExploreEvery;
+    if (explored_)
+      explore_every_ = n != last_best_ ? kExploreEvery
+                       : hopeless()    ? kExploreMax
+                                       : std::min(2 * explore_every_, kExploreMax);
     explored_ = false;
     last_best_ = n;
   }
@@ -133,13 +157,13 @@ void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
 }
 
 bool AdaptiveDrafts::encode_plain() const {
-  // The last warm-up pass's plain step skips the encoding: c_plain is then measured from the start,
-  // so the economics compares drafting with what decoding without the drafter costs even when it
-  // drafts every round afterwards (c_verify(1) includes the encoding, a fifth of a step on the demo
-  // model, and would make plain decoding look slower than it is).
+  // The probe's plain step skips the encoding: c_plain is then measured from the start, so the
+  // economics compares drafting with what decoding without the drafter costs even when it drafts
+  // every round afterwards (c_verify(1) includes the encoding, a fifth of a step on the demo model,
+  // and would make plain decoding look slower than it is), and the hopeless test has its baseline.
+  // The warm-up passes' plain steps encode.
   const int64_t round = rounds_ - 1;  // the round just chosen
-  const int64_t pass = static_cast<int64_t>(k_) + 1;
-  if (round < static_cast<int64_t>(kWarmupPasses) * pass) return round < static_cast<int64_t>(kWarmupPasses - 1) * pass;
+  if (round < warmup_rounds()) return round >= kProbeRounds;
   if (exploring_ || plain_run_ < kPlainStretch) return true;
   return since_explore_ >= explore_every_ - kReencodeBefore;
 }

@@ -11,20 +11,25 @@
 //
 // Estimates: every time is the median of its last 8 samples (RecentMedian) (robust to a cold first call and to
 // other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
-// with a prior of one half-accepted draft per step. Warm-up: the first rounds cycle n = k, k-1, .., 0
-// (kWarmupPasses times) so every window size 1..k+1 and the draft step have measurements.
+// with a prior of one half-accepted draft per step. Probe: round 0 verifies one draft, round 1 is a
+// plain step without the drafter's encoding (c_plain). Hopeless: when even perfect acceptance would not
+// pay (C_n >= (n + 1)·c_plain for every n, n drafts committing at most n + 1 tokens; sizes not yet
+// measured extrapolated), as on a small cache-resident model where every window row costs a whole
+// step, there is no warm-up and exploration runs at its longest interval. Otherwise the warm-up
+// rounds cycle n = k, k-1, .., 0 (kWarmupPasses times) so every window size 1..k+1 and the draft step
+// have measurements; the hopeless test runs again before each pass (a noisy probe ends it later).
 // Exploration: every interval-th round runs the draft count chosen longest ago instead of the best
 // one, so every size's cost and every step's acceptance stay live when the load, the context length
 // or the text change. The interval starts at kExploreEvery and doubles (up to kExploreMax) each time
-// the choice after an exploring round is the same as before it, back to kExploreEvery when it changes.
+// the choice after an exploring round is the same as before it (straight to kExploreMax when drafting
+// is hopeless), back to kExploreEvery when it changes.
 //
-// The plain step of the last warm-up pass runs without the drafter's encoding, so c_plain is measured
-// from the start. Plain stretches: once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the
-// drafter's K/V (encode_plain() false; on the demo model that encoding is a fifth of a step), until
-// kReencodeBefore rounds before the next exploring round, so that round's drafter has a short run of
-// recent cells. A plain step without that encoding is timed separately (c_plain); when measured it is
-// the cost of n = 0 and the baseline of the gains, since it is what decoding without a drafter costs.
-// Everything is sized at construction: choosing allocates nothing.
+// The probe's plain step runs without the drafter's encoding, so c_plain is measured from the start. Plain stretches:
+// once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the drafter's K/V (encode_plain()
+// false; on the demo model that encoding is a fifth of a step), until kReencodeBefore rounds before the next exploring
+// round, so that round's drafter has a short run of recent cells. A plain step without that encoding is timed
+// separately (c_plain); when measured it is the cost of n = 0 and the baseline of the gains, since it is what decoding
+// without a drafter costs. Everything is sized at construction: choosing allocates nothing.
 #include <array>
 #include <cstdint>
 
@@ -64,6 +69,7 @@ class RecentMedian {
 
 class AdaptiveDrafts {
  public:
+  static constexpr int kProbeRounds = 2;
   static constexpr int kWarmupPasses = 2;
   static constexpr int kExploreEvery = 32;
   static constexpr int kExploreMax = 256;
@@ -86,14 +92,20 @@ class AdaptiveDrafts {
 
   double expected_tokens(int n) const;  // R_n
   double expected_cost(int n) const;    // C_n in seconds (unmeasured sizes are extrapolated)
+  // The round just chosen is one of the probe's (its draft needs no shadow draft).
+  bool probing() const { return rounds_ <= kProbeRounds; }
+  // No draft count could beat a plain step even with every draft accepted (false until c_plain is measured).
+  bool hopeless() const;
   AdaptiveStats stats() const;
 
  private:
   double verify_cost(int rows) const;
   double base_cost() const;  // c_plain when measured, else c_verify(1)
   bool warm() const;         // the round being recorded came after the warm-up
+  int64_t warmup_rounds() const;
 
   int k_;
+  int warmup_passes_ = kWarmupPasses;  // fewer once drafting was found hopeless
   int64_t rounds_ = 0;
   int since_explore_ = 0;
   int explore_every_ = kExploreEvery;

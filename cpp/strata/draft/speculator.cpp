@@ -106,7 +106,7 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   if (adaptive) {
     const int k_cap = k;  // what fits this round
     k = adaptive_.choose(k_cap);
-    shadow = opt.chained && k > 0 && k < k_cap;
+    shadow = opt.chained && k > 0 && k < k_cap && !adaptive_.probing();
     if (k == 0) {
       // In a plain stretch the step skips the drafter's K/V (a gap the drafter's cells handle).
       const bool encode = adaptive_.encode_plain();

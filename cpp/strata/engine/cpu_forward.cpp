@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "strata/cpu/repack/repack.h"
+#include "strata/experts/mapping_advice.h"
 #include "strata/util/error.h"
 #include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
@@ -22,6 +24,16 @@ CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConf
     pool = own_pool_.get();
   }
   const model::HParams& hp = model_->hparams();
+  if (cfg.experts.mode == experts::ExpertMode::Stream) {
+    // The mapping advice first (mapping_advice.h), before the load-time reads below fault on the
+    // mapping: with the kernel's read-around those reads would pull expert bytes in, and read-ahead
+    // they start could still be in flight when the store drops the expert ranges (a page under I/O is
+    // not dropped). The store advises again once it exists, dropping what came in meanwhile.
+    const experts::ExpertLayout layout = experts::expert_layout(*model_);
+    std::error_code ec_size;
+    const auto size = std::filesystem::file_size(layout.path, ec_size);
+    if (!ec_size) early_advice_ = experts::advise_expert_mapping(layout, static_cast<uint64_t>(size));
+  }
   // before anything takes views of the drafter weights.
   model::requant_drafter(*model_, cfg.mtp_requant, pool);
   // Repacked weights, also before any view is taken; stream-mode experts repack as they arrive.

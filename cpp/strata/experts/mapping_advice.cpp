@@ -33,15 +33,16 @@ MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_si
   const uint64_t mapped = (file_size + page - 1) / page * page;
   if (::madvise(map, mapped, MADV_RANDOM) != 0) ++out.failures;
 
+  // First every expert range out of the mapping and the page cache, then the read-ahead of the ranges
+  // between them: a WILLNEED read still in flight while a neighbouring expert range is dropped could
+  // otherwise leave that range's first pages cached.
   const int fd = ::open(layout.path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;  // [begin, end) of the non-expert ranges, whole pages
   uint64_t cursor = 0;  // end of the last expert range (whole pages), where the next gap starts
   for (const auto& [begin, end] : ranges) {
     const uint64_t b = (begin + page - 1) / page * page;  // shrunk to whole pages
     const uint64_t e = end / page * page;
-    if (b > cursor) {
-      if (::madvise(map + cursor, b - cursor, MADV_WILLNEED) != 0) ++out.failures;
-      out.other_bytes += b - cursor;
-    }
+    if (b > cursor) gaps.emplace_back(cursor, b);
     if (e > b) {
       if (::madvise(map + b, e - b, MADV_DONTNEED) != 0) ++out.failures;
       if (fd >= 0 && ::posix_fadvise(fd, static_cast<off_t>(b), static_cast<off_t>(e - b), POSIX_FADV_DONTNEED) != 0)
@@ -50,9 +51,10 @@ MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_si
     }
     cursor = std::max(cursor, std::max(b, e));
   }
-  if (mapped > cursor) {
-    if (::madvise(map + cursor, mapped - cursor, MADV_WILLNEED) != 0) ++out.failures;
-    out.other_bytes += mapped - cursor;
+  if (mapped > cursor) gaps.emplace_back(cursor, mapped);
+  for (const auto& [b, e] : gaps) {
+    if (::madvise(map + b, e - b, MADV_WILLNEED) != 0) ++out.failures;
+    out.other_bytes += e - b;
   }
   if (fd >= 0)
     ::close(fd);

@@ -55,10 +55,10 @@ int64_t TensorInfo::n_elements() const {
   return n;
 }
 
-std::unique_ptr<File> File::open(const std::string& path) {
+std::unique_ptr<File> File::open(const std::string& path, MmapFile::Access access) {
   std::unique_ptr<File> f(new File());
   f->path_ = path;
-  f->map_ = std::make_unique<MmapFile>(path);
+  f->map_ = std::make_unique<MmapFile>(path, access);
   f->data_ = f->map_->data();
   f->size_ = f->map_->size();
   f->parse();

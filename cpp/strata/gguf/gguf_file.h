@@ -46,7 +46,7 @@ class File {
  public:
   // Map and validate a file. Throws strata::Error(IO) when it cannot be opened or mapped and
   // strata::Error(Format) when it is not a well-formed GGUF; both messages start with the path.
-  static std::unique_ptr<File> open(const std::string& path);
+  static std::unique_ptr<File> open(const std::string& path, MmapFile::Access access = MmapFile::Access::Normal);
   // Validate a GGUF held in memory (the bytes are copied); `name` stands in for the path in
   // messages. Used by the fuzz target and tests; mapping() is unavailable for such a File.
   static std::unique_ptr<File> open_memory(const uint8_t* data, std::size_t size, const std::string& name);

@@ -56,8 +56,8 @@ class GgufSource : public ModelSource {
 
 }  // namespace
 
-std::unique_ptr<ModelSource> open_gguf_source(const std::string& path) {
-  return std::make_unique<GgufSource>(gguf::File::open(path));
+std::unique_ptr<ModelSource> open_gguf_source(const std::string& path, MmapFile::Access access) {
+  return std::make_unique<GgufSource>(gguf::File::open(path, access));
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path) { return from_source(open_gguf_source(path)); }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "strata/quant/types.h"
+#include "strata/util/mmap_file.h"
 
 namespace strata::model {
 
@@ -41,6 +42,7 @@ class ModelSource {
 };
 
 // Opens a GGUF file (mmap) as a model source.
-std::unique_ptr<ModelSource> open_gguf_source(const std::string& path);
+std::unique_ptr<ModelSource> open_gguf_source(const std::string& path,
+                                              MmapFile::Access access = MmapFile::Access::Normal);
 
 }  // namespace strata::model

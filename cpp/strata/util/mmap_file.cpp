@@ -12,7 +12,7 @@
 
 namespace strata {
 
-MmapFile::MmapFile(const std::string& path) : path_(path) {
+MmapFile::MmapFile(const std::string& path, Access access) : path_(path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
   // refused below as not a regular file (the flag means nothing for the regular files we map).
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -42,6 +42,7 @@ MmapFile::MmapFile(const std::string& path) : path_(path) {
     throw_file_error(ErrorKind::IO, path, std::string("cannot map: ") + std::strerror(e));
   }
   data_ = static_cast<const uint8_t*>(p);
+  if (access == Access::Random) (void)::madvise(p, size_, MADV_RANDOM);  // advice only: failure changes nothing
 }
 
 MmapFile::~MmapFile() {

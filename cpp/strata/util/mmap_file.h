@@ -9,7 +9,10 @@ namespace strata {
 
 class MmapFile {
  public:
-  explicit MmapFile(const std::string& path);
+  // Random: the reader touches a few scattered pages (a header, small tensors), so page faults read
+  // only their own page instead of the kernel's read-around (which would pull in neighbouring data).
+  enum class Access { Normal, Random };
+  explicit MmapFile(const std::string& path, Access access = Access::Normal);
   ~MmapFile();
   MmapFile(const MmapFile&) = delete;
   MmapFile& operator=(const MmapFile&) = delete;

@@ -8,7 +8,7 @@ import numpy.typing
 import typing
 from . import quant
 from . import decode
-__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'build_features', 'decode', 'force_isa', 'metal_device_available', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
+__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'build_features', 'decode', 'force_isa', 'inspect_model', 'metal_device_available', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
 class StrataError(Exception):
     pass
 class FormatError(StrataError):
@@ -226,6 +226,10 @@ def build_features() -> list[str]:
 def force_isa(name: str) -> None:
     """
     Force kernels onto one ISA path (tests, benchmarks)
+    """
+def inspect_model(path: str) -> dict:
+    """
+    Open and validate a model file as an engine would (hyper-parameters, every tensor's name, type and shape), without building an engine: no weights are repacked or read. Returns {'hparams': dict (as Engine.hparams), 'has_mtp': bool}. Raises FormatError / IOError as Engine(path) does.
     """
 def metal_device_available() -> bool:
     """
