@@ -60,13 +60,16 @@ std::vector<int64_t> test_cols(GGMLType t) {
 }  // namespace
 
 TEST(repacked_paths_under_test) {
-  std::string names;
-  for (Isa isa : runnable_isas()) {
-    const cpu::DotKernel& k = cpu::dot_kernel(GGMLType::Q4_0_R16, isa);
-    const bool own = k.dot_rows != cpu::dot_kernel(GGMLType::Q4_0_R16, Isa::Scalar).dot_rows;
-    names += std::string(" ") + cpu::isa_name(isa) + (own || isa == Isa::Scalar ? "" : "(reference)");
+  for (GGMLType t : kPlain) {
+    const GGMLType rt = cpu::repacked_type(t);
+    std::string names;
+    for (Isa isa : runnable_isas()) {
+      const cpu::DotKernel& k = cpu::dot_kernel(rt, isa);
+      const bool own = k.dot_rows != cpu::dot_kernel(rt, Isa::Scalar).dot_rows;
+      names += std::string(" ") + cpu::isa_name(isa) + (own || isa == Isa::Scalar ? "" : "(reference)");
+    }
+    std::printf("%s kernels under test:%s\n", strata::quant::type_name(rt), names.c_str());
   }
-  std::printf("repacked kernels under test:%s\n", names.c_str());
   CHECK(cpu::repacked_type(GGMLType::Q4_0) == GGMLType::Q4_0_R16);
   CHECK(cpu::repacked_type(GGMLType::Q8_0) == GGMLType::Q8_0_R16);
   CHECK(cpu::plain_type(GGMLType::Q8_0_R16) == GGMLType::Q8_0);
