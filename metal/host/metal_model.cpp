@@ -112,6 +112,8 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
   const model::HParams& hp = hp_;
   if (hp.arch == model::Arch::Glm4Moe)  // dense layers, biases and sigmoid routing are CPU-only so far
     throw_error(ErrorKind::Value, "metal backend: glm4moe is not supported (use the CPU engine)");
+  if (hp.arch == model::Arch::DeepSeek4)  // compressed attention, indexer and hash routing are CPU-only so far
+    throw_error(ErrorKind::Value, "metal backend: deepseek4 is not supported (use the CPU engine)");
   if (cfg.max_rows < 1 || cfg.max_rows > 512) throw_error(ErrorKind::Value, "metal backend: max_rows must be 1..512");
   max_ctx_ = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 4096);
   const int64_t R = cfg.max_rows, d = hp.n_embd, n = hp.hc_count, nd = n * d;

@@ -36,6 +36,14 @@ class MemorySource : public strata::model::ModelSource {
     auto it = s_.find(k);
     return it == s_.end() ? std::nullopt : std::optional<std::string>(it->second);
   }
+  std::optional<std::vector<uint32_t>> find_u32_array(const std::string& k) const override {
+    auto it = ua_.find(k);
+    return it == ua_.end() ? std::nullopt : std::optional<std::vector<uint32_t>>(it->second);
+  }
+  std::optional<std::vector<float>> find_f32_array(const std::string& k) const override {
+    auto it = fa_.find(k);
+    return it == fa_.end() ? std::nullopt : std::optional<std::vector<float>>(it->second);
+  }
   const strata::model::TensorRef* find_tensor(const std::string& name) const override {
     auto it = t_.find(name);
     return it == t_.end() ? nullptr : &it->second.ref;
@@ -45,11 +53,15 @@ class MemorySource : public strata::model::ModelSource {
   void set_f(const std::string& k, float v) { f_[k] = v; }
   void set_b(const std::string& k, bool v) { b_[k] = v; }
   void set_s(const std::string& k, const std::string& v) { s_[k] = v; }
+  void set_u32_array(const std::string& k, const std::vector<uint32_t>& v) { ua_[k] = v; }
+  void set_f32_array(const std::string& k, const std::vector<float>& v) { fa_[k] = v; }
   void erase(const std::string& k) {
     u_.erase(k);
     f_.erase(k);
     b_.erase(k);
     s_.erase(k);
+    ua_.erase(k);
+    fa_.erase(k);
     t_.erase(k);
   }
   // numpy-order dims; F32 values (converted to F16 when type is F16).
@@ -77,13 +89,17 @@ class MemorySource : public strata::model::ModelSource {
     t_[name] = std::move(st);
   }
   void add_i32(const std::string& name, const std::vector<int32_t>& v) {
+    add_i32(name, {static_cast<int64_t>(v.size())}, v);
+  }
+  // numpy-order dims.
+  void add_i32(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int32_t>& v) {
     Stored st;
     st.bytes.resize(v.size() * 4 + 64);
     auto* p = reinterpret_cast<int32_t*>(align(st.bytes.data()));
     std::memcpy(p, v.data(), v.size() * 4);
     st.ref = {name,
               strata::quant::GGMLType::I32,
-              {static_cast<int64_t>(v.size())},
+              {dims.rbegin(), dims.rend()},
               reinterpret_cast<const uint8_t*>(p),
               v.size() * 4};
     t_[name] = std::move(st);
@@ -108,6 +124,8 @@ class MemorySource : public strata::model::ModelSource {
   std::map<std::string, float> f_;
   std::map<std::string, bool> b_;
   std::map<std::string, std::string> s_;
+  std::map<std::string, std::vector<uint32_t>> ua_;
+  std::map<std::string, std::vector<float>> fa_;
   std::map<std::string, Stored> t_;
 };
 

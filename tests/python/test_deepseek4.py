@@ -3,7 +3,7 @@
 loads, refusals of what that architecture cannot express, and (opt-in, ``-m llama``) the reference
 chain: llama.cpp (llama-cpp-python 0.3.36) running the converted file against transformers' logits.
 
-strata's own engine does not run `deepseek4` yet; it refuses the file with a message naming it.
+strata's engine running these files: test_deepseek4_engine.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType, GGUFReader
 
-from strata import _strata
 from strata.cli.__main__ import main as cli_main
 from strata.convert import byte_level_tokenizer, convert_hf_dir
 from strata.convert.deepseek4 import convert_deepseek4
@@ -244,9 +243,9 @@ def test_cli_convert_and_quantised_storage(converted: tuple[Any, Path, Path], tm
 
 
 def _hub_layout(src: Path, where: Path) -> Path:
-    """The directory as DeepSeek publishes it: no ``model.`` prefix, ``embed`` / ``hc_head_fn`` names,
-    and the legacy config keys (``compress_ratios``, ``num_hash_layers``, ``qk_rope_head_dim``,
-    ``rope_scaling``) that transformers folds into its own at load time."""
+    """The directory as DeepSeek publishes it: no ``model.`` prefix, ``embed`` / ``hc_head_fn`` /
+    ``attn.kv_norm`` names, and the legacy config keys (``compress_ratios``, ``num_hash_layers``,
+    ``qk_rope_head_dim``, ``rope_scaling``) that transformers folds into its own at load time."""
     from safetensors.numpy import load_file, save_file
 
     where.mkdir()
@@ -259,6 +258,8 @@ def _hub_layout(src: Path, where: Path) -> Path:
     tensors = {}
     for name, arr in load_file(str(src / "model.safetensors")).items():
         short = name.removeprefix("model.")
+        if short.endswith(".attn.norm.weight"):  # DeepSeek's release: attn.kv_norm
+            short = short.removesuffix("norm.weight") + "kv_norm.weight"
         tensors[renames.get(short, short)] = arr
     save_file(tensors, str(where / "model.safetensors"))
     cfg = json.loads((src / "config.json").read_text())
@@ -363,11 +364,6 @@ def test_a_tensor_that_does_not_fit_the_config_is_refused(
         convert_hf_dir(src, tmp_path / "x.gguf", tokenizer="none")
 
 
-def test_strata_refuses_the_architecture_by_name(converted: tuple[Any, Path, Path]) -> None:
-    with pytest.raises(FormatError, match="deepseek4"):
-        _strata.Engine(str(converted[2]), n_threads=1, max_ctx=64)
-
-
 # --- the reference chain: llama.cpp on the converted file against transformers (opt-in) ---
 
 
@@ -433,3 +429,331 @@ def test_llama_cpp_logits_equal_transformers(tmp_path: Path, variant: str) -> No
         llm.eval([t])
     got = np.array(llm.scores[: len(tokens)], dtype=np.float32)
     assert _rel_diff(got, want) <= 1e-4
+
+
+# --- the MTP layer (mtp.0.*): llama.cpp's --mtp file ---
+
+# The MTP test model: the MTP layer is a routed block, so its stand-in below is a routed layer of the
+# same attention type (layer 1, sliding, as V4-Flash's MTP layer; layer 2 for CSA).
+MTP_SCHEDULE = [HCA, SLIDING, CSA, HCA]
+
+
+def _with_mtp(src: Path, like_layer: int, seed: int = 11) -> dict[str, np.ndarray]:
+    """Write the MTP layer into the saved directory (its own mtp.safetensors) under DeepSeek's names.
+
+    Shapes come from outside our converter: the block part copies the shapes of a saved main layer of
+    the same kind (DeepSeek's MTPBlock is a Block), the extras are DeepSeek's reference MTPBlock
+    (inference/model.py): e_proj and h_proj Linear(dim, dim), enorm / hnorm / norm RMSNorm(dim),
+    hc_head_fn [hc, hc * dim], hc_head_base [hc], hc_head_scale [1]. Values follow hf_ds4's recipe."""
+    from safetensors.numpy import load_file, save_file
+
+    rng = np.random.default_rng(seed)
+
+    def value(rest: str, shape: tuple[int, ...]) -> np.ndarray:
+        if rest.endswith("gate.bias"):
+            return (0.3 * rng.standard_normal(shape)).astype(np.float32)
+        if len(shape) == 1:
+            centre = 0.0 if ("base" in rest or "sink" in rest) else 1.0
+            return (centre + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+        return (rng.standard_normal(shape) * shape[-1] ** -0.5).astype(np.float32)
+
+    prefix = f"model.layers.{like_layer}."
+    out: dict[str, np.ndarray] = {}
+    for name, arr in load_file(str(src / "model.safetensors")).items():
+        if name.startswith(prefix):
+            rest = name[len(prefix) :].replace("attn.norm.weight", "attn.kv_norm.weight")
+            out["mtp.0." + rest] = value(rest, arr.shape)
+    extras = {
+        "e_proj.weight": (D, D),
+        "h_proj.weight": (D, D),
+        "enorm.weight": (D,),
+        "hnorm.weight": (D,),
+        "norm.weight": (D,),
+        "hc_head_fn": (4, 4 * D),
+        "hc_head_base": (4,),
+        "hc_head_scale": (1,),
+    }
+    for rest, shape in extras.items():
+        out["mtp.0." + rest] = value(rest, shape)
+    save_file(out, str(src / "mtp.safetensors"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def with_mtp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    where = tmp_path_factory.mktemp("ds4mtp")
+    plain = _save(hf_ds4(seed=6, layer_types=MTP_SCHEDULE), where / "plain")
+    src = Path(shutil.copytree(plain, where / "hf"))
+    return plain, src, _with_mtp(src, like_layer=1)
+
+
+def test_the_mtp_file_is_llama_cpps_layout(
+    with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
+    _, src, mtp = with_mtp
+    out = convert_deepseek4(
+        src, tmp_path / "mtp.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V), mtp=True
+    )
+    fields, tensors = _fields(out)
+    a = "deepseek4"
+    assert fields[f"{a}.block_count"] == 5 and fields[f"{a}.nextn_predict_layers"] == 1
+    assert fields[f"{a}.attention.compress_ratios"] == [128, 0, 4, 128, 0]  # the MTP layer: sliding
+    assert len(fields[f"{a}.swiglu_clamp_exp"]) == len(fields[f"{a}.swiglu_clamp_shexp"]) == 5
+    assert fields[f"{a}.hash_layer_count"] == 1
+    block = {
+        "attn_norm",
+        "attn_sinks",
+        "attn_q_a",
+        "attn_q_a_norm",
+        "attn_q_b",
+        "attn_kv",
+        "attn_kv_a_norm",
+        "attn_output_a",
+        "attn_output_b",
+        "ffn_norm",
+        "ffn_gate_inp",
+        "ffn_gate_exps",
+        "ffn_up_exps",
+        "ffn_down_exps",
+        "ffn_gate_shexp",
+        "ffn_up_shexp",
+        "ffn_down_shexp",
+        "nextn.eh_proj",
+        "nextn.enorm",
+        "nextn.hnorm",
+        "nextn.shared_head_norm",
+    } | {f"hc_{p}_{w}" for p in ("attn", "ffn") for w in ("fn", "base", "scale")}
+    want = {f"blk.4.{t}.weight" for t in block} | {"blk.4.exp_probs_b.bias"}
+    want |= {f"{t}.weight" for t in ("token_embd", "output", "output_norm")}
+    want |= {f"output_hc_{w}.weight" for w in ("fn", "base", "scale")}
+    assert set(tensors) == want  # no trunk block, no hash table
+    # ggml shapes as llama.cpp's load_arch_tensors creates them ({ne0, ne1}, innermost first)
+    assert list(tensors["blk.4.nextn.eh_proj.weight"].shape) == [2 * D, D]
+    assert list(tensors["output_hc_fn.weight"].shape) == [4 * D, 4]
+    assert list(tensors["output_hc_scale.weight"].shape) == [1]
+    assert list(tensors["blk.4.ffn_gate_exps.weight"].shape) == [D, 32, E]
+
+    def data(name: str) -> np.ndarray:
+        t = tensors[name]
+        return np.asarray(t.data).reshape([int(n) for n in reversed(t.shape)])
+
+    # eh_proj · [enorm(e); hnorm(h)] = e_proj · enorm(e) + h_proj · hnorm(h): the input halves in that order
+    eh = np.concatenate([mtp["mtp.0.e_proj.weight"], mtp["mtp.0.h_proj.weight"]], axis=1)
+    np.testing.assert_array_equal(data("blk.4.nextn.eh_proj.weight"), eh)
+    np.testing.assert_array_equal(data("output_hc_fn.weight"), mtp["mtp.0.hc_head_fn"])  # the MTP's own head
+    np.testing.assert_array_equal(data("blk.4.nextn.shared_head_norm.weight"), mtp["mtp.0.norm.weight"])
+    np.testing.assert_array_equal(data("blk.4.attn_kv_a_norm.weight"), mtp["mtp.0.attn.kv_norm.weight"])
+    up = np.stack([mtp[f"mtp.0.ffn.experts.{x}.w3.weight"] for x in range(E)])
+    np.testing.assert_array_equal(data("blk.4.ffn_up_exps.weight"), up)
+    head = convert_deepseek4(
+        src, tmp_path / "main.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V)
+    )
+    _, main = _fields(head)
+    for shared in ("token_embd.weight", "output.weight", "output_norm.weight"):
+        np.testing.assert_array_equal(data(shared), np.asarray(main[shared].data).reshape(data(shared).shape))
+    for kept in ("blk.4.hc_attn_fn.weight", "blk.4.nextn.enorm.weight", "output_hc_scale.weight"):
+        assert tensors[kept].tensor_type == GGMLQuantizationType.F32, kept
+
+
+def test_the_main_file_is_unchanged_by_the_mtp_layer(
+    with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
+    plain, src, _ = with_mtp
+    a = convert_hf_dir(plain, tmp_path / "a.gguf", tokenizer="bytes", name="m")
+    b = convert_hf_dir(src, tmp_path / "b.gguf", tokenizer="bytes", name="m")
+    assert a.read_bytes() == b.read_bytes()
+    assert _fields(b)[0]["deepseek4.nextn_predict_layers"] == 0
+
+
+def test_a_compressed_mtp_layer_and_the_hub_ratio(tmp_path: Path) -> None:
+    plain = _save(hf_ds4(seed=7, layer_types=MTP_SCHEDULE), tmp_path / "plain")
+    src = Path(shutil.copytree(plain, tmp_path / "hf"))
+    _with_mtp(src, like_layer=2)  # a CSA layer: compressor and indexer
+    out = convert_deepseek4(src, tmp_path / "mtp.gguf", mtp=True)
+    fields, tensors = _fields(out)
+    assert fields["deepseek4.attention.compress_ratios"][-1] == 4
+    assert list(tensors["blk.4.attn_compressor_ape.weight"].shape) == [2 * HEAD, 4]
+    assert "blk.4.indexer.attn_q_b.weight" in tensors
+    # DeepSeek's config lists the MTP layer's ratio (compress_ratios has L + 1 entries); it must agree
+    hub = _hub_layout(src, tmp_path / "hub")
+    shutil.copy(src / "mtp.safetensors", hub)
+    cfg = json.loads((hub / "config.json").read_text())
+    assert convert_deepseek4(
+        _edited(hub, tmp_path / "ok", compress_ratios=cfg["compress_ratios"] + [4]),
+        tmp_path / "ok.gguf",
+        mtp=True,
+    ).is_file()
+    with pytest.raises(FormatError, match="MTP layer compression ratio 128"):
+        convert_deepseek4(
+            _edited(hub, tmp_path / "bad", compress_ratios=cfg["compress_ratios"] + [128]),
+            tmp_path / "bad.gguf",
+            mtp=True,
+        )
+
+
+def test_mtp_without_an_mtp_layer_is_refused(converted: tuple[Any, Path, Path], tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match=r"no mtp\.0\.\* tensors"):
+        convert_deepseek4(converted[1], tmp_path / "x.gguf", mtp=True)
+
+
+def test_cli_convert_mtp(with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path) -> None:
+    out = tmp_path / "mtp-q.gguf"
+    argv = [
+        "convert",
+        str(with_mtp[1]),
+        str(out),
+        "--mtp",
+        "--outtype",
+        "q8_0",
+        "--tokenizer",
+        "bytes",
+        "--no-progress",
+    ]
+    assert cli_main(argv) == 0
+    _, tensors = _fields(out)
+    assert tensors["blk.4.nextn.eh_proj.weight"].tensor_type == GGMLQuantizationType.Q8_0
+    assert tensors["blk.4.ffn_gate_exps.weight"].tensor_type == GGMLQuantizationType.Q8_0
+
+
+@pytest.mark.llama
+def test_llama_cpp_loads_the_mtp_file(
+    with_mtp: tuple[Path, Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
+    """llama.cpp's loader creates every MTP tensor with its own shapes (load_mtp on) and counts the file's
+    tensors; the main file still decodes the same logits with the MTP layer in the checkpoint."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    plain, src, _ = with_mtp
+    mtp = convert_deepseek4(
+        src, tmp_path / "mtp.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V), mtp=True
+    )
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    params.use_mmap = False
+    model = llama_cpp.llama_model_load_from_file(str(mtp).encode(), params)
+    assert model, "llama.cpp refused the MTP file"
+    try:
+        assert llama_cpp.llama_model_n_layer_nextn(model) == 1
+        assert llama_cpp.llama_model_n_layer(model) == 4  # the trunk blocks the MTP layer follows
+    finally:
+        llama_cpp.llama_model_free(model)
+    logits = []
+    for d in (plain, src):
+        out = convert_hf_dir(d, tmp_path / f"{d.name}.gguf", weight_type="F32", tokenizer="bytes")
+        llm = llama_cpp.Llama(model_path=str(out), n_ctx=64, logits_all=True, verbose=False, n_threads=1)
+        llm.eval(list(range(3, 40)))
+        logits.append(np.array(llm.scores[:37], dtype=np.float32))
+        del llm
+    assert np.isfinite(logits[0]).all()
+    np.testing.assert_array_equal(logits[0], logits[1])
+
+
+def _mtp_reference(
+    model: Any, saved: Path, mtp: dict[str, np.ndarray], tokens: list[int], where: Path
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the main model's final streams h [n, 4, D], the MTP logits [n, V]) for rows p = 0..n-1, each the
+    pair (h_p, token p + 1), computed outside llama.cpp and outside our converter: DeepSeek's MTPBlock
+    glue (`e_proj(enorm(embed(t))) + h_proj(hnorm(h))` per stream) in torch around transformers' own
+    block and head, a one-layer DeepseekV4ForCausalLM loaded from the MTP tensors under DeepSeek's
+    names (its norm and hyper-connection head the MTP layer's, embedding and LM head the main model's)."""
+    from safetensors.numpy import load_file, save_file
+
+    n = len(tokens) - 1
+    streams: list[torch.Tensor] = []
+    hook = model.model.hc_head.register_forward_pre_hook(lambda _m, a: streams.append(a[0].detach()))
+    try:
+        _hf_logits(model, tokens[:n])
+    finally:
+        hook.remove()
+    h = streams[0][0].float()
+    cfg = json.loads((saved / "config.json").read_text())
+    cfg.update(num_hidden_layers=1, layer_types=[SLIDING], mlp_layer_types=["moe"])
+    where.mkdir()
+    (where / "config.json").write_text(json.dumps(cfg))
+    main = load_file(str(saved / "model.safetensors"))
+    glue = {"e_proj.weight", "h_proj.weight", "enorm.weight", "hnorm.weight", "norm.weight"}
+    block = {
+        "layers.0." + k.removeprefix("mtp.0."): v
+        for k, v in mtp.items()
+        if k.removeprefix("mtp.0.") not in glue and not k.startswith("mtp.0.hc_head")
+    }
+    block |= {"embed.weight": main["model.embed_tokens.weight"], "head.weight": main["head.weight"]}
+    block |= {"norm.weight": mtp["mtp.0.norm.weight"]}
+    block |= {f"hc_head_{w}": mtp[f"mtp.0.hc_head_{w}"] for w in ("fn", "base", "scale")}
+    save_file(block, str(where / "model.safetensors"))
+    ref, info = transformers.DeepseekV4ForCausalLM.from_pretrained(where, output_loading_info=True)
+    assert not any(info.values()), info  # every weight of the block came from the MTP tensors
+
+    def w(name: str) -> torch.Tensor:
+        return torch.from_numpy(mtp["mtp.0." + name])
+
+    def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+    nxt = torch.tensor([tokens[1:]])
+    with torch.no_grad():
+        e = rms(ref.model.embed_tokens(nxt[0]), w("enorm.weight")) @ w("e_proj.weight").T
+        x = (e[:, None, :] + rms(h, w("hnorm.weight")) @ w("h_proj.weight").T)[None].contiguous()
+        hook = ref.model.layers[0].register_forward_pre_hook(
+            lambda _m, a, kw: ((x,) + a[1:], kw), with_kwargs=True
+        )
+        try:
+            logits = ref.eval()(input_ids=nxt).logits[0].numpy()
+        finally:
+            hook.remove()
+    return h.numpy(), logits
+
+
+@pytest.mark.llama
+def test_llama_cpp_mtp_logits_equal_deepseeks_mtp_block(tmp_path: Path) -> None:
+    """llama.cpp's MTP graph (a context of type MTP on the converted MTP file, fed the main model's
+    streams and the next tokens through llama_batch_ext) against _mtp_reference, over 40 rows (more
+    than the sliding window of 16). head_dim 128: with head_dim equal to the indexer's key length
+    (64, 64) llama.cpp's MTP context divides by zero while sizing a K rotation for its (empty)
+    non-sliding cache."""
+    import ctypes
+
+    llama_cpp = pytest.importorskip("llama_cpp")
+    model = hf_ds4(seed=6, layer_types=MTP_SCHEDULE, head_dim=128)
+    saved = _save(model, tmp_path / "hf")
+    mtp = _with_mtp(saved, like_layer=1)
+    out = convert_deepseek4(
+        saved, tmp_path / "mtp.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V), mtp=True
+    )
+    tokens = [int(t) for t in np.random.default_rng(5).integers(0, V, size=41)]
+    h, want = _mtp_reference(model, saved, mtp, tokens, tmp_path / "ref")
+
+    params = llama_cpp.llama_model_default_params()
+    params.load_mtp = True
+    lm = llama_cpp.llama_model_load_from_file(str(out).encode(), params)
+    assert lm
+    cp = llama_cpp.llama_context_default_params()
+    cp.ctx_type = llama_cpp.LLAMA_CONTEXT_TYPE_MTP
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = 128
+    cp.n_threads = cp.n_threads_batch = 1
+    cp.type_k = cp.type_v = 0  # F32 cells
+    cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # its CPU kernel rounds through F16
+    ctx = llama_cpp.llama_init_from_model(lm, cp)
+    batch = llama_cpp.llama_batch_ext_init(ctx)
+    try:
+        assert ctx and batch
+        rows = np.ascontiguousarray(h.reshape(len(h), -1), dtype=np.float32)  # [n, 4 * D], stream-major
+        positions = [(llama_cpp.llama_pos * 1)(i + 1) for i in range(len(rows))]  # each row at its token's
+        for i, row in enumerate(rows):
+            idx = llama_cpp.llama_batch_ext_add_token(batch, 0, tokens[i + 1])
+            embd = llama_cpp.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.size)
+            assert llama_cpp.llama_batch_ext_set_embd_token(batch, idx, embd)  # the hidden state goes here
+            assert llama_cpp.llama_batch_ext_set_pos(batch, idx, positions[i])
+            assert llama_cpp.llama_batch_ext_set_output_logits(batch, idx, True)
+        assert llama_cpp.llama_process(ctx, llama_cpp.LLAMA_PROCESS_TYPE_DECODE, batch) == 0
+        got = np.stack(
+            [
+                np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, i), shape=(V,))
+                for i in range(len(rows))
+            ]
+        )
+    finally:
+        llama_cpp.llama_batch_ext_free(batch)
+        llama_cpp.llama_free(ctx)
+        llama_cpp.llama_model_free(lm)
+    assert _rel_diff(got, want) <= 1e-5
+    assert (got.argmax(1) == want.argmax(1)).all()

@@ -85,7 +85,10 @@ void run_block(const BlockContext& c, float* X, int R, int64_t start) {
     for (int64_t r = b; r < e; ++r)
       rms_norm(s.collapsed.data() + r * d, d, hp.rms_eps, c.w->attn.norm, s.xn.data() + r * d);
   });
-  attention_forward(c, R, start);
+  if (c.ds4)
+    ds4_attention_forward(c, R, start);
+  else
+    attention_forward(c, R, start);
   CombineArgs ca;
   ca.d = d;
   ca.n = n;

@@ -9,6 +9,7 @@
 #include "strata/engine/rope.h"
 #include "strata/engine/scratch.h"
 #include "strata/model/hparams.h"
+#include "strata/model/ds4_weights.h"
 #include "strata/model/weights.h"
 #include "strata/routing/router.h"
 
@@ -20,6 +21,8 @@ class ExpertStore;
 }
 
 namespace strata::engine {
+
+struct Ds4State;
 
 struct BlockContext {
   const model::HParams* hp = nullptr;
@@ -42,6 +45,14 @@ struct BlockContext {
   // the scratch's max_list entries) instead of `policy`: the drafter's own cell bookkeeping.
   const int32_t* cell_list = nullptr;
   int64_t cell_list_n = 0;
+  // deepseek4 (docs/models.md): its per-position state and working memory, the layer's attention
+  // weights (the attention half is ds4_attention_forward), the rows' token ids (hash-routed layers
+  // pick their experts by token) and the layer's SwiGLU limits of the routed / shared experts (0 = none).
+  Ds4State* ds4 = nullptr;
+  const model::Ds4AttentionWeights* ds4_attn = nullptr;
+  const int32_t* tokens = nullptr;
+  float clamp_exp = 0.0f;
+  float clamp_shexp = 0.0f;
 };
 
 // X: [R][n][d] streams, updated in place.
@@ -54,6 +65,9 @@ void hc_enter(const model::HParams& hp, const model::HyperConnWeights& hc, const
               ThreadPool* pool);
 // Attention sub-layer: s.xn -> s.out (writes K/V and indexer keys of the R rows).
 void attention_forward(const BlockContext& c, int R, int64_t start);
+// deepseek4's attention sub-layer (engine/ds4_attention.cpp): s.xn -> s.out, writing the rows' K = V
+// and compressor cells and the compressed entries whose windows the rows close.
+void ds4_attention_forward(const BlockContext& c, int R, int64_t start);
 // Its first part alone: the K/V (and indexer keys) of the R rows from s.xn, written to their cells.
 void attention_write_kv(const BlockContext& c, int R, int64_t start);
 // K/V-only rows ("catch-up"): the hyper-connection collapse, attn_norm and attention_write_kv; the

@@ -23,6 +23,7 @@
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
 #include "strata/experts/expert_store.h"
+#include "strata/routing/ds4_scoring.h"
 #include "strata/routing/glm_scoring.h"
 #include "strata/routing/router.h"
 #include "strata/routing/window_routing.h"
@@ -56,6 +57,13 @@ void route_rows(const BlockContext& c, int R) {
   run_linear_tasks(tasks, nt, c.pool);
   auto route_one = [&](int64_t r, const uint8_t* resident, const routing::MoceParams& mp, bool draft_row) {
     float* p = s.probs.data() + r * E;
+    if (hp.gating == model::Gating::SqrtSoftplus) {  // deepseek4 (routing/ds4_scoring.h)
+      const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
+      const int32_t* hashed = w.tid2eid ? w.tid2eid + static_cast<int64_t>(c.tokens[r]) * K : nullptr;
+      routing::sqrt_softplus_route_row(p, s.sel.data() + r * E, static_cast<int>(E), static_cast<int>(K), sr, hashed,
+                                       resident, mp, draft_row, s.ids.data() + r * K, s.weights.data() + r * K);
+      return;
+    }
     if (hp.gating == model::Gating::Sigmoid) {  // glm4moe (routing/glm_scoring.h)
       const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
       routing::sigmoid_route_row(p, s.sel.data() + r * E, static_cast<int>(E), static_cast<int>(K), sr, resident, mp,
@@ -158,12 +166,12 @@ void swiglu_pass(const BlockContext& c, int R, int64_t p0, int64_t p1, bool shar
       if (q < p1 - p0) {
         const int64_t i = s.entries[static_cast<std::size_t>(p0 + q)];
         float* h = s.ge.data() + i * F;
-        swiglu(h, s.ue.data() + i * F, h, F);
+        swiglu_clamped(h, s.ue.data() + i * F, h, F, c.clamp_exp);
         prepare_activations(w.down.type, h, 1, F, s.act_h.data() + static_cast<std::size_t>(i) * down_stride);
       } else {
         const int64_t r = q - (p1 - p0);
         float* h = s.sg.data() + r * Fs;
-        swiglu(h, s.su.data() + r * Fs, h, Fs);
+        swiglu_clamped(h, s.su.data() + r * Fs, h, Fs, c.clamp_shexp);
         prepare_activations(w.sh_down.type, h, 1, Fs, s.act_hs.data() + static_cast<std::size_t>(r) * sh_down_stride);
       }
     }

@@ -39,4 +39,12 @@ void swiglu(const float* g, const float* u, float* h, int64_t n) {
   for (int64_t i = 0; i < n; ++i) h[i] = silu(g[i]) * u[i];
 }
 
+void swiglu_clamped(const float* g, const float* u, float* h, int64_t n, float limit) {
+  if (limit <= 0.0f) {
+    swiglu(g, u, h, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) h[i] = silu(std::fmin(g[i], limit)) * std::fmax(-limit, std::fmin(u[i], limit));
+}
+
 }  // namespace strata::engine

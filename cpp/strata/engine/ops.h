@@ -20,5 +20,7 @@ void softmax(float* x, int64_t n);
 
 // h[i] = silu(g[i]) * u[i]
 void swiglu(const float* g, const float* u, float* h, int64_t n);
+// deepseek4's clamped form: h[i] = silu(min(g[i], limit)) * clamp(u[i], -limit, limit); limit 0 = swiglu.
+void swiglu_clamped(const float* g, const float* u, float* h, int64_t n, float limit);
 
 }  // namespace strata::engine

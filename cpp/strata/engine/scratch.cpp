@@ -40,7 +40,7 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   one.resize(R);
   for (std::size_t i = 0; i < R; ++i) one[i] = 1.0f;
   probs.resize(R * E);
-  sel.resize(hp.gating == model::Gating::Sigmoid ? R * E : 1);
+  sel.resize(hp.gating != model::Gating::Softmax ? R * E : 1);
   ids.resize(R * K);
   weights.resize(R * K);
   expert_count.resize(E);

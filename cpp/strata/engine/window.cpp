@@ -19,6 +19,8 @@ int64_t default_ctx(const model::HParams& hp, int64_t asked) {
   return std::min<int64_t>(hp.context_length, 32768);
 }
 
+bool is_ds4(const model::Model& m) { return m.hparams().arch == model::Arch::DeepSeek4; }
+
 }  // namespace
 
 Window::Window(const model::Model& m, const WindowConfig& cfg)
@@ -31,7 +33,7 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
               m.hparams().uses_indexer() ? m.hparams().indexer_top_k : 0},
       experts_(cfg.experts),
       moce_(cfg.moce),
-      kv_(static_cast<int>(m.hparams().n_layer), std::max<int64_t>(max_ctx_, 1),
+      kv_(is_ds4(m) ? 1 : static_cast<int>(m.hparams().n_layer), is_ds4(m) ? 1 : std::max<int64_t>(max_ctx_, 1),
           static_cast<int>(m.hparams().n_head_kv), static_cast<int>(m.hparams().head_dim), m.hparams().kv_type,
           m.hparams().uses_indexer() ? static_cast<int>(m.hparams().indexer_dim) : 0),
       rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
@@ -56,6 +58,7 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
   logits_.resize(static_cast<std::size_t>(max_logit_rows_) * hp.n_vocab);
   cell_stamp_.resize(static_cast<std::size_t>(max_ctx_));
   std::memset(cell_stamp_.data(), 0, sizeof(uint64_t) * cell_stamp_.size());
+  if (is_ds4(m)) ds4_ = std::make_unique<Ds4State>(m, max_ctx_, max_rows_, shape.n_slots);
 }
 
 void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row) {
@@ -107,9 +110,16 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, i
   c.moce = moce_;
   c.draft_from_row = draft_from_row < 0 ? -1 : draft_from_row;
   c.experts = experts_;
+  c.ds4 = ds4_.get();
+  c.tokens = tokens;
   if (experts_) experts_->begin_window(n);
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     c.w = &m_.layers[l];
+    if (ds4_) {
+      c.ds4_attn = &m_.ds4_attn[l];
+      c.clamp_exp = hp.ds4.clamp_exp[l];
+      c.clamp_shexp = hp.ds4.clamp_shexp[l];
+    }
     c.kv_layer = static_cast<int>(l);
     // The store numbers MoE layers only (glm4moe's leading dense layers have no experts).
     c.expert_layer = static_cast<int>(hp.expert_layer(l));

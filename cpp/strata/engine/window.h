@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "strata/engine/cell_select.h"
+#include "strata/engine/ds4_state.h"
 #include "strata/engine/kv_cells.h"
 #include "strata/engine/rope.h"
 #include "strata/engine/scratch.h"
@@ -98,8 +99,9 @@ class Window {
   CellPolicy policy_;
   experts::ExpertStore* experts_;
   routing::MoceParams moce_;
-  KvCells kv_;
+  KvCells kv_;  // deepseek4: a placeholder of one cell (its cells are ds4_'s)
   Rope rope_;
+  std::unique_ptr<Ds4State> ds4_;  // deepseek4 only
   std::unique_ptr<Scratch> scratch_;
   AlignedBuffer<float> streams_;        // [max_rows][n][d]
   AlignedBuffer<float> logits_;         // [max_logit_rows][V]

@@ -39,6 +39,14 @@ class GgufSource : public ModelSource {
     if (!file_->has(key)) return std::nullopt;
     return file_->get_string(key);
   }
+  std::optional<std::vector<uint32_t>> find_u32_array(const std::string& key) const override {
+    if (!file_->has(key)) return std::nullopt;
+    return file_->get_u32_array(key);
+  }
+  std::optional<std::vector<float>> find_f32_array(const std::string& key) const override {
+    if (!file_->has(key)) return std::nullopt;
+    return file_->get_f32_array(key);
+  }
   const TensorRef* find_tensor(const std::string& name) const override {
     auto it = tensors_.find(name);
     return it == tensors_.end() ? nullptr : &it->second;

@@ -4,50 +4,12 @@
 #include <cstdio>
 #include <string>
 
+#include "strata/model/deepseek4_keys.h"
+#include "strata/model/key_reader.h"
 #include "strata/util/error.h"
 
 namespace strata::model {
 namespace {
-
-// Typed key access with the error messages every caller wants.
-class KeyReader {
- public:
-  KeyReader(const ModelSource& src, std::string prefix) : src_(src), prefix_(std::move(prefix)) {}
-
-  uint32_t u32(const std::string& key) const {
-    auto v = src_.find_uint(prefix_ + key);
-    if (!v) fail(key, "is missing");
-    return checked(key, *v);
-  }
-  uint32_t u32(const std::string& key, uint32_t def) const {
-    auto v = src_.find_uint(prefix_ + key);
-    return v ? checked(key, *v) : def;
-  }
-  float f32(const std::string& key) const {
-    auto v = src_.find_float(prefix_ + key);
-    if (!v) fail(key, "is missing");
-    return *v;
-  }
-  float f32(const std::string& key, float def) const {
-    auto v = src_.find_float(prefix_ + key);
-    return v ? *v : def;
-  }
-  bool flag(const std::string& key, bool def) const {
-    auto v = src_.find_bool(prefix_ + key);
-    return v ? *v : def;
-  }
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw_file_error(ErrorKind::Format, src_.origin(), "key " + prefix_ + key + " " + what);
-  }
-
- private:
-  uint32_t checked(const std::string& key, uint64_t v) const {
-    if (v > 0xFFFFFFFFull) fail(key, "= " + std::to_string(v) + " does not fit in u32");
-    return static_cast<uint32_t>(v);
-  }
-  const ModelSource& src_;
-  std::string prefix_;
-};
 
 HParams read_strata(const ModelSource& src) {
   KeyReader k(src, "strata.");
@@ -183,6 +145,7 @@ const char* arch_name(Arch a) {
     case Arch::Strata: return "strata";
     case Arch::Qwen3Moe: return "qwen3moe";
     case Arch::Glm4Moe: return "glm4moe";
+    case Arch::DeepSeek4: return "deepseek4";
   }
   return "?";
 }
@@ -247,10 +210,12 @@ HParams read_hparams(const ModelSource& src) {
     hp = read_qwen3moe(src);
   } else if (*arch == "glm4moe") {
     hp = read_glm4moe(src);
+  } else if (*arch == "deepseek4") {
+    hp = read_deepseek4(src);
   } else {
-    throw_file_error(
-        ErrorKind::Format, src.origin(),
-        "general.architecture = '" + *arch + "' is not supported (expected 'strata', 'qwen3moe' or 'glm4moe')");
+    throw_file_error(ErrorKind::Format, src.origin(),
+                     "general.architecture = '" + *arch +
+                         "' is not supported (expected 'strata', 'qwen3moe', 'glm4moe' or 'deepseek4')");
   }
   validate_hparams(hp, src.origin());
   return hp;

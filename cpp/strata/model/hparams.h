@@ -5,14 +5,15 @@
 #include <cstdint>
 #include <string>
 
+#include "strata/model/ds4_hparams.h"
 #include "strata/model/model_source.h"
 
 namespace strata::model {
 
-enum class Arch { Strata, Qwen3Moe, Glm4Moe };
-// How router logits become expert scores: softmax (strata, qwen3moe) or sigmoid plus a per-expert
-// selection bias (glm4moe, docs/gguf.md §4).
-enum class Gating { Softmax, Sigmoid };
+enum class Arch { Strata, Qwen3Moe, Glm4Moe, DeepSeek4 };
+// How router logits become expert scores: softmax (strata, qwen3moe), sigmoid plus a per-expert
+// selection bias (glm4moe, docs/gguf.md §4) or sqrt(softplus) plus that bias (deepseek4).
+enum class Gating { Softmax, Sigmoid, SqrtSoftplus };
 enum class KvType { Int8, F32 };
 
 struct HParams {
@@ -51,6 +52,7 @@ struct HParams {
   Gating gating = Gating::Softmax;
   bool expert_weights_norm = true;    // renormalise the selected experts' weights
   float expert_weights_scale = 1.0f;  // routed_scaling_factor, applied after the renormalisation
+  Ds4HParams ds4;                     // deepseek4 only (model/ds4_hparams.h)
 
   // Derived helpers.
   uint32_t q_rows() const { return n_head * head_dim * (attn_gated ? 2u : 1u); }

@@ -13,6 +13,7 @@ std::unique_ptr<Model> Model::from_source(std::unique_ptr<ModelSource> src) {
     case Arch::Strata: bind_strata(*m); break;
     case Arch::Qwen3Moe: bind_qwen3moe(*m); break;
     case Arch::Glm4Moe: bind_glm4moe(*m); break;
+    case Arch::DeepSeek4: bind_deepseek4(*m); break;
   }
   return m;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/model/ds4_weights.h"
 #include "strata/model/hparams.h"
 #include "strata/model/model_source.h"
 #include "strata/model/weights.h"
@@ -35,7 +36,8 @@ class Model {
   const float* output_norm = nullptr;
   HyperHeadWeights head_hc;  // absent when n = 1
   std::vector<LayerWeights> layers;
-  std::optional<MtpWeights> mtp;  // when nextn_predict_layers = 1
+  std::optional<MtpWeights> mtp;              // when nextn_predict_layers = 1
+  std::vector<Ds4AttentionWeights> ds4_attn;  // deepseek4: one per main layer (layers[l].attn holds only its norm)
   // Weight bytes made at load rather than mapped (drafter requant, model/drafter_requant.h); views
   // above may point into them. Filled before any Window/Mtp is built, never afterwards.
   std::vector<AlignedBuffer<uint8_t>> owned_weights;
@@ -48,11 +50,13 @@ class Model {
   friend void bind_strata(Model& m);
   friend void bind_qwen3moe(Model& m);
   friend void bind_glm4moe(Model& m);
+  friend void bind_deepseek4(Model& m);
   friend void bind_glm4moe_nextn(Model& m, TensorBinder& b);
 };
 
 void bind_strata(Model& m);
 void bind_qwen3moe(Model& m);
 void bind_glm4moe(Model& m);
+void bind_deepseek4(Model& m);
 
 }  // namespace strata::model

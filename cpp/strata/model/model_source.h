@@ -31,6 +31,15 @@ class ModelSource {
   virtual std::optional<float> find_float(const std::string& key) const = 0;
   virtual std::optional<bool> find_bool(const std::string& key) const = 0;
   virtual std::optional<std::string> find_string(const std::string& key) const = 0;
+  // Numeric arrays (deepseek4's per-layer keys); nullopt when absent (sources without arrays).
+  virtual std::optional<std::vector<uint32_t>> find_u32_array(const std::string& key) const {
+    (void)key;
+    return std::nullopt;
+  }
+  virtual std::optional<std::vector<float>> find_f32_array(const std::string& key) const {
+    (void)key;
+    return std::nullopt;
+  }
   // nullptr when absent.
   virtual const TensorRef* find_tensor(const std::string& name) const = 0;
   // The absolute file offset of tensor bytes at p when this source is a file (the expert store

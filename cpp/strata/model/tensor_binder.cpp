@@ -102,9 +102,13 @@ const float* TensorBinder::f32(const std::string& name, const std::vector<int64_
   return reinterpret_cast<const float*>(t.data);
 }
 
-const int32_t* TensorBinder::i32(const std::string& name, int64_t n) {
+const int32_t* TensorBinder::i32(const std::string& name, int64_t n) { return i32(name, std::vector<int64_t>{n}); }
+
+const int32_t* TensorBinder::i32(const std::string& name, const std::vector<int64_t>& dims) {
   const TensorRef& t = need(name);
-  check_shape(t, {n});
+  check_shape(t, dims);
+  int64_t n = 1;
+  for (int64_t v : dims) n *= v;
   if (t.type != quant::GGMLType::I32)
     throw_file_error(ErrorKind::Format, src_.origin(),
                      "tensor " + name + " has type " + quant::type_name(t.type) + ", expected I32");

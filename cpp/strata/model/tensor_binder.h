@@ -22,6 +22,8 @@ class TensorBinder {
   const float* f32(const std::string& name, const std::vector<int64_t>& dims);
   // An I32 vector of n elements.
   const int32_t* i32(const std::string& name, int64_t n);
+  // An I32 tensor with exactly these numpy dims (outer first).
+  const int32_t* i32(const std::string& name, const std::vector<int64_t>& dims);
   // The first dimension (outer, numpy order) of a 2-D tensor, e.g. the vocabulary of token_embd.
   int64_t rows_of(const std::string& name) const;
 

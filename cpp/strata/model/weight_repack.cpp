@@ -2,8 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <string>
 #include <vector>
 
 #include "strata/cpu/repack/repack.h"
@@ -30,22 +29,25 @@ void layer_weights(LayerWeights& l, std::vector<Weight*>& out, std::vector<Exper
 
 }  // namespace
 
+// C stdio, not iostreams (util/thread_pool.cpp says why).
 std::string RepackReport::summary() const {
-  std::ostringstream s;
-  s << "repack " << cpu::repack_mode_name(mode) << ": " << matrices << " matrices, "
-    << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB owned, " << seconds << " s";
-  if (experts_left) s << " (routed experts left mapped: their copies would not fit in memory)";
-  return s.str();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, ": %lld matrices, %g MiB owned, %g s", static_cast<long long>(matrices),
+                static_cast<double>(bytes) / (1024.0 * 1024.0), seconds);
+  std::string s = std::string("repack ") + cpu::repack_mode_name(mode) + buf;
+  if (experts_left) s += " (routed experts left mapped: their copies would not fit in memory)";
+  return s;
 }
 
 uint64_t available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (f >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  std::fclose(f);
+  return found ? static_cast<uint64_t>(kib) * 1024 : 0;
 }
 
 RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts, ThreadPool* pool) {

@@ -70,6 +70,7 @@ struct MoeWeights {
   Weight sh_gate, sh_up, sh_down, sh_gate_inp;  // shared expert (absent when Fs = 0); sh_gate_inp absent =
                                                 // the shared expert is added ungated (glm4moe)
   const float* score_bias = nullptr;            // [E] sigmoid routing's selection bias (glm4moe exp_probs_b)
+  const int32_t* tid2eid = nullptr;             // [V][K] deepseek4's hash-routed layers: experts by token id
 };
 
 // A dense SwiGLU FFN (glm4moe's leading layers): down(silu(gate x) ⊙ up x), norm = ffn norm [d].

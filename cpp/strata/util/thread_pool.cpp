@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <string>
@@ -61,10 +61,14 @@ bool spin_until(Done done, int spin_us) {
 int resolved(int n_threads) { return n_threads > 0 ? n_threads : ThreadPool::default_threads(); }
 
 #if defined(__linux__)
+// C stdio, not iostreams: on one Linux machine (a Python 3.12 next to a CUDA/PyTorch install) an
+// ifstream's `>> int` crashed inside the extension's locale facets when the process made its first pool.
 int read_int(const std::string& path) {
-  std::ifstream f(path);
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (!f) return -1;
   int v = -1;
-  if (!(f >> v)) return -1;
+  if (std::fscanf(f, "%d", &v) != 1) v = -1;
+  std::fclose(f);
   return v;
 }
 

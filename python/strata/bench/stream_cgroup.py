@@ -11,8 +11,13 @@ resident set = fraction of all experts, optionally MOCE λ); llama.cpp maps the 
 to the kernel (its default ``use_mmap``), so under the limit it can keep about the same bytes of
 experts in the page cache. Each child reports decode tok/s, MiB read from storage per token (the
 process's ``/proc/self/io`` ``read_bytes`` over the decode: direct reads, buffered reads and page
-faults alike) and the perplexity of the sequence; the report gives each engine's perplexity change
-against strata without a limit. Before each run the file is dropped from the page cache.
+faults alike), the decoding thread's blocked time per token (wall time neither on a CPU nor waiting
+for one, from ``/proc/self/task/<tid>/schedstat``: page faults and reads it waited on; meaningful with
+one thread, where the engines compute on the calling thread), strata's own expert stall (time its
+compute waited for expert reads) and the perplexity of the sequence; the report gives each engine's
+perplexity change against an unlimited reference run. Before each run the file is dropped from the
+page cache. A file strata's engine refuses (e.g. ``deepseek4`` before its forward exists) gives strata
+rows that say why, and the llama.cpp rows still run.
 
 cgroup v1 (``/sys/fs/cgroup/memory``) and v2 (``memory.max``) are supported; creating a cgroup needs
 root (or a delegated subtree). When it cannot, :func:`make_cgroup` raises ``CgroupUnavailable`` with
@@ -105,6 +110,12 @@ def read_bytes() -> int:
     return 0
 
 
+def thread_times() -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the calling process's main thread."""
+    fields = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()
+    return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+
+
 def expert_split(path: Path) -> tuple[int, int]:
     """(expert bytes, other bytes) of a GGUF file."""
     from strata.gguf import GGUFFile
@@ -127,7 +138,9 @@ def _nll(logits: np.ndarray, target: int) -> float:
 
 def child(engine: str, model: str, tokens: Sequence[int], threads: int, fraction: float, moce: float,
           prompt: int) -> dict[str, Any]:
-    """Prefill `prompt` tokens, then decode the rest one per call; return the measurements."""
+    """Prefill `prompt` tokens, then decode the rest one per call; return the measurements, or
+    ``{"error": why}`` when strata's engine refuses the file."""
+    stall: Any = None
     if engine == "strata":
         from strata import Config, _strata
 
@@ -136,8 +149,15 @@ def child(engine: str, model: str, tokens: Sequence[int], threads: int, fraction
                      expert_cache=f"{fraction * 100:g}%" if stream else "0",
                      expert_direct_io="on" if stream else "auto",
                      moce_bonus=moce)
-        eng = _strata.Engine(model, n_threads=threads, max_ctx=len(tokens) + 1, encode_mtp=False,
-                             settings=cfg.native())
+        try:
+            eng = _strata.Engine(model, n_threads=threads, max_ctx=len(tokens) + 1, encode_mtp=False,
+                                 settings=cfg.native())
+        except _strata.StrataError as e:
+            why = str(e).removeprefix(f"{model}: ")
+            return {"error": f"strata refuses the file: {why}"}
+
+        def stall() -> float:
+            return float(eng.expert_totals().get("stall_s", 0.0))
 
         def step(ids: Sequence[int]) -> np.ndarray:
             return np.asarray(eng.eval(np.asarray(ids, dtype=np.int64)))
@@ -156,14 +176,17 @@ def child(engine: str, model: str, tokens: Sequence[int], threads: int, fraction
 
     logits = step(tokens[:prompt])
     nll = [_nll(logits, tokens[prompt])]
-    r0, t0 = read_bytes(), time.perf_counter()
+    r0, (cpu0, wait0), s0, t0 = read_bytes(), thread_times(), stall() if stall else 0.0, time.perf_counter()
     for i in range(prompt, len(tokens) - 1):
         logits = step([tokens[i]])
         nll.append(_nll(logits, tokens[i + 1]))
     seconds = time.perf_counter() - t0
-    n = len(tokens) - 1 - prompt
+    cpu1, wait1 = thread_times()
+    n = max(len(tokens) - 1 - prompt, 1)
     return {"tok_s": n / seconds if seconds > 0 else 0.0,
-            "mib_per_token": (read_bytes() - r0) / MIB / max(n, 1),
+            "mib_per_token": (read_bytes() - r0) / MIB / n,
+            "blocked_ms": max(0.0, seconds - (cpu1 - cpu0) - (wait1 - wait0)) * 1e3 / n,
+            "stall_ms": (stall() - s0) * 1e3 / n if stall else None,
             "perplexity": math.exp(sum(nll) / len(nll)), "decoded": n}
 
 
@@ -183,6 +206,8 @@ class Run:
     perplexity: float = 0.0
     ppl_change: float = 0.0
     error: str = ""
+    blocked_ms: float = 0.0  # the decoding thread's blocked time per token
+    stall_ms: float | None = None  # strata's expert stall per token (None: not reported by the engine)
 
 
 def run_one(engine: str, model: Path, tokens: Sequence[int], threads: int, fraction: float, moce: float,
@@ -202,8 +227,12 @@ def run_one(engine: str, model: Path, tokens: Sequence[int], threads: int, fract
                 run.error = f"killed (signal {-proc.returncode}): out of memory under the limit?"
         else:
             out = json.loads(proc.stdout.strip().splitlines()[-1])
+            if "error" in out:
+                run.error = out["error"]
+                return run
             run.tok_s, run.mib_per_token = out["tok_s"], out["mib_per_token"]
-            run.perplexity = out["perplexity"]
+            run.perplexity, run.blocked_ms = out["perplexity"], out["blocked_ms"]
+            run.stall_ms = out["stall_ms"]
     except subprocess.TimeoutExpired:
         run.error = f"no result within {timeout:.0f} s (thrashing)"
     finally:
@@ -212,16 +241,19 @@ def run_one(engine: str, model: Path, tokens: Sequence[int], threads: int, fract
     return run
 
 
-def render(runs: Sequence[Run]) -> str:
+def render(runs: Sequence[Run], reference: str = "unlimited strata") -> str:
     lines = ["| engine | experts resident | MOCE λ | cgroup limit MiB | decode tok/s | MiB read/token | "
-             "perplexity | change vs unlimited strata |", "|---|---|---|---|---|---|---|---|"]
+             f"perplexity | change vs {reference} | blocked ms/token | stall ms/token |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         if r.error:
             lines.append(f"| {r.engine} | {r.fraction:.0%} | {r.moce:g} | {r.limit_mib:.0f} | - | - | - | "
-                         f"{r.error} |")
+                         f"{r.error} | - | - |")
             continue
+        stall = "-" if r.stall_ms is None else f"{r.stall_ms:.1f}"
         lines.append(f"| {r.engine} | {r.fraction:.0%} | {r.moce:g} | {r.limit_mib:.0f} | {r.tok_s:.2f} | "
-                     f"{r.mib_per_token:.1f} | {r.perplexity:.4f} | {r.ppl_change:+.2%} |")
+                     f"{r.mib_per_token:.1f} | {r.perplexity:.4f} | {r.ppl_change:+.2%} | "
+                     f"{r.blocked_ms:.1f} | {stall} |")
     return "\n".join(lines)
 
 

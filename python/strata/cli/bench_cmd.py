@@ -19,6 +19,7 @@ from strata.bench import llama_compare
 from strata.bench import retention as rt
 from strata.cli import (
     bench_drafter_quant_cmd,
+    bench_ds4_model_cmd,
     bench_experts_cmd,
     bench_spec_cmd,
     bench_spec_speed_cmd,
@@ -162,4 +163,4 @@ BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.regist
                                      bench_drafter_quant_cmd.register, bench_spec_cmd.register,
                                      llama_compare.register, bench_wide_model_cmd.register,
                                      bench_spec_speed_cmd.register, bench_stream_cmd.register,
-                                     bench_window_routing_cmd.register]
+                                     bench_window_routing_cmd.register, bench_ds4_model_cmd.register]

@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
         "256-byte test vocabulary; none: no tokenizer keys",
     )
     p.add_argument("--name", default=None, help="general.name (default: the source's name)")
+    p.add_argument("--mtp", action="store_true",
+                   help="DeepSeek-V4: write only the MTP layer's file (llama.cpp's --mtp layout: the MTP "
+                   "layer as the last block with nextn.* tensors) instead of the main model")
     p.set_defaults(func=run)
 
 
@@ -79,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
         with _progress_bar(not args.no_progress) as progress:
             out = convert_hf_dir(src, args.out, weight_type=args.type, expert_type=args.expert_type,
-                                 tokenizer=args.tokenizer, name=args.name, progress=progress)
+                                 tokenizer=args.tokenizer, name=args.name, progress=progress, mtp=args.mtp)
     else:
+        if args.mtp:
+            raise InvalidArgument("--mtp converts a DeepSeek-V4 directory, not a training checkpoint")
         from strata.convert.training_checkpoint import read_training_checkpoint
 
         payload = read_training_checkpoint(src)

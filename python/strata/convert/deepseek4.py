@@ -1,16 +1,17 @@
 """Hugging Face DeepSeek-V4 (``DeepseekV4ForCausalLM``, ``model_type = deepseek_v4``) -> llama.cpp's
 ``deepseek4`` GGUF (docs/models.md, section ``deepseek4``).
 
-The gguf package on PyPI (0.19) has no DEEPSEEK4 constants, so the keys and tensor names are
-written out here, as llama.cpp's ``src/models/deepseek4.cpp`` loads them (checked by loading the
-converted file in llama-cpp-python 0.3.36). Tensors are read by their names in DeepSeek's own
-checkpoint layout (``layers.N.attn.wq_a.weight``, ``layers.N.ffn.experts.E.w1.weight``,
-``hc_head_fn`` ...), which is also what transformers' ``save_pretrained`` writes (with a ``model.``
-prefix and ``embed_tokens`` / ``hc_head.hc_fn`` spellings, normalised below).
+Tensors are read by their names in DeepSeek's own checkpoint layout (``layers.N.attn.wq_a.weight``,
+``layers.N.ffn.experts.E.w1.weight``, ``hc_head_fn``, ``mtp.0.*`` ...), which is also what transformers'
+``save_pretrained`` writes (with a ``model.`` prefix, ``embed_tokens`` / ``hc_head.hc_fn`` /
+``attn.norm`` spellings, normalised below; transformers drops the MTP layer). The keys and tensor
+names are llama.cpp's (``deepseek4_layout``), checked by loading converted files in llama-cpp-python.
 
-Not handled: FP8 / FP4 block-scaled checkpoint tensors (DeepSeek's released files; a converter
-must dequantise them first) and the MTP layer (``mtp.0.*``; transformers drops it on load, so a
-directory saved by transformers has none and converts with ``nextn_predict_layers = 0``).
+Like llama.cpp's converter, the main file leaves the MTP layer out; ``mtp=True`` writes the MTP file
+(llama.cpp's ``--mtp``: the MTP layer as block L with ``nextn.*``, see ``deepseek4_layout.mtp_plan``).
+
+Not handled: FP8 / FP4 block-scaled checkpoint tensors (DeepSeek's released files; a converter must
+dequantise them first).
 """
 
 from __future__ import annotations
@@ -24,20 +25,28 @@ from typing import Any
 import numpy as np
 from gguf import GGUFWriter
 
-from strata.convert.gguf_header import add_file_keys, add_moe_shape_keys
+from strata.convert.deepseek4_layout import (
+    ARCH,
+    HC_STREAMS,
+    MTP_PREFIX,
+    add_keys,
+    expert_sources,
+    keeps_f32,
+    main_plan,
+    mtp_plan,
+    mtp_source,
+    tensor_shape,
+)
+from strata.convert.gguf_header import add_file_keys
 from strata.convert.qwen3moe import TensorSource
 from strata.convert.safetensors_reader import CheckpointDir
 from strata.convert.tokenizer_keys import apply_tokenizer
 from strata.convert.weight_types import encode, parse_weight_type, storage_type
 from strata.errors import ConfigError, FormatError
 
-ARCH = "deepseek4"
-# llama.cpp's llama_expert_gating_func_type value for sqrt(softplus(logit)) scoring.
-GATING_SQRT_SOFTPLUS = 4
 # The compression ratios llama.cpp's deepseek4 graph implements (CSA = 4 with the lightning
 # indexer, HCA = 128), and the attention layer type each one is in transformers' config.
 LAYER_RATIOS = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
-HC_STREAMS = 4  # llama.cpp asserts hc_mult == 4
 
 
 def _need(cond: bool, what: str) -> None:
@@ -93,7 +102,7 @@ def _hparams(cfg: dict[str, Any]) -> dict[str, Any]:
     else:
         ratios = [int(r) for r in cfg.get("compress_ratios") or []]
     _need(
-        len(ratios) >= layers and all(r in (0, 4, 128) for r in ratios[:layers]),
+        len(ratios) >= layers and all(r in (0, 4, 128) for r in ratios),
         f"need a compression ratio in (0, 4, 128) per layer, got {ratios}",
     )
     if cfg.get("mlp_layer_types") is not None:
@@ -140,6 +149,9 @@ def _hparams(cfg: dict[str, Any]) -> dict[str, Any]:
         "compress_theta": float(compress_rope.get("rope_theta", cfg.get("compress_rope_theta", 160000.0))),
         "compress_rope": compress_rope,
         "ratios": ratios[:layers],
+        # DeepSeek's compress_ratios has one more entry, the MTP layer's; transformers' layer_types not
+        "mtp_ratio": ratios[layers] if len(ratios) > layers else None,
+        "nextn": int(cfg.get("num_nextn_predict_layers", 0) or 0),
         "n_hash": n_hash,
         "experts": int(cfg["n_routed_experts"]),
         "experts_used": int(cfg["num_experts_per_tok"]),
@@ -173,16 +185,23 @@ class _CheckpointNames:
         "hc_head.hc_base": "hc_head_base",
         "hc_head.hc_scale": "hc_head_scale",
     }
+    # DeepSeek's release names the attention's K=V norm `attn.kv_norm`; transformers saves `attn.norm`
+    _KV_NORM = (".attn.kv_norm.weight", ".attn.norm.weight")
 
     def __init__(self, src: TensorSource, names: list[str]) -> None:
         self._src = src
         self._map: dict[str, str] = {}
         for name in names:
             short = name[len("model.") :] if name.startswith("model.") else name
+            if short.endswith(self._KV_NORM[0]):
+                short = short[: -len(self._KV_NORM[0])] + self._KV_NORM[1]
             self._map[self._ALIASES.get(short, short)] = name
 
     def __contains__(self, name: object) -> bool:
         return name in self._map
+
+    def names(self) -> list[str]:
+        return list(self._map)
 
     def get(self, name: str) -> np.ndarray:
         if name not in self._map:
@@ -190,158 +209,38 @@ class _CheckpointNames:
         return self._src.get(self._map[name])
 
 
+def _mtp_ratio(hp: dict[str, Any], src: _CheckpointNames) -> int:
+    """The MTP layer's compression ratio: DeepSeek's compress_ratios[L] where the config has it, else
+    what its tensors show (a compressor, with or without an indexer)."""
+    has = {
+        "compressor": f"{MTP_PREFIX}attn.compressor.wkv.weight" in src,
+        "indexer": f"{MTP_PREFIX}attn.indexer.wq_b.weight" in src,
+    }
+    found = (4 if has["indexer"] else 128) if has["compressor"] else 0
+    if hp["mtp_ratio"] is not None and hp["mtp_ratio"] != found:
+        raise FormatError(
+            f"the config gives the MTP layer compression ratio {hp['mtp_ratio']}, its tensors say {found}"
+        )
+    return found
+
+
+def _loader(src: _CheckpointNames, hp: dict[str, Any], gname: str, cname: str) -> Callable[[], np.ndarray]:
+    """How to read one plan entry: a tensor, a stack of per-expert tensors, or the MTP's [e_proj | h_proj]."""
+    if cname.endswith(".eh_proj"):
+        stem = cname[: -len("eh_proj")]
+        return lambda: np.concatenate(
+            [src.get(stem + "e_proj.weight"), src.get(stem + "h_proj.weight")], axis=1
+        )
+    stack = expert_sources(cname, hp["experts"])
+    if stack is not None:
+        return functools.partial(_stack, src, stack)
+    if gname == "output.weight" and hp["tied"] and "head.weight" not in src:
+        cname = "embed.weight"  # tied embeddings: llama.cpp needs an explicit output.weight
+    return functools.partial(src.get, cname)
+
+
 def _stack(src: _CheckpointNames, names: list[str]) -> np.ndarray:
     return np.stack([src.get(n) for n in names])
-
-
-def _attn_plan(i: int, ratio: int) -> list[tuple[str, str]]:
-    """(GGUF name, checkpoint name) of block i's attention tensors."""
-    b, a = f"blk.{i}", f"layers.{i}.attn"
-    plan = [
-        (f"{b}.attn_norm.weight", f"layers.{i}.attn_norm.weight"),
-        (f"{b}.attn_sinks.weight", f"{a}.attn_sink"),
-        (f"{b}.attn_q_a.weight", f"{a}.wq_a.weight"),
-        (f"{b}.attn_q_a_norm.weight", f"{a}.q_norm.weight"),
-        (f"{b}.attn_q_b.weight", f"{a}.wq_b.weight"),
-        (f"{b}.attn_kv.weight", f"{a}.wkv.weight"),
-        (f"{b}.attn_kv_a_norm.weight", f"{a}.norm.weight"),
-        (f"{b}.attn_output_a.weight", f"{a}.wo_a.weight"),
-        (f"{b}.attn_output_b.weight", f"{a}.wo_b.weight"),
-    ]
-    for part in ("attn", "ffn"):
-        plan += [(f"{b}.hc_{part}_{w}.weight", f"layers.{i}.hc_{part}_{w}") for w in ("fn", "base", "scale")]
-    if ratio:
-        plan += [
-            (f"{b}.attn_compressor_kv.weight", f"{a}.compressor.wkv.weight"),
-            (f"{b}.attn_compressor_gate.weight", f"{a}.compressor.wgate.weight"),
-            (f"{b}.attn_compressor_ape.weight", f"{a}.compressor.ape"),
-            (f"{b}.attn_compressor_norm.weight", f"{a}.compressor.norm.weight"),
-        ]
-    if ratio == 4:
-        plan += [
-            (f"{b}.indexer.proj.weight", f"{a}.indexer.weights_proj.weight"),
-            (f"{b}.indexer.attn_q_b.weight", f"{a}.indexer.wq_b.weight"),
-            (f"{b}.indexer_compressor_kv.weight", f"{a}.indexer.compressor.wkv.weight"),
-            (f"{b}.indexer_compressor_gate.weight", f"{a}.indexer.compressor.wgate.weight"),
-            (f"{b}.indexer_compressor_ape.weight", f"{a}.indexer.compressor.ape"),
-            (f"{b}.indexer_compressor_norm.weight", f"{a}.indexer.compressor.norm.weight"),
-        ]
-    return plan
-
-
-def _ffn_plan(i: int, hashed: bool) -> list[tuple[str, str]]:
-    b, f = f"blk.{i}", f"layers.{i}.ffn"
-    plan = [
-        (f"{b}.ffn_norm.weight", f"layers.{i}.ffn_norm.weight"),
-        (f"{b}.ffn_gate_inp.weight", f"{f}.gate.weight"),
-    ]
-    plan.append(
-        (f"{b}.ffn_gate_tid2eid.weight", f"{f}.gate.tid2eid")
-        if hashed
-        else (f"{b}.exp_probs_b.bias", f"{f}.gate.bias")
-    )
-    plan += [
-        (f"{b}.ffn_{g}_shexp.weight", f"{f}.shared_experts.{w}.weight")
-        for g, w in (("gate", "w1"), ("up", "w3"), ("down", "w2"))
-    ]
-    return plan
-
-
-def _expected_shape(gname: str, hp: dict[str, Any]) -> tuple[int, ...]:
-    """The numpy shape the config implies for a tensor (llama.cpp's create_tensor shapes, reversed)."""
-    d, dh, e, f, hc = hp["d"], hp["head_dim"], hp["experts"], hp["expert_ffn"], HC_STREAMS
-    mix, q, di = (2 + hc) * hc, hp["heads"] * dh, hp["index_dim"]
-    leaf = gname.split(".", 2)[-1] if gname.startswith("blk.") else gname
-    coff = (2 if hp["ratios"][int(gname.split(".")[1])] == 4 else 1) if gname.startswith("blk.") else 0
-    shapes = {
-        "token_embd.weight": (hp["vocab"], d),
-        "output.weight": (hp["vocab"], d),
-        "output_norm.weight": (d,),
-        "output_hc_fn.weight": (hc, hc * d),
-        "output_hc_base.weight": (hc,),
-        "output_hc_scale.weight": (1,),
-        "attn_norm.weight": (d,),
-        "attn_sinks.weight": (hp["heads"],),
-        "attn_q_a.weight": (hp["q_lora"], d),
-        "attn_q_a_norm.weight": (hp["q_lora"],),
-        "attn_q_b.weight": (q, hp["q_lora"]),
-        "attn_kv.weight": (dh, d),
-        "attn_kv_a_norm.weight": (dh,),
-        "attn_output_a.weight": (hp["o_groups"] * hp["o_lora"], q // hp["o_groups"]),
-        "attn_output_b.weight": (d, hp["o_groups"] * hp["o_lora"]),
-        "hc_attn_fn.weight": (mix, hc * d),
-        "hc_attn_base.weight": (mix,),
-        "hc_attn_scale.weight": (3,),
-        "hc_ffn_fn.weight": (mix, hc * d),
-        "hc_ffn_base.weight": (mix,),
-        "hc_ffn_scale.weight": (3,),
-        "attn_compressor_kv.weight": (coff * dh, d),
-        "attn_compressor_gate.weight": (coff * dh, d),
-        "attn_compressor_ape.weight": (4 if coff == 2 else 128, coff * dh),
-        "attn_compressor_norm.weight": (dh,),
-        "indexer.proj.weight": (hp["index_heads"], d),
-        "indexer.attn_q_b.weight": (hp["index_heads"] * di, hp["q_lora"]),
-        "indexer_compressor_kv.weight": (2 * di, d),
-        "indexer_compressor_gate.weight": (2 * di, d),
-        "indexer_compressor_ape.weight": (4, 2 * di),
-        "indexer_compressor_norm.weight": (di,),
-        "ffn_norm.weight": (d,),
-        "ffn_gate_inp.weight": (e, d),
-        "exp_probs_b.bias": (e,),
-        "ffn_gate_tid2eid.weight": (hp["vocab"], hp["experts_used"]),
-        "ffn_gate_exps.weight": (e, f, d),
-        "ffn_up_exps.weight": (e, f, d),
-        "ffn_down_exps.weight": (e, d, f),
-        "ffn_gate_shexp.weight": (f * hp["shared"], d),
-        "ffn_up_shexp.weight": (f * hp["shared"], d),
-        "ffn_down_shexp.weight": (d, f * hp["shared"]),
-    }
-    return shapes[leaf]
-
-
-def _keeps_f32(gname: str, arr: np.ndarray) -> bool:
-    """Norms, sinks, the hyper-connection mixers, the compressors' position biases and the router stay F32."""
-    keep = ("ffn_gate_inp.weight", "_ape.weight", "_fn.weight", "indexer.proj.weight")
-    return arr.ndim == 1 or gname.endswith(keep)
-
-
-def _add_keys(writer: GGUFWriter, hp: dict[str, Any]) -> None:
-    arch, n = ARCH, hp["layers"]
-
-    def u32(key: str, value: int) -> None:
-        writer.add_uint32(f"{arch}.{key}", int(value))
-
-    def f32(key: str, value: float) -> None:
-        writer.add_float32(f"{arch}.{key}", float(value))
-
-    add_moe_shape_keys(writer, hp, blocks=n, ffn=hp["expert_ffn"], kv_heads=1, rope_dim=hp["rope_dim"])
-    writer.add_expert_shared_count(hp["shared"])
-    writer.add_expert_weights_scale(hp["scale"])
-    writer.add_expert_weights_norm(hp["norm_topk"])
-    u32("expert_gating_func", GATING_SQRT_SOFTPLUS)
-    u32("nextn_predict_layers", 0)
-    u32("attention.q_lora_rank", hp["q_lora"])
-    u32("attention.sliding_window", hp["window"])
-    u32("attention.output_group_count", hp["o_groups"])
-    u32("attention.output_lora_rank", hp["o_lora"])
-    f32("attention.compress_rope_freq_base", hp["compress_theta"])
-    writer.add_array(f"{arch}.attention.compress_ratios", [int(r) for r in hp["ratios"]])
-    u32("attention.indexer.head_count", hp["index_heads"])
-    u32("attention.indexer.key_length", hp["index_dim"])
-    u32("attention.indexer.top_k", hp["index_topk"])
-    u32("hyper_connection.count", HC_STREAMS)
-    u32("hyper_connection.sinkhorn_iterations", hp["hc_iters"])
-    f32("hyper_connection.epsilon", hp["hc_eps"])
-    u32("hash_layer_count", hp["n_hash"])
-    writer.add_array(f"{arch}.swiglu_clamp_exp", [hp["swiglu_limit"]] * n)
-    writer.add_array(f"{arch}.swiglu_clamp_shexp", [hp["swiglu_limit"]] * n)
-    rope = hp["compress_rope"]
-    if rope.get("rope_type") == "yarn":  # applies to the compressed (CSA / HCA) layers only
-        writer.add_string(f"{arch}.rope.scaling.type", "yarn")
-        f32("rope.scaling.factor", rope["factor"])
-        u32("rope.scaling.original_context_length", rope["original_max_position_embeddings"])
-        f32("rope.scaling.yarn_beta_fast", rope.get("beta_fast", 32.0))
-        f32("rope.scaling.yarn_beta_slow", rope.get("beta_slow", 1.0))
 
 
 def convert_deepseek4(
@@ -352,8 +251,10 @@ def convert_deepseek4(
     expert_type: str | None = None,
     name: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    mtp: bool = False,
 ) -> Path:
-    """Convert a DeepSeek-V4 model directory (config.json + *.safetensors, read without torch) to GGUF.
+    """Convert a DeepSeek-V4 model directory (config.json + *.safetensors, read without torch) to GGUF:
+    the main model, or with `mtp` the MTP file (needs the checkpoint's ``mtp.0.*`` tensors).
 
     progress: called as ``progress(done, total, tensor_name)`` after each tensor is encoded.
     """
@@ -370,47 +271,45 @@ def convert_deepseek4(
     wanted = parse_weight_type(weight_type)
     wanted_experts = parse_weight_type(expert_type) if expert_type else wanted
 
-    plan: list[tuple[str, Callable[[], np.ndarray]]] = []
-
-    def take(gname: str, cname: str) -> None:
-        plan.append((gname, lambda: src.get(cname)))
-
-    take("token_embd.weight", "embed.weight")
-    for i in range(hp["layers"]):
-        for gname, cname in _attn_plan(i, hp["ratios"][i]) + _ffn_plan(i, i < hp["n_hash"]):
-            take(gname, cname)
-        for g, w in (("gate", "w1"), ("up", "w3"), ("down", "w2")):
-            names = [f"layers.{i}.ffn.experts.{x}.{w}.weight" for x in range(hp["experts"])]
-            plan.append((f"blk.{i}.ffn_{g}_exps.weight", functools.partial(_stack, src, names)))
-    take("output_hc_fn.weight", "hc_head_fn")
-    take("output_hc_base.weight", "hc_head_base")
-    take("output_hc_scale.weight", "hc_head_scale")
-    take("output_norm.weight", "norm.weight")
-    take("output.weight", "embed.weight" if hp["tied"] and "head.weight" not in src else "head.weight")
+    if mtp:
+        if not any(n.startswith(MTP_PREFIX) for n in src.names()):
+            raise FormatError(
+                f"{model_dir}: no {MTP_PREFIX}* tensors (transformers drops the MTP layer on save; convert "
+                "DeepSeek's own checkpoint)"
+            )
+        if hp["nextn"] > 1:
+            raise ConfigError(
+                f"num_nextn_predict_layers = {hp['nextn']}: llama.cpp's deepseek4 loads one MTP layer"
+            )
+        hp["mtp_ratio"] = _mtp_ratio(hp, src)
+        plan = [(g, mtp_source(c, hp["layers"])) for g, c in mtp_plan(hp)]
+    else:
+        plan = main_plan(hp)
+    loads = [(g, _loader(src, hp, g, c)) for g, c in plan]
 
     path = Path(path)
     writer = GGUFWriter(str(path), ARCH, use_temp_file=True)
     try:
         add_file_keys(writer, name or model_dir.name, weight_type)
-        _add_keys(writer, hp)
+        add_keys(writer, hp, mtp=mtp)
         apply_tokenizer(writer, tokenizer)
-        for done, (gname, load) in enumerate(plan, 1):
+        for done, (gname, load) in enumerate(loads, 1):
             arr = load()
-            want = _expected_shape(gname, hp)
+            want = tensor_shape(gname, hp)
             if arr.shape != want:
                 raise FormatError(f"{gname}: shape {arr.shape}, the config implies {want}")
             if gname.endswith("tid2eid.weight"):
                 if arr.size and (arr.min() < 0 or arr.max() >= hp["experts"]):
                     raise FormatError(f"{gname}: expert ids outside 0..{hp['experts'] - 1}")
                 writer.add_tensor(gname, np.ascontiguousarray(arr, dtype=np.int32))
-            elif _keeps_f32(gname, arr):
+            elif keeps_f32(gname, arr.ndim):
                 writer.add_tensor(gname, np.ascontiguousarray(arr, dtype=np.float32))
             else:
                 qtype = storage_type(arr.shape, wanted_experts if gname.endswith("_exps.weight") else wanted)
                 data, raw = encode(np.asarray(arr, dtype=np.float32), qtype)
                 writer.add_tensor(gname, data, raw_dtype=raw)
             if progress is not None:
-                progress(done, len(plan), gname)
+                progress(done, len(loads), gname)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()

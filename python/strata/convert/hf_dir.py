@@ -48,9 +48,12 @@ def convert_hf_dir(
     tokenizer: str = "auto",
     name: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    mtp: bool = False,
 ) -> Path:
     """tokenizer: "auto" (the directory's tokenizer.json when present), "bytes" (a byte-level test
-    vocabulary) or "none". progress: the converters' ``progress(done, total, what)`` callback."""
+    vocabulary) or "none". progress: the converters' ``progress(done, total, what)`` callback.
+    mtp: write the MTP layer's own file instead of the main model (DeepSeek-V4 only, as llama.cpp's
+    ``--mtp``; glm4moe writes its MTP layer into the main file)."""
     model_dir = Path(model_dir)
     config_path = model_dir / "config.json"
     if not config_path.is_file():
@@ -59,7 +62,13 @@ def convert_hf_dir(
         cfg = json.loads(config_path.read_text())
     except ValueError as exc:
         raise FormatError(f"{config_path}: not valid JSON ({exc})") from None
-    convert = CONVERTERS[hf_model_type(cfg)]
+    kind = hf_model_type(cfg)
+    convert = CONVERTERS[kind]
+    extra: dict[str, Any] = {}
+    if mtp:
+        if kind != "deepseek_v4":
+            raise InvalidArgument(f"--mtp: only DeepSeek-V4 has a separate MTP file, not {kind}")
+        extra["mtp"] = True
     vocab = int(cfg.get("vocab_size", 0)) or None
     writer: Any = None
     if tokenizer == "auto":
@@ -69,4 +78,4 @@ def convert_hf_dir(
     elif tokenizer != "none":
         raise InvalidArgument(f"tokenizer must be auto, bytes or none, not {tokenizer!r}")
     return convert(model_dir, out, tokenizer=writer, weight_type=weight_type, expert_type=expert_type,
-                   name=name, progress=progress)
+                   name=name, progress=progress, **extra)
