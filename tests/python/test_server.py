@@ -303,3 +303,26 @@ def test_demo_model_chat() -> None:
         assert r.model == worker.model_id == "strata-demo"
     finally:
         running.stop()
+
+
+def test_a_deepseek4_model_serves(tmp_path: Path) -> None:
+    """The server runs llama.cpp's deepseek4 files too (a tiny converted DeepseekV4ForCausalLM): a
+    completion equals the same request made alone on a session."""
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "DeepseekV4ForCausalLM"):
+        pytest.skip("transformers without DeepseekV4ForCausalLM (needs >= 5.23)")
+    from strata.convert import convert_hf_dir
+    from test_deepseek4 import _save, hf_ds4
+
+    path = convert_hf_dir(_save(hf_ds4(seed=3), tmp_path / "hf"), tmp_path / "ds4.gguf", weight_type="F32",
+                          tokenizer="bytes")
+    running = Running(EngineWorker(strata.Model(path), sessions=1))
+    try:
+        client = running.client()
+        assert [m.id for m in client.models.list().data] == [running.worker.model_id]
+        r = client.completions.create(model=running.worker.model_id, prompt="def f(x):", max_tokens=10,
+                                      temperature=0)
+        assert r.choices[0].text == alone(path, "def f(x):", 10)
+        assert r.usage.completion_tokens > 0
+    finally:
+        running.stop()
