@@ -95,7 +95,8 @@ def _mtp_file(path: str, arch: str, mtp_model: str | os.PathLike[str] | None) ->
     ``mtp-<name>`` beside it when it exists ("" = none)."""
     if mtp_model is not None:
         if not isinstance(mtp_model, (str, os.PathLike)):
-            raise InvalidArgument(f"Model(mtp_model=...): expected a file path, got {type(mtp_model).__name__}")
+            raise InvalidArgument(
+                f"Model(mtp_model=...): expected a file path, got {type(mtp_model).__name__}")
         given = os.fspath(mtp_model)
         if given and arch != "deepseek4":
             raise InvalidArgument(f"mtp_model: {path} is a {arch} model; only deepseek4 models take a "
