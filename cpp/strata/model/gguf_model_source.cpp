@@ -74,6 +74,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, const std::string& m
   return m;
 }
 
-void Model::attach_mtp_file(const std::string& path) { bind_deepseek4_mtp(*this, open_gguf_source(path)); }
+void Model::attach_mtp_file(const std::string& path) { attach_mtp_source(open_gguf_source(path)); }
 
 }  // namespace strata::model

@@ -30,6 +30,8 @@ class Model {
   // this model's (architecture, sizes, block_count = n_layer + 1, nextn_predict_layers = 1): a
   // Format error naming the file otherwise. Before any Window / Mtp is built.
   void attach_mtp_file(const std::string& path);
+  // The same over an opened source (tests build sources in memory). Takes ownership.
+  void attach_mtp_source(std::unique_ptr<ModelSource> src);
 
   const HParams& hparams() const { return hp_; }
   const ModelSource& source() const { return *src_; }
