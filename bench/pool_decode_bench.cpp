@@ -10,7 +10,7 @@
 // within each repetition so that load from other processes falls on all alike; medians are
 // reported. Per decode token: dispatches handed to the pool, condition-variable sleeps, context
 // switches of the whole process (getrusage: voluntary + involuntary) and busy CPUs (CPU seconds /
-// wall seconds).
+// wall seconds). The weights are repacked first as an engine's are (STRATA_REPACK).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,8 +22,10 @@
 #include <vector>
 
 #include "strata/cpu/features.h"
+#include "strata/cpu/repack/repack.h"
 #include "strata/engine/window.h"
 #include "strata/model/model.h"
+#include "strata/model/weight_repack.h"
 #include "strata/util/thread_pool.h"
 
 using namespace strata;
@@ -114,6 +116,9 @@ int main(int argc, char** argv) {
   }
   try {
     auto model = model::Model::load(path);
+    // Repacked weights as an engine has them (STRATA_REPACK, default auto: docs/quantization.md).
+    const model::RepackReport repacked = model::repack_weights(*model, cpu::repack_mode(), true, nullptr);
+    std::printf("%s\n", repacked.summary().c_str());
     const auto& hp = model->hparams();
     std::vector<Config> configs;
     for (int t : threads)

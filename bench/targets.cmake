@@ -8,3 +8,8 @@ target_compile_options(window_rows_bench PRIVATE ${STRATA_WARNINGS})
 add_executable(pool_decode_bench ${CMAKE_CURRENT_LIST_DIR}/pool_decode_bench.cpp)
 target_link_libraries(pool_decode_bench PRIVATE strata_core)
 target_compile_options(pool_decode_bench PRIVATE ${STRATA_WARNINGS})
+# repack_k_bench: single-thread GEMV of Q4_K / Q6_K plain and repacked per kernel path (docs/benchmarks.md,
+# "Repacked Q4_K and Q6_K").
+add_executable(repack_k_bench ${CMAKE_CURRENT_LIST_DIR}/repack_k_bench.cpp)
+target_link_libraries(repack_k_bench PRIVATE strata_core)
+target_compile_options(repack_k_bench PRIVATE ${STRATA_WARNINGS})

@@ -134,14 +134,15 @@ float dot(const py::array& row, const std::string& type_name, const F32Array& x)
   return cpu::dot(t, w, x.data(), n);
 }
 
-// A supported file type, or one of the internal repacked types ("Q4_0_R16", "Q8_0_R16").
+// A supported file type, or one of the internal repacked types ("Q4_0_R16", "Q8_0_R16", "Q4_K_R16",
+// "Q6_K_R16").
 GGMLType parse_kernel_type(const std::string& name) {
-  for (GGMLType t : {GGMLType::Q4_0_R16, GGMLType::Q8_0_R16})
+  for (GGMLType t : {GGMLType::Q4_0_R16, GGMLType::Q8_0_R16, GGMLType::Q4_K_R16, GGMLType::Q6_K_R16})
     if (name == quant::type_name(t)) return t;
   return parse_supported(name);
 }
 
-// (bytes in the repacked layout, its type name) of a Q4_0 / Q8_0 matrix (cpu/repack/repack.h).
+// (bytes in the repacked layout, its type name) of a Q4_0 / Q8_0 / Q4_K / Q6_K matrix (cpu/repack/repack.h).
 py::tuple repack(const py::array& weights, const std::string& type_name, int64_t rows, int64_t cols) {
   const GGMLType t = parse_supported(type_name);
   checked_dim(rows, "rows");
@@ -207,7 +208,8 @@ void bind_quant(py::module_& parent) {
   m.def("dequantize", &dequantize, py::arg("data"), py::arg("type"), py::arg("shape"));
   m.def("activation_values", &activation_values, py::arg("x"), py::arg("type"));
   m.def("repack", &repack, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"),
-        "(bytes, type name) of a Q4_0 / Q8_0 matrix in the interleaved 16-row layout (rows a multiple of 16)");
+        "(bytes, type name) of a Q4_0 / Q8_0 / Q4_K / Q6_K matrix in the interleaved 16-row layout (rows a "
+        "multiple of 16)");
   m.def("dot", &dot, py::arg("row"), py::arg("type"), py::arg("x"));
   m.def("gemm", &gemm, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"), py::arg("x"),
         py::arg("threaded") = true);

@@ -1,4 +1,4 @@
-// Repacked weights (cpu/repack): Q4_0 / Q8_0 matrices in 16-row interleaved groups. On every ISA
+// Repacked weights (cpu/repack): Q4_0 / Q8_0 / Q4_K / Q6_K matrices in 16-row interleaved groups. On every ISA
 // this machine runs, a repacked matrix gives per row bitwise the plain type's SCALAR kernel result
 // (same integer block sums, same f32 order) — through dot_rows, the multi-activation kernels,
 // gemv / gemm / gemm_prepared, threaded or not; the expert store's in-place repack equals the
@@ -48,26 +48,42 @@ std::vector<uint8_t> repacked(GGMLType t, const std::vector<uint8_t>& w, int64_t
   return r;
 }
 
-const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0};
+const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K};
+
+// Column counts to test: with and without a tail of the kernels' unrolled loops (an odd block count:
+// the Q4_0 / Q8_0 layout's lone last block).
+std::vector<int64_t> test_cols(GGMLType t) {
+  if (t == GGMLType::Q4_K || t == GGMLType::Q6_K) return {256, 512, 1280};
+  return {32, 96, 256, 1056};
+}
 
 }  // namespace
 
 TEST(repacked_paths_under_test) {
-  std::string names;
-  for (Isa isa : runnable_isas()) {
-    const cpu::DotKernel& k = cpu::dot_kernel(GGMLType::Q4_0_R16, isa);
-    const bool own = k.dot_rows != cpu::dot_kernel(GGMLType::Q4_0_R16, Isa::Scalar).dot_rows;
-    names += std::string(" ") + cpu::isa_name(isa) + (own || isa == Isa::Scalar ? "" : "(reference)");
+  for (GGMLType t : kPlain) {
+    const GGMLType rt = cpu::repacked_type(t);
+    std::string names;
+    for (Isa isa : runnable_isas()) {
+      const cpu::DotKernel& k = cpu::dot_kernel(rt, isa);
+      const bool own = k.dot_rows != cpu::dot_kernel(rt, Isa::Scalar).dot_rows;
+      names += std::string(" ") + cpu::isa_name(isa) + (own || isa == Isa::Scalar ? "" : "(reference)");
+    }
+    std::printf("%s kernels under test:%s\n", strata::quant::type_name(rt), names.c_str());
   }
-  std::printf("repacked kernels under test:%s\n", names.c_str());
   CHECK(cpu::repacked_type(GGMLType::Q4_0) == GGMLType::Q4_0_R16);
   CHECK(cpu::repacked_type(GGMLType::Q8_0) == GGMLType::Q8_0_R16);
   CHECK(cpu::plain_type(GGMLType::Q8_0_R16) == GGMLType::Q8_0);
-  CHECK(cpu::repacked_type(GGMLType::Q4_K) == GGMLType::Q4_K);  // no repacked form
+  CHECK(cpu::repacked_type(GGMLType::Q4_K) == GGMLType::Q4_K_R16);
+  CHECK(cpu::plain_type(GGMLType::Q4_K_R16) == GGMLType::Q4_K);
+  CHECK(cpu::repacked_type(GGMLType::Q6_K) == GGMLType::Q6_K_R16);
+  CHECK(cpu::repacked_type(GGMLType::Q5_K) == GGMLType::Q5_K);  // no repacked form
   CHECK(!cpu::is_repacked(GGMLType::Q8_0));
   // Same bytes per row as the plain type; never a file type.
   CHECK(strata::quant::row_bytes(GGMLType::Q4_0_R16, 256) == strata::quant::row_bytes(GGMLType::Q4_0, 256));
   CHECK(strata::quant::row_bytes(GGMLType::Q8_0_R16, 256) == strata::quant::row_bytes(GGMLType::Q8_0, 256));
+  CHECK(strata::quant::row_bytes(GGMLType::Q4_K_R16, 512) == strata::quant::row_bytes(GGMLType::Q4_K, 512));
+  CHECK(strata::quant::row_bytes(GGMLType::Q6_K_R16, 512) == strata::quant::row_bytes(GGMLType::Q6_K, 512));
+  CHECK(!strata::quant::type_from_name("Q4_K_R16").has_value());
   CHECK(!strata::quant::type_from_id(0x1002).has_value());
   CHECK(!strata::quant::type_from_name("Q4_0_R16").has_value());
   CHECK(cpu::dot_kernel(GGMLType::Q8_0_R16, Isa::Scalar).row_align == cpu::kRepackRows);
@@ -79,7 +95,7 @@ TEST(repacked_dots_equal_the_plain_scalar_kernel_bitwise) {
   std::mt19937 rng(21);
   for (GGMLType t : kPlain) {
     const GGMLType rt = cpu::repacked_type(t);
-    for (int64_t cols : {32, 96, 256, 1056}) {
+    for (int64_t cols : test_cols(t)) {
       for (int64_t rows : {16, 48, 80}) {
         const auto w = random_rows(t, rows, cols, rng);
         const auto wr = repacked(t, w, rows, cols);
@@ -168,7 +184,8 @@ TEST(gemv_and_gemm_of_repacked_weights_equal_plain_scalar_threaded_or_not) {
 TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
   std::mt19937 rng(23);
   for (GGMLType t : kPlain) {
-    const int64_t rows = 32, cols = 128;
+    const bool k = t == GGMLType::Q4_K || t == GGMLType::Q6_K;
+    const int64_t rows = 32, cols = k ? 512 : 128;
     auto w = random_rows(t, rows, cols, rng);
     const auto want = repacked(t, w, rows, cols);
     const auto plain = w;
@@ -177,7 +194,7 @@ TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
     std::vector<uint8_t> back(w.size());
     cpu::unpack_rows(cpu::repacked_type(t), w.data(), rows, cols, back.data());
     CHECK(back == plain);                     // unpack is the inverse
-    for (int64_t odd_cols : {int64_t{96}}) {  // an odd block count: the lone last block
+    for (int64_t odd_cols : {k ? int64_t{768} : int64_t{96}}) {  // an odd block count
       const auto p2 = random_rows(t, 16, odd_cols, rng);
       std::vector<uint8_t> r2(p2.size()), b2(p2.size());
       cpu::repack_rows(t, p2.data(), 16, odd_cols, r2.data());
@@ -188,7 +205,7 @@ TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
     CHECK_THROWS(cpu::repack_rows(t, w.data(), 24, cols, out.data()));  // not whole groups
   }
   std::vector<uint8_t> b(4096);
-  CHECK_THROWS(cpu::repack_rows(GGMLType::Q4_K, b.data(), 16, 256, b.data()));  // no repacked form
+  CHECK_THROWS(cpu::repack_rows(GGMLType::Q5_K, b.data(), 16, 256, b.data()));  // no repacked form
   CHECK(!cpu::can_repack(GGMLType::Q8_0, 0));
   CHECK(!cpu::can_repack(GGMLType::Q8_0, 17));
   CHECK(cpu::can_repack(GGMLType::Q8_0, 2048));
@@ -199,7 +216,7 @@ TEST(repack_modes_decide_as_documented) {
   using cpu::RepackMode;
   CHECK(!cpu::should_repack(RepackMode::Off, GGMLType::Q4_0, 64));
   CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q4_0, 40));  // not whole groups
-  CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q6_K, 64));
+  CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q5_K, 64));
   for (Isa isa : runnable_isas()) {
     cpu::force_isa(isa);
     CHECK(cpu::should_repack(RepackMode::On, GGMLType::Q8_0, 64));

@@ -167,7 +167,7 @@ const std::vector<SettingInfo>& known_settings() {
       {kExpertDirectIo, "experts", "auto", "auto | on | off; O_DIRECT reads of the stream mode"},
       {kExpertIoThreads, "experts", "4", "integer 0..64; expert reader threads (0 = read on the compute thread)"},
       {kIsa, "cpu", "auto", "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (process-wide)"},
-      {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0 weight rows at load for the kernels"},
+      {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels"},
   };
   return v;
 }

@@ -110,10 +110,14 @@ def read_bytes() -> int:
     return 0
 
 
-def thread_times() -> tuple[float, float]:
-    """(seconds on a CPU, seconds runnable but waiting for one) of the calling process's main thread."""
-    fields = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()
-    return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+def thread_times() -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the calling process's main thread,
+    or None where the kernel does not say (no /proc schedstat)."""
+    try:
+        fields = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def expert_split(path: Path) -> tuple[int, int]:
@@ -176,16 +180,19 @@ def child(engine: str, model: str, tokens: Sequence[int], threads: int, fraction
 
     logits = step(tokens[:prompt])
     nll = [_nll(logits, tokens[prompt])]
-    r0, (cpu0, wait0), s0, t0 = read_bytes(), thread_times(), stall() if stall else 0.0, time.perf_counter()
+    r0, times0, s0, t0 = read_bytes(), thread_times(), stall() if stall else 0.0, time.perf_counter()
     for i in range(prompt, len(tokens) - 1):
         logits = step([tokens[i]])
         nll.append(_nll(logits, tokens[i + 1]))
     seconds = time.perf_counter() - t0
-    cpu1, wait1 = thread_times()
+    times1 = thread_times()
     n = max(len(tokens) - 1 - prompt, 1)
+    blocked = None
+    if times0 is not None and times1 is not None:
+        blocked = max(0.0, seconds - (times1[0] - times0[0]) - (times1[1] - times0[1])) * 1e3 / n
     return {"tok_s": n / seconds if seconds > 0 else 0.0,
             "mib_per_token": (read_bytes() - r0) / MIB / n,
-            "blocked_ms": max(0.0, seconds - (cpu1 - cpu0) - (wait1 - wait0)) * 1e3 / n,
+            "blocked_ms": blocked,
             "stall_ms": (stall() - s0) * 1e3 / n if stall else None,
             "perplexity": math.exp(sum(nll) / len(nll)), "decoded": n}
 
@@ -206,7 +213,7 @@ class Run:
     perplexity: float = 0.0
     ppl_change: float = 0.0
     error: str = ""
-    blocked_ms: float = 0.0  # the decoding thread's blocked time per token
+    blocked_ms: float | None = None  # the decoding thread's blocked time per token (None: unknown)
     stall_ms: float | None = None  # strata's expert stall per token (None: not reported by the engine)
 
 
@@ -251,9 +258,10 @@ def render(runs: Sequence[Run], reference: str = "unlimited strata") -> str:
                          f"{r.error} | - | - |")
             continue
         stall = "-" if r.stall_ms is None else f"{r.stall_ms:.1f}"
+        blocked = "-" if r.blocked_ms is None else f"{r.blocked_ms:.1f}"
         lines.append(f"| {r.engine} | {r.fraction:.0%} | {r.moce:g} | {r.limit_mib:.0f} | {r.tok_s:.2f} | "
                      f"{r.mib_per_token:.1f} | {r.perplexity:.4f} | {r.ppl_change:+.2%} | "
-                     f"{r.blocked_ms:.1f} | {stall} |")
+                     f"{blocked} | {stall} |")
     return "\n".join(lines)
 
 

@@ -19,7 +19,9 @@ STRATA_AVX512_DOT(dot_rows_q4_k);
 STRATA_AVX512_DOT(dot_rows_q6_k);
 STRATA_AVX512_DOT(dot_rows_iq4_xs);
 STRATA_AVX512_DOT(dot_rows_q8_0_r16);
-STRATA_AVX512_DOT(dot_rows_q4_0_r16);  // repacked Q8_0 (cpu/repack/layout.h)
+STRATA_AVX512_DOT(dot_rows_q4_0_r16);  // repacked Q4_0 (cpu/repack/layout.h)
+STRATA_AVX512_DOT(dot_rows_q4_k_r16);  // dot_repacked_k_avx512.cpp
+STRATA_AVX512_DOT(dot_rows_q6_k_r16);
 #undef STRATA_AVX512_DOT
 #define STRATA_AVX512_DOT_MULTI(name)                                                                       \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
@@ -29,6 +31,8 @@ STRATA_AVX512_DOT_MULTI(dot_rows_multi_q5_0);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q8_0);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q8_0_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_0_r16);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_k_r16);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q6_k_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_k);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q6_k);
 #undef STRATA_AVX512_DOT_MULTI

@@ -1,5 +1,6 @@
 #pragma once
-// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16). Rows come
+// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16, Q4_K_R16,
+// Q6_K_R16; the K types at the end of this file). Rows come
 // in groups of 16; a group is 16 rows' bytes (16 · row_bytes, so row r of the matrix still starts
 // at r · row_bytes when r is a multiple of 16) holding, for each block b of 32 columns, one
 // interleaved block of the 16 rows:
@@ -19,6 +20,7 @@
 //   step c and the high nibbles step c + 4, each a mask (and a shift) away.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "strata/quant/blocks.h"
 
@@ -46,5 +48,79 @@ using Q8Layout = Layout<kRows * quant::kQK32>;      // 512
 static_assert(Q4Layout::kBlockBytes == kRows * sizeof(quant::BlockQ4_0));
 static_assert(Q8Layout::kBlockBytes == kRows * sizeof(quant::BlockQ8_0));
 static_assert(2 * Q4Layout::kBlockBytes % 64 == 0 && 2 * Q8Layout::kBlockBytes % 64 == 0);
+
+// Q4_K_R16: per super-block b (256 columns) of a group, 16 · 144 = 2304 bytes (a multiple of 64, so
+// every block of a 64-byte aligned group is too), at b · 2304:
+//   [0, 32)      d[16]     the rows' fp16 super-block scales
+//   [32, 64)     dmin[16]  the rows' fp16 min scales
+//   [64, 160)    the 8 sub-block scales of the 16 rows, 6 bits each, unpacked (unpack6) to 128
+//                bytes U with U[16·g + r] = scale g of row r: 16 bytes per sub-block, one
+//                zero-extension to 16 int32 lanes
+//   [160, 256)   the 8 mins likewise, U[32·k + 2·r + e] = min 2k + e of row r: 32 bytes per pair
+//                of sub-blocks, zero-extended to int16 they are the 16 lanes' (min 2k, min 2k + 1)
+//                pairs that one vpmaddwd / vpdpwssd multiplies with the activation's pair sums
+//   [256, 2304)  qs[64·c + 4·r + j] = the plain Q4_K byte qs[4c + j] of row r (c = 0..31): chunk
+//                c's low nibbles are columns 64·(c/8) + 4·(c%8) + j (sub-block 2·(c/8)), its high
+//                nibbles the same + 32 (sub-block 2·(c/8) + 1), each one vpdpbusd step.
+// The 6-bit packing of 128 values U into 96 bytes: lo[i] = U[i] & 15 | (U[64 + i] & 15) << 4
+// (i < 64); hi[i] (i < 32) holds U[32·q + i] >> 4 in bits 2q, 2q + 1 (q = 0..3). Broadcast to 64
+// bytes, hi shifted right by 0 / 2 (4 / 6) in its two halves gives the top bits of U[0..64)
+// (U[64..128)): one 512-bit pass per 64 values.
+struct Q4KLayout {
+  static constexpr std::size_t kBlockBytes = kRows * sizeof(quant::BlockQ4_K);
+  static constexpr std::size_t kD = 0, kDmin = 32, kScales = 64, kMins = 160, kQs = 256;
+  static std::size_t block(int64_t b) { return static_cast<std::size_t>(b) * kBlockBytes; }
+};
+static_assert(Q4KLayout::kBlockBytes == 2304 && Q4KLayout::kBlockBytes % 64 == 0);
+static_assert(Q4KLayout::kQs + kRows * quant::kQK_K / 2 == Q4KLayout::kBlockBytes);
+
+inline void pack6(const uint8_t* u, uint8_t* out) {
+  for (int i = 0; i < 64; ++i) out[i] = static_cast<uint8_t>((u[i] & 15) | ((u[64 + i] & 15) << 4));
+  for (int i = 0; i < 32; ++i) {
+    int h = 0;
+    for (int q = 0; q < 4; ++q) h |= ((u[32 * q + i] >> 4) & 3) << (2 * q);
+    out[64 + i] = static_cast<uint8_t>(h);
+  }
+}
+inline void unpack6(const uint8_t* in, uint8_t* u) {
+  for (int i = 0; i < 128; ++i) {
+    const int lo = (in[i % 64] >> (4 * (i / 64))) & 15;
+    const int hi = (in[64 + i % 32] >> (2 * (i / 32))) & 3;
+    u[i] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+// Q6_K_R16: per super-block of a group 16 · 210 = 3360 bytes: the quants (3072) and the meta (288).
+//   quants: 48 chunks of 64 bytes in the order the kernel reads them, three per (half h, step s)
+//           (h = 0..1, s = 0..7): chunk 3·(8h + s) + m holds, at 4·r + j, row r's plain byte
+//           m = 0: ql[64h + 4s + j], m = 1: ql[64h + 32 + 4s + j], m = 2: qh[32h + 4s + j].
+//           Together they make the 6-bit quants of columns 128h + 32·p + 4s + j, p = 0..3 (ggml's
+//           order: the low nibble of m = 0 with qh bits 0-1, of m = 1 with bits 2-3, their high
+//           nibbles with bits 4-5 and 6-7), one vpdpbusd step each.
+//   meta:   d[16] fp16, then the 16 int8 sub-block scales of the 16 rows with sc[32·k + 2·r + e] =
+//           scale 2k + e of row r: sign-extended to int16, lane r holds (scale 2k, scale 2k + 1),
+//           the pair vpdpwssd multiplies with the activation's (bsum 2k, bsum 2k + 1).
+// Blocks in pairs: [meta 2p][meta 2p + 1][quants 2p][quants 2p + 1] (576 + 6144 bytes = 105 cache
+// lines, the quants at a cache-line boundary), an odd last block alone as [quants][meta]; a block is
+// read front to back (three interleaved streams read 3-4x slower from memory: docs/benchmarks.md).
+struct Q6KLayout {
+  static constexpr std::size_t kQsBytes = 3 * kRows * quant::kQK_K / 4;  // ql 2048 + qh 1024
+  static constexpr std::size_t kMetaBytes = kRows * (2 + quant::kQK_K / 16);
+  static constexpr std::size_t kBlockBytes = kQsBytes + kMetaBytes;
+  static constexpr std::size_t kScales = 32;  // within the meta
+  static bool alone(int64_t b, int64_t nb) { return (b & 1) == 0 && b + 1 == nb; }
+  static std::size_t pair(int64_t b) { return static_cast<std::size_t>(b & ~int64_t{1}) * kBlockBytes; }
+  static std::size_t meta_off(int64_t b, int64_t nb) {
+    return pair(b) + (alone(b, nb) ? kQsBytes : kMetaBytes * static_cast<std::size_t>(b & 1));
+  }
+  static std::size_t qs_off(int64_t b, int64_t nb) {
+    return pair(b) + (alone(b, nb) ? 0 : 2 * kMetaBytes + kQsBytes * static_cast<std::size_t>(b & 1));
+  }
+  // The chunk holding plain ql[4c .. 4c + 4) (c < 32) / qh[4c .. 4c + 4) (c < 16) of every row.
+  static int ql_chunk(int c) { return 3 * (8 * (c / 16) + c % 8) + (c % 16) / 8; }
+  static int qh_chunk(int c) { return 3 * c + 2; }
+};
+static_assert(Q6KLayout::kBlockBytes == kRows * sizeof(quant::BlockQ6_K));
+static_assert(Q6KLayout::kQsBytes % 64 == 0 && 2 * Q6KLayout::kMetaBytes % 64 == 0);
 
 }  // namespace strata::cpu::repack

@@ -45,12 +45,91 @@ void repack_q4_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
   }
 }
 
+// A Q4_K super-block's 8 scales and 8 mins of every row, in the orders layout.h gives them.
+void repack_q4_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  using L = repack::Q4KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = dst + L::block(b);
+    uint8_t usc[128], umin[128];
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockQ4_K*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      std::memcpy(blk + L::kD + 2 * r, &x->d, 2);
+      std::memcpy(blk + L::kDmin + 2 * r, &x->dmin, 2);
+      for (int g = 0; g < 8; ++g) {
+        uint8_t sc, m;
+        quant::q4_k_scale_min(g, x->scales, sc, m);
+        usc[16 * g + r] = sc;
+        umin[32 * (g / 2) + 2 * r + (g % 2)] = m;
+      }
+      for (int c = 0; c < 32; ++c) std::memcpy(blk + L::kQs + 64 * c + 4 * r, &x->qs[4 * c], 4);
+    }
+    repack::pack6(usc, blk + L::kScales);
+    repack::pack6(umin, blk + L::kMins);
+  }
+}
+
+// The inverse for one row r of a group: Q4_K's own 12-byte scale packing rebuilt from the values.
+void unpack_q4_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ4_K* x) {
+  using L = repack::Q4KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L::block(b);
+    uint8_t usc[128], umin[128];
+    repack::unpack6(blk + L::kScales, usc);
+    repack::unpack6(blk + L::kMins, umin);
+    std::memcpy(&x[b].d, blk + L::kD + 2 * r, 2);
+    std::memcpy(&x[b].dmin, blk + L::kDmin + 2 * r, 2);
+    uint8_t sc[8], m[8];
+    for (int g = 0; g < 8; ++g) {
+      sc[g] = usc[16 * g + r];
+      m[g] = umin[32 * (g / 2) + 2 * r + (g % 2)];
+    }
+    // ggml's get_scale_min_k4 packing: groups 0..3 in the low 6 bits of bytes 0..7, groups 4..7
+    // split into a low nibble (bytes 8..11) and their top 2 bits in bits 6..7 of bytes 0..7.
+    uint8_t* q = x[b].scales;
+    for (int j = 0; j < 4; ++j) {
+      q[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+      q[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+      q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+    for (int c = 0; c < 32; ++c) std::memcpy(&x[b].qs[4 * c], blk + L::kQs + 64 * c + 4 * r, 4);
+  }
+}
+
+void repack_q6_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  using L = repack::Q6KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* qs = dst + L::qs_off(b, nb);
+    uint8_t* meta = dst + L::meta_off(b, nb);
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockQ6_K*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      std::memcpy(meta + 2 * r, &x->d, 2);
+      for (int g = 0; g < 16; ++g) std::memcpy(meta + L::kScales + 32 * (g / 2) + 2 * r + g % 2, &x->scales[g], 1);
+      for (int c = 0; c < 32; ++c) std::memcpy(qs + 64 * L::ql_chunk(c) + 4 * r, &x->ql[4 * c], 4);
+      for (int c = 0; c < 16; ++c) std::memcpy(qs + 64 * L::qh_chunk(c) + 4 * r, &x->qh[4 * c], 4);
+    }
+  }
+}
+
+void unpack_q6_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ6_K* x) {
+  using L = repack::Q6KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* qs = grp + L::qs_off(b, nb);
+    const uint8_t* meta = grp + L::meta_off(b, nb);
+    std::memcpy(&x[b].d, meta + 2 * r, 2);
+    for (int g = 0; g < 16; ++g) std::memcpy(&x[b].scales[g], meta + L::kScales + 32 * (g / 2) + 2 * r + g % 2, 1);
+    for (int c = 0; c < 32; ++c) std::memcpy(&x[b].ql[4 * c], qs + 64 * L::ql_chunk(c) + 4 * r, 4);
+    for (int c = 0; c < 16; ++c) std::memcpy(&x[b].qh[4 * c], qs + 64 * L::qh_chunk(c) + 4 * r, 4);
+  }
+}
+
 }  // namespace
 
 GGMLType repacked_type(GGMLType t) {
   switch (t) {
     case GGMLType::Q4_0: return GGMLType::Q4_0_R16;
     case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
+    case GGMLType::Q4_K: return GGMLType::Q4_K_R16;
+    case GGMLType::Q6_K: return GGMLType::Q6_K_R16;
     default: return t;
   }
 }
@@ -59,6 +138,8 @@ GGMLType plain_type(GGMLType t) {
   switch (t) {
     case GGMLType::Q4_0_R16: return GGMLType::Q4_0;
     case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
+    case GGMLType::Q4_K_R16: return GGMLType::Q4_K;
+    case GGMLType::Q6_K_R16: return GGMLType::Q6_K;
     default: return t;
   }
 }
@@ -68,11 +149,13 @@ bool is_repacked(GGMLType t) { return plain_type(t) != t; }
 bool can_repack(GGMLType t, int64_t rows) { return repacked_type(t) != t && rows > 0 && rows % kRepackRows == 0; }
 
 bool repack_pays(GGMLType t, Isa isa) {
-  // Measured with bench/gemv_bench.py (docs/benchmarks.md, GEMV): both formats gain on AVX-512
-  // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums).
+  // Measured with bench/gemv_bench.py (docs/benchmarks.md, GEMV): every format gains on AVX-512
+  // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums; Q4_K: its
+  // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block).
   switch (isa) {
     case Isa::Avx512:
-    case Isa::Avx2: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0;
+    case Isa::Avx2:
+      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K;
     default: return false;
   }
 }
@@ -92,9 +175,9 @@ RepackMode repack_mode() { return process_cpu_settings().repack; }
 void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst) {
   if (!can_repack(t, rows))
     throw_error(ErrorKind::Value, std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
-                                      " rows has no repacked form (Q4_0 / Q8_0, rows a multiple of 16)");
+                                      " rows has no repacked form (Q4_0 / Q8_0 / Q4_K / Q6_K, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
-  const int64_t nb = cols / quant::kQK32;
+  const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
@@ -102,6 +185,10 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
     const std::size_t off = static_cast<std::size_t>(g) * group;
     if (t == GGMLType::Q8_0)
       repack_q8_0(s + off, rb, nb, d + off);
+    else if (t == GGMLType::Q4_K)
+      repack_q4_k(s + off, rb, nb, d + off);
+    else if (t == GGMLType::Q6_K)
+      repack_q6_k(s + off, rb, nb, d + off);
     else
       repack_q4_0(s + off, rb, nb, d + off);
   }
@@ -112,13 +199,21 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
   if (t == rt || !can_repack(t, rows))
     throw_error(ErrorKind::Value, std::string("unpack: ") + quant::type_name(rt) + " is not a repacked matrix");
   const std::size_t rb = quant::row_bytes(t, cols);
-  const int64_t nb = cols / quant::kQK32;
+  const int64_t nb = cols / quant::block_size(t);
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < rows / repack::kRows; ++g) {
     const uint8_t* grp = s + static_cast<std::size_t>(g) * rb * repack::kRows;
     for (int r = 0; r < repack::kRows; ++r) {
       uint8_t* row = d + (static_cast<std::size_t>(g) * repack::kRows + static_cast<std::size_t>(r)) * rb;
+      if (t == GGMLType::Q4_K) {
+        unpack_q4_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ4_K*>(row));
+        continue;
+      }
+      if (t == GGMLType::Q6_K) {
+        unpack_q6_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ6_K*>(row));
+        continue;
+      }
       for (int64_t b = 0; b < nb; ++b) {
         if (t == GGMLType::Q8_0) {
           using L = repack::Q8Layout;

@@ -1,6 +1,6 @@
 // Reference kernels of the repacked types (cpu/repack/layout.h): the plain scalar kernels'
 // arithmetic, block by block, read from the interleaved layout, so a repacked row's dot is bitwise
-// the plain Q4_0 / Q8_0 scalar dot. Every SIMD repacked kernel is tested against these.
+// the plain Q4_0 / Q8_0 / Q4_K / Q6_K scalar dot. Every SIMD repacked kernel is tested against these.
 #include <algorithm>
 #include <cstring>
 
@@ -61,9 +61,97 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
 }
 
 void act_q8_0(const float* x, void* a, int64_t n) { quant::quantize_row_q8_0(x, static_cast<BlockQ8_0*>(a), n); }
+void act_q8_k(const float* x, void* a, int64_t n) {
+  quant::quantize_row_q8_k(x, static_cast<quant::BlockQ8_K*>(a), n);
+}
+
+// Q4_K_R16: dot_q4_k of dot_scalar.cpp (integer sub-block sums times the 6-bit scales, the mins
+// against the activation's pair sums, then sum += d·isum − dmin·summs), read from the layout.
+void rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  using L = repack::Q4KLayout;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  uint8_t usc[128], umin[128];
+  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
+    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
+    for (int r = 0; r < n_in; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = grp + L::block(b);
+        repack::unpack6(blk + L::kScales, usc);
+        repack::unpack6(blk + L::kMins, umin);
+        int isum = 0, summs = 0;
+        for (int g = 0; g < 8; ++g) {
+          const int shift = 4 * (g % 2);
+          int part = 0;
+          for (int l = 0; l < 32; ++l) {
+            const int i = 32 * (g / 2) + l;  // byte of the plain row's qs
+            part += ((blk[L::kQs + 64 * (i / 4) + 4 * r + i % 4] >> shift) & 0xF) * y[b].qs[32 * g + l];
+          }
+          isum += usc[16 * g + r] * part;
+          summs += umin[32 * (g / 2) + 2 * r + g % 2] * (y[b].bsums[2 * g] + y[b].bsums[2 * g + 1]);
+        }
+        uint16_t xd, xdmin;
+        std::memcpy(&xd, blk + L::kD + 2 * r, 2);
+        std::memcpy(&xdmin, blk + L::kDmin + 2 * r, 2);
+        const float d = y[b].d * fp16_to_fp32(xd);
+        const float dmin = y[b].d * fp16_to_fp32(xdmin);
+        sum += d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+      }
+      out[g0 + r] = sum;
+    }
+  }
+}
+
+// Q6_K_R16: dot_q6_k of dot_scalar.cpp (per 16-column sub-block the exact sum of (q − 32)·y, times
+// its int8 scale, then sum += (dy·dx)·isum), read from the layout.
+void rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  using L = repack::Q6KLayout;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
+    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
+    for (int r = 0; r < n_in; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* qs = grp + L::qs_off(b, nb);
+        const uint8_t* meta = grp + L::meta_off(b, nb);
+        // Plain byte i of the row's ql / qh, read through the interleave.
+        auto ql = [&](int i) { return static_cast<int>(qs[64 * L::ql_chunk(i / 4) + 4 * r + i % 4]); };
+        auto qh = [&](int i) { return static_cast<int>(qs[64 * L::qh_chunk(i / 4) + 4 * r + i % 4]); };
+        int isum = 0;
+        for (int h = 0; h < 2; ++h) {
+          const int8_t* q8 = y[b].qs + 128 * h;
+          int part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          for (int l = 0; l < 32; ++l) {
+            const int is = l / 16, a = ql(64 * h + l), c = ql(64 * h + l + 32), e = qh(32 * h + l);
+            part[is + 0] += (((a & 0xF) | (((e >> 0) & 3) << 4)) - 32) * q8[l];
+            part[is + 2] += (((c & 0xF) | (((e >> 2) & 3) << 4)) - 32) * q8[l + 32];
+            part[is + 4] += (((a >> 4) | (((e >> 4) & 3) << 4)) - 32) * q8[l + 64];
+            part[is + 6] += (((c >> 4) | (((e >> 6) & 3) << 4)) - 32) * q8[l + 96];
+          }
+          for (int g = 0; g < 8; ++g) {
+            const int sg = 8 * h + g;
+            isum += static_cast<int8_t>(meta[L::kScales + 32 * (sg / 2) + 2 * r + sg % 2]) * part[g];
+          }
+        }
+        uint16_t xd;
+        std::memcpy(&xd, meta + 2 * r, 2);
+        sum += (y[b].d * fp16_to_fp32(xd)) * static_cast<float>(isum);
+      }
+      out[g0 + r] = sum;
+    }
+  }
+}
 
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q4>, nullptr, repack::kRows};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repack::kRows};
+constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q4_k, nullptr, repack::kRows};
+constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, act_q8_k, rows_q6_k, nullptr, repack::kRows};
 
 }  // namespace
 
@@ -71,6 +159,8 @@ const DotKernel* repacked_kernel(GGMLType type) {
   switch (type) {
     case GGMLType::Q4_0_R16: return &kQ4_0_R16;
     case GGMLType::Q8_0_R16: return &kQ8_0_R16;
+    case GGMLType::Q4_K_R16: return &kQ4_K_R16;
+    case GGMLType::Q6_K_R16: return &kQ6_K_R16;
     default: return nullptr;
   }
 }

@@ -1,0 +1,143 @@
+// Single-thread GEMV of the K-quant formats plain and repacked (Q4_K / Q4_K_R16, Q6_K / Q6_K_R16) per
+// kernel path, on the shapes a Qwen3-MoE decode step reads (docs/benchmarks.md, "Repacked Q4_K and
+// Q6_K"):
+//
+//   repack_k_bench [--rows 512] [--cols 1024] [--mib 96] [--reps 7] [--isas avx2,avx512]
+//
+// "stream": one pass over --mib MiB of distinct matrices of rows x cols (an expert's gate or up
+// projection by default; 96 MiB is 3x the 32 MiB L3, so every pass reads memory); "cached": the
+// first matrix alone, 200 times (its compute speed, in L2). Each figure is GB of weights per
+// CPU-second of this thread (CLOCK_THREAD_CPUTIME_ID: time waiting for a core on a shared host is
+// not counted); the configurations take turns within every repetition and medians are reported.
+// Under `valgrind --tool=callgrind --toggle-collect='strata::cpu::gemv*'` with --reps 1 the
+// instruction counts per configuration are deterministic.
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/cpu/features.h"
+#include "strata/cpu/gemv.h"
+#include "strata/cpu/repack/repack.h"
+#include "strata/quant/types.h"
+#include "strata/util/aligned.h"
+#include "strata/util/fp16.h"
+
+using namespace strata;
+using quant::GGMLType;
+
+namespace {
+
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Random bytes with sane fp16 super-block scales at the format's offsets: valid blocks.
+void fill(GGMLType t, uint8_t* p, std::size_t bytes, std::mt19937& rng) {
+  for (std::size_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> d(1e-3f, 2e-2f);
+  const std::size_t bs = quant::type_size(t);
+  const std::vector<std::size_t> offs = t == GGMLType::Q4_K ? std::vector<std::size_t>{0, 2} : std::vector<std::size_t>{208};
+  for (std::size_t b = 0; b < bytes; b += bs)
+    for (std::size_t o : offs) {
+      const uint16_t h = fp32_to_fp16(d(rng));
+      std::memcpy(p + b + o, &h, 2);
+    }
+}
+
+struct Config {
+  GGMLType type;  // the kernel's type (plain or repacked)
+  cpu::Isa isa;
+  const uint8_t* w;
+  std::vector<double> stream, cached;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t rows = 512, cols = 1024, mib = 96;
+  int reps = 7;
+  std::string isas_arg;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--rows") rows = std::atoll(v.c_str());
+    else if (a == "--cols") cols = std::atoll(v.c_str());
+    else if (a == "--mib") mib = std::atoll(v.c_str());
+    else if (a == "--reps") reps = std::atoi(v.c_str());
+    else if (a == "--isas") isas_arg = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  std::vector<cpu::Isa> isas;
+  for (cpu::Isa isa : cpu::compiled_isas())
+    if (isa != cpu::Isa::Scalar && cpu::isa_supported(isa) &&
+        (isas_arg.empty() || isas_arg.find(cpu::isa_name(isa)) != std::string::npos))
+      isas.push_back(isa);
+  if (rows % cpu::kRepackRows != 0 || cols % 256 != 0 || isas.empty()) {
+    std::fprintf(stderr, "rows must be a multiple of 16, cols of 256, and a SIMD path must run here\n");
+    return 2;
+  }
+
+  std::mt19937 rng(1);
+  std::vector<float> x(static_cast<std::size_t>(cols));
+  std::normal_distribution<float> nd;
+  for (float& v : x) v = nd(rng);
+  std::vector<float> y(static_cast<std::size_t>(rows));
+
+  std::vector<AlignedBuffer<uint8_t>> plain, packed;
+  std::vector<Config> configs;
+  std::vector<std::size_t> n_mats;
+  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K}) {
+    const std::size_t bytes = quant::row_bytes(t, cols) * static_cast<std::size_t>(rows);
+    const std::size_t n = std::max<std::size_t>(1, static_cast<std::size_t>(mib << 20) / bytes);
+    plain.emplace_back(bytes * n);
+    packed.emplace_back(bytes * n);
+    fill(t, plain.back().data(), bytes * n, rng);
+    for (std::size_t m = 0; m < n; ++m)
+      cpu::repack_rows(t, plain.back().data() + m * bytes, rows, cols, packed.back().data() + m * bytes);
+    for (cpu::Isa isa : isas) {
+      configs.push_back(Config{t, isa, plain.back().data(), {}, {}});
+      configs.push_back(Config{cpu::repacked_type(t), isa, packed.back().data(), {}, {}});
+      n_mats.push_back(n);
+      n_mats.push_back(n);
+    }
+  }
+
+  for (int rep = 0; rep < reps; ++rep) {
+    for (std::size_t c = 0; c < configs.size(); ++c) {
+      Config& cf = configs[c];
+      cpu::force_isa(cf.isa);
+      const std::size_t bytes = quant::row_bytes(cf.type, cols) * static_cast<std::size_t>(rows);
+      double t0 = thread_cpu_s();
+      for (std::size_t m = 0; m < n_mats[c]; ++m)
+        cpu::gemv(cf.type, cf.w + m * bytes, rows, cols, x.data(), y.data(), nullptr);
+      cf.stream.push_back(static_cast<double>(bytes * n_mats[c]) / (thread_cpu_s() - t0) / 1e9);
+      constexpr int kCached = 200;
+      t0 = thread_cpu_s();
+      for (int k = 0; k < kCached; ++k) cpu::gemv(cf.type, cf.w, rows, cols, x.data(), y.data(), nullptr);
+      cf.cached.push_back(static_cast<double>(bytes) * kCached / (thread_cpu_s() - t0) / 1e9);
+    }
+  }
+  std::printf("%lld x %lld matrices, %lld MiB streamed per pass, 1 thread, median of %d (GB of weights per CPU-second)\n",
+              static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(mib), reps);
+  std::printf("| format | path | stream GB/CPU-s | cached GB/CPU-s |\n|---|---|---:|---:|\n");
+  for (const Config& cf : configs)
+    std::printf("| %s | %s | %.1f | %.1f |\n", quant::type_name(cf.type), cpu::isa_name(cf.isa), median(cf.stream),
+                median(cf.cached));
+  return 0;
+}

@@ -1,0 +1,173 @@
+// AVX2 kernels of the repacked Q4_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: a 16-row group as two
+// halves of 8 rows, one 256-bit register per 4-column step whose 32-bit lane r is row r; the
+// activation's 4 bytes of the step are broadcast once for both halves. Per sub-block, maddubs of
+// the unsigned nibbles against them, the int16 pair sums of its eight steps added in int16
+// (8 · 2 · 15 · 127 < 2^15), then one vpmaddwd by the row's 6-bit scale (duplicated into both
+// int16 halves of the lane) gives scale · (exact sub-block sum) in int32; the mins meet the
+// activation's pair sums in four vpmaddwd. Then sum += d·isum − dmin·summs with the multiplies and
+// adds rounded separately (built with -ffp-contract=off): bitwise the plain Q4_K scalar dot.
+// Q6_K_R16: the 6-bit quants rebuilt from ql / qh, maddubs per step, two steps added in int16
+// (2 · 2 · 63 · 127 < 2^15), vpmaddwd by the sub-block's int8 scale; the −32 offset from the
+// scale pairs against the activation's bsum pairs; sum += (dy·dx)·isum: bitwise the scalar Q6_K dot.
+#include <algorithm>
+
+#include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/simd_avx2.h"
+#include "strata/cpu/repack/layout.h"
+
+namespace strata::cpu::avx2 {
+namespace {
+
+using quant::BlockQ8_K;
+using L = repack::Q4KLayout;
+using L6 = repack::Q6KLayout;
+
+// The 128 6-bit values packed at p (layout.h) into u[0..128).
+inline void unpack6(const uint8_t* p, uint8_t* u) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i lo0 = loadu256(p), lo1 = loadu256(p + 32), hi = loadu256(p + 64);
+  auto top = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, shift), m2), 4); };
+  auto put = [u](int at, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(u + at), v); };
+  put(0, _mm256_or_si256(_mm256_and_si256(lo0, m4), top(0)));
+  put(32, _mm256_or_si256(_mm256_and_si256(lo1, m4), top(2)));
+  put(64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), top(4)));
+  put(96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), top(6)));
+}
+
+inline __m256i bcast_word(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Eight 6-bit scales (bytes at p) as int32 lanes holding the scale in both int16 halves.
+inline __m256i scales_dup(const uint8_t* p) {
+  const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+}
+
+// One group (16 rows at grp) against one activation: out[0 .. n_valid).
+void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L::block(b);
+    alignas(32) uint8_t sc[128], mn[128];
+    unpack6(blk + L::kScales, sc);
+    unpack6(blk + L::kMins, mn);
+    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles)
+      const uint8_t* qs = blk + L::kQs + 512 * j;
+      const int8_t* q8 = y[b].qs + 64 * j;
+      __m256i plo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, phi[2] = {plo[0], plo[0]};
+      for (int s = 0; s < 8; ++s) {
+        const __m256i bl = bcast_word(q8 + 4 * s), bh = bcast_word(q8 + 32 + 4 * s);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i w = loadu256(qs + 64 * s + 32 * h);
+          plo[h] = _mm256_add_epi16(plo[h], _mm256_maddubs_epi16(_mm256_and_si256(w, m4), bl));
+          phi[h] = _mm256_add_epi16(phi[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bh));
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(plo[h], scales_dup(sc + 32 * j + 8 * h)));
+        isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(phi[h], scales_dup(sc + 32 * j + 16 + 8 * h)));
+      }
+    }
+    const __m256i bs = loadu256(y[b].bsums);
+    alignas(16) int32_t pairs[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
+                    _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+    const __m256 yd = _mm256_set1_ps(y[b].d);
+    for (int h = 0; h < 2; ++h) {
+      __m256i summs = _mm256_setzero_si256();
+      for (int k = 0; k < 4; ++k) {
+        const __m256i m = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mn + 32 * k + 16 * h)));
+        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(m, _mm256_set1_epi32(pairs[k])));
+      }
+      const __m256 d = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L::kD + 16 * h)));
+      const __m256 dmin = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L::kDmin + 16 * h)));
+      const __m256 t =
+          _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[h])), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs)));
+      acc[h] = _mm256_add_ps(acc[h], t);
+    }
+  }
+  alignas(32) float tmp[repack::kRows];
+  _mm256_store_ps(tmp, acc[0]);
+  _mm256_store_ps(tmp + 8, acc[1]);
+  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+}
+
+// One Q6_K group against one activation: out[0 .. n_valid).
+void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* qs = grp + L6::qs_off(b, nb);
+    const uint8_t* meta = grp + L6::meta_off(b, nb);
+    const int8_t* q8 = y[b].qs;
+    for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
+      __m256i sp[8];                  // lane r: (scale 2k, scale 2k + 1) of row 8hr + r as int16
+      __m256i off = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) {
+        sp[k] = _mm256_cvtepi8_epi16(loadu128(meta + L6::kScales + 32 * k + 16 * hr));
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(sp[k], bcast_word(y[b].bsums + 2 * k)));
+      }
+      __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+      for (int h = 0; h < 2; ++h) {
+        for (int sh = 0; sh < 2; ++sh) {  // sub-blocks 8h + 2p + sh = 2k + sh (k = 4h + p): steps 4sh + t
+          __m256i pr[4][2];               // [p][t / 2]: two steps' maddubs pairs added in int16
+          for (int t = 0; t < 4; ++t) {
+            const int s = 4 * sh + t;
+            const uint8_t* c3 = qs + 192 * (8 * h + s) + 32 * hr;  // layout.h: chunks m = 0, 1, 2
+            const __m256i la = loadu256(c3), lb = loadu256(c3 + 64), hc = loadu256(c3 + 128);
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(hc, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(hc, 2), m30))};
+            for (int p = 0; p < 4; ++p) {
+              const __m256i m = _mm256_maddubs_epi16(q[p], bcast_word(q8 + 128 * h + 32 * p + 4 * s));
+              pr[p][t / 2] = (t % 2) ? _mm256_add_epi16(pr[p][t / 2], m) : m;
+            }
+          }
+          for (int p = 0; p < 4; ++p) {
+            // The scale of sub-block 2k + sh in both int16 halves of every lane.
+            const __m256i v = sp[4 * h + p];
+            const __m256i sc = sh == 0 ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xA0), 0xA0)
+                                       : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xF5), 0xF5);
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(pr[p][0], sc), _mm256_madd_epi16(pr[p][1], sc)));
+          }
+        }
+      }
+      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(y[b].d), _mm256_cvtph_ps(loadu128(meta + 16 * hr)));
+      acc[hr] = _mm256_add_ps(acc[hr], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
+    }
+  }
+  alignas(32) float tmp[repack::kRows];
+  _mm256_store_ps(tmp, acc[0]);
+  _mm256_store_ps(tmp + 8, acc[1]);
+  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+}
+
+}  // namespace
+
+void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group(nb, p + static_cast<std::size_t>(r) * stride, y, out + r,
+          static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+}
+
+void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group_q6(nb, p + static_cast<std::size_t>(r) * stride, y, out + r,
+             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+}
+
+}  // namespace strata::cpu::avx2

@@ -1,0 +1,235 @@
+// AVX-512 VNNI kernels of the repacked Q4_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: 16 rows per group,
+// one 512-bit register per 4-column step whose 32-bit lane r is row r. Per sub-block of 32 columns,
+// eight vpdpbusd (the nibbles unsigned, the activation's 4 bytes of the step broadcast) give every
+// row's exact integer sum; one vpmulld by the row's 6-bit scale (unpacked from the layout once per
+// super-block for all 16 rows, no per-row decode of Q4_K's 12-byte packing) adds it to the
+// super-block sum; the mins meet the activation's pair sums in four vpdpwssd. Then, per row,
+// sum += d·isum − dmin·summs with every multiply and add rounded separately (built with
+// -ffp-contract=off): the scalar kernel's arithmetic, so results are bitwise the plain Q4_K scalar
+// dot. A GEMV walks one row group at a time (one sequential read, as the other repacked kernels);
+// with several activations each group's unpacked quants are shared by up to four of them.
+// Q6_K_R16: the 6-bit quants (0..63, unsigned) are rebuilt from the interleaved ql / qh in 512-bit
+// steps and go through vpdpbusd the same way, one vpmulld per 16-column sub-block by its int8
+// scale; the −32 offset is 32·Σ scale·bsum, eight vpdpwssd of the scale pairs against the
+// activation's bsum pairs; then sum += (dy·dx)·isum, the scalar kernel's arithmetic.
+#include <algorithm>
+
+#include "strata/cpu/avx512/dot_avx512.h"
+#include "strata/cpu/avx512/simd_avx512.h"
+#include "strata/cpu/repack/layout.h"
+
+namespace strata::cpu::avx512 {
+namespace {
+
+using quant::BlockQ8_K;
+using L = repack::Q4KLayout;
+using L6 = repack::Q6KLayout;
+
+// The 128 6-bit values packed at p (layout.h) as two registers of 64 bytes: u[0] = U[0..64), u[1] = U[64..128).
+inline void unpack6(const uint8_t* p, __m512i* u) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+  const __m512i lo = loadu512(p);
+  const __m512i hi = _mm512_broadcast_i64x4(loadu256(p + 64));
+  const __m512i h0 = _mm512_srlv_epi64(hi, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2));
+  const __m512i h1 = _mm512_srlv_epi64(hi, _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6));
+  u[0] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(h0, m2), 4));
+  u[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4), _mm512_slli_epi16(_mm512_and_si512(h1, m2), 4));
+}
+
+inline __m512i bcast_word(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline void store_rows(float* out, __m512 v, int n_valid) {
+  if (n_valid == repack::kRows)
+    _mm512_storeu_ps(out, v);
+  else
+    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
+}
+
+// One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid).
+template <int A>
+void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L::block(b);
+    alignas(64) uint8_t sc[128], mn[128];
+    __m512i u[2];
+    unpack6(blk + L::kScales, u);
+    _mm512_store_si512(sc, u[0]);
+    _mm512_store_si512(sc + 64, u[1]);
+    unpack6(blk + L::kMins, u);
+    _mm512_store_si512(mn, u[0]);
+    _mm512_store_si512(mn + 64, u[1]);
+
+    __m512i isum[A];
+    for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles)
+      const uint8_t* qs = blk + L::kQs + 512 * j;
+      __m512i lo[8], hi[8];
+      for (int s = 0; s < 8; ++s) {
+        const __m512i w = loadu512(qs + 64 * s);
+        lo[s] = _mm512_and_si512(w, m4);
+        hi[s] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      }
+      const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j)));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j + 16)));
+      for (int a = 0; a < A; ++a) {
+        const int8_t* q8 = y[a][b].qs + 64 * j;
+        // Four independent vpdpbusd chains (even / odd steps of each sub-block): integer sums, so
+        // the order changes nothing.
+        __m512i p0 = _mm512_setzero_si512(), p1 = p0, q0 = p0, q1 = p0;
+        for (int s = 0; s < 8; s += 2) {
+          p0 = _mm512_dpbusd_epi32(p0, lo[s], bcast_word(q8 + 4 * s));
+          p1 = _mm512_dpbusd_epi32(p1, lo[s + 1], bcast_word(q8 + 4 * s + 4));
+          q0 = _mm512_dpbusd_epi32(q0, hi[s], bcast_word(q8 + 32 + 4 * s));
+          q1 = _mm512_dpbusd_epi32(q1, hi[s + 1], bcast_word(q8 + 32 + 4 * s + 4));
+        }
+        const __m512i t = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc_lo),
+                                           _mm512_mullo_epi32(_mm512_add_epi32(q0, q1), sc_hi));
+        isum[a] = _mm512_add_epi32(isum[a], t);
+      }
+    }
+    __m512i mins[4];  // lane r: (min 2k, min 2k + 1) of row r as int16
+    for (int k = 0; k < 4; ++k) mins[k] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn + 32 * k)));
+    const __m512 xd = _mm512_cvtph_ps(loadu256(blk + L::kD));
+    const __m512 xdmin = _mm512_cvtph_ps(loadu256(blk + L::kDmin));
+    for (int a = 0; a < A; ++a) {
+      const BlockQ8_K& yb = y[a][b];
+      // The activation's 8 sub-block sums (pairs of its 16-value bsums), as 4 int16 pairs.
+      const __m256i bs = loadu256(yb.bsums);
+      alignas(16) int32_t pairs[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
+                      _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+      __m512i summs = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) summs = _mm512_dpwssd_epi32(summs, mins[k], _mm512_set1_epi32(pairs[k]));
+      const __m512 yd = _mm512_set1_ps(yb.d);
+      const __m512 d = _mm512_mul_ps(yd, xd);
+      const __m512 dmin = _mm512_mul_ps(yd, xdmin);
+      const __m512 t =
+          _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs)));
+      acc[a] = _mm512_add_ps(acc[a], t);
+    }
+  }
+  for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
+}
+
+// One Q6_K group against A activations.
+template <int A>
+void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
+              int n_valid) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* qs = grp + L6::qs_off(b, nb);
+    const uint8_t* meta = grp + L6::meta_off(b, nb);
+    __m512i sp[8];  // lane r: (scale 2k, scale 2k + 1) of row r as int16
+    for (int k = 0; k < 8; ++k) sp[k] = _mm512_cvtepi8_epi16(loadu256(meta + L6::kScales + 32 * k));
+    __m512i isum[A];
+    for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 2; ++sh) {  // steps 4sh .. 4sh + 3: sub-blocks 8h + 2p + sh, p = 0..3
+        __m512i q[4][4];                // [p][step]
+        for (int t = 0; t < 4; ++t) {
+          const int s = 4 * sh + t;
+          const uint8_t* c3 = qs + 192 * (8 * h + s);  // layout.h: chunks m = 0, 1, 2 of (h, s)
+          const __m512i la = loadu512(c3), lb = loadu512(c3 + 64), hc = loadu512(c3 + 128);
+          q[0][t] = _mm512_or_si512(_mm512_and_si512(la, m4), _mm512_and_si512(_mm512_slli_epi16(hc, 4), m30));
+          q[1][t] = _mm512_or_si512(_mm512_and_si512(lb, m4), _mm512_and_si512(_mm512_slli_epi16(hc, 2), m30));
+          q[2][t] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(la, 4), m4), _mm512_and_si512(hc, m30));
+          q[3][t] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lb, 4), m4),
+                                    _mm512_and_si512(_mm512_srli_epi16(hc, 2), m30));
+        }
+        __m512i sc[4];  // sub-block 8h + 2p + sh = 2k + sh, k = 4h + p: its int8 scale as int32
+        for (int p = 0; p < 4; ++p) {
+          const __m512i v = sp[4 * h + p];
+          sc[p] = sh == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(v, 16), 16) : _mm512_srai_epi32(v, 16);
+        }
+        for (int a = 0; a < A; ++a) {
+          const int8_t* q8 = y[a][b].qs + 128 * h + 16 * sh;
+          __m512i s4[4];
+          for (int p = 0; p < 4; ++p) {
+            s4[p] = _mm512_setzero_si512();
+            for (int t = 0; t < 4; ++t) s4[p] = _mm512_dpbusd_epi32(s4[p], q[p][t], bcast_word(q8 + 32 * p + 4 * t));
+          }
+          for (int p = 0; p < 4; ++p) isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(s4[p], sc[p]));
+        }
+      }
+    }
+    const __m512 xd = _mm512_cvtph_ps(loadu256(meta));
+    for (int a = 0; a < A; ++a) {
+      const BlockQ8_K& yb = y[a][b];
+      __m512i off = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) off = _mm512_dpwssd_epi32(off, sp[k], bcast_word(yb.bsums + 2 * k));
+      const __m512i is = _mm512_sub_epi32(isum[a], _mm512_slli_epi32(off, 5));
+      const __m512 d = _mm512_mul_ps(_mm512_set1_ps(yb.d), xd);
+      acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(d, _mm512_cvtepi32_ps(is)));
+    }
+  }
+  for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
+}
+
+template <template <int> class Group>
+void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                float* const* outs) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; r += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(r) * stride;
+    const int nv = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r));
+    int a = 0;
+    for (; nact - a >= 4; a += 4) Group<4>::run(nb, grp, y + a, outs + a, r, nv);
+    switch (nact - a) {
+      case 3: Group<3>::run(nb, grp, y + a, outs + a, r, nv); break;
+      case 2: Group<2>::run(nb, grp, y + a, outs + a, r, nv); break;
+      case 1: Group<1>::run(nb, grp, y + a, outs + a, r, nv); break;
+      default: break;
+    }
+  }
+}
+
+template <int A>
+struct Q4KGroup {
+  static void run(int64_t nb, const uint8_t* g, const BlockQ8_K* const* y, float* const* o, int64_t r0, int nv) {
+    group<A>(nb, g, y, o, r0, nv);
+  }
+};
+template <int A>
+struct Q6KGroup {
+  static void run(int64_t nb, const uint8_t* g, const BlockQ8_K* const* y, float* const* o, int64_t r0, int nv) {
+    group_q6<A>(nb, g, y, o, r0, nv);
+  }
+};
+
+}  // namespace
+
+void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
+             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+}
+
+void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q4KGroup>(n, w, stride, nrows, acts, nact, outs);
+}
+
+void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows_multi<Q6KGroup>(n, w, stride, nrows, &act, 1, &out);
+}
+
+void dot_rows_multi_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q6KGroup>(n, w, stride, nrows, acts, nact, outs);
+}
+
+}  // namespace strata::cpu::avx512
