@@ -50,7 +50,8 @@ void fill(GGMLType t, uint8_t* p, std::size_t bytes, std::mt19937& rng) {
   for (std::size_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> d(1e-3f, 2e-2f);
   const std::size_t bs = quant::type_size(t);
-  const std::vector<std::size_t> offs = t == GGMLType::Q4_K ? std::vector<std::size_t>{0, 2} : std::vector<std::size_t>{208};
+  const std::vector<std::size_t> offs =
+      t == GGMLType::Q4_K ? std::vector<std::size_t>{0, 2} : std::vector<std::size_t>{208};
   for (std::size_t b = 0; b < bytes; b += bs)
     for (std::size_t o : offs) {
       const uint16_t h = fp32_to_fp16(d(rng));
@@ -73,11 +74,16 @@ int main(int argc, char** argv) {
   std::string isas_arg;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--rows") rows = std::atoll(v.c_str());
-    else if (a == "--cols") cols = std::atoll(v.c_str());
-    else if (a == "--mib") mib = std::atoll(v.c_str());
-    else if (a == "--reps") reps = std::atoi(v.c_str());
-    else if (a == "--isas") isas_arg = v;
+    if (a == "--rows")
+      rows = std::atoll(v.c_str());
+    else if (a == "--cols")
+      cols = std::atoll(v.c_str());
+    else if (a == "--mib")
+      mib = std::atoll(v.c_str());
+    else if (a == "--reps")
+      reps = std::atoi(v.c_str());
+    else if (a == "--isas")
+      isas_arg = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -133,8 +139,9 @@ int main(int argc, char** argv) {
       cf.cached.push_back(static_cast<double>(bytes) * kCached / (thread_cpu_s() - t0) / 1e9);
     }
   }
-  std::printf("%lld x %lld matrices, %lld MiB streamed per pass, 1 thread, median of %d (GB of weights per CPU-second)\n",
-              static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(mib), reps);
+  std::printf(
+      "%lld x %lld matrices, %lld MiB streamed per pass, 1 thread, median of %d (GB of weights per CPU-second)\n",
+      static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(mib), reps);
   std::printf("| format | path | stream GB/CPU-s | cached GB/CPU-s |\n|---|---|---:|---:|\n");
   for (const Config& cf : configs)
     std::printf("| %s | %s | %.1f | %.1f |\n", quant::type_name(cf.type), cpu::isa_name(cf.isa), median(cf.stream),

@@ -193,7 +193,7 @@ TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
     CHECK(w == want);
     std::vector<uint8_t> back(w.size());
     cpu::unpack_rows(cpu::repacked_type(t), w.data(), rows, cols, back.data());
-    CHECK(back == plain);                     // unpack is the inverse
+    CHECK(back == plain);                                        // unpack is the inverse
     for (int64_t odd_cols : {k ? int64_t{768} : int64_t{96}}) {  // an odd block count
       const auto p2 = random_rows(t, 16, odd_cols, rng);
       std::vector<uint8_t> r2(p2.size()), b2(p2.size());

@@ -16,12 +16,6 @@ namespace {
 
 using quant::BlockQ8_0;
 
-inline __m256i bcast_word(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Σ of the 32 activation bytes of a block.
 inline int block_sum(const BlockQ8_0& y) {
   const __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8(1), loadu256(y.qs));

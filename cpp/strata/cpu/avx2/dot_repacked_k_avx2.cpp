@@ -34,12 +34,6 @@ inline void unpack6(const uint8_t* p, uint8_t* u) {
   put(96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), top(6)));
 }
 
-inline __m256i bcast_word(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Eight 6-bit scales (bytes at p) as int32 lanes holding the scale in both int16 halves.
 inline __m256i scales_dup(const uint8_t* p) {
   const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
@@ -136,7 +130,8 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
             const __m256i v = sp[4 * h + p];
             const __m256i sc = sh == 0 ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xA0), 0xA0)
                                        : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xF5), 0xF5);
-            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(pr[p][0], sc), _mm256_madd_epi16(pr[p][1], sc)));
+            isum = _mm256_add_epi32(isum,
+                                    _mm256_add_epi32(_mm256_madd_epi16(pr[p][0], sc), _mm256_madd_epi16(pr[p][1], sc)));
           }
         }
       }

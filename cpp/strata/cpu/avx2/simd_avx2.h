@@ -69,5 +69,12 @@ inline __m256 sum_i16_pairs_float(__m256i x) { return _mm256_cvtepi32_ps(_mm256_
 
 inline __m256 mul_sum_i8_pairs_float(__m256i x, __m256i y) { return sum_i16_pairs_float(mul_add_epi8(x, y)); }
 
+// The 4 bytes at p in every 32-bit lane (an activation word for the repacked kernels' VNNI-style dots).
+inline __m256i bcast_word(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
 }  // namespace
 }  // namespace strata::cpu::avx2

@@ -17,6 +17,8 @@
 namespace strata::cpu::avx512 {
 namespace {
 
+static_assert(repack::kRows == 16, "store_rows (simd_avx512.h) stores 16-row groups");
+
 using quant::BlockQ8_0;
 
 struct Q8Ops {
@@ -48,19 +50,6 @@ inline int block_sum(const BlockQ8_0& y) {
   r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(1, 0, 3, 2)));
   r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(2, 3, 0, 1)));
   return _mm_cvtsi128_si32(r);
-}
-
-inline __m512i bcast_word(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-inline void store_rows(float* out, __m512 v, int n_valid) {
-  if (n_valid == repack::kRows)
-    _mm512_storeu_ps(out, v);
-  else
-    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
 }
 
 // One group (16 rows from grp) against one activation: out[0 .. n_valid).

@@ -33,20 +33,8 @@ inline void unpack6(const uint8_t* p, __m512i* u) {
   const __m512i h0 = _mm512_srlv_epi64(hi, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2));
   const __m512i h1 = _mm512_srlv_epi64(hi, _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6));
   u[0] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(h0, m2), 4));
-  u[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4), _mm512_slli_epi16(_mm512_and_si512(h1, m2), 4));
-}
-
-inline __m512i bcast_word(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-inline void store_rows(float* out, __m512 v, int n_valid) {
-  if (n_valid == repack::kRows)
-    _mm512_storeu_ps(out, v);
-  else
-    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
+  u[1] =
+      _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4), _mm512_slli_epi16(_mm512_and_si512(h1, m2), 4));
 }
 
 // One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid).
@@ -95,7 +83,8 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
       }
     }
     __m512i mins[4];  // lane r: (min 2k, min 2k + 1) of row r as int16
-    for (int k = 0; k < 4; ++k) mins[k] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn + 32 * k)));
+    for (int k = 0; k < 4; ++k)
+      mins[k] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn + 32 * k)));
     const __m512 xd = _mm512_cvtph_ps(loadu256(blk + L::kD));
     const __m512 xdmin = _mm512_cvtph_ps(loadu256(blk + L::kDmin));
     for (int a = 0; a < A; ++a) {
@@ -120,8 +109,7 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
 
 // One Q6_K group against A activations.
 template <int A>
-void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
-              int n_valid) {
+void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();

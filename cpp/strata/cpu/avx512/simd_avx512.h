@@ -65,5 +65,20 @@ inline __m256 load_scales8(const uint8_t* p, std::size_t stride) {
   return _mm256_cvtph_ps(loadu128(h));
 }
 
+// The 4 bytes at p in every 32-bit lane (an activation word for the repacked kernels' VNNI dots).
+inline __m512i bcast_word(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The first n_valid of 16 row results (a repacked group of 16 rows; fewer in the matrix's last group).
+inline void store_rows(float* out, __m512 v, int n_valid) {
+  if (n_valid == 16)
+    _mm512_storeu_ps(out, v);
+  else
+    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_valid) - 1), v);
+}
+
 }  // namespace
 }  // namespace strata::cpu::avx512

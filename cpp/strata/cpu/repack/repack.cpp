@@ -154,8 +154,7 @@ bool repack_pays(GGMLType t, Isa isa) {
   // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block).
   switch (isa) {
     case Isa::Avx512:
-    case Isa::Avx2:
-      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K;
+    case Isa::Avx2: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K;
     default: return false;
   }
 }

@@ -61,9 +61,7 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
 }
 
 void act_q8_0(const float* x, void* a, int64_t n) { quant::quantize_row_q8_0(x, static_cast<BlockQ8_0*>(a), n); }
-void act_q8_k(const float* x, void* a, int64_t n) {
-  quant::quantize_row_q8_k(x, static_cast<quant::BlockQ8_K*>(a), n);
-}
+void act_q8_k(const float* x, void* a, int64_t n) { quant::quantize_row_q8_k(x, static_cast<quant::BlockQ8_K*>(a), n); }
 
 // Q4_K_R16: dot_q4_k of dot_scalar.cpp (integer sub-block sums times the 6-bit scales, the mins
 // against the activation's pair sums, then sum += d·isum − dmin·summs), read from the layout.
