@@ -95,6 +95,7 @@ py::dict zero_counters() {
 
 struct EngineArgs {
   std::string path;
+  std::string mtp_model;  // deepseek4: llama.cpp's separate MTP file ("" = none)
   int n_threads = 0;
   int64_t max_ctx = 0;
   int max_rows = 0;
@@ -122,10 +123,12 @@ class PyEngine {
   // `settings`: the validated settings of this engine (strata.Config.native()), given once; None =
   // every setting at its default, the repack mode the process's.
   PyEngine(const std::string& path, const std::string& backend, int n_threads, int64_t max_ctx, int max_rows,
-           bool encode_mtp, const std::optional<config::Settings>& settings, bool expert_page_cache_probe) {
+           bool encode_mtp, const std::optional<config::Settings>& settings, bool expert_page_cache_probe,
+           const std::string& mtp_model) {
     if (max_rows < 0) throw_error(ErrorKind::Value, "Engine: max_rows must be >= 0 (0 = the backend's default)");
     EngineArgs a;
     a.path = path;
+    a.mtp_model = mtp_model;
     backend_ = mtl::parse_backend(backend);
     a.n_threads = n_threads;
     a.max_ctx = max_ctx;
@@ -383,7 +386,7 @@ class PyEngine {
     cfg.mtp_requant = a.requant;
     cfg.repack = a.repack;
     requant_ = a.requant;
-    auto runner = std::make_unique<Runner>(model::Model::load(a.path), cfg);
+    auto runner = std::make_unique<Runner>(model::Model::load(a.path, a.mtp_model), cfg);
     model_ = &runner->model();
     seq_ = std::move(runner);
   }
@@ -401,7 +404,7 @@ class PyEngine {
     cfg.moce = a.settings.moce.params();
     moce_ = cfg.moce;
     requant_ = a.requant;
-    own_model_ = model::Model::load(a.path);
+    own_model_ = model::Model::load(a.path, a.mtp_model);
     // R-11 before the device wraps the drafter's weights (the Q4_0 / Q5_0 GEMVs run as any other).
     model::requant_drafter(*own_model_, a.requant, &ThreadPool::global());
     if (backend_ == mtl::Backend::MetalEmu) {
@@ -464,17 +467,18 @@ void bind_engine(py::module_& m) {
       "position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.");
   engine_cls
       .def(py::init<const std::string&, const std::string&, int, int64_t, int, bool,
-                    const std::optional<config::Settings>&, bool>(),
+                    const std::optional<config::Settings>&, bool, const std::string&>(),
            py::arg("path"), py::arg("backend") = "cpu", py::arg("n_threads") = 0, py::arg("max_ctx") = 0,
            py::arg("max_rows") = 0, py::arg("encode_mtp") = true, py::arg("settings") = py::none(),
-           py::arg("expert_page_cache_probe") = false,
+           py::arg("expert_page_cache_probe") = false, py::arg("mtp_model") = "",
            "backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu "
            "and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal); encode_mtp: encode the "
            "drafter's cells while evaluating. settings: the engine's validated Settings (strata.Config.native(): "
            "MTP cells, drafter weight format, retention, verification rule, MOCE routing, Metal library and tile, "
            "expert store, repack), given once; None = every setting at its default and the process's repack mode. "
            "expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses "
-           "(mincore; the expert benchmark). See docs/settings.md, docs/experts.md, docs/metal.md.")
+           "(mincore; the expert benchmark). mtp_model: a deepseek4 model's separate MTP file (llama.cpp's "
+           "mtp-*.gguf), bound as its drafter. See docs/settings.md, docs/experts.md, docs/metal.md.")
       .def_property_readonly("backend", &PyEngine::backend)
       .def_property_readonly("arch", [](const PyEngine& e) { return e.hp().arch_name; })
       .def_property_readonly("hparams", &PyEngine::hparams)

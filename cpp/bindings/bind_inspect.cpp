@@ -46,21 +46,23 @@ pybind11::dict hparams_dict(const model::HParams& h) {
 void bind_inspect(py::module_& m) {
   m.def(
       "inspect_model",
-      [](const std::string& path) {
+      [](const std::string& path, const std::string& mtp_model) {
         std::unique_ptr<model::Model> model;
         {
           py::gil_scoped_release release;
           model = model::Model::from_source(model::open_gguf_source(path, MmapFile::Access::Random));
+          if (!mtp_model.empty()) model->attach_mtp_file(mtp_model);
         }
         py::dict d;
         d["hparams"] = hparams_dict(model->hparams());
         d["has_mtp"] = model->mtp.has_value();
         return d;
       },
-      py::arg("path"),
+      py::arg("path"), py::arg("mtp_model") = "",
       "Open and validate a model file as an engine would (hyper-parameters, every tensor's name, type and "
       "shape), without building an engine: no weights are repacked or read. Returns {'hparams': dict (as "
-      "Engine.hparams), 'has_mtp': bool}. Raises FormatError / IOError as Engine(path) does.");
+      "Engine.hparams), 'has_mtp': bool}. mtp_model: a deepseek4 model's separate MTP file (llama.cpp's "
+      "mtp-*.gguf), checked against the model. Raises FormatError / IOError as Engine(path) does.");
 }
 
 }  // namespace strata::bindings

@@ -90,12 +90,34 @@ class PerplexityResult:
                 f"{self.tokens_scored} tokens, {self.windows} window(s) of up to {self.context} tokens)")
 
 
+def _mtp_file(path: str, arch: str, mtp_model: str | os.PathLike[str] | None) -> str:
+    """The MTP file a model uses: the one given, or for a deepseek4 file llama.cpp's
+    ``mtp-<name>`` beside it when it exists ("" = none)."""
+    if mtp_model is not None:
+        if not isinstance(mtp_model, (str, os.PathLike)):
+            raise InvalidArgument(
+                f"Model(mtp_model=...): expected a file path, got {type(mtp_model).__name__}")
+        given = os.fspath(mtp_model)
+        if given and arch != "deepseek4":
+            raise InvalidArgument(f"mtp_model: {path} is a {arch} model; only deepseek4 models take a "
+                                  "separate MTP file")
+        return given
+    if arch != "deepseek4":
+        return ""
+    beside = os.path.join(os.path.dirname(path), "mtp-" + os.path.basename(path))
+    return beside if os.path.isfile(beside) else ""
+
+
 class Model:
     """A strata or qwen3moe GGUF model.
 
     Args:
         path: the GGUF file; ``None`` = the demo model shipped inside the package
             (``strata/models/strata-demo.gguf``).
+        mtp_model: a deepseek4 model's MTP layer, which llama.cpp writes into a separate file
+            (``convert_hf_to_gguf.py --mtp``, ``strata convert --mtp``): its path, checked against the
+            model and used as the drafter. ``None`` = ``mtp-<file name>`` beside a deepseek4 file when
+            that exists, else none; ``""`` = none.
 
     Raises:
         IOFailure: the file cannot be opened (or the demo model is not installed).
@@ -110,7 +132,8 @@ class Model:
             print(piece, end="", flush=True)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None,
+                 mtp_model: str | os.PathLike[str] | None = None) -> None:
         if path is None:
             if not DEMO_MODEL_PATH.is_file():
                 raise IOFailure(
@@ -127,6 +150,9 @@ class Model:
         # The native loader validates hyper-parameters and every tensor without building an engine (an
         # engine would repack weights at load, reading every expert byte just to answer this probe).
         probe = _strata.inspect_model(self._path)
+        self._mtp_model = _mtp_file(self._path, str(probe["hparams"]["arch"]), mtp_model)
+        if self._mtp_model:
+            probe = _strata.inspect_model(self._path, mtp_model=self._mtp_model)
         self._hparams: dict[str, Any] = dict(probe["hparams"])
         self._has_mtp = bool(probe["has_mtp"])
         self._metadata: dict[str, Any] = dict(gguf.metadata)
@@ -182,6 +208,11 @@ class Model:
         return self._has_mtp
 
     @property
+    def mtp_model(self) -> str:
+        """The separate MTP file the model drafts with (deepseek4), or "" when none."""
+        return self._mtp_model
+
+    @property
     def tokenizer(self) -> Tokenizer:
         """The tokenizer stored in the file; ``FormatError`` when the file has none."""
         if self._tokenizer is None:
@@ -228,7 +259,8 @@ class Model:
 
     def _engine(self, config: Config, *, encode_mtp: bool) -> _strata.Engine:
         """A native engine over this file (strata.native_engine.open_engine)."""
-        return open_engine(self._path, config, has_mtp=self._has_mtp, encode_mtp=encode_mtp)
+        return open_engine(self._path, config, has_mtp=self._has_mtp, encode_mtp=encode_mtp,
+                           mtp_model=self._mtp_model)
 
     # --------------------------------------------------------------------------------- perplexity
     def perplexity(

@@ -61,6 +61,8 @@ class SessionModel(Protocol):
     @property
     def has_mtp(self) -> bool: ...
     @property
+    def mtp_model(self) -> str: ...
+    @property
     def vocab_size(self) -> int: ...
     @property
     def tokenizer(self) -> Tokenizer: ...
@@ -84,7 +86,7 @@ class Session:
         # auto: each round verifies as many drafts as the measured costs say pay (draft/adaptive.h)
         self._adaptive = self._speculative and config.speculative is None
         self._engine: Any = open_engine(model.path, config, has_mtp=model.has_mtp,
-                                        encode_mtp=self._speculative)
+                                        encode_mtp=self._speculative, mtp_model=model.mtp_model)
         self._n_ctx = int(self._engine.max_ctx)
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)

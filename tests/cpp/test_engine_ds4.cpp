@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/engine/runner.h"
 #include "strata/engine/window.h"
 #include "strata/routing/ds4_scoring.h"
 #include "strata/util/error.h"
@@ -81,11 +82,14 @@ constexpr int kD = 32, kHeads = 2, kHeadDim = 16, kRope = 8, kQLora = 12, kGroup
 constexpr int kIdxHeads = 2, kIdxDim = 8, kExperts = 4, kUsed = 2, kFf = 8, kVocab = 40, kHc = 4;
 const std::vector<uint32_t> kRatios = {0, 4, 128};  // sliding, CSA, HCA
 
-// A tiny deepseek4 with every layer type; layer 0 is hash-routed.
-std::unique_ptr<MemorySource> ds4_source() {
+// A tiny deepseek4 with every layer type; layer 0 is hash-routed. mtp: llama.cpp's separate MTP
+// file of that model instead (one block more, a sliding one, with its nextn.* tensors).
+std::unique_ptr<MemorySource> ds4_source(bool mtp = false) {
   auto src = std::make_unique<MemorySource>();
   std::mt19937 g(7);
-  const int64_t d = kD, L = static_cast<int64_t>(kRatios.size());
+  std::vector<uint32_t> ratios = kRatios;
+  if (mtp) ratios.push_back(0);
+  const int64_t d = kD, L = static_cast<int64_t>(ratios.size());
   auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
     src->add_f32(name, {rows, cols}, randn(g, static_cast<std::size_t>(rows * cols), 1.0f / std::sqrt(float(cols))));
   };
@@ -112,7 +116,8 @@ std::unique_ptr<MemorySource> ds4_source() {
   src->set_u(a + "attention.sliding_window", 6);
   src->set_u(a + "attention.output_group_count", kGroups);
   src->set_u(a + "attention.output_lora_rank", kOLora);
-  src->set_u32_array(a + "attention.compress_ratios", kRatios);
+  src->set_u32_array(a + "attention.compress_ratios", ratios);
+  if (mtp) src->set_u(a + "nextn_predict_layers", 1);
   src->set_f(a + "attention.compress_rope_freq_base", 160000.0f);
   src->set_u(a + "attention.indexer.head_count", kIdxHeads);
   src->set_u(a + "attention.indexer.key_length", kIdxDim);
@@ -124,8 +129,8 @@ std::unique_ptr<MemorySource> ds4_source() {
   src->set_u(a + "expert_gating_func", 4);
   src->set_f(a + "expert_weights_scale", 1.5f);
   src->set_u(a + "hash_layer_count", 1);
-  src->set_f32_array(a + "swiglu_clamp_exp", std::vector<float>(kRatios.size(), 0.8f));
-  src->set_f32_array(a + "swiglu_clamp_shexp", std::vector<float>(kRatios.size(), 0.8f));
+  src->set_f32_array(a + "swiglu_clamp_exp", std::vector<float>(ratios.size(), 0.8f));
+  src->set_f32_array(a + "swiglu_clamp_shexp", std::vector<float>(ratios.size(), 0.8f));
   src->set_u(a + "hyper_connection.count", kHc);
   src->set_u(a + "hyper_connection.sinkhorn_iterations", 5);
   src->set_f(a + "hyper_connection.epsilon", 1e-6f);
@@ -144,7 +149,7 @@ std::unique_ptr<MemorySource> ds4_source() {
   };
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    const int64_t ratio = kRatios[static_cast<std::size_t>(l)];
+    const int64_t ratio = ratios[static_cast<std::size_t>(l)];
     vec(p + "attn_norm.weight", {d}, 1.0f, 0.1f);
     vec(p + "attn_sinks.weight", {kHeads}, 0.0f, 0.3f);
     mat(p + "attn_q_a.weight", kQLora, d);
@@ -182,6 +187,11 @@ std::unique_ptr<MemorySource> ds4_source() {
     mat(p + "ffn_gate_shexp.weight", kFf, d);
     mat(p + "ffn_up_shexp.weight", kFf, d);
     mat(p + "ffn_down_shexp.weight", d, kFf);
+  }
+  if (mtp) {
+    const std::string p = "blk." + std::to_string(L - 1) + ".nextn.";
+    mat(p + "eh_proj.weight", d, 2 * d);
+    for (const char* n : {"enorm", "hnorm", "shared_head_norm"}) vec(p + n + ".weight", {d}, 1.0f, 0.1f);
   }
   return src;
 }
@@ -318,6 +328,59 @@ TEST(a_file_with_an_mtp_block_runs_its_main_model) {
   a.run(toks.data(), 20, 0, LogitRows::Last);
   b.run(toks.data(), 20, 0, LogitRows::Last);
   CHECK(std::memcmp(a.logits(0), b.logits(0), sizeof(float) * kVocab) == 0);
+}
+
+TEST(mtp_file_binds_as_the_drafter_and_rounds_do_not_allocate) {
+  auto model = strata::model::Model::from_source(ds4_source());
+  model->attach_mtp_source(ds4_source(true));
+  CHECK(model->mtp.has_value() && model->ds4_mtp.has_value());
+  CHECK_EQ(model->ds4_mtp->attn.ratio, 0);
+  CHECK_EQ(model->hparams().mtp_vocab, static_cast<uint32_t>(kVocab));
+  strata::engine::RunnerConfig rc;
+  rc.n_threads = 2;
+  rc.max_ctx = 64;
+  rc.max_rows = 16;
+  rc.mtp_sink = 0;
+  rc.mtp_window = 5;  // the drafter's list covers the sliding window of 6
+  strata::engine::Runner run(std::move(model), rc);
+  CHECK(run.has_mtp());
+  auto toks = tokens(40);
+  std::vector<float> logits(static_cast<std::size_t>(kVocab) * 4);
+  int32_t drafts[3];
+  run.eval(toks.data(), 10, 0, LogitRows::Last, logits.data());
+  auto round = [&](int32_t t) {  // draft 3, verify, keep 2 (the third is rolled back)
+    run.mtp_draft(nullptr, t, run.n_past() - 1, 3, nullptr, drafts);
+    for (int32_t x : drafts) CHECK(x >= 0 && x < kVocab);
+    const int32_t win[4] = {t, drafts[0], drafts[1], drafts[2]};
+    const int64_t base = run.n_past();
+    run.eval(win, 4, base, LogitRows::All, logits.data());
+    run.commit(base + 2);
+  };
+  round(toks[10]);
+  const long before = g_allocs.load();
+  for (int i = 0; i < 8; ++i) round(toks[static_cast<std::size_t>(11 + i)]);  // past the window
+  CHECK_EQ(g_allocs.load() - before, 0L);
+}
+
+TEST(a_wrong_mtp_file_is_refused) {
+  auto model = strata::model::Model::from_source(ds4_source());
+  std::string what;
+  try {
+    model->attach_mtp_source(ds4_source());  // the main file itself
+  } catch (const strata::Error& e) {
+    what = e.what();
+  }
+  CHECK(what.find("not this model's MTP file: deepseek4.nextn_predict_layers = 0") != std::string::npos);
+  auto short_mtp = ds4_source(true);
+  short_mtp->set_u("deepseek4.embedding_length", kD * 2);
+  what.clear();
+  try {
+    model->attach_mtp_source(std::move(short_mtp));
+  } catch (const strata::Error& e) {
+    what = e.what();
+  }
+  CHECK(!what.empty());
+  CHECK(!model->mtp.has_value());
 }
 
 TEST(sqrt_softplus_scores_and_hash_rows_ignore_moce) {

@@ -70,7 +70,10 @@ void write_block_kv(const BlockContext& c, const float* X, int R, int64_t start)
     for (int64_t r = b; r < e; ++r)
       rms_norm(s.collapsed.data() + r * d, d, hp.rms_eps, c.w->attn.norm, s.xn.data() + r * d);
   });
-  attention_write_kv(c, R, start);
+  if (c.ds4)
+    ds4_attention_write_kv(c, R, start);
+  else
+    attention_write_kv(c, R, start);
 }
 
 void run_block(const BlockContext& c, float* X, int R, int64_t start) {

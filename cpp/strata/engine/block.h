@@ -68,6 +68,8 @@ void attention_forward(const BlockContext& c, int R, int64_t start);
 // deepseek4's attention sub-layer (engine/ds4_attention.cpp): s.xn -> s.out, writing the rows' K = V
 // and compressor cells and the compressed entries whose windows the rows close.
 void ds4_attention_forward(const BlockContext& c, int R, int64_t start);
+// Its K = V cells alone (a sliding-window layer: the drafter's encode; others run the whole sub-layer).
+void ds4_attention_write_kv(const BlockContext& c, int R, int64_t start);
 // Its first part alone: the K/V (and indexer keys) of the R rows from s.xn, written to their cells.
 void attention_write_kv(const BlockContext& c, int R, int64_t start);
 // K/V-only rows ("catch-up"): the hyper-connection collapse, attn_norm and attention_write_kv; the

@@ -150,7 +150,14 @@ void attend(const BlockContext& c, const Layer& L, int R, int64_t start) {
     float* out = s.att.data() + (r * hq + h) * dh;
     float* sc = ds.slot_scores.data() + slot * ds.slot_len;
     const int64_t lo = std::max<int64_t>(0, p - W + 1);
-    const int64_t n_win = p - lo + 1;
+    // The sliding window's cells: lo .. p, or (the drafter's single-row runs) the entries of the
+    // explicit list that lie in it, skipping the leading ones before lo.
+    const int32_t* list = c.cell_list;
+    int64_t list_from = 0;
+    if (list)
+      while (list_from < c.cell_list_n && list[list_from] < lo) ++list_from;
+    const int64_t n_win = list ? c.cell_list_n - list_from : p - lo + 1;
+    auto win_cell = [&](int64_t j) { return list ? static_cast<int64_t>(list[list_from + j]) : lo + j; };
     // The compressed entries of this row: all visible (HCA), the indexer's picks (CSA), none (sliding).
     const int64_t n_visible = ratio > 0 ? (p + 1) / ratio : 0;
     const int64_t n_comp = ratio == 4 ? ds.n_picks[static_cast<std::size_t>(r)] : n_visible;
@@ -159,7 +166,7 @@ void attend(const BlockContext& c, const Layer& L, int R, int64_t start) {
     const float sink = L.w.sinks[h];
     float m = sink;
     for (int64_t j = 0; j < n_win; ++j) {
-      sc[j] = vk.dot_f32(q, cells.kv(L.l, lo + j), dh) * scale;
+      sc[j] = vk.dot_f32(q, cells.kv(L.l, win_cell(j)), dh) * scale;
       m = std::fmax(m, sc[j]);
     }
     for (int64_t i = 0; i < n_comp; ++i) {
@@ -173,7 +180,7 @@ void attend(const BlockContext& c, const Layer& L, int R, int64_t start) {
     }
     const float inv = 1.0f / sum;
     std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(dh));
-    for (int64_t j = 0; j < n_win; ++j) vk.axpy_f32(sc[j] * inv, cells.kv(L.l, lo + j), dh, out);
+    for (int64_t j = 0; j < n_win; ++j) vk.axpy_f32(sc[j] * inv, cells.kv(L.l, win_cell(j)), dh, out);
     for (int64_t i = 0; i < n_comp; ++i) vk.axpy_f32(sc[n_win + i] * inv, comp_key(i), dh, out);
     L.rope.apply(out, dh, ds.cs.data() + r * hp.rope_dim, /*inverse=*/true);
   });
@@ -197,7 +204,35 @@ void grouped_output(const BlockContext& c, const Layer& L, int R) {
   linear(L.w.o_b, ds.oa.data(), R, s.out.data(), c.pool);
 }
 
+// The K = V vectors of the rows alone (the drafter encoding committed positions; sliding-window
+// layers only): the same cell bytes as project + prepare_rows write.
+void write_kv(const BlockContext& c, const Layer& L, int R, int64_t start) {
+  const model::HParams& hp = L.hp;
+  Scratch& s = L.s;
+  const int64_t dh = hp.head_dim, rd = hp.rope_dim;
+  linear(L.w.kv, s.xn.data(), R, s.k.data(), c.pool);
+  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* cs = L.st.s.cs.data() + r * rd;
+      L.rope.angles(start + r, cs);
+      float* kv = L.st.cells.kv(L.l, start + r);
+      rms_norm(s.k.data() + r * dh, dh, hp.rms_eps, L.w.kv_norm, kv);
+      L.rope.apply(kv, dh, cs);
+    }
+  });
+}
+
 }  // namespace
+
+void ds4_attention_write_kv(const BlockContext& c, int R, int64_t start) {
+  Ds4State& st = *c.ds4;
+  const Layer L{*c.hp, *c.ds4_attn, st, *c.s, c.kv_layer, st.rope_main};
+  if (c.ds4_attn->ratio != 0) {  // a compressed layer's state needs the whole forward
+    ds4_attention_forward(c, R, start);
+    return;
+  }
+  write_kv(c, L, R, start);
+}
 
 void ds4_attention_forward(const BlockContext& c, int R, int64_t start) {
   Ds4State& st = *c.ds4;

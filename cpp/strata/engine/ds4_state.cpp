@@ -31,4 +31,11 @@ Ds4State::Ds4State(const model::Model& m, int64_t max_ctx, int max_rows, int n_s
       rope_compress(static_cast<int>(m.hparams().rope_dim), m.hparams().ds4.compress_rope_base, &m.hparams().ds4.yarn),
       s(m.hparams(), max_rows, max_ctx, n_slots) {}
 
+Ds4State::Ds4State(const model::HParams& hp, const std::vector<model::Ds4AttentionWeights>& layers, int64_t max_ctx,
+                   int max_rows, int n_slots)
+    : cells(hp, layers, max_ctx),
+      rope_main(static_cast<int>(hp.rope_dim), hp.rope_base, nullptr),
+      rope_compress(static_cast<int>(hp.rope_dim), hp.ds4.compress_rope_base, &hp.ds4.yarn),
+      s(hp, max_rows, max_ctx, n_slots) {}
+
 }  // namespace strata::engine

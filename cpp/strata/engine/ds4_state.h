@@ -4,6 +4,7 @@
 // compressors and indexer: compress_rope_freq_base with YaRN when configured) and the working
 // memory of the attention sub-layer, all allocated once when the window is built.
 #include <cstdint>
+#include <vector>
 
 #include "strata/engine/ds4_cells.h"
 #include "strata/engine/ds4_rope.h"
@@ -32,6 +33,9 @@ struct Ds4Scratch {
 
 struct Ds4State {
   Ds4State(const model::Model& m, int64_t max_ctx, int max_rows, int n_slots);
+  // The cells of these layers only (the MTP drafter's one sliding-window block).
+  Ds4State(const model::HParams& hp, const std::vector<model::Ds4AttentionWeights>& layers, int64_t max_ctx,
+           int max_rows, int n_slots);
   Ds4Cells cells;
   Ds4Rope rope_main, rope_compress;
   Ds4Scratch s;

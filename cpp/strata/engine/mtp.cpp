@@ -31,13 +31,13 @@ const model::Model& require_mtp(const model::Model& m) {
 Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
     : m_(require_mtp(m)),
       pool_(cfg.pool ? cfg.pool : &ThreadPool::global()),
-      experts_(cfg.experts),
+      experts_(m.ds4_mtp ? nullptr : cfg.experts),  // deepseek4: the MTP file's experts are not in the store
       expert_layer_(cfg.expert_layer),
       max_rows_(cfg.max_rows),
       max_logit_rows_(0),
       max_ctx_(mtp_ctx(m.hparams(), cfg.max_ctx)),
       policy_{cfg.sink, cfg.window, 0},
-      kv_(1, std::max<int64_t>(max_ctx_, 1), static_cast<int>(m.hparams().n_head_kv),
+      kv_(1, m.ds4_mtp ? 1 : std::max<int64_t>(max_ctx_, 1), static_cast<int>(m.hparams().n_head_kv),
           static_cast<int>(m.hparams().head_dim), m.hparams().kv_type, 0),  // strata int8, glm4moe f32
       rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base),
       s_(scratch) {
@@ -98,6 +98,10 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
     head_ = model::Weight{out.type, head_copy_.data(), Vr, out.cols, rb};
   }
 
+  if (m.ds4_mtp) {
+    ds4_layers_.push_back(m.ds4_mtp->attn);
+    ds4_ = std::make_unique<Ds4State>(hp, ds4_layers_, max_ctx_, max_rows_, parallel_slots_count(pool_));
+  }
   const std::size_t R = static_cast<std::size_t>(max_rows_), d = hp.n_embd, n = hp.hc_count;
   emb_.resize(R * d);
   hn_.resize(R * n * d);
@@ -173,6 +177,12 @@ BlockContext Mtp::context() {
   c.pool = pool_;
   c.experts = experts_;  // plain top-K routing (no residency map), experts through the store
   c.expert_layer = expert_layer_;
+  if (ds4_) {
+    c.ds4 = ds4_.get();
+    c.ds4_attn = &ds4_layers_[0];
+    c.clamp_exp = m_.ds4_mtp->clamp_exp;
+    c.clamp_shexp = m_.ds4_mtp->clamp_shexp;
+  }
   return c;
 }
 

@@ -14,15 +14,24 @@
 // contiguous matrix (same type, bytes copied), so a draft step is one GEMV over Vr rows. When
 // vocab_ids is one ascending run of consecutive ids, a view into output.weight is used instead.
 //
+// deepseek4's MTP layer (llama.cpp's separate MTP file, docs/models.md) runs here too: the same
+// glue as strata's (eh_proj's halves as fc_embedding / fc_hidden, no state norm), its block is a
+// deepseek4 block whose attention is the sliding-window branch over the MTP's own K = V cells
+// (sinks, no compressor; Ds4State of that one layer), its experts are read from the MTP file's
+// mapping (not the expert store), and the MTP's own hyper-connection head feeds the shared head.
+// Its window is the model's sliding_window: a list from run_row contributes only its cells in it.
+//
 // Cells: an MTP row at position p writes MTP cell p. Which cells hold valid MTP K/V (the rows the
 // drafter has encoded) is the caller's bookkeeping (draft cells, R-9; engine/runner.h keeps a
 // guard of its own): a row reads cells <= p from the sink and window ranges (run), or exactly the
 // list the caller gives (run_row). Encoding committed rows needs only their K/V (encode).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "strata/engine/block.h"
 #include "strata/engine/cell_select.h"
+#include "strata/engine/ds4_state.h"
 #include "strata/engine/kv_cells.h"
 #include "strata/engine/rope.h"
 #include "strata/engine/scratch.h"
@@ -107,13 +116,15 @@ class Mtp {
   Rope rope_;
   std::unique_ptr<Scratch> own_scratch_;
   Scratch* s_;
-  model::Weight head_;                  // [Vr, d] restricted-vocab head
-  std::vector<uint8_t> head_copy_;      // gathered rows when vocab_ids is not one run
-  AlignedBuffer<float> emb_;            // [R][d] embeddings -> normed -> e
-  AlignedBuffer<float> hn_;             // [R][n][d] normed input streams -> fc_hidden outputs
-  AlignedBuffer<float> x_;              // [R][n][d] block streams
-  AlignedBuffer<float> logits_;         // [R][Vr]
-  AlignedBuffer<float> chain_streams_;  // [n][d]
+  model::Weight head_;                                  // [Vr, d] restricted-vocab head
+  std::vector<uint8_t> head_copy_;                      // gathered rows when vocab_ids is not one run
+  AlignedBuffer<float> emb_;                            // [R][d] embeddings -> normed -> e
+  AlignedBuffer<float> hn_;                             // [R][n][d] normed input streams -> fc_hidden outputs
+  AlignedBuffer<float> x_;                              // [R][n][d] block streams
+  AlignedBuffer<float> logits_;                         // [R][Vr]
+  AlignedBuffer<float> chain_streams_;                  // [n][d]
+  std::vector<model::Ds4AttentionWeights> ds4_layers_;  // deepseek4: the MTP block's attention
+  std::unique_ptr<Ds4State> ds4_;                       // deepseek4: its K = V cells and working memory
   int last_rows_ = 0;
   bool last_logits_ = false;
 };

@@ -72,7 +72,8 @@ ExpertLayout expert_layout(const model::Model& m) {
   out.has_file_offsets = true;
   for (const model::LayerWeights& lw : m.layers)
     if (!lw.dense.present()) add_layer(out, m, lw.moe);  // glm4moe's leading dense layers have no experts
-  if (m.mtp) add_layer(out, m, m.mtp->block.moe);
+  // deepseek4's MTP layer lives in its own file: its experts are read from that file's mapping.
+  if (m.mtp && !m.mtp_source()) add_layer(out, m, m.mtp->block.moe);
   return out;
 }
 

@@ -1,10 +1,13 @@
 // Weight binding of llama.cpp's `deepseek4` architecture (docs/models.md, "Keys and tensors"):
 // every tensor checked against the hyper-parameters; compressor tensors exactly in the CSA / HCA
 // layers, indexer tensors exactly in CSA layers, ffn_gate_tid2eid exactly in the hash-routed
-// layers (each expert id < expert_count) and exp_probs_b in the others. The MTP block
-// (nextn_predict_layers = 1) is not bound: the main model runs without a drafter.
+// layers (each expert id < expert_count) and exp_probs_b in the others. The MTP layer comes from
+// llama.cpp's separate MTP file (bind_deepseek4_mtp): block L = n_layer with its nextn.* tensors
+// and the MTP's own output_hc_* head, after checking the file belongs to the main model.
 #include <string>
+#include <utility>
 
+#include "strata/model/column_split.h"
 #include "strata/model/model.h"
 #include "strata/model/tensor_binder.h"
 #include "strata/util/error.h"
@@ -126,6 +129,93 @@ void bind_deepseek4(Model& m) {
     m.layers.push_back(bind_layer(b, hp, l));
     m.ds4_attn.push_back(bind_attention(b, hp, l));
   }
+}
+
+namespace {
+
+// The MTP file must be the main model's: the same architecture and shapes, one block more.
+void check_mtp_file(const HParams& main, const HParams& mtp, const std::string& origin) {
+  auto bad = [&](const std::string& what) {
+    throw_file_error(ErrorKind::Format, origin, "is not this model's MTP file: " + what);
+  };
+  auto same = [&](const char* key, uint64_t a, uint64_t b) {
+    if (a != b) bad(std::string(key) + " = " + std::to_string(b) + ", the main model has " + std::to_string(a));
+  };
+  if (mtp.arch != Arch::DeepSeek4) bad("general.architecture = " + mtp.arch_name + " (expected deepseek4)");
+  if (mtp.n_nextn != 1) bad("deepseek4.nextn_predict_layers = " + std::to_string(mtp.n_nextn) + " (expected 1)");
+  if (mtp.n_block != main.n_layer + 1)
+    bad("deepseek4.block_count = " + std::to_string(mtp.n_block) + " (expected the main model's " +
+        std::to_string(main.n_layer) + " + 1)");
+  same("embedding_length", main.n_embd, mtp.n_embd);
+  same("vocabulary (token_embd rows)", main.n_vocab, mtp.n_vocab);
+  same("attention.head_count", main.n_head, mtp.n_head);
+  same("attention.key_length", main.head_dim, mtp.head_dim);
+  same("attention.q_lora_rank", main.ds4.q_lora, mtp.ds4.q_lora);
+  same("attention.output_group_count", main.ds4.o_groups, mtp.ds4.o_groups);
+  same("attention.output_lora_rank", main.ds4.o_lora, mtp.ds4.o_lora);
+  same("attention.sliding_window", main.ds4.window, mtp.ds4.window);
+  same("expert_count", main.n_expert, mtp.n_expert);
+  same("expert_used_count", main.n_expert_used, mtp.n_expert_used);
+  same("expert_feed_forward_length", main.ff_expert, mtp.ff_expert);
+  same("shared expert width", main.ff_shared, mtp.ff_shared);
+  same("hyper_connection.count", main.hc_count, mtp.hc_count);
+}
+
+}  // namespace
+
+void bind_deepseek4_mtp(Model& m, std::unique_ptr<ModelSource> src) {
+  HParams& hp = m.hp_;
+  const std::string origin = src->origin();
+  if (hp.arch != Arch::DeepSeek4)
+    throw_file_error(ErrorKind::Value, origin,
+                     "a separate MTP file is for deepseek4 models only (the main model is " + hp.arch_name + ")");
+  if (m.mtp) throw_file_error(ErrorKind::Value, origin, "the main model already has an MTP layer");
+  HParams x = read_hparams(*src);
+  TensorBinder b(*src);
+  if (x.arch == Arch::DeepSeek4) {
+    const int64_t V = b.rows_of("token_embd.weight");
+    x.n_vocab = V > 0 && V <= 0x7FFFFFFF ? static_cast<uint32_t>(V) : 0;
+  }
+  check_mtp_file(hp, x, origin);
+  const uint32_t l = hp.n_layer;
+  const int64_t d = hp.n_embd, n = hp.hc_count, V = hp.n_vocab;
+  const std::string p = "blk." + std::to_string(l) + ".", mp = p + "nextn.";
+  // The shared embedding, final norm and LM head are copies of the main file's: checked for shape,
+  // the main model's are used.
+  b.matrix("token_embd.weight", V, d);
+  if (b.has("output.weight")) b.matrix("output.weight", V, d);
+  MtpWeights w;
+  w.block = bind_layer(b, x, l);
+  Ds4MtpWeights dw;
+  dw.attn = bind_attention(b, x, l);
+  dw.attn.ratio = 0;  // llama.cpp's graph_mtp: the sliding-window branch only
+  dw.attn.comp = {};
+  dw.attn.idx_comp = {};
+  dw.attn.idx_proj = {};
+  dw.attn.idx_q_b = {};
+  dw.clamp_exp = x.ds4.clamp_exp[l];
+  dw.clamp_shexp = x.ds4.clamp_shexp[l];
+  const Weight eh = b.matrix(mp + "eh_proj.weight", d, 2 * d);
+  w.fc_embedding = column_half(m, eh, 0, mp + "eh_proj.weight", origin);  // e_proj: the embedding half
+  w.fc_hidden = column_half(m, eh, 1, mp + "eh_proj.weight", origin);     // h_proj: the streams' half
+  w.enorm = b.f32(mp + "enorm.weight", {d});
+  w.hnorm = b.f32(mp + "hnorm.weight", {d});
+  w.shared_head_norm = b.f32(mp + "shared_head_norm.weight", {d});
+  if (n > 1) {  // the MTP layer's own hyper-connection head
+    w.head_hc.fn = b.f32("output_hc_fn.weight", {n, n * d});
+    w.head_hc.base = b.f32("output_hc_base.weight", {n});
+    w.head_hc.scale = b.f32("output_hc_scale.weight", {1});
+  }
+  // The head covers the whole vocabulary: vocab_ids = 0 .. V-1.
+  AlignedBuffer<uint8_t> ids(static_cast<std::size_t>(V) * sizeof(int32_t));
+  int32_t* iota = reinterpret_cast<int32_t*>(ids.data());
+  for (int64_t i = 0; i < V; ++i) iota[i] = static_cast<int32_t>(i);
+  w.vocab_ids = iota;
+  m.owned_weights.push_back(std::move(ids));
+  hp.mtp_vocab = static_cast<uint32_t>(V);
+  m.mtp = w;
+  m.ds4_mtp = dw;
+  m.mtp_src_ = std::move(src);
 }
 
 }  // namespace strata::model

@@ -15,7 +15,7 @@ constexpr uint32_t kGatingSqrtSoftplus = 4;
 
 std::string n_text(std::size_t n) { return std::to_string(n); }
 
-// A per-block array: exactly block_count entries, of which the main layers' are kept.
+// A per-block array: exactly block_count entries, all kept (an MTP file's block L is its MTP layer).
 template <typename T>
 std::vector<T> per_layer(const KeyReader& k, const std::string& key, const std::optional<std::vector<T>>& v,
                          const HParams& hp) {
@@ -23,7 +23,7 @@ std::vector<T> per_layer(const KeyReader& k, const std::string& key, const std::
   if (v->size() != hp.n_block)
     k.fail(key,
            "has " + n_text(v->size()) + " entries, expected one per block (block_count = " + n_text(hp.n_block) + ")");
-  return std::vector<T>(v->begin(), v->begin() + hp.n_layer);
+  return *v;
 }
 
 void read_attention(const KeyReader& k, HParams& hp) {
@@ -105,7 +105,7 @@ void read_moe(const KeyReader& k, HParams& hp) {
     k.fail("hash_layer_count", "= " + n_text(x.hash_layers) + " exceeds the " + n_text(hp.n_layer) + " main layers");
   auto clamps = [&](const char* key) {
     auto v = k.f32_array(key);
-    if (!v) return std::vector<float>(hp.n_layer, 0.0f);
+    if (!v) return std::vector<float>(hp.n_block, 0.0f);
     std::vector<float> c = per_layer(k, key, v, hp);
     for (float f : c)
       if (!std::isfinite(f) || f < 0.0f)

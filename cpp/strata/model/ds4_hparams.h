@@ -23,12 +23,12 @@ struct Ds4HParams {
   uint32_t o_groups = 0;                 // head groups of the grouped output projection
   uint32_t o_lora = 0;                   // each group's projected width
   uint32_t window = 0;                   // sliding window: the last `window` positions, the query's own included
-  std::vector<uint32_t> compress_ratio;  // [n_layer] 0, 4 (CSA) or 128 (HCA)
+  std::vector<uint32_t> compress_ratio;  // [n_block] 0, 4 (CSA) or 128 (HCA)
   float compress_rope_base = 160000.0f;  // RoPE base of the CSA / HCA layers
   YarnParams yarn;                       // applies to the CSA / HCA layers only
   uint32_t idx_heads = 0, idx_dim = 0, idx_top_k = 0;  // the lightning indexer (CSA layers)
   uint32_t hash_layers = 0;                            // leading layers routed by ffn_gate_tid2eid
-  std::vector<float> clamp_exp, clamp_shexp;           // [n_layer] SwiGLU limits (0 = none)
+  std::vector<float> clamp_exp, clamp_shexp;           // [n_block] SwiGLU limits (0 = none)
 
   bool hashed(uint32_t layer) const { return layer < hash_layers; }
 };

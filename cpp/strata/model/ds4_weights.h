@@ -38,4 +38,13 @@ struct Ds4AttentionWeights {
   Ds4CompressorWeights idx_comp;    // CSA: at Di
 };
 
+// deepseek4's MTP layer from llama.cpp's separate MTP file (docs/models.md, "The MTP layer"): the
+// block's attention (always the sliding-window branch, as llama.cpp's graph_mtp runs it: ratio 0,
+// any compressor tensors of the file left unbound) and the block's SwiGLU limits. The rest of the
+// layer is Model::mtp.
+struct Ds4MtpWeights {
+  Ds4AttentionWeights attn;
+  float clamp_exp = 0.0f, clamp_shexp = 0.0f;
+};
+
 }  // namespace strata::model

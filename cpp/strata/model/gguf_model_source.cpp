@@ -68,6 +68,12 @@ std::unique_ptr<ModelSource> open_gguf_source(const std::string& path, MmapFile:
   return std::make_unique<GgufSource>(gguf::File::open(path, access));
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path) { return from_source(open_gguf_source(path)); }
+std::unique_ptr<Model> Model::load(const std::string& path, const std::string& mtp_path) {
+  std::unique_ptr<Model> m = from_source(open_gguf_source(path));
+  if (!mtp_path.empty()) m->attach_mtp_file(mtp_path);
+  return m;
+}
+
+void Model::attach_mtp_file(const std::string& path) { attach_mtp_source(open_gguf_source(path)); }
 
 }  // namespace strata::model

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "strata/model/column_split.h"
 #include "strata/model/model.h"
 #include "strata/quant/types.h"
 #include "strata/model/tensor_binder.h"
@@ -84,23 +85,6 @@ LayerWeights bind_layer(TensorBinder& b, const HParams& hp, uint32_t l) {
   return L;
 }
 
-// The column halves [0, d) and [d, 2d) of eh_proj as two contiguous matrices owned by the model
-// (the engine's GEMV reads whole rows).
-Weight column_half(Model& m, const Weight& w, int64_t half) {
-  const int64_t d = w.cols / 2;
-  const std::size_t rb = quant::row_bytes(w.type, d);
-  if (quant::row_bytes(w.type, w.cols) != 2 * rb || w.row_stride != 2 * rb)
-    throw_file_error(ErrorKind::Format, m.source().origin(),
-                     "tensor nextn.eh_proj.weight: its row of " + std::to_string(w.cols) +
-                         " cannot be split in two at a block boundary");
-  AlignedBuffer<uint8_t> buf(static_cast<std::size_t>(w.rows) * rb);
-  for (int64_t r = 0; r < w.rows; ++r)
-    std::memcpy(buf.data() + static_cast<std::size_t>(r) * rb, w.row(r) + static_cast<std::size_t>(half) * rb, rb);
-  const Weight out{w.type, buf.data(), w.rows, d, rb};
-  m.owned_weights.push_back(std::move(buf));
-  return out;
-}
-
 }  // namespace
 
 void bind_glm4moe_nextn(Model& m, TensorBinder& b) {
@@ -110,8 +94,8 @@ void bind_glm4moe_nextn(Model& m, TensorBinder& b) {
   MtpWeights w;
   w.block = bind_layer(b, hp, hp.n_layer);
   const Weight eh = b.matrix(mp + "eh_proj.weight", d, 2 * d);
-  w.fc_embedding = column_half(m, eh, 0);  // eh_proj @ concat(enorm(e), hnorm(h))
-  w.fc_hidden = column_half(m, eh, 1);
+  w.fc_embedding = column_half(m, eh, 0, mp + "eh_proj.weight", b.origin());  // eh_proj @ concat(enorm(e), hnorm(h))
+  w.fc_hidden = column_half(m, eh, 1, mp + "eh_proj.weight", b.origin());
   w.enorm = b.f32(mp + "enorm.weight", {d});
   w.hnorm = b.f32(mp + "hnorm.weight", {d});
   w.shared_head_norm = b.f32(mp + "shared_head_norm.weight", {d});

@@ -1,5 +1,7 @@
 #include "strata/model/model.h"
 
+#include <utility>
+
 #include "strata/util/error.h"
 
 namespace strata::model {
@@ -16,6 +18,11 @@ std::unique_ptr<Model> Model::from_source(std::unique_ptr<ModelSource> src) {
     case Arch::DeepSeek4: bind_deepseek4(*m); break;
   }
   return m;
+}
+
+void Model::attach_mtp_source(std::unique_ptr<ModelSource> src) {
+  if (!src) throw_error(ErrorKind::Value, "Model::attach_mtp_source: null source");
+  bind_deepseek4_mtp(*this, std::move(src));
 }
 
 }  // namespace strata::model

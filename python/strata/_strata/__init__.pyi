@@ -99,9 +99,9 @@ class Engine:
     """
     A GGUF model (strata or qwen3moe) over one sequence: the main window (KV cells indexed by position) and, when the model has one, the MTP drafter, on the cpu, metal-emu or metal backend.
     """
-    def __init__(self, path: str, backend: str = 'cpu', n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_ctx: typing.SupportsInt | typing.SupportsIndex = 0, max_rows: typing.SupportsInt | typing.SupportsIndex = 0, encode_mtp: bool = True, settings: Settings | None = None, expert_page_cache_probe: bool = False) -> None:
+    def __init__(self, path: str, backend: str = 'cpu', n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_ctx: typing.SupportsInt | typing.SupportsIndex = 0, max_rows: typing.SupportsInt | typing.SupportsIndex = 0, encode_mtp: bool = True, settings: Settings | None = None, expert_page_cache_probe: bool = False, mtp_model: str = '') -> None:
         """
-        backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal); encode_mtp: encode the drafter's cells while evaluating. settings: the engine's validated Settings (strata.Config.native(): MTP cells, drafter weight format, retention, verification rule, MOCE routing, Metal library and tile, expert store, repack), given once; None = every setting at its default and the process's repack mode. expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses (mincore; the expert benchmark). See docs/settings.md, docs/experts.md, docs/metal.md.
+        backend: 'cpu', 'metal-emu' or 'metal'. max_ctx: cells (0 = the model's context, at most 32768 on cpu and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal); encode_mtp: encode the drafter's cells while evaluating. settings: the engine's validated Settings (strata.Config.native(): MTP cells, drafter weight format, retention, verification rule, MOCE routing, Metal library and tile, expert store, repack), given once; None = every setting at its default and the process's repack mode. expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses (mincore; the expert benchmark). mtp_model: a deepseek4 model's separate MTP file (llama.cpp's mtp-*.gguf), bound as its drafter. See docs/settings.md, docs/experts.md, docs/metal.md.
         """
     def checkpoint(self) -> EngineCheckpoint:
         ...
@@ -227,9 +227,9 @@ def force_isa(name: str) -> None:
     """
     Force kernels onto one ISA path (tests, benchmarks)
     """
-def inspect_model(path: str) -> dict:
+def inspect_model(path: str, mtp_model: str = '') -> dict:
     """
-    Open and validate a model file as an engine would (hyper-parameters, every tensor's name, type and shape), without building an engine: no weights are repacked or read. Returns {'hparams': dict (as Engine.hparams), 'has_mtp': bool}. Raises FormatError / IOError as Engine(path) does.
+    Open and validate a model file as an engine would (hyper-parameters, every tensor's name, type and shape), without building an engine: no weights are repacked or read. Returns {'hparams': dict (as Engine.hparams), 'has_mtp': bool}. mtp_model: a deepseek4 model's separate MTP file (llama.cpp's mtp-*.gguf), checked against the model. Raises FormatError / IOError as Engine(path) does.
     """
 def metal_device_available() -> bool:
     """

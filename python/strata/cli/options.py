@@ -38,6 +38,9 @@ _CONFIG_FLAGS = {"threads": "--threads", "context_length": "--ctx-size", "draft_
 def add_model_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", type=Path, default=None, metavar="PATH",
                    help="GGUF model file (default: the demo model shipped with strata)")
+    p.add_argument("--mtp-model", type=Path, default=None, metavar="PATH",
+                   help="a deepseek4 model's separate MTP file (llama.cpp's mtp-*.gguf) to draft with "
+                        "(default: mtp-<model file name> beside the model when it exists)")
 
 
 def add_max_tokens_argument(p: argparse.ArgumentParser, default: int, what: str) -> None:
@@ -112,7 +115,7 @@ def tell_subcommand_parsers(parser: argparse.ArgumentParser) -> None:
 def load_model(args: argparse.Namespace) -> Model:
     from strata.model import Model
 
-    return Model(args.model)
+    return Model(args.model, mtp_model=getattr(args, "mtp_model", None))
 
 
 def config_from(args: argparse.Namespace, err: TextIO | None = None) -> Config:
