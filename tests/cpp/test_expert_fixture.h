@@ -57,7 +57,7 @@ class TempFile {
 inline strata::experts::ExpertLayout make_layout(const std::string& path, int L, int E, int rows, int cols,
                                                  uint64_t* file_size_out, const uint8_t* base = nullptr) {
   strata::experts::ExpertLayout lay;
-  lay.path = path;
+  lay.files = {path};
   lay.n_expert = E;
   lay.has_file_offsets = true;
   uint64_t off = 4096 + 123;  // unaligned start

@@ -30,9 +30,16 @@ CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConf
     // they start could still be in flight when the store drops the expert ranges (a page under I/O is
     // not dropped). The store advises again once it exists, dropping what came in meanwhile.
     const experts::ExpertLayout layout = experts::expert_layout(*model_);
-    std::error_code ec_size;
-    const auto size = std::filesystem::file_size(layout.path, ec_size);
-    if (!ec_size) early_advice_ = experts::advise_expert_mapping(layout, static_cast<uint64_t>(size));
+    for (int f = 0; f < layout.n_files(); ++f) {
+      std::error_code ec_size;
+      const auto size = std::filesystem::file_size(layout.file(f), ec_size);
+      if (ec_size) continue;
+      const experts::MappingAdvice a = experts::advise_expert_mapping(layout, f, static_cast<uint64_t>(size));
+      if (f == 0)
+        early_advice_ = a;
+      else
+        early_advice_ += a;
+    }
   }
   // before anything takes views of the drafter weights.
   model::requant_drafter(*model_, cfg.mtp_requant, pool);

@@ -31,7 +31,7 @@ const model::Model& require_mtp(const model::Model& m) {
 Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
     : m_(require_mtp(m)),
       pool_(cfg.pool ? cfg.pool : &ThreadPool::global()),
-      experts_(m.ds4_mtp ? nullptr : cfg.experts),  // deepseek4: the MTP file's experts are not in the store
+      experts_(cfg.experts),
       expert_layer_(cfg.expert_layer),
       max_rows_(cfg.max_rows),
       max_logit_rows_(0),

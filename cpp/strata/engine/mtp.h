@@ -17,8 +17,8 @@
 // deepseek4's MTP layer (llama.cpp's separate MTP file, docs/models.md) runs here too: the same
 // glue as strata's (eh_proj's halves as fc_embedding / fc_hidden, no state norm), its block is a
 // deepseek4 block whose attention is the sliding-window branch over the MTP's own K = V cells
-// (sinks, no compressor; Ds4State of that one layer), its experts are read from the MTP file's
-// mapping (not the expert store), and the MTP's own hyper-connection head feeds the shared head.
+// (sinks, no compressor; Ds4State of that one layer), its experts come through the expert store as
+// its last layer (read from the MTP file), and the MTP's own hyper-connection head feeds the shared head.
 // Its window is the model's sliding_window: a list from run_row contributes only its cells in it.
 //
 // Cells: an MTP row at position p writes MTP cell p. Which cells hold valid MTP K/V (the rows the
@@ -59,7 +59,7 @@ struct MtpConfig {
   int max_rows = 512;                       // rows per run (encoding a prompt chunk)
   ThreadPool* pool = nullptr;               // nullptr = ThreadPool::global()
   experts::ExpertStore* experts = nullptr;  // not owned; nullptr = the mmap views
-  int expert_layer = 0;                     // the MTP block's layer in the store (= n_layer)
+  int expert_layer = 0;                     // the MTP block's layer in the store (= the MoE layers' count)
 };
 
 class Mtp {

@@ -54,11 +54,12 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   order_held_.assign(static_cast<std::size_t>(E), 0);
 
   if (cfg.mode == ExpertMode::Mmap) {
-    layout_.validate(~uint64_t{0});
+    layout_.validate(std::vector<uint64_t>(layout_.files.size(), ~uint64_t{0}));
     std::size_t max_part = 0;
     for (const ExpertLayer& l : layout_.layers)
       for (const ExpertTensor& t : l.part) {
-        if (!t.view.data) throw_error(ErrorKind::Value, layout_.path + ": mmap expert mode needs the tensors' data");
+        if (!t.view.data)
+          throw_error(ErrorKind::Value, layout_.file(l.file) + ": mmap expert mode needs the tensors' data");
         max_part = std::max<std::size_t>(max_part, t.view.expert_stride);
       }
     const long pg = ::sysconf(_SC_PAGESIZE);
@@ -67,13 +68,25 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
     return;
   }
 
-  if (!layout_.has_file_offsets || layout_.path.empty())
+  bool have_files = layout_.has_file_offsets && layout_.n_files() > 0;
+  for (const std::string& f : layout_.files) have_files = have_files && !f.empty();
+  if (!have_files)
     throw_error(ErrorKind::Config, "expert store: stream mode reads experts from the model file, and this model (" +
-                                       layout_.path + ") has none; use mmap mode");
-  reader_ = std::make_unique<ExpertReader>(layout_.path, cfg.direct_io);
-  layout_.validate(reader_->file_size());
-  // The expert bytes come only through the store: no read-around through the mapping (mapping_advice.h).
-  advice_ = advise_expert_mapping(layout_, reader_->file_size());
+                                       layout_.main_file() + ") has none; use mmap mode");
+  std::vector<uint64_t> sizes;
+  for (const std::string& f : layout_.files) {
+    readers_.push_back(std::make_unique<ExpertReader>(f, cfg.direct_io));
+    sizes.push_back(readers_.back()->file_size());
+  }
+  layout_.validate(sizes);
+  // The expert bytes come only through the store: no read-around through the mappings (mapping_advice.h).
+  for (int f = 0; f < layout_.n_files(); ++f) {
+    const MappingAdvice a = advise_expert_mapping(layout_, f, sizes[static_cast<std::size_t>(f)]);
+    if (f == 0)
+      advice_ = a;
+    else
+      advice_ += a;
+  }
 
   repack_part_.assign(static_cast<std::size_t>(L) * kExpertParts, 0);
   for (int l = 0; l < L; ++l)
@@ -127,7 +140,28 @@ ExpertStore::~ExpertStore() {
   std::free(arena_);
 }
 
-std::string ExpertStore::io_note() const { return reader_ ? reader_->note() : std::string("mmap"); }
+bool ExpertStore::direct_io() const {
+  if (readers_.empty()) return false;
+  for (const auto& r : readers_)
+    if (!r->direct()) return false;
+  return true;
+}
+
+std::string ExpertStore::io_note() const {
+  if (readers_.empty()) return "mmap";
+  const std::string first = readers_[0]->note();
+  bool same = true;
+  for (const auto& r : readers_) same = same && r->note() == first;
+  if (same) return first;
+  std::string out;
+  for (const auto& r : readers_) out += (out.empty() ? "" : "; ") + r->path() + ": " + r->note();
+  return out;
+}
+
+ExpertReader* ExpertStore::reader(int file) {
+  return file >= 0 && static_cast<std::size_t>(file) < readers_.size() ? readers_[static_cast<std::size_t>(file)].get()
+                                                                        : nullptr;
+}
 
 const uint8_t* ExpertStore::resident_map(int layer) const {
   if (cfg_.mode != ExpertMode::Stream) return nullptr;
@@ -331,7 +365,8 @@ void ExpertStore::run_job(uint32_t job) {
   std::exception_ptr err;
   uint64_t io = 0;
   try {
-    io = reader_->read(off, t.view.expert_stride, region, ReadWhat{layer, static_cast<int>(e), expert_part_name(p)});
+    ExpertReader& reader = *readers_[static_cast<std::size_t>(layout_.layers[static_cast<std::size_t>(layer)].file)];
+    io = reader.read(off, t.view.expert_stride, region, ReadWhat{layer, static_cast<int>(e), expert_part_name(p)});
     if (repack_part_[static_cast<std::size_t>(layer) * kExpertParts + static_cast<std::size_t>(p)])
       cpu::repack_rows_in_place(cpu::plain_type(t.view.type), region + ExpertReader::head(off), t.view.rows,
                                 t.view.cols);

@@ -6,7 +6,8 @@
 //            the page-cache probe on (mincore) a use whose pages were not all cached is a miss.
 //   stream — a bounded resident set: an arena of slots allocated once (capacity in bytes → slots of
 //            one expert each, the three matrices of a (layer, expert) side by side). Misses are read
-//            with positioned reads (ExpertReader: direct I/O where allowed) on a few I/O threads,
+//            with positioned reads (ExpertReader: direct I/O where allowed; one reader per file of the
+//            layout, e.g. deepseek4's model and MTP files) on a few I/O threads,
 //            eviction is LRU among unpinned slots, and the residency map (one byte per expert and
 //            layer) is what the router reads. The file mapping is advised so that the expert bytes
 //            never enter the page cache through it (mapping_advice.h).
@@ -77,10 +78,10 @@ class ExpertStore {
   std::size_t slot_bytes() const { return slot_bytes_; }
   int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
   uint64_t capacity_bytes() const { return static_cast<uint64_t>(slot_bytes_) * slots_.size(); }
-  bool direct_io() const { return reader_ && reader_->direct(); }
-  std::string io_note() const;  // "direct I/O (O_DIRECT)", "buffered pread (...)", "mmap"
+  bool direct_io() const;        // stream mode, and every file's reader reads with direct I/O
+  std::string io_note() const;  // "direct I/O (O_DIRECT)", "buffered pread (...)", "mmap"; per file when they differ
   int io_threads() const { return io_ ? io_->threads() : 0; }
-  // stream: what advise_expert_mapping did to the file mapping (mapping_advice.h); mmap: nothing.
+  // stream: what advise_expert_mapping did to the files' mappings, summed (mapping_advice.h); mmap: nothing.
   const MappingAdvice& mapping_advice() const { return advice_; }
 
   // The router's residency map of a layer: E bytes, 1 = resident. It changes only inside a
@@ -100,8 +101,9 @@ class ExpertStore {
   ExpertCounters last_window() const;  // the counters of the last completed window
   void reset_counters();
 
-  // Test hooks: the reader (stream mode; nullptr in mmap mode) and the routing trace.
-  ExpertReader* reader() { return reader_.get(); }
+  // Test hooks: the reader of layout().files[file] (stream mode; nullptr in mmap mode or out of range)
+  // and the routing trace.
+  ExpertReader* reader(int file = 0);
   RouteTrace& trace() { return trace_; }
   // Drops every resident expert (stream), e.g. to start a measurement cold.
   void clear();
@@ -135,7 +137,7 @@ class ExpertStore {
 
   ExpertLayout layout_;
   ExpertStoreConfig cfg_;
-  std::unique_ptr<ExpertReader> reader_;
+  std::vector<std::unique_ptr<ExpertReader>> readers_;  // stream: [file], the same direct-I/O setting
   MappingAdvice advice_;
   std::size_t slot_bytes_ = 0;
   std::vector<std::size_t> part_offset_;  // [layer][part] byte offset of a part's region in a slot

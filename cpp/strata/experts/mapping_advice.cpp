@@ -5,18 +5,29 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace strata::experts {
 
-MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_size) {
+MappingAdvice& operator+=(MappingAdvice& a, const MappingAdvice& b) {
+  a.applied = a.applied && b.applied;
+  a.expert_bytes += b.expert_bytes;
+  a.other_bytes += b.other_bytes;
+  a.failures += b.failures;
+  return a;
+}
+
+MappingAdvice advise_expert_mapping(const ExpertLayout& layout, int file, uint64_t file_size) {
   MappingAdvice out;
-  if (!layout.has_file_offsets || layout.path.empty() || file_size == 0) return out;
+  const std::string& path = layout.file(file);
+  if (!layout.has_file_offsets || path.empty() || file_size == 0) return out;
   // The mapping's base: every part's data pointer minus its file offset, the same for all parts.
   const uint8_t* base = nullptr;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [begin, end) file offsets of expert data
-  for (const ExpertLayer& l : layout.layers)
+  for (const ExpertLayer& l : layout.layers) {
+    if (l.file != file) continue;
     for (const ExpertTensor& t : l.part) {
       if (!t.view.data) return out;
       const uint8_t* b = static_cast<const uint8_t*>(t.view.data) - t.file_offset;
@@ -24,6 +35,7 @@ MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_si
       base = b;
       ranges.emplace_back(t.file_offset, t.file_offset + t.view.expert_stride * static_cast<uint64_t>(layout.n_expert));
     }
+  }
   if (!base || ranges.empty()) return out;
   std::sort(ranges.begin(), ranges.end());
   const long pg = ::sysconf(_SC_PAGESIZE);
@@ -36,7 +48,7 @@ MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_si
   // First every expert range out of the mapping and the page cache, then the read-ahead of the ranges
   // between them: a WILLNEED read still in flight while a neighbouring expert range is dropped could
   // otherwise leave that range's first pages cached.
-  const int fd = ::open(layout.path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   std::vector<std::pair<uint64_t, uint64_t>> gaps;  // [begin, end) of the non-expert ranges, whole pages
   uint64_t cursor = 0;  // end of the last expert range (whole pages), where the next gap starts
   for (const auto& [begin, end] : ranges) {

@@ -5,7 +5,7 @@
 // fault on a non-expert tensor with read-around (read_ahead_kb, often 128 KiB and up to several MiB on
 // virtual disks), which pulls the neighbouring expert bytes into the page cache: read twice (once there,
 // once by the store's own reads) and held outside the store's bound. So, for a file mapped whole at
-// offset 0 (the GGUF reader's mapping):
+// offset 0 (the GGUF reader's mapping; each file of the layout has its own):
 //   1. MADV_RANDOM on the whole mapping: a fault reads only its own page;
 //   2. MADV_WILLNEED on every range between expert ranges: the non-expert tensors (and the header) are
 //      read ahead in bulk, exactly their pages;
@@ -26,7 +26,10 @@ struct MappingAdvice {
   int failures = 0;           // madvise/fadvise calls the kernel refused (the store still works)
 };
 
-// Applies the advice above for `layout` over a file of file_size bytes. Never throws.
-MappingAdvice advise_expert_mapping(const ExpertLayout& layout, uint64_t file_size);
+// Applies the advice above to the mapping of layout.files[file] (file_size bytes) for the layers whose
+// experts are in that file; a layout over several files is advised once per file. Never throws.
+MappingAdvice advise_expert_mapping(const ExpertLayout& layout, int file, uint64_t file_size);
+// Adds b's counts to a; applied only when both were.
+MappingAdvice& operator+=(MappingAdvice& a, const MappingAdvice& b);
 
 }  // namespace strata::experts
