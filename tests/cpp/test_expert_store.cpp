@@ -415,3 +415,62 @@ TEST(no_allocation_per_pass) {
     CHECK(st->totals().misses > 100);
   }
 }
+
+// A layer whose experts are in a second file (deepseek4's MTP file): read with that file's reader,
+// its ranges checked against that file's size, its faults naming that file.
+TEST(a_layer_in_a_second_file) {
+  Fixture f;
+  uint64_t size_b = 0;
+  make_layout("", 1, kE, kRows + 2, kCols, &size_b);  // other shapes: other offsets, a bigger slot
+  TempFile b(size_b);
+  ExpertLayout lay = f.layout;
+  ExpertLayer second = make_layout(b.path(), 1, kE, kRows + 2, kCols, &size_b).layers[0];
+  second.file = 1;
+  lay.layers.push_back(second);
+  lay.files.push_back(b.path());
+  ExpertStoreConfig c;
+  c.mode = ExpertMode::Stream;
+  c.io_threads = 2;
+  c.cache_fraction = 0.25;  // 8 of 32 slots
+  {
+    ExpertStore st(lay, c);
+    CHECK_EQ(st.n_layers(), kL + 1);
+    CHECK(st.reader(1) && st.reader(1)->path() == b.path() && st.reader(2) == nullptr);
+    bool ok = false;
+    run_pass(st, kL, {0, 5, 7}, &ok);  // checks every byte against the second file's positions
+    CHECK(ok);
+    run_pass(st, 0, {1, 2}, &ok);
+    CHECK(ok);
+    const ExpertCounters t = st.totals();
+    CHECK_EQ(t.misses, 5u);
+    CHECK_EQ(t.bytes_read, 3 * second.expert_bytes() + 2 * f.layout.layers[0].expert_bytes());
+    // A failed read names the second file.
+    b.truncate(second.part[0].file_offset + 10);
+    bool threw = false;
+    try {
+      run_pass(st, kL, {3});
+    } catch (const Error& e) {
+      threw = e.kind() == ErrorKind::IO && std::string(e.what()).find(b.path()) != std::string::npos;
+    }
+    CHECK(threw);
+  }
+  // Ranges past the second file's end: a Format error naming it (the first file is big enough).
+  bool threw = false;
+  try {
+    ExpertStore st(lay, c);
+  } catch (const Error& e) {
+    threw = e.kind() == ErrorKind::Format && std::string(e.what()).find(b.path()) != std::string::npos &&
+            std::string(e.what()).find("layer 3") != std::string::npos;
+  }
+  CHECK(threw);
+  // A layer naming a file the layout does not have.
+  ExpertLayout wrong = lay;
+  wrong.layers.back().file = 2;
+  threw = false;
+  try {
+    ExpertStore st(wrong, c);
+  } catch (const Error& e) {
+    threw = e.kind() == ErrorKind::Format && std::string(e.what()).find("names file 2 of 2") != std::string::npos;
+  }
+  CHECK(threw);
+}
