@@ -1,13 +1,13 @@
 """deepseek4's MTP block through the expert store. llama.cpp writes the MTP layer into a separate file
 (``mtp-<name>.gguf``); its routed experts are the store's last layer, read from that second file like
 the main layers' experts from the model file: bounded by the resident set, counted, read with direct
-I/O, and kept out of the page cache by the mapping advice. Streaming changes where the bytes come
-from, never the numbers: draft logits and speculative greedy text equal mmap mode bit for bit.
+I/O, and kept out of the page cache by the mapping advice (that probe is in test_store_page_cache.py,
+which CI runs in a process of its own). Streaming changes where the bytes come from, never the numbers:
+draft logits and speculative greedy text equal mmap mode bit for bit.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,6 @@ if not hasattr(transformers, "DeepseekV4ForCausalLM"):
     pytest.skip("transformers without DeepseekV4ForCausalLM (needs >= 5.23)", allow_module_level=True)
 
 from test_deepseek4 import MTP_SCHEDULE, V, _save, _with_mtp, hf_ds4  # noqa: E402
-from test_store_page_cache import _cached_bytes, _evict  # noqa: E402
 
 TOKENS = [int(t) for t in np.random.default_rng(7).integers(0, V, size=32)]
 N_LAYER = len(MTP_SCHEDULE)
@@ -35,15 +34,19 @@ N_LAYER = len(MTP_SCHEDULE)
 STREAM = [("10%", "on"), ("10%", "off"), ("50%", "on"), ("50%", "off")]
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    where = tmp_path_factory.mktemp("ds4-mtp-store")
+def build_model_and_mtp_file(where: Path) -> tuple[Path, Path]:
+    """A tiny converted deepseek4 (F32) and its MTP file, mtp-m.gguf beside m.gguf."""
     saved = _save(hf_ds4(seed=6, layer_types=MTP_SCHEDULE), where / "hf")
     _with_mtp(saved, like_layer=1)
     main = convert_hf_dir(saved, where / "m.gguf", weight_type="F32", tokenizer="bytes")
     mtp = convert_deepseek4(saved, where / "mtp-m.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V),
                             mtp=True)
     return Path(main), Path(mtp)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build_model_and_mtp_file(tmp_path_factory.mktemp("ds4-mtp-store"))
 
 
 def _engine(files: tuple[Path, Path], **config: Any) -> Any:
@@ -93,30 +96,6 @@ def test_speculative_greedy_text_equals_mmap(files: tuple[Path, Path], cache: st
     stream = run(expert_mode="stream", expert_cache=cache, expert_direct_io=direct)
     assert stream.tokens == mmap.tokens
     assert stream.stats.speculative and stream.stats.rounds > 0 and stream.stats.expert_bytes_read > 0
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore and fadvise: Linux")
-def test_mtp_file_experts_stay_out_of_the_page_cache(files: tuple[Path, Path]) -> None:
-    _, mtp = files
-    ranges = [(t.offset, t.offset + t.nbytes) for t in GGUFFile(str(mtp)).tensors if "_exps." in t.name]
-    assert len(ranges) == 3
-    _evict(mtp)
-    if _cached_bytes(mtp, ranges) > 0:
-        pytest.skip("the MTP file's pages could not be dropped from the page cache (another mapping holds them)")
-    m = strata.Model(files[0])
-
-    def run(**config: Any) -> None:
-        s = m.session(config=strata.Config(speculative=True, draft_steps=2, threads=1, **config),
-                      sampling=strata.SamplingPolicy())
-        "".join(s.generate(TOKENS[:6], max_tokens=16))
-        assert s.stats.rounds > 0
-
-    run(expert_mode="stream", expert_cache="50%", expert_direct_io="on")
-    # Whole pages inside the expert tensors only: a page shared with a neighbouring tensor may be read.
-    assert _cached_bytes(mtp, ranges) == 0
-    # Control: mmap mode reads the MTP experts through the mapping, and the probe sees it.
-    run()
-    assert _cached_bytes(mtp, ranges) > 0
 
 
 def test_a_truncated_mtp_file_is_a_clear_error(files: tuple[Path, Path], tmp_path: Path) -> None:

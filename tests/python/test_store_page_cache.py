@@ -1,5 +1,6 @@
 """A bounded expert store is really bounded: in stream mode with direct I/O the routed experts' bytes do
-not enter the page cache through the model file's mapping (experts/mapping_advice.h).
+not enter the page cache through the model file's mapping (experts/mapping_advice.h), nor, for
+deepseek4, through the mapping of its separate MTP file (the store's second file).
 
 Measured two ways after a short generation: the page-cache residency of the expert byte ranges (mincore
 on a mapping of the file) and the file-backed memory of this process's mappings of the file
@@ -137,3 +138,34 @@ def test_opening_a_model_reads_no_expert_weights(model_file: Path) -> None:
                                    settings=strata.Config(expert_mode="mmap", repack="on").native())
     assert _cached_bytes(model_file, ranges) > expert_bytes // 2
     del engine
+
+
+def test_deepseek4_mtp_file_experts_stay_out_of_the_page_cache(tmp_path: Path) -> None:
+    """deepseek4's MTP layer is in a second file (llama.cpp's mtp-<name>.gguf): the store reads its
+    experts from that file with direct I/O and advises that file's mapping too."""
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "DeepseekV4ForCausalLM"):
+        pytest.skip("transformers without DeepseekV4ForCausalLM (needs >= 5.23)")
+    from test_deepseek4_mtp_store import TOKENS, build_model_and_mtp_file
+
+    main, mtp = build_model_and_mtp_file(tmp_path)
+    ranges = _expert_ranges(mtp)
+    assert len(ranges) == 3  # the MTP block's gate, up and down
+    _evict(mtp)
+    if _cached_bytes(mtp, ranges) > 0:
+        pytest.skip("the MTP file's pages stay in the page cache (another mapping holds them)")
+    m = strata.Model(str(main))  # finds the MTP file beside it
+
+    def run(**config: str) -> None:
+        s = m.session(config=strata.Config(speculative=True, draft_steps=2, threads=1, **config),
+                      sampling=strata.SamplingPolicy(temperature=0.0))
+        "".join(s.generate(TOKENS[:6], max_tokens=16))
+        assert s.stats.rounds > 0
+
+    run(expert_mode="stream", expert_cache="50%", expert_direct_io="on")
+    # Whole pages inside the three expert tensors (64 KiB each): a page shared with a neighbour may be read.
+    assert _cached_bytes(mtp, ranges) == 0
+    # Control: mmap mode reads the MTP experts through the mapping, and the probe sees it.
+    run()
+    assert _cached_bytes(mtp, ranges) > 0

@@ -34,8 +34,7 @@ const std::string& ExpertLayout::file(int i) const {
 
 void ExpertLayout::validate(const std::vector<uint64_t>& file_sizes) const {
   if (n_expert < 1)
-    throw_error(ErrorKind::Format,
-                main_file() + ": expert layout with " + std::to_string(n_expert) + " experts");
+    throw_error(ErrorKind::Format, main_file() + ": expert layout with " + std::to_string(n_expert) + " experts");
   for (int l = 0; l < n_layers(); ++l) {
     const ExpertLayer& layer = layers[static_cast<std::size_t>(l)];
     const bool known_file = layer.file >= 0 && layer.file < n_files();

@@ -25,7 +25,7 @@ struct ExpertTensor {
 
 struct ExpertLayer {
   ExpertTensor part[kExpertParts];
-  int file = 0;  // index into ExpertLayout::files: the file the file_offsets are in
+  int file = 0;                   // index into ExpertLayout::files: the file the file_offsets are in
   uint64_t expert_bytes() const;  // the three slices of one expert
 };
 
@@ -39,7 +39,7 @@ struct ExpertLayout {
 
   int n_layers() const { return static_cast<int>(layers.size()); }
   int n_files() const { return static_cast<int>(files.size()); }
-  const std::string& file(int i) const;   // files[i], "" when out of range
+  const std::string& file(int i) const;  // files[i], "" when out of range
   const std::string& main_file() const { return file(0); }
   uint64_t total_bytes() const;  // every expert of every layer
   // Checks shapes, strides, that each layer's file index names a file and (with file offsets) that

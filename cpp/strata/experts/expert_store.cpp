@@ -160,7 +160,7 @@ std::string ExpertStore::io_note() const {
 
 ExpertReader* ExpertStore::reader(int file) {
   return file >= 0 && static_cast<std::size_t>(file) < readers_.size() ? readers_[static_cast<std::size_t>(file)].get()
-                                                                        : nullptr;
+                                                                       : nullptr;
 }
 
 const uint8_t* ExpertStore::resident_map(int layer) const {

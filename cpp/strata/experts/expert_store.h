@@ -78,7 +78,7 @@ class ExpertStore {
   std::size_t slot_bytes() const { return slot_bytes_; }
   int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
   uint64_t capacity_bytes() const { return static_cast<uint64_t>(slot_bytes_) * slots_.size(); }
-  bool direct_io() const;        // stream mode, and every file's reader reads with direct I/O
+  bool direct_io() const;       // stream mode, and every file's reader reads with direct I/O
   std::string io_note() const;  // "direct I/O (O_DIRECT)", "buffered pread (...)", "mmap"; per file when they differ
   int io_threads() const { return io_ ? io_->threads() : 0; }
   // stream: what advise_expert_mapping did to the files' mappings, summed (mapping_advice.h); mmap: nothing.
