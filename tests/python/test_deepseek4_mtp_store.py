@@ -34,19 +34,24 @@ N_LAYER = len(MTP_SCHEDULE)
 STREAM = [("10%", "on"), ("10%", "off"), ("50%", "on"), ("50%", "off")]
 
 
-def build_model_and_mtp_file(where: Path) -> tuple[Path, Path]:
-    """A tiny converted deepseek4 (F32) and its MTP file, mtp-m.gguf beside m.gguf."""
+def build_model_and_mtp_file(where: Path, weight_type: str = "F32") -> tuple[Path, Path]:
+    """A tiny converted deepseek4 and its MTP file, mtp-m.gguf beside m.gguf."""
     saved = _save(hf_ds4(seed=6, layer_types=MTP_SCHEDULE), where / "hf")
     _with_mtp(saved, like_layer=1)
-    main = convert_hf_dir(saved, where / "m.gguf", weight_type="F32", tokenizer="bytes")
-    mtp = convert_deepseek4(saved, where / "mtp-m.gguf", weight_type="F32", tokenizer=byte_level_tokenizer(V),
-                            mtp=True)
+    main = convert_hf_dir(saved, where / "m.gguf", weight_type=weight_type, tokenizer="bytes")
+    mtp = convert_deepseek4(saved, where / "mtp-m.gguf", weight_type=weight_type,
+                            tokenizer=byte_level_tokenizer(V), mtp=True)
     return Path(main), Path(mtp)
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return build_model_and_mtp_file(tmp_path_factory.mktemp("ds4-mtp-store"))
+
+
+@pytest.fixture(scope="module")
+def q8_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build_model_and_mtp_file(tmp_path_factory.mktemp("ds4-mtp-store-q8"), "Q8_0")
 
 
 def _engine(files: tuple[Path, Path], **config: Any) -> Any:
@@ -77,6 +82,18 @@ def test_mtp_experts_stream_through_the_store(files: tuple[Path, Path], cache: s
     # Only the MTP layer ran since the reset: its experts were read from the MTP file.
     drafted = eng.expert_stats()["total"]
     assert drafted["misses"] > 0 and drafted["bytes_read"] > 0
+    np.testing.assert_array_equal(logits, ref_logits)
+    np.testing.assert_array_equal(ids, ref_ids)
+
+
+@pytest.mark.parametrize("repack", ["on", "off"])
+def test_repacked_mtp_experts_stream_like_mmap(q8_files: tuple[Path, Path], repack: str) -> None:
+    """Q8_0 experts: mmap mode repacks the MTP layer's experts at load, stream mode as each slice
+    arrives from the MTP file; the drafts agree bit for bit either way."""
+    ref_logits, ref_ids = _drafts(_engine(q8_files, repack=repack))
+    eng = _engine(q8_files, repack=repack, expert_mode="stream", expert_cache="10%")
+    logits, ids = _drafts(eng)
+    assert eng.expert_stats()["total"]["bytes_read"] > 0
     np.testing.assert_array_equal(logits, ref_logits)
     np.testing.assert_array_equal(ids, ref_ids)
 
