@@ -156,6 +156,18 @@ TEST(aligned_buffer_is_aligned) {
   CHECK(buf.capacity() >= 1000);
 }
 
+TEST(large_aligned_buffers_are_huge_page_aligned) {
+  // kHugeMin bytes and up: 2 MiB aligned (and advised MADV_HUGEPAGE on Linux); smaller: 64.
+  using B = strata::AlignedBuffer<uint8_t>;
+  B big(B::kHugeMin);
+  CHECK(reinterpret_cast<uintptr_t>(big.data()) % B::kHugeAlign == 0);
+  std::memset(big.data(), 1, big.size());  // the whole rounded-up allocation is usable
+  B small(B::kHugeMin - 1);
+  CHECK(reinterpret_cast<uintptr_t>(small.data()) % 64 == 0);
+  strata::AlignedBuffer<float> floats(B::kHugeMin / sizeof(float) + 1);
+  CHECK(reinterpret_cast<uintptr_t>(floats.data()) % B::kHugeAlign == 0);
+}
+
 TEST(fp16_round_trip_every_half) {
   // Every finite half converts to float and back unchanged.
   int bad = 0;
