@@ -25,15 +25,7 @@ void project(const BlockContext& c, int R, bool queries) {
   s.prep_x.reset(s.xn.data(), R, hp.n_embd, s.act_x.data());
   LinearTask* tasks = s.tasks.data();
   int nt = 0;
-  auto add = [&](const model::Weight& wt, float* y) {
-    LinearTask t;
-    t.w = wt;
-    t.act = s.prep_x.get(wt.type, &t.act_stride);
-    t.nx = R;
-    t.y = y;
-    t.y_stride = wt.rows;
-    tasks[nt++] = t;
-  };
+  auto add = [&](const model::Weight& wt, float* y) { tasks[nt++] = s.prep_x.task(wt, y); };
   add(w.k, s.k.data());
   add(w.v, s.v.data());
   if (c.use_indexer) add(w.idx_k, s.ik.data());

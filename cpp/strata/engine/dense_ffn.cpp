@@ -18,17 +18,8 @@ void dense_ffn_forward(const BlockContext& c, int R) {
   LinearTask* tasks = s.tasks.data();
 
   s.prep_x.reset(s.xn.data(), R, d, s.act_x.data());
-  auto from_x = [&](const model::Weight& wt, float* y) {
-    LinearTask t;
-    t.w = wt;
-    t.act = s.prep_x.get(wt.type, &t.act_stride);
-    t.nx = R;
-    t.y = y;
-    t.y_stride = Fd;
-    return t;
-  };
-  tasks[0] = from_x(w.gate, s.sg.data());
-  tasks[1] = from_x(w.up, s.su.data());
+  tasks[0] = s.prep_x.task(w.gate, s.sg.data(), Fd);
+  tasks[1] = s.prep_x.task(w.up, s.su.data(), Fd);
   run_linear_tasks(tasks, 2, c.pool);
 
   const std::size_t down_stride = activation_bytes(w.down.type, Fd);

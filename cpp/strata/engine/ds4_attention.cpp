@@ -47,15 +47,7 @@ void project(const BlockContext& c, const Layer& L, int R, int64_t start) {
   s.prep_x.reset(s.xn.data(), R, L.hp.n_embd, s.act_x.data());
   LinearTask* tasks = s.tasks.data();
   int nt = 0;
-  auto add = [&](const model::Weight& wt, float* y) {
-    LinearTask t;
-    t.w = wt;
-    t.act = s.prep_x.get(wt.type, &t.act_stride);
-    t.nx = R;
-    t.y = y;
-    t.y_stride = wt.rows;
-    tasks[nt++] = t;
-  };
+  auto add = [&](const model::Weight& wt, float* y) { tasks[nt++] = s.prep_x.task(wt, y); };
   add(w.q_a, ds.qa.data());
   add(w.kv, s.k.data());
   if (w.comp.present()) {

@@ -32,16 +32,6 @@
 namespace strata::engine {
 namespace {
 
-LinearTask task_from_x(Scratch& s, const model::Weight& wt, int R, float* y, int64_t y_stride) {
-  LinearTask t;
-  t.w = wt;
-  t.act = s.prep_x.get(wt.type, &t.act_stride);
-  t.nx = R;
-  t.y = y;
-  t.y_stride = y_stride;
-  return t;
-}
-
 // 1. Router logits (and the shared expert's gate input), softmax, top-K per row into s.ids / s.weights.
 void route_rows(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
@@ -50,10 +40,9 @@ void route_rows(const BlockContext& c, int R) {
   const int64_t E = hp.n_expert, K = hp.n_expert_used;
   LinearTask* tasks = s.tasks.data();
   int nt = 0;
-  tasks[nt++] = task_from_x(s, w.router, R, s.probs.data(), E);
+  tasks[nt++] = s.prep_x.task(w.router, s.probs.data(), E);
   // glm4moe's shared expert has no sigmoid gate (weight 1).
-  if (hp.ff_shared > 0 && w.sh_gate_inp.present())
-    tasks[nt++] = task_from_x(s, w.sh_gate_inp, R, s.shared_gate.data(), 1);
+  if (hp.ff_shared > 0 && w.sh_gate_inp.present()) tasks[nt++] = s.prep_x.task(w.sh_gate_inp, s.shared_gate.data(), 1);
   run_linear_tasks(tasks, nt, c.pool);
   auto route_one = [&](int64_t r, const uint8_t* resident, const routing::MoceParams& mp, bool draft_row) {
     float* p = s.probs.data() + r * E;
@@ -114,7 +103,7 @@ void group_by_expert(const BlockContext& c, int R, const experts::LayerPass& pas
 }
 
 // 3a. Gate and up of the batch's experts [j0, j1) (and the shared expert's) in one region.
-void gate_up_pass(const BlockContext& c, int R, const experts::LayerPass& pass, int j0, int j1, bool shared) {
+void gate_up_pass(const BlockContext& c, const experts::LayerPass& pass, int j0, int j1, bool shared) {
   const model::MoeWeights& w = c.w->moe;
   Scratch& s = *c.s;
   const int64_t F = c.hp->ff_expert, Fs = c.hp->ff_shared;
@@ -145,8 +134,8 @@ void gate_up_pass(const BlockContext& c, int R, const experts::LayerPass& pass, 
     tasks[nt++] = u;
   }
   if (shared) {
-    tasks[nt++] = task_from_x(s, w.sh_gate, R, s.sg.data(), Fs);
-    tasks[nt++] = task_from_x(s, w.sh_up, R, s.su.data(), Fs);
+    tasks[nt++] = s.prep_x.task(w.sh_gate, s.sg.data(), Fs);
+    tasks[nt++] = s.prep_x.task(w.sh_up, s.su.data(), Fs);
   }
   run_linear_tasks(tasks, nt, c.pool);
 }
@@ -239,7 +228,7 @@ void moe_forward(const BlockContext& c, int R) {
     const int j0 = pass.batch_begin(), j1 = pass.batch_end();
     // The batch's entries are the sorted positions [p0, p1).
     const int64_t p0 = offset[order[j0]], p1 = offset[order[j1 - 1]] + count[order[j1 - 1]];
-    gate_up_pass(c, R, pass, j0, j1, shared_pending);
+    gate_up_pass(c, pass, j0, j1, shared_pending);
     swiglu_pass(c, R, p0, p1, shared_pending);
     down_pass(c, R, pass, j0, j1, shared_pending);
     shared_pending = false;

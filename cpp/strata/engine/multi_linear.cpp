@@ -102,6 +102,16 @@ void PreparedInput::reset(const float* X, int64_t nx, int64_t cols, uint8_t* are
   n_forms_ = 0;
 }
 
+LinearTask PreparedInput::task(const model::Weight& w, float* y, int64_t y_stride) {
+  LinearTask t;
+  t.w = w;
+  t.act = get(w.type, &t.act_stride);
+  t.nx = nx_;
+  t.y = y;
+  t.y_stride = y_stride > 0 ? y_stride : w.rows;
+  return t;
+}
+
 const uint8_t* PreparedInput::get(quant::GGMLType type, std::size_t* stride) {
   *stride = activation_bytes(type, cols_);
   for (int f = 0; f < n_forms_; ++f)

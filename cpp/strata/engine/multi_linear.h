@@ -56,6 +56,8 @@ class PreparedInput {
   void reset(const float* X, int64_t nx, int64_t cols, uint8_t* arena);
   // Prepared rows for weights of `type` (converted on first request); stride = bytes per row.
   const uint8_t* get(quant::GGMLType type, std::size_t* stride);
+  // A task multiplying every prepared row by w into y (row i at y + i·y_stride; 0 = w.rows floats).
+  LinearTask task(const model::Weight& w, float* y, int64_t y_stride = 0);
 
  private:
   const float* x_ = nullptr;
