@@ -22,53 +22,7 @@
 #include "strata/util/thread_pool.h"
 #include "test_engine_support.h"
 
-// Counting allocator (as test_engine_window.cpp): every replaceable form, all freed with std::free.
-static std::atomic<long> g_allocs{0};
-static void* counted_alloc(std::size_t n) noexcept {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n ? n : 1);
-}
-static void* counted_aligned_alloc(std::size_t n, std::align_val_t al) noexcept {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  const auto a = static_cast<std::size_t>(al);
-  return std::aligned_alloc(a, ((n ? n : 1) + a - 1) / a * a);
-}
-void* operator new(std::size_t n) {
-  if (void* p = counted_alloc(n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  if (void* p = counted_alloc(n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n); }
-void* operator new(std::size_t n, std::align_val_t al) {
-  if (void* p = counted_aligned_alloc(n, al)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n, std::align_val_t al) {
-  if (void* p = counted_aligned_alloc(n, al)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-  return counted_aligned_alloc(n, al);
-}
-void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-  return counted_aligned_alloc(n, al);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+#include "alloc_counter.h"
 
 using strata::engine::LogitRows;
 using strata::engine::Window;
