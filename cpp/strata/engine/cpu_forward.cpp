@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <string>
 
 #include "strata/cpu/repack/repack.h"
-#include "strata/experts/mapping_advice.h"
 #include "strata/util/error.h"
 #include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
@@ -24,31 +22,20 @@ CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConf
     pool = own_pool_.get();
   }
   const model::HParams& hp = model_->hparams();
-  if (cfg.experts.mode == experts::ExpertMode::Stream) {
-    // The mapping advice first (mapping_advice.h), before the load-time reads below fault on the
-    // mapping: with the kernel's read-around those reads would pull expert bytes in, and read-ahead
-    // they start could still be in flight when the store drops the expert ranges (a page under I/O is
-    // not dropped). The store advises again once it exists, dropping what came in meanwhile.
-    const experts::ExpertLayout layout = experts::expert_layout(*model_);
-    for (int f = 0; f < layout.n_files(); ++f) {
-      std::error_code ec_size;
-      const auto size = std::filesystem::file_size(layout.file(f), ec_size);
-      if (ec_size) continue;
-      const experts::MappingAdvice a = experts::advise_expert_mapping(layout, f, static_cast<uint64_t>(size));
-      if (f == 0)
-        early_advice_ = a;
-      else
-        early_advice_ += a;
-    }
-  }
+  experts::ExpertStoreConfig ec = cfg.experts;
+  ec.repack = cfg.repack.value_or(cpu::repack_mode());
+  const bool stream = ec.mode == experts::ExpertMode::Stream;
+  // A streaming store first: its mapping advice (mapping_advice.h) must precede the load-time reads
+  // below, whose read-around would otherwise pull expert bytes in (and read-ahead still in flight when
+  // the store dropped the expert ranges stayed cached). Neither read changes a routed expert's view.
+  if (stream) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
   // before anything takes views of the drafter weights.
   model::requant_drafter(*model_, cfg.mtp_requant, pool);
   // Repacked weights, also before any view is taken; stream-mode experts repack as they arrive.
-  experts::ExpertStoreConfig ec = cfg.experts;
-  ec.repack = cfg.repack.value_or(cpu::repack_mode());
-  repack_report_ = model::repack_weights(*model_, ec.repack, ec.mode == experts::ExpertMode::Mmap, pool);
+  repack_report_ = model::repack_weights(*model_, ec.repack, !stream, pool);
   if (repack_report_.matrices > 0) log(LogLevel::Info, repack_report_.summary());
-  experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
+  // mmap mode: the store takes the views the repack made.
+  if (!stream) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
   WindowConfig wc;
   wc.max_ctx = cfg.max_ctx;
   wc.max_rows = cfg.max_rows;

@@ -61,7 +61,6 @@ class CpuForward final : public SequenceBackend {
  private:
   std::unique_ptr<model::Model> model_;
   model::RepackReport repack_report_;
-  experts::MappingAdvice early_advice_;  // stream mode: the advice given before the load-time reads
   std::unique_ptr<ThreadPool> own_pool_;
   std::unique_ptr<experts::ExpertStore> experts_;  // before the window and MTP that use it
   std::unique_ptr<Window> window_;
