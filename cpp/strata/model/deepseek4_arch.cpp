@@ -207,11 +207,7 @@ void bind_deepseek4_mtp(Model& m, std::unique_ptr<ModelSource> src) {
     w.head_hc.scale = b.f32("output_hc_scale.weight", {1});
   }
   // The head covers the whole vocabulary: vocab_ids = 0 .. V-1.
-  AlignedBuffer<uint8_t> ids(static_cast<std::size_t>(V) * sizeof(int32_t));
-  int32_t* iota = reinterpret_cast<int32_t*>(ids.data());
-  for (int64_t i = 0; i < V; ++i) iota[i] = static_cast<int32_t>(i);
-  w.vocab_ids = iota;
-  m.owned_weights.push_back(std::move(ids));
+  w.vocab_ids = m.owned_identity_ids(V);
   hp.mtp_vocab = static_cast<uint32_t>(V);
   m.mtp = w;
   m.ds4_mtp = dw;

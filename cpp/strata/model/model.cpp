@@ -6,6 +6,14 @@
 
 namespace strata::model {
 
+const int32_t* Model::owned_identity_ids(int64_t V) {
+  AlignedBuffer<uint8_t> buf(static_cast<std::size_t>(V) * sizeof(int32_t));
+  int32_t* ids = reinterpret_cast<int32_t*>(buf.data());
+  for (int64_t i = 0; i < V; ++i) ids[i] = static_cast<int32_t>(i);
+  owned_weights.push_back(std::move(buf));
+  return ids;
+}
+
 std::unique_ptr<Model> Model::from_source(std::unique_ptr<ModelSource> src) {
   if (!src) throw_error(ErrorKind::Value, "Model::from_source: null source");
   std::unique_ptr<Model> m(new Model());

@@ -53,6 +53,8 @@ class Model {
   // Weight bytes made at load rather than mapped (drafter requant, model/drafter_requant.h); views
   // above may point into them. Filled before any Window/Mtp is built, never afterwards.
   std::vector<AlignedBuffer<uint8_t>> owned_weights;
+  // The ids 0 .. V-1 in an owned buffer: the vocab_ids of an MTP head over the whole vocabulary.
+  const int32_t* owned_identity_ids(int64_t V);
 
  private:
   Model() = default;
