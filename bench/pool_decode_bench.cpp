@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
         c.busy.push_back((u1.cpu_s - u0.cpu_s) / wall);
       }
     std::printf("model %s; ISA path %s; prompt %d, %d decode tokens, median of %d interleaved reps\n", path.c_str(),
-                cpu::isa_name(cpu::active_isa()), prompt, tokens, reps);
+                cpu::active_path_name(), prompt, tokens, reps);
     std::printf("%7s %7s %12s %11s %14s %12s %16s %10s\n", "threads", "spin_us", "prefill t/s", "decode t/s",
                 "dispatch/tok", "sleeps/tok", "ctx switch/tok", "busy CPUs");
     for (auto& c : configs)

@@ -13,3 +13,8 @@ target_compile_options(pool_decode_bench PRIVATE ${STRATA_WARNINGS})
 add_executable(repack_k_bench ${CMAKE_CURRENT_LIST_DIR}/repack_k_bench.cpp)
 target_link_libraries(repack_k_bench PRIVATE strata_core)
 target_compile_options(repack_k_bench PRIVATE ${STRATA_WARNINGS})
+# amx_bench: AMX tile kernels vs the AVX-512 multi-activation kernels of Q8_0_R16 / Q4_0_R16 over an
+# expert-sized matrix (docs/benchmarks.md, "AMX").
+add_executable(amx_bench ${CMAKE_CURRENT_LIST_DIR}/amx_bench.cpp)
+target_link_libraries(amx_bench PRIVATE strata_core)
+target_compile_options(amx_bench PRIVATE ${STRATA_WARNINGS})

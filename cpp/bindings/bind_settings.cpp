@@ -45,7 +45,7 @@ py::dict settings_dict(const config::Settings& s) {
   experts["direct_io"] = experts::direct_io_name(s.experts.direct_io);
   experts["io_threads"] = s.experts.io_threads;
   py::dict cpu;
-  cpu["isa"] = s.cpu.isa ? cpu::isa_name(*s.cpu.isa) : "auto";
+  cpu["isa"] = s.cpu.amx ? cpu::kAmxPathName : s.cpu.isa ? cpu::isa_name(*s.cpu.isa) : "auto";
   cpu["repack"] = cpu::repack_mode_name(s.cpu.repack);
   py::dict out;
   out["metal"] = metal;

@@ -49,22 +49,36 @@ PYBIND11_MODULE(_strata, m) {
 
   m.def("build_features", &strata::cpu::build_features, "ISA features compiled into this build");
   m.def(
-      "active_isa", [] { return std::string(strata::cpu::isa_name(strata::cpu::active_isa())); },
-      "The ISA the kernels dispatch to now");
+      "active_isa", [] { return std::string(strata::cpu::active_path_name()); },
+      "The kernel path the kernels dispatch to now (an ISA name, or avx512+amx)");
   m.def("supported_isas", [] {
     std::vector<std::string> out;
-    for (auto isa : strata::cpu::compiled_isas())
-      if (strata::cpu::isa_supported(isa)) out.emplace_back(strata::cpu::isa_name(isa));
+    for (auto isa : strata::cpu::compiled_isas()) {
+      if (!strata::cpu::isa_supported(isa)) continue;
+      out.emplace_back(strata::cpu::isa_name(isa));
+      if (isa == strata::cpu::Isa::Avx512 && strata::cpu::amx_status().usable)
+        out.emplace_back(strata::cpu::kAmxPathName);
+    }
     return out;
   });
   m.def(
+      "amx_status", [] { return strata::cpu::amx_status().detail; },
+      "Whether AMX tiles are usable here, or the first check that said no (CPUID, XCR0, arch_prctl, probe)");
+  m.def(
       "force_isa",
       [](const std::string& name) {
+        if (name == strata::cpu::kAmxPathName) {
+          strata::cpu::force_amx(true);
+          return strata::cpu::force_isa(strata::cpu::Isa::Avx512);
+        }
         for (auto isa : strata::cpu::compiled_isas())
-          if (name == strata::cpu::isa_name(isa)) return strata::cpu::force_isa(isa);
+          if (name == strata::cpu::isa_name(isa)) {
+            strata::cpu::force_isa(isa);
+            return strata::cpu::force_amx(false);  // a named ISA path is that path without AMX
+          }
         strata::throw_error(strata::ErrorKind::Value, "unknown ISA: " + name);
       },
-      py::arg("name"), "Force kernels onto one ISA path (tests, benchmarks)");
+      py::arg("name"), "Force kernels onto one path (tests, benchmarks): an ISA name or avx512+amx");
   m.def("set_threads", &strata::ThreadPool::set_default_threads, py::arg("n"),
         "Threads of the default pool (0 = all cores)");
   m.def("threads", [] { return strata::ThreadPool::global().size(); });

@@ -34,6 +34,7 @@ def build_info() -> dict[str, object]:
         "features": list(_strata.build_features()),
         "supported_isas": list(_strata.supported_isas()),
         "active_isa": _strata.active_isa(),
+        "amx": _strata.amx_status(),
         "threads": _strata.threads(),
     }
 

@@ -309,6 +309,16 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
   if (const auto* v = find(env, kIsa)) {
     const std::string l = lower(*v);
     bool known = l == "auto";
+    if (l == cpu::kAmxPathName) {
+      known = true;
+      if (cpu::amx_status().usable) {
+        c.isa = cpu::Isa::Avx512;
+        c.amx = true;
+      } else {
+        diagnostics.push_back(std::string("STRATA_ISA: avx512+amx is not available here (AMX: ") +
+                              cpu::amx_status().detail + "); using " + cpu::isa_name(cpu::best_isa()));
+      }
+    }
     for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Neon}) {
       if (l != cpu::isa_name(isa)) continue;
       known = true;
@@ -325,7 +335,8 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
         diagnostics.push_back(std::move(msg));
       }
     }
-    if (!known) diagnostics.push_back("STRATA_ISA: " + quoted(*v) + " is not auto, avx512, avx2, neon or scalar");
+    if (!known)
+      diagnostics.push_back("STRATA_ISA: " + quoted(*v) + " is not auto, avx512+amx, avx512, avx2, neon or scalar");
   }
   if (const auto* v = find(env, kRepack)) {
     const std::string l = lower(*v);

@@ -1,7 +1,8 @@
 #pragma once
 // The CPU settings (docs/settings.md), validated by the one settings parser (config/settings.h,
 // group "cpu"):
-//   STRATA_ISA     auto | avx512 | avx2 | neon | scalar   (default auto: the best this CPU runs)
+//   STRATA_ISA     auto | avx512+amx | avx512 | avx2 | neon | scalar   (default auto: the best this
+//                  CPU runs, AMX included where usable; avx512 is the AVX-512 path without AMX)
 //   STRATA_REPACK  auto | on | off                        (default auto; cpu/repack.h)
 // The two form one group: a malformed value (or an ISA this machine cannot run) is one diagnostic
 // naming the variable, and both settings then stay at their defaults (auto).
@@ -15,6 +16,7 @@ enum class RepackMode { Auto, On, Off };
 
 struct CpuSettings {
   std::optional<Isa> isa;  // nullopt = auto
+  bool amx = false;        // STRATA_ISA=avx512+amx (isa is then Avx512)
   RepackMode repack = RepackMode::Auto;
 };
 

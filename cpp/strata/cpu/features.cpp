@@ -1,6 +1,7 @@
 #include "strata/cpu/features.h"
 
 #include <atomic>
+#include <mutex>
 
 #include "strata/cpu/cpu_settings.h"
 #include "strata/util/error.h"
@@ -8,6 +9,22 @@
 #if defined(STRATA_HAVE_AVX2_TU) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #define STRATA_X86_CPUID 1
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#define STRATA_SIGILL_GUARD 1
+#endif
+#if defined(STRATA_X86_CPUID) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#endif
+#if defined(STRATA_HAVE_AMX_TU)
+#include "strata/cpu/amx/dot_amx.h"
 #endif
 
 namespace strata::cpu {
@@ -25,6 +42,7 @@ uint64_t xcr0() {
 struct X86Features {
   bool avx2 = false;
   bool avx512 = false;
+  bool amx_int8 = false;  // CPUID only: AMX-TILE + AMX-INT8 (detect_amx checks the rest)
 };
 
 // Read once: CPUID is slow (a VM exit under virtualisation) and isa_supported runs on every
@@ -46,13 +64,138 @@ const X86Features& x86_features() {
     const bool avx512f = (b & (1u << 16)) != 0, dq = (b & (1u << 17)) != 0, bw = (b & (1u << 30)) != 0,
                vl = (b & (1u << 31)) != 0, vnni = (c & (1u << 11)) != 0;
     r.avx512 = r.avx2 && zmm_state && avx512f && dq && bw && vl && vnni;
+    r.amx_int8 = (d & (1u << 24)) != 0 && (d & (1u << 25)) != 0;
     return r;
   }();
   return f;
 }
 #endif
 
+#if defined(STRATA_X86_CPUID)
+// Linux keeps the 8 KiB tile data out of a process's state until the process asks for it; a tile
+// instruction before that raises SIGILL. The permission is per process (every thread has it after).
+bool request_tile_permission(std::string& why) {
+#if defined(__linux__)
+  constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    why = std::string("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) refused: ") + std::strerror(errno);
+    return false;
+  }
+  unsigned long granted = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &granted) != 0 || (granted & (1ul << kXfeatureXtiledata)) == 0) {
+    why = "arch_prctl(ARCH_GET_XCOMP_PERM): tile data not granted";
+    return false;
+  }
+  return true;
+#else
+  why = "tile permission is only requested on Linux";
+  return false;
+#endif
+}
+#endif
+
+#if defined(STRATA_SIGILL_GUARD)
+// The guarded call in flight (one at a time: g_guard_mutex), and the SIGILL action it replaced.
+std::mutex g_guard_mutex;
+sigjmp_buf g_guard_jump;
+std::atomic<bool> g_guard_armed{false};
+pthread_t g_guard_thread;
+struct sigaction g_guard_previous;
+
+extern "C" void on_guarded_sigill(int /*sig*/, siginfo_t* /*info*/, void* /*ctx*/) {
+  if (g_guard_armed.load() && pthread_equal(pthread_self(), g_guard_thread)) siglongjmp(g_guard_jump, 1);
+  // Another thread's SIGILL: give it back to the previous action; the instruction faults again there.
+  sigaction(SIGILL, &g_guard_previous, nullptr);
+}
+#endif
+
+AmxStatus& amx_status_slot() {
+#if defined(STRATA_HAVE_AMX_TU)
+  static AmxStatus s = detect_amx(&amx::probe_tiles);
+#else
+  static AmxStatus s = detect_amx(nullptr);
+#endif
+  return s;
+}
+
+std::atomic<int> g_amx_forced{-1};
+
 }  // namespace
+
+bool run_sigill_guarded(AmxProbeFn probe, std::string& why) {
+#if defined(STRATA_SIGILL_GUARD)
+  const std::lock_guard<std::mutex> lock(g_guard_mutex);
+  struct sigaction sa{};
+  sa.sa_sigaction = on_guarded_sigill;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGILL, &sa, &g_guard_previous) != 0) {
+    why = "could not install a SIGILL handler";
+    return false;
+  }
+  volatile bool ok = false, trapped = false;
+  g_guard_thread = pthread_self();
+  if (sigsetjmp(g_guard_jump, 1) == 0) {
+    g_guard_armed.store(true);
+    ok = probe();
+  } else {
+    trapped = true;
+  }
+  g_guard_armed.store(false);
+  sigaction(SIGILL, &g_guard_previous, nullptr);
+  if (trapped)
+    why = "raised SIGILL";
+  else if (!ok)
+    why = "computed a wrong result";
+  return ok && !trapped;
+#else
+  (void)probe;
+  why = "no SIGILL guard on this platform";
+  return false;
+#endif
+}
+
+AmxStatus detect_amx(AmxProbeFn probe) {
+#if defined(STRATA_X86_CPUID) && defined(STRATA_HAVE_AMX_TU)
+  if (!x86_features().avx512) return {false, "the AVX-512 path it extends does not run here"};
+  if (!x86_features().amx_int8) return {false, "CPUID: no AMX-TILE / AMX-INT8"};
+  constexpr uint64_t kTileState = (uint64_t{1} << 17) | (uint64_t{1} << 18);  // XTILECFG, XTILEDATA
+  if ((xcr0() & kTileState) != kTileState) return {false, "XCR0: the OS has not enabled the tile state"};
+  std::string why;
+  if (!request_tile_permission(why)) return {false, why};
+  if (probe == nullptr) return {false, "no probe"};
+  if (!run_sigill_guarded(probe, why)) return {false, "the tile probe " + why};
+  return {true, "usable"};
+#else
+  (void)probe;
+  return {false, "not in this build (x86-64 with a compiler that has AMX intrinsics)"};
+#endif
+}
+
+const AmxStatus& amx_status() { return amx_status_slot(); }
+
+void set_amx_status_for_testing(const AmxStatus& s) { amx_status_slot() = s; }
+
+bool amx_enabled() {
+  if (!amx_status().usable) return false;
+  const int f = g_amx_forced.load(std::memory_order_relaxed);
+  if (f >= 0) return f != 0;
+  static const bool initial = [] {
+    const CpuSettings& s = process_cpu_settings();
+    return !s.isa || s.amx;  // auto, or STRATA_ISA=avx512+amx
+  }();
+  return initial;
+}
+
+void force_amx(bool on) {
+  if (on && !amx_status().usable) throw_error(ErrorKind::Value, "AMX not available here: " + amx_status().detail);
+  g_amx_forced.store(on ? 1 : 0);
+}
+
+const char* active_path_name() {
+  const Isa isa = active_isa();
+  return isa == Isa::Avx512 && amx_enabled() ? kAmxPathName : isa_name(isa);
+}
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -132,6 +275,9 @@ std::vector<std::string> build_features() {
 #endif
 #if defined(STRATA_HAVE_AVX512_TU)
   v.insert(v.end(), {"avx512", "avx512vnni"});
+#endif
+#if defined(STRATA_HAVE_AMX_TU)
+  v.push_back("amx-int8");
 #endif
 #if defined(STRATA_HAVE_NEON_TU)
   v.push_back("neon");

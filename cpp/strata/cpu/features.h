@@ -6,6 +6,14 @@
 // x86-64: Avx2 = AVX2 + FMA + F16C; Avx512 = that plus AVX-512 F/BW/VL/DQ and VNNI, with the OS
 // saving the opmask and ZMM state (XCR0 read by XGETBV), since CPUID alone says what the core has,
 // not what the kernel lets a process use.
+//
+// AMX (Advanced Matrix Extensions: eight tile registers of up to 16 rows x 64 bytes, TDPBSUD
+// multiplying int8 tiles into int32 ones) is an extension of the Avx512 path, not an ISA of its
+// own: where it is usable, the multi-activation kernels of the repacked Q8_0 / Q4_0 weights run on
+// tiles (cpu/amx/), everything else stays AVX-512. CPUID is not enough to use it: the OS must
+// enable the tile state (XCR0 bits 17-18), Linux must grant this process the tile data
+// (arch_prctl(ARCH_REQ_XCOMP_PERM)), and a one-time probe must run a small tile product, under a
+// SIGILL guard, and get the right answer (some VMs advertise AMX and fault on it).
 #include <string>
 #include <vector>
 
@@ -24,5 +32,29 @@ void force_isa(Isa isa);                    // throws strata::Error (Value) when
 std::vector<std::string> build_features();  // e.g. {"scalar", "avx2", "fma", "f16c", "avx512"}
 // True when kernels of `isa` may run AVX2 code too (Avx512 is a superset of Avx2).
 inline bool isa_has_avx2(Isa isa) { return isa == Isa::Avx2 || isa == Isa::Avx512; }
+
+struct AmxStatus {
+  bool usable = false;
+  std::string detail;  // "usable", or why not (the first check that failed)
+};
+// The detection, run once per process (the first call).
+const AmxStatus& amx_status();
+// AMX kernels are on: usable, and not turned off (STRATA_ISA naming a path other than auto or
+// avx512+amx, force_amx(false)). dot_kernel(type, Isa::Avx512) then returns the AMX kernels.
+bool amx_enabled();
+void force_amx(bool on);  // throws strata::Error (Value) naming amx_status().detail when on and not usable
+// The kernel path in words: isa_name(active_isa()), or "avx512+amx" while AMX is on.
+const char* active_path_name();
+inline constexpr const char* kAmxPathName = "avx512+amx";
+
+// The detection itself, with `probe` as the tile computation (tests pass a failing one); it runs
+// only when CPUID, XCR0 and arch_prctl allow AMX. A probe returns true when its result is right.
+using AmxProbeFn = bool (*)();
+AmxStatus detect_amx(AmxProbeFn probe);
+// Runs probe() with a SIGILL handler installed for the call only (the previous one restored after):
+// false, with `why` saying so, when it faulted or returned false.
+bool run_sigill_guarded(AmxProbeFn probe, std::string& why);
+// Tests only: replace the detected status (not synchronised with running kernels).
+void set_amx_status_for_testing(const AmxStatus& s);
 
 }  // namespace strata::cpu

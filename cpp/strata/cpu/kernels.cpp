@@ -63,6 +63,11 @@ const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
       // A type without a 512-bit kernel of its own runs the AVX2 one (AVX-512 CPUs run AVX2).
       if (k == nullptr) k = avx2::kernel(type);
 #endif
+#if defined(STRATA_HAVE_AMX_TU)
+      // AMX extends the AVX-512 path where it is usable and not turned off (cpu/features.h).
+      if (amx_enabled())
+        if (const DotKernel* t = amx::kernel(type)) k = t;
+#endif
       break;
     case Isa::Neon:
 #if defined(STRATA_HAVE_NEON_TU)

@@ -70,5 +70,8 @@ const DotKernel* kernel(quant::GGMLType type);
 namespace neon {
 const DotKernel* kernel(quant::GGMLType type);
 }
+namespace amx {  // Q4_0_R16 / Q8_0_R16 on AMX tiles (cpu/amx/), only while amx_enabled()
+const DotKernel* kernel(quant::GGMLType type);
+}
 
 }  // namespace strata::cpu

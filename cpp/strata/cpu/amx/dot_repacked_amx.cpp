@@ -1,0 +1,240 @@
+// AMX-INT8 kernels of the repacked Q8_0 and Q4_0 types for several activations (prefill and
+// verification windows). The layout (cpu/repack/layout.h) already is AMX's B-tile layout: per
+// 32-column block, 8 steps of 64 bytes whose 4-byte lane r holds row r's 4 columns of the step, so
+// a block of a 16-row group is one 8 x 64 B tile (Q8_0: loaded from the weights as is; Q4_0: its
+// nibbles unpacked to a 512-byte buffer first). The A tile is up to 16 activations' 32 bytes of the
+// block (loaded from the activations where they are equally spaced, else from a packed copy), and
+// one TDPBSUD (signed activations x unsigned weights) gives the 16 x 16 int32 block sums.
+//
+// Every block has its own scales, so a tile holds one block: the int32 tile is stored and each
+// activation's row gets sum += float(isum − bias·Σy) · (dx·dy), the multiply and the add rounded
+// separately (-ffp-contract=off) in block order: the scalar kernel's arithmetic, so results are
+// bitwise the scalar (and AVX-512) path's. Two blocks are in flight at a time (tiles 0-5).
+//
+// Tile state: every call loads its tile configuration (a thread may have had another user of AMX
+// since its last call) and releases the tiles at the end, so the pool's workers need no setup.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "strata/cpu/amx/dot_amx.h"
+#include "strata/cpu/avx512/simd_avx512.h"
+#include "strata/cpu/repack/layout.h"
+#include "strata/quant/blocks.h"
+
+namespace strata::cpu::amx {
+namespace {
+
+using avx512::loadu256;
+using avx512::loadu512;
+using quant::BlockQ8_0;
+
+static_assert(repack::kRows == 16, "a B tile is 16 rows (columns of the tile) wide");
+constexpr int kMaxM = 16;               // activations per A tile
+constexpr int kBlockQs = quant::kQK32;  // A-tile bytes per activation and block
+// Tile registers, two blocks in flight: A 0 / 1, B 2 / 3, C 4 / 5. GCC's tile intrinsics paste the
+// register number into the instruction text, so the calls below spell them as literals.
+constexpr int kA0 = 0, kA1 = 1, kB0 = 2, kB1 = 3, kC0 = 4, kC1 = 5;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+void configure_tiles(int m) {
+  TileConfig c;
+  for (int t : {kA0, kA1}) {
+    c.rows[t] = static_cast<uint8_t>(m);
+    c.colsb[t] = kBlockQs;
+  }
+  for (int t : {kB0, kB1}) {
+    c.rows[t] = kBlockQs / 4;
+    c.colsb[t] = 64;
+  }
+  for (int t : {kC0, kC1}) {
+    c.rows[t] = static_cast<uint8_t>(m);
+    c.colsb[t] = 64;
+  }
+  _tile_loadconfig(&c);
+}
+
+struct Q8Ops {
+  using L = repack::Q8Layout;
+  static constexpr int kBias = 128;  // the stored byte is the quant + 128
+  static const uint8_t* b_tile(const uint8_t* qs, uint8_t* /*buf*/) { return qs; }
+};
+
+// Q4_0_R16: chunk c's low nibbles are step c, its high nibbles step c + 4 (columns 16 + 4c ..).
+struct Q4Ops {
+  using L = repack::Q4Layout;
+  static constexpr int kBias = 8;  // the nibble is the quant + 8
+  static const uint8_t* b_tile(const uint8_t* qs, uint8_t* buf) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i w = loadu512(qs + 64 * c);
+      _mm512_store_si512(buf + 64 * c, _mm512_and_si512(w, m4));
+      _mm512_store_si512(buf + 64 * (c + 4), _mm512_and_si512(_mm512_srli_epi16(w, 4), m4));
+    }
+    return buf;
+  }
+};
+
+// Up to 16 activations prepared once for every row group of a call: where each block's A tile is,
+// and per (block, activation) the bias correction −kBias·Σy and the scale dy.
+struct Chunk {
+  const uint8_t* a = nullptr;  // block b's A tile at a + b · a_block, rows a_stride apart
+  std::size_t a_block = 0, a_stride = 0;
+  const int32_t* bias = nullptr;  // [b · 16 + i]
+  const float* dy = nullptr;      // [b · 16 + i]
+};
+
+// Per thread, grown to the largest call seen (no allocation once warm).
+struct Scratch {
+  std::vector<uint8_t> packed;
+  std::vector<int32_t> bias;
+  std::vector<float> dy;
+};
+
+int block_sum(const BlockQ8_0& y) {
+  // Σ of the 32 int8 as Σ(y + 128) − 32 · 128 (vpsadbw sums unsigned bytes).
+  const __m256i u = _mm256_xor_si256(loadu256(y.qs), _mm256_set1_epi8(static_cast<char>(0x80)));
+  const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+  const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  return static_cast<int>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)))) - 32 * 128;
+}
+
+template <int Bias>
+Chunk prepare(int64_t nb, const BlockQ8_0* const* y, int m, Scratch& s) {
+  const std::size_t cells = static_cast<std::size_t>(nb) * kMaxM;
+  if (s.bias.size() < cells) {
+    s.bias.resize(cells);
+    s.dy.resize(cells);
+  }
+  Chunk ch;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int i = 0; i < m; ++i) {
+      s.bias[b * kMaxM + i] = -Bias * block_sum(y[i][b]);
+      s.dy[b * kMaxM + i] = avx512::fp16(y[i][b].d);
+    }
+  ch.bias = s.bias.data();
+  ch.dy = s.dy.data();
+  // Equally spaced activations (a plain batch): the tiles load straight from them.
+  const auto* base = reinterpret_cast<const uint8_t*>(y[0]);
+  const std::ptrdiff_t step = m > 1 ? reinterpret_cast<const uint8_t*>(y[1]) - base : 0;
+  bool even = m == 1 || step > 0;
+  for (int i = 2; even && i < m; ++i) even = reinterpret_cast<const uint8_t*>(y[i]) - base == step * i;
+  if (even) {
+    ch.a = base + offsetof(BlockQ8_0, qs);
+    ch.a_block = sizeof(BlockQ8_0);
+    ch.a_stride = m > 1 ? static_cast<std::size_t>(step) : sizeof(BlockQ8_0);
+    return ch;
+  }
+  const std::size_t bytes = cells * kBlockQs;
+  if (s.packed.size() < bytes) s.packed.resize(bytes);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int i = 0; i < m; ++i)
+      std::memcpy(s.packed.data() + (static_cast<std::size_t>(b) * m + i) * kBlockQs, y[i][b].qs, kBlockQs);
+  ch.a = s.packed.data();
+  ch.a_block = static_cast<std::size_t>(m) * kBlockQs;
+  ch.a_stride = kBlockQs;
+  return ch;
+}
+
+// acc[i] += float(c[i] + bias[i]) · (dw · dy[i]) for the M activations of one block.
+template <int M>
+inline void scale_block(__m512* acc, const int32_t* c, __m512 dw, const int32_t* bias, const float* dy) {
+  for (int i = 0; i < M; ++i) {
+    const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c + 16 * i), _mm512_set1_epi32(bias[i]));
+    const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dy[i]));
+    acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+  }
+}
+
+// One 16-row group against the chunk's M activations: outs[i][r0 .. r0 + n_valid).
+template <typename Ops, int M>
+void group_tiles(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* outs, int64_t r0, int n_valid) {
+  using L = typename Ops::L;
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  alignas(64) int32_t c0[kMaxM * 16], c1[kMaxM * 16];
+  alignas(64) uint8_t bq0[8 * 64], bq1[8 * 64];  // Q4_0's unpacked nibbles
+  const auto stride = static_cast<long>(ch.a_stride);
+  auto dw = [&](int64_t b) { return _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))); };
+  auto cell = [](int64_t b) { return static_cast<std::size_t>(b) * kMaxM; };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    _tile_loadd(0, ch.a + b * ch.a_block, stride);
+    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
+    _tile_loadd(1, ch.a + (b + 1) * ch.a_block, stride);
+    _tile_loadd(3, Ops::b_tile(grp + L::qs_off(b + 1, nb), bq1), 64);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_dpbsud(4, 0, 2);
+    _tile_dpbsud(5, 1, 3);
+    _tile_stored(4, c0, 64);
+    _tile_stored(5, c1, 64);
+    scale_block<M>(acc, c0, dw(b), ch.bias + cell(b), ch.dy + cell(b));
+    scale_block<M>(acc, c1, dw(b + 1), ch.bias + cell(b + 1), ch.dy + cell(b + 1));
+  }
+  if (b < nb) {
+    _tile_loadd(0, ch.a + b * ch.a_block, stride);
+    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
+    _tile_zero(4);
+    _tile_dpbsud(4, 0, 2);
+    _tile_stored(4, c0, 64);
+    scale_block<M>(acc, c0, dw(b), ch.bias + cell(b), ch.dy + cell(b));
+  }
+  for (int i = 0; i < M; ++i) avx512::store_rows(outs[i] + r0, acc[i], n_valid);
+}
+
+template <typename Ops, int M>
+void chunk_rows(int64_t nb, const uint8_t* w, std::size_t stride, int64_t nrows, const Chunk& ch, float* const* outs) {
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group_tiles<Ops, M>(nb, w + static_cast<std::size_t>(r) * stride, ch, outs, r,
+                        static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+}
+
+template <typename Ops>
+using ChunkFn = void (*)(int64_t, const uint8_t*, std::size_t, int64_t, const Chunk&, float* const*);
+
+template <typename Ops, int... Ms>
+constexpr ChunkFn<Ops> chunk_fn(int m, std::integer_sequence<int, Ms...>) {
+  constexpr ChunkFn<Ops> fns[] = {&chunk_rows<Ops, Ms + 1>...};
+  return fns[m - 1];
+}
+
+template <typename Ops>
+void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                      float* const* outs) {
+  thread_local Scratch scratch;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
+  const int64_t nb = n / quant::kQK32;
+  int configured = 0;
+  for (int a = 0; a < nact; a += kMaxM) {
+    const int m = std::min(kMaxM, nact - a);
+    const Chunk ch = prepare<Ops::kBias>(nb, y + a, m, scratch);
+    if (m != configured) configure_tiles(configured = m);
+    chunk_fn<Ops>(m, std::make_integer_sequence<int, kMaxM>{})(nb, p, stride, nrows, ch, outs + a);
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+void dot_rows_multi_q8_0_r16_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                                   int nact, float* const* outs) {
+  rows_multi_tiles<Q8Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q4_0_r16_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                                   int nact, float* const* outs) {
+  rows_multi_tiles<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+
+}  // namespace strata::cpu::amx
