@@ -8,7 +8,7 @@ import numpy.typing
 import typing
 from . import quant
 from . import decode
-__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'build_features', 'decode', 'force_isa', 'inspect_model', 'metal_device_available', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
+__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'amx_status', 'build_features', 'decode', 'force_isa', 'inspect_model', 'metal_device_available', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
 class StrataError(Exception):
     pass
 class FormatError(StrataError):
@@ -217,7 +217,11 @@ class Engine:
         ...
 def active_isa() -> str:
     """
-    The ISA the kernels dispatch to now
+    The kernel path the kernels dispatch to now (an ISA name, or avx512+amx)
+    """
+def amx_status() -> str:
+    """
+    Whether AMX tiles are usable here, or the first check that said no (CPUID, XCR0, arch_prctl, probe)
     """
 def build_features() -> list[str]:
     """
@@ -225,7 +229,7 @@ def build_features() -> list[str]:
     """
 def force_isa(name: str) -> None:
     """
-    Force kernels onto one ISA path (tests, benchmarks)
+    Force kernels onto one path (tests, benchmarks): an ISA name or avx512+amx
     """
 def inspect_model(path: str, mtp_model: str = '') -> dict:
     """
