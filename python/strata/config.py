@@ -198,8 +198,8 @@ class Config:
         metal_mtp_tile: the drafter's wide-class GEMV tile ``"L,R,S,K"`` on the Metal backends; ``""`` =
             the default tiles (docs/metal.md).
         isa: CPU kernel path: ``"auto"`` (the best this CPU runs), or ``"avx512+amx"``,
-            ``"avx512"`` (without AMX), ``"avx2"``, ``"neon"``, ``"scalar"`` to force one (process-wide, applied when a model is loaded; a
-            path this CPU cannot run is a ConfigError).
+            ``"avx512"`` (without AMX), ``"avx2"``, ``"neon"``, ``"scalar"`` to force one (process-wide,
+            applied when a model is loaded; a path this CPU cannot run is a ConfigError).
         repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K weight rows at
             load for the kernels (docs/quantization.md).
     """
