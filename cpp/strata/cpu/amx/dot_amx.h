@@ -14,7 +14,7 @@ bool probe_tiles();
 
 // From this many activations on, the multi-activation kernels of cpu::amx::kernel() run on tiles;
 // below it they call the AVX-512 kernels (measured: bench/amx_bench.cpp, docs/benchmarks.md).
-inline constexpr int kMinTileActs = 4;
+inline constexpr int kMinTileActs = 8;
 
 // The tile kernels themselves, for every nact >= 1 (tests and bench/amx_bench.cpp call them
 // directly; cpu::dot_kernel hands out the thresholded ones). Same contract as cpu::DotRowsMultiFn.
