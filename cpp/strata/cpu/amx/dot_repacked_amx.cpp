@@ -38,7 +38,8 @@ constexpr int kMaxM = 16;               // activations per A tile
 constexpr int kBlockQs = quant::kQK32;  // A-tile bytes per activation and block
 // Tile registers, two blocks in flight: A 0 / 1, B 2 / 3, C 4 / 5. GCC's tile intrinsics paste the
 // register number into the instruction text, so the calls below spell them as literals.
-constexpr int kA0 = 0, kA1 = 1, kB0 = 2, kB1 = 3, kC0 = 4, kC1 = 5;
+// Tile 6 holds a constant B tile of −bias bytes (the bias-on-tile variant).
+constexpr int kA0 = 0, kA1 = 1, kB0 = 2, kB1 = 3, kC0 = 4, kC1 = 5, kBias = 6;
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
@@ -53,7 +54,7 @@ void configure_tiles(int m) {
     c.rows[t] = static_cast<uint8_t>(m);
     c.colsb[t] = kBlockQs;
   }
-  for (int t : {kB0, kB1}) {
+  for (int t : {kB0, kB1, kBias}) {
     c.rows[t] = kBlockQs / 4;
     c.colsb[t] = 64;
   }
@@ -109,7 +110,7 @@ int block_sum(const BlockQ8_0& y) {
   return static_cast<int>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)))) - 32 * 128;
 }
 
-template <int Bias>
+template <int Bias, bool TileBias>
 Chunk prepare(int64_t nb, const BlockQ8_0* const* y, int m, Scratch& s) {
   const std::size_t cells = static_cast<std::size_t>(nb) * kMaxM;
   if (s.bias.size() < cells) {
@@ -119,7 +120,7 @@ Chunk prepare(int64_t nb, const BlockQ8_0* const* y, int m, Scratch& s) {
   Chunk ch;
   for (int64_t b = 0; b < nb; ++b)
     for (int i = 0; i < m; ++i) {
-      s.bias[b * kMaxM + i] = -Bias * block_sum(y[i][b]);
+      if (!TileBias) s.bias[b * kMaxM + i] = -Bias * block_sum(y[i][b]);
       s.dy[b * kMaxM + i] = avx512::fp16(y[i][b].d);
     }
   ch.bias = s.bias.data();
@@ -153,6 +154,15 @@ inline void scale_block(__m512* acc, const int32_t* c, __m512 dw, const int32_t*
     const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c + 16 * i), _mm512_set1_epi32(bias[i]));
     const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dy[i]));
     acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+  }
+}
+
+// The same where the tile already holds isum − bias·Σy (the bias-on-tile variant).
+template <int M>
+inline void scale_block_exact(__m512* acc, const int32_t* c, __m512 dw, const float* dy) {
+  for (int i = 0; i < M; ++i) {
+    const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dy[i]));
+    acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i)), s));
   }
 }
 
@@ -193,23 +203,91 @@ void group_tiles(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* 
   for (int i = 0; i < M; ++i) avx512::store_rows(outs[i] + r0, acc[i], n_valid);
 }
 
+// The bias-on-tile variant of group_tiles: a second tile product, TDPBSSD of the activations by the
+// constant tile of −bias bytes (tile 6), adds −bias·Σy to every sum, so no per-call block sums and
+// no bias in the scaling; and each pair's scaling runs one pair later, while the tiles of the next
+// pair compute (its stored sums are not read back the moment they are written).
 template <typename Ops, int M>
+void group_tiles_tb(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* outs, int64_t r0, int n_valid) {
+  using L = typename Ops::L;
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  alignas(64) int32_t c[2][2][kMaxM * 16];       // [pair parity][block of the pair]
+  alignas(64) uint8_t bq0[8 * 64], bq1[8 * 64];  // Q4_0's unpacked nibbles
+  const auto stride = static_cast<long>(ch.a_stride);
+  auto scale = [&](int64_t b, const int32_t* cb) {
+    scale_block_exact<M>(acc, cb, _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))),
+                         ch.dy + static_cast<std::size_t>(b) * kMaxM);
+  };
+  int64_t b = 0;
+  int p = 0;
+  for (; b + 2 <= nb; b += 2, p ^= 1) {
+    _tile_loadd(0, ch.a + b * ch.a_block, stride);
+    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
+    _tile_loadd(1, ch.a + (b + 1) * ch.a_block, stride);
+    _tile_loadd(3, Ops::b_tile(grp + L::qs_off(b + 1, nb), bq1), 64);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_dpbsud(4, 0, 2);
+    _tile_dpbsud(5, 1, 3);
+    _tile_dpbssd(4, 0, 6);
+    _tile_dpbssd(5, 1, 6);
+    _tile_stored(4, c[p][0], 64);
+    _tile_stored(5, c[p][1], 64);
+    if (b >= 2) {
+      scale(b - 2, c[p ^ 1][0]);
+      scale(b - 1, c[p ^ 1][1]);
+    }
+  }
+  if (b >= 2) {
+    scale(b - 2, c[p ^ 1][0]);
+    scale(b - 1, c[p ^ 1][1]);
+  }
+  if (b < nb) {
+    _tile_loadd(0, ch.a + b * ch.a_block, stride);
+    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
+    _tile_zero(4);
+    _tile_dpbsud(4, 0, 2);
+    _tile_dpbssd(4, 0, 6);
+    _tile_stored(4, c[p][0], 64);
+    scale(b, c[p][0]);
+  }
+  for (int i = 0; i < M; ++i) avx512::store_rows(outs[i] + r0, acc[i], n_valid);
+}
+
+template <typename Ops, int M, bool TileBias>
 void chunk_rows(int64_t nb, const uint8_t* w, std::size_t stride, int64_t nrows, const Chunk& ch, float* const* outs) {
   for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group_tiles<Ops, M>(nb, w + static_cast<std::size_t>(r) * stride, ch, outs, r,
-                        static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+    (TileBias ? group_tiles_tb<Ops, M>
+              : group_tiles<Ops, M>)(nb, w + static_cast<std::size_t>(r) * stride, ch, outs, r,
+                                     static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
 }
 
 template <typename Ops>
 using ChunkFn = void (*)(int64_t, const uint8_t*, std::size_t, int64_t, const Chunk&, float* const*);
 
-template <typename Ops, int... Ms>
+template <typename Ops, bool TileBias, int... Ms>
 constexpr ChunkFn<Ops> chunk_fn(int m, std::integer_sequence<int, Ms...>) {
-  constexpr ChunkFn<Ops> fns[] = {&chunk_rows<Ops, Ms + 1>...};
+  constexpr ChunkFn<Ops> fns[] = {&chunk_rows<Ops, Ms + 1, TileBias>...};
   return fns[m - 1];
 }
 
+// 8 x 64 bytes of −bias (int8: −128 for Q8_0, −8 for Q4_0), the constant B tile of the bias-on-tile
+// variant.
 template <typename Ops>
+const int8_t* bias_tile() {
+  struct alignas(64) Tile {
+    int8_t v[8 * 64];
+  };
+  static const Tile t = [] {
+    Tile r;
+    std::memset(r.v, -Ops::kBias, sizeof r.v);
+    return r;
+  }();
+  return t.v;
+}
+
+template <typename Ops, bool TileBias>
 void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                       float* const* outs) {
   thread_local Scratch scratch;
@@ -219,9 +297,12 @@ void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrow
   int configured = 0;
   for (int a = 0; a < nact; a += kMaxM) {
     const int m = std::min(kMaxM, nact - a);
-    const Chunk ch = prepare<Ops::kBias>(nb, y + a, m, scratch);
-    if (m != configured) configure_tiles(configured = m);
-    chunk_fn<Ops>(m, std::make_integer_sequence<int, kMaxM>{})(nb, p, stride, nrows, ch, outs + a);
+    const Chunk ch = prepare<Ops::kBias, TileBias>(nb, y + a, m, scratch);
+    if (m != configured) {
+      configure_tiles(configured = m);  // zeroes every tile
+      if (TileBias) _tile_loadd(6, bias_tile<Ops>(), 64);
+    }
+    chunk_fn<Ops, TileBias>(m, std::make_integer_sequence<int, kMaxM>{})(nb, p, stride, nrows, ch, outs + a);
   }
   _tile_release();
 }
@@ -230,11 +311,19 @@ void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrow
 
 void dot_rows_multi_q8_0_r16_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                                    int nact, float* const* outs) {
-  rows_multi_tiles<Q8Ops>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_tiles<Q8Ops, false>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q8_0_r16_tiles_tb(int64_t n, const void* w, std::size_t stride, int64_t nrows,
+                                      const void* const* acts, int nact, float* const* outs) {
+  rows_multi_tiles<Q8Ops, true>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q4_0_r16_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                                    int nact, float* const* outs) {
-  rows_multi_tiles<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_tiles<Q4Ops, false>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q4_0_r16_tiles_tb(int64_t n, const void* w, std::size_t stride, int64_t nrows,
+                                      const void* const* acts, int nact, float* const* outs) {
+  rows_multi_tiles<Q4Ops, true>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::amx
