@@ -131,10 +131,8 @@ int main(int argc, char** argv) {
   std::vector<Kern> kerns{{"avx512", cpu::avx512::kernel(quant::GGMLType::Q8_0_R16)->dot_rows_multi,
                            cpu::avx512::kernel(quant::GGMLType::Q4_0_R16)->dot_rows_multi}};
 #if defined(STRATA_HAVE_AMX_TU)
-  if (cpu::amx_status().usable) {
+  if (cpu::amx_status().usable)
     kerns.push_back({"amx", cpu::amx::dot_rows_multi_q8_0_r16_tiles, cpu::amx::dot_rows_multi_q4_0_r16_tiles});
-    kerns.push_back({"amx-tb", cpu::amx::dot_rows_multi_q8_0_r16_tiles_tb, cpu::amx::dot_rows_multi_q4_0_r16_tiles_tb});
-  }
 #endif
   const int kActs[] = {1, 2, 4, 8, 16, 32, 64, 128};
   std::mt19937 rng(5);

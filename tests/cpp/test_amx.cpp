@@ -135,9 +135,7 @@ TEST(amx_kernels_equal_the_plain_scalar_kernel_bitwise) {
     cpu::DotRowsMultiFn tiles;
   };
   const Case kCases[] = {{GGMLType::Q8_0, cpu::amx::dot_rows_multi_q8_0_r16_tiles},
-                         {GGMLType::Q4_0, cpu::amx::dot_rows_multi_q4_0_r16_tiles},
-                         {GGMLType::Q8_0, cpu::amx::dot_rows_multi_q8_0_r16_tiles_tb},
-                         {GGMLType::Q4_0, cpu::amx::dot_rows_multi_q4_0_r16_tiles_tb}};
+                         {GGMLType::Q4_0, cpu::amx::dot_rows_multi_q4_0_r16_tiles}};
   constexpr int kMaxActs = 100;
   int compared = 0;
   for (const Case& c : kCases) {

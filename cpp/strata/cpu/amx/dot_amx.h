@@ -22,11 +22,5 @@ void dot_rows_multi_q8_0_r16_tiles(int64_t n, const void* w, std::size_t stride,
                                    int nact, float* const* outs);
 void dot_rows_multi_q4_0_r16_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                                    int nact, float* const* outs);
-// Variant: −bias·Σy added by a second tile product against a constant tile instead of per-call
-// block sums, the scaling one block pair behind the tile products.
-void dot_rows_multi_q8_0_r16_tiles_tb(int64_t n, const void* w, std::size_t stride, int64_t nrows,
-                                      const void* const* acts, int nact, float* const* outs);
-void dot_rows_multi_q4_0_r16_tiles_tb(int64_t n, const void* w, std::size_t stride, int64_t nrows,
-                                      const void* const* acts, int nact, float* const* outs);
 
 }  // namespace strata::cpu::amx

@@ -3,13 +3,14 @@
 // 32-column block, 8 steps of 64 bytes whose 4-byte lane r holds row r's 4 columns of the step, so
 // a block of a 16-row group is one 8 x 64 B tile (Q8_0: loaded from the weights as is; Q4_0: its
 // nibbles unpacked to a 512-byte buffer first). The A tile is up to 16 activations' 32 bytes of the
-// block (loaded from the activations where they are equally spaced, else from a packed copy), and
-// one TDPBSUD (signed activations x unsigned weights) gives the 16 x 16 int32 block sums.
+// block (loaded from the activations where they are equally spaced, else from a packed copy). One
+// TDPBSUD (signed activations x unsigned weights, stored + bias) and one TDPBSSD against a constant
+// tile of −bias bytes give the 16 x 16 exact int32 block sums Σ y·(w + bias) − bias·Σy.
 //
 // Every block has its own scales, so a tile holds one block: the int32 tile is stored and each
-// activation's row gets sum += float(isum − bias·Σy) · (dx·dy), the multiply and the add rounded
-// separately (-ffp-contract=off) in block order: the scalar kernel's arithmetic, so results are
-// bitwise the scalar (and AVX-512) path's. Two blocks are in flight at a time (tiles 0-5).
+// activation's row gets sum += float(isum) · (dx·dy), the multiply and the add rounded separately
+// (-ffp-contract=off) in block order: the scalar kernel's arithmetic, so results are bitwise the
+// scalar (and AVX-512) path's. Two blocks are in flight at a time (tiles 0-5, the bias tile 6).
 //
 // Tile state: every call loads its tile configuration (a thread may have had another user of AMX
 // since its last call) and releases the tiles at the end, so the pool's workers need no setup.
@@ -38,7 +39,7 @@ constexpr int kMaxM = 16;               // activations per A tile
 constexpr int kBlockQs = quant::kQK32;  // A-tile bytes per activation and block
 // Tile registers, two blocks in flight: A 0 / 1, B 2 / 3, C 4 / 5. GCC's tile intrinsics paste the
 // register number into the instruction text, so the calls below spell them as literals.
-// Tile 6 holds a constant B tile of −bias bytes (the bias-on-tile variant).
+// Tile 6 holds a constant B tile of −bias bytes.
 constexpr int kA0 = 0, kA1 = 1, kB0 = 2, kB1 = 3, kC0 = 4, kC1 = 5, kBias = 6;
 
 struct alignas(64) TileConfig {
@@ -87,43 +88,27 @@ struct Q4Ops {
 };
 
 // Up to 16 activations prepared once for every row group of a call: where each block's A tile is,
-// and per (block, activation) the bias correction −kBias·Σy and the scale dy.
+// and per (block, activation) the scale dy.
 struct Chunk {
   const uint8_t* a = nullptr;  // block b's A tile at a + b · a_block, rows a_stride apart
   std::size_t a_block = 0, a_stride = 0;
-  const int32_t* bias = nullptr;  // [b · 16 + i]
-  const float* dy = nullptr;      // [b · 16 + i]
+  const float* dy = nullptr;  // [b · 16 + i]
 };
 
 // Per thread, grown to the largest call seen (no allocation once warm).
 struct Scratch {
   std::vector<uint8_t> packed;
-  std::vector<int32_t> bias;
   std::vector<float> dy;
 };
 
-int block_sum(const BlockQ8_0& y) {
-  // Σ of the 32 int8 as Σ(y + 128) − 32 · 128 (vpsadbw sums unsigned bytes).
-  const __m256i u = _mm256_xor_si256(loadu256(y.qs), _mm256_set1_epi8(static_cast<char>(0x80)));
-  const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
-  const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  return static_cast<int>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)))) - 32 * 128;
-}
-
-template <int Bias, bool TileBias>
 Chunk prepare(int64_t nb, const BlockQ8_0* const* y, int m, Scratch& s) {
   const std::size_t cells = static_cast<std::size_t>(nb) * kMaxM;
-  if (s.bias.size() < cells) {
-    s.bias.resize(cells);
-    s.dy.resize(cells);
-  }
+  if (s.dy.size() < cells) s.dy.resize(cells);
   Chunk ch;
   for (int64_t b = 0; b < nb; ++b)
     for (int i = 0; i < m; ++i) {
-      if (!TileBias) s.bias[b * kMaxM + i] = -Bias * block_sum(y[i][b]);
       s.dy[b * kMaxM + i] = avx512::fp16(y[i][b].d);
     }
-  ch.bias = s.bias.data();
   ch.dy = s.dy.data();
   // Equally spaced activations (a plain batch): the tiles load straight from them.
   const auto* base = reinterpret_cast<const uint8_t*>(y[0]);
@@ -147,68 +132,21 @@ Chunk prepare(int64_t nb, const BlockQ8_0* const* y, int m, Scratch& s) {
   return ch;
 }
 
-// acc[i] += float(c[i] + bias[i]) · (dw · dy[i]) for the M activations of one block.
+// acc[i] += float(c[i]) · (dw · dy[i]) for the M activations of one block (c: the tile's sums).
 template <int M>
-inline void scale_block(__m512* acc, const int32_t* c, __m512 dw, const int32_t* bias, const float* dy) {
-  for (int i = 0; i < M; ++i) {
-    const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c + 16 * i), _mm512_set1_epi32(bias[i]));
-    const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dy[i]));
-    acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
-  }
-}
-
-// The same where the tile already holds isum − bias·Σy (the bias-on-tile variant).
-template <int M>
-inline void scale_block_exact(__m512* acc, const int32_t* c, __m512 dw, const float* dy) {
+inline void scale_block(__m512* acc, const int32_t* c, __m512 dw, const float* dy) {
   for (int i = 0; i < M; ++i) {
     const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dy[i]));
     acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i)), s));
   }
 }
 
-// One 16-row group against the chunk's M activations: outs[i][r0 .. r0 + n_valid).
+// One 16-row group against the chunk's M activations: outs[i][r0 .. r0 + n_valid). Per block
+// C = A·B (TDPBSUD) + A·(−bias) (TDPBSSD against the constant tile 6): the exact block sums. Each
+// pair's scaling runs one pair later, while the tiles of the next pair compute (the stored sums
+// are not read back the moment they are written).
 template <typename Ops, int M>
 void group_tiles(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* outs, int64_t r0, int n_valid) {
-  using L = typename Ops::L;
-  __m512 acc[M];
-  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
-  alignas(64) int32_t c0[kMaxM * 16], c1[kMaxM * 16];
-  alignas(64) uint8_t bq0[8 * 64], bq1[8 * 64];  // Q4_0's unpacked nibbles
-  const auto stride = static_cast<long>(ch.a_stride);
-  auto dw = [&](int64_t b) { return _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))); };
-  auto cell = [](int64_t b) { return static_cast<std::size_t>(b) * kMaxM; };
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    _tile_loadd(0, ch.a + b * ch.a_block, stride);
-    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
-    _tile_loadd(1, ch.a + (b + 1) * ch.a_block, stride);
-    _tile_loadd(3, Ops::b_tile(grp + L::qs_off(b + 1, nb), bq1), 64);
-    _tile_zero(4);
-    _tile_zero(5);
-    _tile_dpbsud(4, 0, 2);
-    _tile_dpbsud(5, 1, 3);
-    _tile_stored(4, c0, 64);
-    _tile_stored(5, c1, 64);
-    scale_block<M>(acc, c0, dw(b), ch.bias + cell(b), ch.dy + cell(b));
-    scale_block<M>(acc, c1, dw(b + 1), ch.bias + cell(b + 1), ch.dy + cell(b + 1));
-  }
-  if (b < nb) {
-    _tile_loadd(0, ch.a + b * ch.a_block, stride);
-    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
-    _tile_zero(4);
-    _tile_dpbsud(4, 0, 2);
-    _tile_stored(4, c0, 64);
-    scale_block<M>(acc, c0, dw(b), ch.bias + cell(b), ch.dy + cell(b));
-  }
-  for (int i = 0; i < M; ++i) avx512::store_rows(outs[i] + r0, acc[i], n_valid);
-}
-
-// The bias-on-tile variant of group_tiles: a second tile product, TDPBSSD of the activations by the
-// constant tile of −bias bytes (tile 6), adds −bias·Σy to every sum, so no per-call block sums and
-// no bias in the scaling; and each pair's scaling runs one pair later, while the tiles of the next
-// pair compute (its stored sums are not read back the moment they are written).
-template <typename Ops, int M>
-void group_tiles_tb(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* outs, int64_t r0, int n_valid) {
   using L = typename Ops::L;
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
@@ -216,8 +154,8 @@ void group_tiles_tb(int64_t nb, const uint8_t* grp, const Chunk& ch, float* cons
   alignas(64) uint8_t bq0[8 * 64], bq1[8 * 64];  // Q4_0's unpacked nibbles
   const auto stride = static_cast<long>(ch.a_stride);
   auto scale = [&](int64_t b, const int32_t* cb) {
-    scale_block_exact<M>(acc, cb, _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))),
-                         ch.dy + static_cast<std::size_t>(b) * kMaxM);
+    scale_block<M>(acc, cb, _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))),
+                   ch.dy + static_cast<std::size_t>(b) * kMaxM);
   };
   int64_t b = 0;
   int p = 0;
@@ -255,25 +193,24 @@ void group_tiles_tb(int64_t nb, const uint8_t* grp, const Chunk& ch, float* cons
   for (int i = 0; i < M; ++i) avx512::store_rows(outs[i] + r0, acc[i], n_valid);
 }
 
-template <typename Ops, int M, bool TileBias>
+template <typename Ops, int M>
 void chunk_rows(int64_t nb, const uint8_t* w, std::size_t stride, int64_t nrows, const Chunk& ch, float* const* outs) {
   for (int64_t r = 0; r < nrows; r += repack::kRows)
-    (TileBias ? group_tiles_tb<Ops, M>
-              : group_tiles<Ops, M>)(nb, w + static_cast<std::size_t>(r) * stride, ch, outs, r,
-                                     static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+    group_tiles<Ops, M>(nb, w + static_cast<std::size_t>(r) * stride, ch, outs, r,
+                        static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
 }
 
 template <typename Ops>
 using ChunkFn = void (*)(int64_t, const uint8_t*, std::size_t, int64_t, const Chunk&, float* const*);
 
-template <typename Ops, bool TileBias, int... Ms>
+template <typename Ops, int... Ms>
 constexpr ChunkFn<Ops> chunk_fn(int m, std::integer_sequence<int, Ms...>) {
-  constexpr ChunkFn<Ops> fns[] = {&chunk_rows<Ops, Ms + 1, TileBias>...};
+  constexpr ChunkFn<Ops> fns[] = {&chunk_rows<Ops, Ms + 1>...};
   return fns[m - 1];
 }
 
-// 8 x 64 bytes of −bias (int8: −128 for Q8_0, −8 for Q4_0), the constant B tile of the bias-on-tile
-// variant.
+// 8 x 64 bytes of −bias (int8: −128 for Q8_0, −8 for Q4_0): the constant B tile whose product with
+// the activations adds −bias·Σy to every sum.
 template <typename Ops>
 const int8_t* bias_tile() {
   struct alignas(64) Tile {
@@ -287,7 +224,7 @@ const int8_t* bias_tile() {
   return t.v;
 }
 
-template <typename Ops, bool TileBias>
+template <typename Ops>
 void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                       float* const* outs) {
   thread_local Scratch scratch;
@@ -297,12 +234,12 @@ void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrow
   int configured = 0;
   for (int a = 0; a < nact; a += kMaxM) {
     const int m = std::min(kMaxM, nact - a);
-    const Chunk ch = prepare<Ops::kBias, TileBias>(nb, y + a, m, scratch);
+    const Chunk ch = prepare(nb, y + a, m, scratch);
     if (m != configured) {
       configure_tiles(configured = m);  // zeroes every tile
-      if (TileBias) _tile_loadd(6, bias_tile<Ops>(), 64);
+      _tile_loadd(6, bias_tile<Ops>(), 64);
     }
-    chunk_fn<Ops, TileBias>(m, std::make_integer_sequence<int, kMaxM>{})(nb, p, stride, nrows, ch, outs + a);
+    chunk_fn<Ops>(m, std::make_integer_sequence<int, kMaxM>{})(nb, p, stride, nrows, ch, outs + a);
   }
   _tile_release();
 }
@@ -311,19 +248,11 @@ void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrow
 
 void dot_rows_multi_q8_0_r16_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                                    int nact, float* const* outs) {
-  rows_multi_tiles<Q8Ops, false>(n, w, stride, nrows, acts, nact, outs);
-}
-void dot_rows_multi_q8_0_r16_tiles_tb(int64_t n, const void* w, std::size_t stride, int64_t nrows,
-                                      const void* const* acts, int nact, float* const* outs) {
-  rows_multi_tiles<Q8Ops, true>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_tiles<Q8Ops>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q4_0_r16_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                                    int nact, float* const* outs) {
-  rows_multi_tiles<Q4Ops, false>(n, w, stride, nrows, acts, nact, outs);
-}
-void dot_rows_multi_q4_0_r16_tiles_tb(int64_t n, const void* w, std::size_t stride, int64_t nrows,
-                                      const void* const* acts, int nact, float* const* outs) {
-  rows_multi_tiles<Q4Ops, true>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_tiles<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::amx

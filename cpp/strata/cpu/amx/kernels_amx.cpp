@@ -13,12 +13,12 @@ using quant::GGMLType;
 void multi_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                     float* const* outs) {
   if (nact < kMinTileActs) return avx512::dot_rows_multi_q8_0_r16(n, w, stride, nrows, acts, nact, outs);
-  dot_rows_multi_q8_0_r16_tiles_tb(n, w, stride, nrows, acts, nact, outs);
+  dot_rows_multi_q8_0_r16_tiles(n, w, stride, nrows, acts, nact, outs);
 }
 void multi_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                     float* const* outs) {
   if (nact < kMinTileActs) return avx512::dot_rows_multi_q4_0_r16(n, w, stride, nrows, acts, nact, outs);
-  dot_rows_multi_q4_0_r16_tiles_tb(n, w, stride, nrows, acts, nact, outs);
+  dot_rows_multi_q4_0_r16_tiles(n, w, stride, nrows, acts, nact, outs);
 }
 
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, avx512::quantize_act_q8_0, avx512::dot_rows_q4_0_r16, multi_q4_0_r16, 16};
