@@ -127,6 +127,9 @@ SETTINGS: tuple[Setting, ...] = (
 
 # Read by the HTTP server (docs/server.md), not Config fields; known, so never "unknown setting".
 SERVER_ENVS = ("STRATA_API_KEY", "STRATA_MAX_BODY")
+# Read once per process by the C++ kernels (docs/settings.md), validated with the cpu group; not Config
+# fields: STRATA_PREFETCH = auto | off | bytes, the decode GEMVs' software-prefetch distance.
+PROCESS_ENVS = ("STRATA_PREFETCH",)
 
 
 
@@ -282,7 +285,8 @@ class Config:
         """``(config, diagnostics)`` of ``environ`` without warning: the pure form of :meth:`from_env`."""
         env = {k: str(v) for k, v in (os.environ if environ is None else environ).items()
                if k.startswith("STRATA_")}
-        native_env = {k: v for k, v in env.items() if k in _BY_ENV and _BY_ENV[k].native}
+        native_env = {k: v for k, v in env.items()
+                      if (k in _BY_ENV and _BY_ENV[k].native) or k in PROCESS_ENVS}
         settings, native_diagnostics = _strata_module().Settings.parse(native_env)
         native = settings.as_dict()
         diagnostics = [str(d) for d in native_diagnostics]
@@ -326,7 +330,8 @@ class Config:
         if "cpu" not in _rejected_groups(diagnostics):
             values["isa"] = native["cpu"]["isa"]
             values["repack"] = native["cpu"]["repack"]
-        unknown = sorted(k for k in env if k not in _BY_ENV and k not in SERVER_ENVS)
+        known_elsewhere = SERVER_ENVS + PROCESS_ENVS
+        unknown = sorted(k for k in env if k not in _BY_ENV and k not in known_elsewhere)
         if unknown:
             diagnostics.append(_unknown_message(unknown))
         return cls(**values), [_clip_values(d, env) for d in diagnostics]

@@ -12,6 +12,8 @@
 #include "strata/cpu/cpu_settings.h"
 #include "strata/cpu/features.h"
 #include "strata/cpu/kernels.h"
+#include "strata/cpu/prefetch.h"
+#include "strata/quant/types.h"
 #include "test_quant_util.h"
 
 namespace cpu = strata::cpu;
@@ -61,6 +63,34 @@ TEST(cpu_settings_parse_as_documented) {
   r = parse({{"STRATA_REPACK", std::string(100, 'x')}});
   CHECK(r.diagnostics.size() == 1 && r.diagnostics[0].find("STRATA_REPACK") != std::string::npos);
   CHECK(r.diagnostics[0].size() < 120);  // long values are cut in the message
+  // STRATA_PREFETCH: auto (nullopt), off (0) or a byte count; anything else rejects the group.
+  r = parse({{"STRATA_PREFETCH", "auto"}});
+  CHECK(r.diagnostics.empty() && !r.settings.prefetch);
+  r = parse({{"STRATA_PREFETCH", "OFF"}});
+  CHECK(r.diagnostics.empty() && r.settings.prefetch == std::size_t{0});
+  r = parse({{"STRATA_PREFETCH", "4096"}, {"STRATA_REPACK", "off"}});
+  CHECK(r.diagnostics.empty() && r.settings.prefetch == std::size_t{4096} && r.settings.repack == cpu::RepackMode::Off);
+  for (const char* bad : {"-1", "65537", "1k", "on", ""}) {
+    r = parse({{"STRATA_PREFETCH", bad}, {"STRATA_REPACK", "off"}});
+    CHECK_MSG(r.diagnostics.size() == 1 && r.diagnostics[0].find("STRATA_PREFETCH") != std::string::npos, bad);
+    CHECK(!r.settings.prefetch && r.settings.repack == cpu::RepackMode::Auto);
+  }
+}
+
+// The prefetch defaults: on Intel a distance per repacked Q8_0 / Q4_0 type, elsewhere none; and a
+// prefetch never changes a GEMV's result (the kernels are run with the process's choice, whatever it
+// is, against the scalar reference by the repack tests).
+TEST(prefetch_defaults_follow_the_vendor) {
+  using strata::quant::GGMLType;
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, true) == 1024);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, true) == 2048);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, true) == 0);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, false) == 0);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, false) == 0);
+  const std::size_t want = cpu::process_cpu_settings().prefetch
+                               ? *cpu::process_cpu_settings().prefetch
+                               : cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, cpu::cpu_is_intel());
+  CHECK(cpu::gemv_prefetch_bytes(GGMLType::Q8_0_R16) == want);
 }
 
 // The AVX-512 float kernels keep the AVX2 kernels' accumulation order: bitwise the same results

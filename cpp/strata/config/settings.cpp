@@ -35,6 +35,7 @@ constexpr const char* kExpertDirectIo = "STRATA_EXPERT_DIRECT_IO";
 constexpr const char* kExpertIoThreads = "STRATA_EXPERT_IO_THREADS";
 constexpr const char* kIsa = "STRATA_ISA";
 constexpr const char* kRepack = "STRATA_REPACK";
+constexpr const char* kPrefetch = "STRATA_PREFETCH";
 constexpr std::size_t kMaxPath = 4096;
 
 constexpr double kMaxLogBonus = 8.0;
@@ -335,6 +336,18 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
       c.repack = *b.value ? cpu::RepackMode::On : cpu::RepackMode::Off;
     } else {
       diagnostics.push_back("STRATA_REPACK: " + quoted(*v) + " is not auto, on or off");
+    }
+  }
+  if (const auto* v = find(env, kPrefetch)) {
+    const std::string l = lower(*v);
+    if (l == "off") {
+      c.prefetch = 0;
+    } else if (l != "auto") {
+      const Parsed<int64_t> n = parse_int(l, 0, 65536);
+      if (n.value)
+        c.prefetch = static_cast<std::size_t>(*n.value);
+      else
+        diagnostics.push_back("STRATA_PREFETCH: " + quoted(*v) + " is not auto, off or a byte count 0..65536");
     }
   }
   if (diagnostics.size() != before) c = cpu::CpuSettings{};  // a group is never half-applied
