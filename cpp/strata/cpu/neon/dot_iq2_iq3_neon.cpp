@@ -11,7 +11,7 @@
 #include "strata/quant/iq_grids.h"
 #include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 using quant::BlockIQ2_XS;
@@ -75,4 +75,4 @@ void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrow
   rows_q8_k<BlockIQ3_XXS, dot_iq3_xxs>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

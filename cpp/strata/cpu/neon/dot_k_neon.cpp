@@ -7,7 +7,7 @@
 #include "strata/quant/blocks.h"
 #include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 using quant::BlockIQ4_XS;
@@ -140,4 +140,4 @@ void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows
   rows_q8_k<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

@@ -8,7 +8,7 @@
 #include "strata/quant/blocks.h"
 #include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 using quant::BlockQ3_K;
@@ -87,4 +87,4 @@ void dot_rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
   rows_q8_k<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS
