@@ -14,6 +14,7 @@
 
 #include "strata/cpu/neon/q32_bytes_neon.h"
 #include "strata/cpu/neon_i8mm/dot_i8mm.h"
+#include "strata/cpu/neon_i8mm/tile_rows.h"
 #include "strata/quant/blocks.h"
 
 namespace strata::cpu::neon_i8mm {
@@ -23,151 +24,74 @@ using quant::BlockQ4_0;
 using quant::BlockQ5_0;
 using quant::BlockQ8_0;
 
-// Four fp16 bit patterns -> f32 lanes (exact, as fp16_to_fp32).
-inline float32x4_t halves(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
-  const uint64_t v = uint64_t{a} | uint64_t{b} << 16 | uint64_t{c} << 32 | uint64_t{d} << 48;
-  return vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(v)));
-}
+template <typename BlockT, typename Bytes>
+struct Q32Tiles {
+  using Block = BlockT;
+  using Act = BlockQ8_0;
+  static constexpr int64_t kBlockValues = quant::kQK32;
 
-// Two 16-byte rows u, v -> the 2×8 matrices of SMMLA: {u[0..8), v[0..8)} and {u[8..16), v[8..16)}.
-inline int8x16_t zip_lo(int8x16_t u, int8x16_t v) {
-  return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(u), vreinterpretq_s64_s8(v)));
-}
-inline int8x16_t zip_hi(int8x16_t u, int8x16_t v) {
-  return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(u), vreinterpretq_s64_s8(v)));
-}
-
-// RP pairs of weight rows (x[2p], x[2p+1]) × AP pairs of activations (y[2q], y[2q+1]) over nb
-// blocks; acc[p][q] lanes = {x[2p]·y[2q], x[2p]·y[2q+1], x[2p+1]·y[2q], x[2p+1]·y[2q+1]}.
-template <typename Block, typename Bytes, int RP, int AP>
-void tiles(int64_t nb, const Block* const* x, const BlockQ8_0* const* y, float32x4_t (&acc)[RP][AP]) {
-  for (int p = 0; p < RP; ++p)
-    for (int q = 0; q < AP; ++q) acc[p][q] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < nb; ++b) {
-    int8x16_t a[AP][4];
-    float32x4_t da[AP];
-    for (int q = 0; q < AP; ++q) {
-      const BlockQ8_0& y0 = y[2 * q][b];
-      const BlockQ8_0& y1 = y[2 * q + 1][b];
-      const int8x16_t y0l = vld1q_s8(y0.qs), y0h = vld1q_s8(y0.qs + 16);
-      const int8x16_t y1l = vld1q_s8(y1.qs), y1h = vld1q_s8(y1.qs + 16);
-      a[q][0] = zip_lo(y0l, y1l);
-      a[q][1] = zip_hi(y0l, y1l);
-      a[q][2] = zip_lo(y0h, y1h);
-      a[q][3] = zip_hi(y0h, y1h);
-      da[q] = halves(y0.d, y1.d, y0.d, y1.d);
-    }
-    for (int p = 0; p < RP; ++p) {
-      const Block& x0 = x[2 * p][b];
-      const Block& x1 = x[2 * p + 1][b];
-      int8x16_t x0l, x0h, x1l, x1h;
-      Bytes::get(x0, x0l, x0h);
-      Bytes::get(x1, x1l, x1h);
-      const int8x16_t w0 = zip_lo(x0l, x1l), w1 = zip_hi(x0l, x1l), w2 = zip_lo(x0h, x1h), w3 = zip_hi(x0h, x1h);
-      const float32x4_t dw = halves(x0.d, x0.d, x1.d, x1.d);
+  // RP pairs of weight rows (x[2p], x[2p+1]) × AP pairs of activations (y[2q], y[2q+1]) over nb
+  // blocks; acc[p][q] lanes = {x[2p]·y[2q], x[2p]·y[2q+1], x[2p+1]·y[2q], x[2p+1]·y[2q+1]}.
+  template <int RP, int AP>
+  static void tiles(int64_t nb, const Block* const* x, const BlockQ8_0* const* y, float32x4_t (&acc)[RP][AP]) {
+    for (int p = 0; p < RP; ++p)
+      for (int q = 0; q < AP; ++q) acc[p][q] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; ++b) {
+      int8x16_t a[AP][4];
+      float32x4_t da[AP];
       for (int q = 0; q < AP; ++q) {
-        int32x4_t t = vmmlaq_s32(vdupq_n_s32(0), w0, a[q][0]);
-        t = vmmlaq_s32(t, w1, a[q][1]);
-        t = vmmlaq_s32(t, w2, a[q][2]);
-        t = vmmlaq_s32(t, w3, a[q][3]);
-        acc[p][q] = vfmaq_f32(acc[p][q], vcvtq_f32_s32(t), vmulq_f32(dw, da[q]));
+        const BlockQ8_0& y0 = y[2 * q][b];
+        const BlockQ8_0& y1 = y[2 * q + 1][b];
+        const int8x16_t y0l = vld1q_s8(y0.qs), y0h = vld1q_s8(y0.qs + 16);
+        const int8x16_t y1l = vld1q_s8(y1.qs), y1h = vld1q_s8(y1.qs + 16);
+        a[q][0] = zip_lo(y0l, y1l);
+        a[q][1] = zip_hi(y0l, y1l);
+        a[q][2] = zip_lo(y0h, y1h);
+        a[q][3] = zip_hi(y0h, y1h);
+        da[q] = halves(y0.d, y1.d, y0.d, y1.d);
+      }
+      for (int p = 0; p < RP; ++p) {
+        const Block& x0 = x[2 * p][b];
+        const Block& x1 = x[2 * p + 1][b];
+        int8x16_t x0l, x0h, x1l, x1h;
+        Bytes::get(x0, x0l, x0h);
+        Bytes::get(x1, x1l, x1h);
+        const int8x16_t w0 = zip_lo(x0l, x1l), w1 = zip_hi(x0l, x1l), w2 = zip_lo(x0h, x1h), w3 = zip_hi(x0h, x1h);
+        const float32x4_t dw = halves(x0.d, x0.d, x1.d, x1.d);
+        for (int q = 0; q < AP; ++q) {
+          int32x4_t t = vmmlaq_s32(vdupq_n_s32(0), w0, a[q][0]);
+          t = vmmlaq_s32(t, w1, a[q][1]);
+          t = vmmlaq_s32(t, w2, a[q][2]);
+          t = vmmlaq_s32(t, w3, a[q][3]);
+          acc[p][q] = vfmaq_f32(acc[p][q], vcvtq_f32_s32(t), vmulq_f32(dw, da[q]));
+        }
       }
     }
   }
-}
-
-// Rows [0, nrows) of w against the 2·AP activations y (a lone last one repeats its partner;
-// outs[k] == nullptr for such a repeat): row pairs two at a time, then one, then a lone row.
-template <typename Block, typename Bytes, int AP>
-void row_pass(int64_t nb, const uint8_t* w, std::size_t stride, int64_t nrows, const BlockQ8_0* const* y,
-              float* const* outs) {
-  auto row = [&](int64_t r) { return reinterpret_cast<const Block*>(w + static_cast<std::size_t>(r) * stride); };
-  auto store = [&](const float32x4_t& t, int64_t r0, bool two_rows, int q) {
-    float v[4];
-    vst1q_f32(v, t);
-    for (int j = 0; j < 2; ++j) {
-      float* o = outs[2 * q + j];
-      if (o == nullptr) continue;
-      o[r0] = v[j];
-      if (two_rows) o[r0 + 1] = v[2 + j];
-    }
-  };
-  int64_t r = 0;
-  for (; r + 4 <= nrows; r += 4) {
-    const Block* x[4] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
-    float32x4_t acc[2][AP];
-    tiles<Block, Bytes, 2, AP>(nb, x, y, acc);
-    for (int q = 0; q < AP; ++q) {
-      store(acc[0][q], r, true, q);
-      store(acc[1][q], r + 2, true, q);
-    }
-  }
-  if (r < nrows) {
-    const bool two = r + 2 <= nrows;
-    const Block* x[2] = {row(r), row(two ? r + 1 : r)};
-    float32x4_t acc[1][AP];
-    tiles<Block, Bytes, 1, AP>(nb, x, y, acc);
-    for (int q = 0; q < AP; ++q) store(acc[0][q], r, two, q);
-    if (two && r + 2 < nrows) {
-      const Block* xl[2] = {row(r + 2), row(r + 2)};
-      tiles<Block, Bytes, 1, AP>(nb, xl, y, acc);
-      for (int q = 0; q < AP; ++q) store(acc[0][q], r + 2, false, q);
-    }
-  }
-}
-
-template <typename Block, typename Bytes>
-void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
-                float* const* outs) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const int64_t nb = n / quant::kQK32;
-  auto act = [&](int a) { return static_cast<const BlockQ8_0*>(acts[a]); };
-  int a = 0;
-  for (; a + 4 <= nact; a += 4) {
-    const BlockQ8_0* y[4] = {act(a), act(a + 1), act(a + 2), act(a + 3)};
-    row_pass<Block, Bytes, 2>(nb, p, stride, nrows, y, outs + a);
-  }
-  if (a + 2 <= nact) {
-    const BlockQ8_0* y[2] = {act(a), act(a + 1)};
-    row_pass<Block, Bytes, 1>(nb, p, stride, nrows, y, outs + a);
-    a += 2;
-  }
-  if (a < nact) {
-    const BlockQ8_0* y[2] = {act(a), act(a)};
-    float* const o[2] = {outs[a], nullptr};
-    row_pass<Block, Bytes, 1>(nb, p, stride, nrows, y, o);
-  }
-}
-
-template <typename Block, typename Bytes>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const void* acts[1] = {act};
-  float* const outs[1] = {out};
-  rows_multi<Block, Bytes>(n, w, stride, nrows, acts, 1, outs);
-}
+};
 
 }  // namespace
 
 void dot_rows_q4_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ4_0, q32::Q4_0Bytes>(n, w, stride, nrows, act, out);
+  rows<Q32Tiles<BlockQ4_0, q32::Q4_0Bytes>>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q5_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ5_0, q32::Q5_0Bytes>(n, w, stride, nrows, act, out);
+  rows<Q32Tiles<BlockQ5_0, q32::Q5_0Bytes>>(n, w, stride, nrows, act, out);
 }
 void dot_rows_q8_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<BlockQ8_0, q32::Q8_0Bytes>(n, w, stride, nrows, act, out);
+  rows<Q32Tiles<BlockQ8_0, q32::Q8_0Bytes>>(n, w, stride, nrows, act, out);
 }
 void dot_rows_multi_q4_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi<BlockQ4_0, q32::Q4_0Bytes>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi<Q32Tiles<BlockQ4_0, q32::Q4_0Bytes>>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q5_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi<BlockQ5_0, q32::Q5_0Bytes>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi<Q32Tiles<BlockQ5_0, q32::Q5_0Bytes>>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q8_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi<BlockQ8_0, q32::Q8_0Bytes>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi<Q32Tiles<BlockQ8_0, q32::Q8_0Bytes>>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::neon_i8mm
