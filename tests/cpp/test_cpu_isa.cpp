@@ -71,13 +71,14 @@ TEST(neon_paths_are_ordered_and_have_their_own_kernels) {
           cpu::dot_kernel(GGMLType::Q4_K, Isa::Neon).dot_rows);
   }
   if (cpu::isa_supported(Isa::NeonI8mm)) {
-    // SMMLA kernels with a multi-activation form for Q4_0 / Q5_0 / Q8_0 / Q4_K; the rest is dotprod's.
-    for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K}) {
+    // SMMLA kernels with a multi-activation form for Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K; the rest is
+    // dotprod's.
+    for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K}) {
       const cpu::DotKernel& k = cpu::dot_kernel(t, Isa::NeonI8mm);
       CHECK(k.dot_rows_multi != nullptr && k.dot_rows != cpu::dot_kernel(t, Isa::NeonDotprod).dot_rows);
     }
-    CHECK(cpu::dot_kernel(GGMLType::Q6_K, Isa::NeonI8mm).dot_rows ==
-          cpu::dot_kernel(GGMLType::Q6_K, Isa::NeonDotprod).dot_rows);
+    CHECK(cpu::dot_kernel(GGMLType::Q5_K, Isa::NeonI8mm).dot_rows ==
+          cpu::dot_kernel(GGMLType::Q5_K, Isa::NeonDotprod).dot_rows);
   }
 }
 

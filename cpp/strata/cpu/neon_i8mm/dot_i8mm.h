@@ -14,10 +14,12 @@ STRATA_I8MM_DOT(dot_rows_q4_0);
 STRATA_I8MM_DOT(dot_rows_q5_0);
 STRATA_I8MM_DOT(dot_rows_q8_0);
 STRATA_I8MM_DOT(dot_rows_q4_k);  // dot_q4_k_i8mm.cpp
+STRATA_I8MM_DOT(dot_rows_q6_k);  // dot_q6_k_i8mm.cpp
 STRATA_I8MM_DOT_MULTI(dot_rows_multi_q4_0);
 STRATA_I8MM_DOT_MULTI(dot_rows_multi_q5_0);
 STRATA_I8MM_DOT_MULTI(dot_rows_multi_q8_0);
 STRATA_I8MM_DOT_MULTI(dot_rows_multi_q4_k);
+STRATA_I8MM_DOT_MULTI(dot_rows_multi_q6_k);
 #undef STRATA_I8MM_DOT
 #undef STRATA_I8MM_DOT_MULTI
 
