@@ -4,7 +4,6 @@
 #include "strata/cpu/neon/q32_bytes_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
-#include "strata/util/fp16.h"
 
 namespace strata::cpu::STRATA_NEON_NS {
 namespace {
@@ -21,7 +20,7 @@ inline float32x4_t block_dot(const Block& x, const BlockQ8_0& y, float32x4_t acc
   int8x16_t lo, hi;
   Bytes::get(x, lo, hi);
   const int32x4_t p = dot_s8(dot_s8(vdupq_n_s32(0), lo, vld1q_s8(y.qs)), hi, vld1q_s8(y.qs + 16));
-  return vmlaq_n_f32(acc, vcvtq_f32_s32(p), fp16_to_fp32(x.d) * fp16_to_fp32(y.d));
+  return vmlaq_n_f32(acc, vcvtq_f32_s32(p), half(x.d) * half(y.d));
 }
 
 template <typename Block, typename Bytes>

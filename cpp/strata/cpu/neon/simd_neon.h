@@ -6,6 +6,7 @@
 #include <arm_neon.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "strata/cpu/neon/dot_neon.h"  // STRATA_NEON_NS
 
@@ -20,6 +21,14 @@ inline int32x4_t dot_s8(int32x4_t acc, int8x16_t a, int8x16_t b) {
   const int16x8_t p1 = vmull_high_s8(a, b);
   return vaddq_s32(acc, vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
 #endif
+}
+
+// One fp16 bit pattern -> f32 by the FCVT instruction (baseline AArch64; exact, the same value as
+// the portable fp16_to_fp32, in one instruction instead of about fifteen).
+inline float half(uint16_t h) {
+  __fp16 v;
+  std::memcpy(&v, &h, 2);
+  return v;
 }
 
 // Sum of a·b over 16 int8 lanes.

@@ -11,11 +11,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace strata::cpu::neon_i8mm {
 namespace {
 
 // Four fp16 bit patterns -> f32 lanes (exact, as fp16_to_fp32).
+// One fp16 bit pattern -> f32 by the FCVT instruction (exact, as fp16_to_fp32).
+inline float half(uint16_t h) {
+  __fp16 v;
+  std::memcpy(&v, &h, 2);
+  return v;
+}
+
 inline float32x4_t halves(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
   const uint64_t v = uint64_t{a} | uint64_t{b} << 16 | uint64_t{c} << 32 | uint64_t{d} << 48;
   return vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(v)));
