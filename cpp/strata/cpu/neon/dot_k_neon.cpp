@@ -6,7 +6,6 @@
 #include "strata/cpu/neon/q6_k_bytes_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
-#include "strata/util/fp16.h"
 
 namespace strata::cpu::STRATA_NEON_NS {
 namespace {
@@ -42,8 +41,8 @@ float dot_q2_k(int64_t nb, const BlockQ2_K* x, const BlockQ8_K* y) {
       isum +=
           (sc[6] & 0xF) * dot16(as_s8(a3), vld1q_s8(q8 + 96)) + (sc[7] & 0xF) * dot16(as_s8(b3), vld1q_s8(q8 + 112));
     }
-    const float dall = y[i].d * fp16_to_fp32(x[i].d);
-    const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
+    const float dall = y[i].d * half(x[i].d);
+    const float dmin = y[i].d * half(x[i].dmin);
     sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
   }
   return sum;
@@ -69,8 +68,8 @@ float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
       hi = dot_s8(hi, as_s8(vshrq_n_u8(q1, 4)), vld1q_s8(q8 + 48));
       isum += sc_lo * vaddvq_s32(lo) + sc_hi * vaddvq_s32(hi);
     }
-    const float d = y[i].d * fp16_to_fp32(x[i].d);
-    const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
+    const float d = y[i].d * half(x[i].d);
+    const float dmin = y[i].d * half(x[i].dmin);
     sum += d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
   }
   return sum;
@@ -87,7 +86,7 @@ float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
       q6k::half_groups(x[i], h, g);
       for (int k = 0; k < 8; ++k) isum += sc[k] * dot16(g[k], vld1q_s8(q8 + 16 * k));
     }
-    sum += (y[i].d * fp16_to_fp32(x[i].d)) * static_cast<float>(isum);
+    sum += (y[i].d * half(x[i].d)) * static_cast<float>(isum);
   }
   return sum;
 }
@@ -105,7 +104,7 @@ float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
       p = dot_s8(p, vqtbl1q_s8(values, vshrq_n_u8(q, 4)), vld1q_s8(q8 + 16));
       isum += quant::iq4_xs_scale(x[i], g) * vaddvq_s32(p);
     }
-    sum += (y[i].d * fp16_to_fp32(x[i].d)) * static_cast<float>(isum);
+    sum += (y[i].d * half(x[i].d)) * static_cast<float>(isum);
   }
   return sum;
 }
