@@ -118,8 +118,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_EXPERT_IO_THREADS", "expert_io_threads", "experts", "4",
             "integer 0..64; expert reader threads (0 = read on the compute thread)", True),
     Setting("STRATA_ISA", "isa", "cpu", "auto",
-            "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (auto = the best this CPU "
-            "runs)",
+            "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path "
+            "(auto = the best this CPU runs)",
             True),
     Setting("STRATA_REPACK", "repack", "cpu", "auto",
             "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels", True),
@@ -201,8 +201,8 @@ class Config:
         metal_mtp_tile: the drafter's wide-class GEMV tile ``"L,R,S,K"`` on the Metal backends; ``""`` =
             the default tiles (docs/metal.md).
         isa: CPU kernel path: ``"auto"`` (the best this CPU runs), or ``"avx512"``, ``"avx2"``,
-            ``"neon"``, ``"scalar"`` to force one (process-wide, applied when a model is loaded; a
-            path this CPU cannot run is a ConfigError).
+            ``"neon-i8mm"``, ``"neon-dotprod"``, ``"neon"``, ``"scalar"`` to force one (process-wide,
+            applied when a model is loaded; a path this CPU cannot run is a ConfigError).
         repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K weight rows at
             load for the kernels (docs/quantization.md).
     """
@@ -438,7 +438,8 @@ class Config:
         need(isinstance(self.expert_direct_io, str), "expert_direct_io", "'auto', 'on' or 'off'")
         need(isinstance(self.metallib, str), "metallib", "a path (str)")
         need(isinstance(self.metal_mtp_tile, str), "metal_mtp_tile", "an 'L,R,S,K' string")
-        need(isinstance(self.isa, str), "isa", "'auto', 'avx512', 'avx2', 'neon' or 'scalar'")
+        need(isinstance(self.isa, str), "isa",
+             "'auto', 'avx512', 'avx2', 'neon-i8mm', 'neon-dotprod', 'neon' or 'scalar'")
         need(isinstance(self.repack, str), "repack", "'auto', 'on' or 'off'")
         need(self.spec_min_cum_p is None or _is_number(self.spec_min_cum_p), "spec_min_cum_p",
              "None or a number in [0, 1]")

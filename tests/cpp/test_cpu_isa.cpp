@@ -2,10 +2,14 @@
 // best path is runnable), STRATA_ISA / STRATA_REPACK parse as documented with one diagnostic per
 // bad value and the group falling back to auto, and the AVX-512 activation quantizers (when this
 // CPU runs them) are bitwise the scalar ones on awkward inputs (halves, zeros, huge values).
+// AArch64: the NEON paths are ordered (i8mm implies dotprod), each has its own kernels, and the
+// detected best path is the one the runner expects (tests/cross/run-neon.sh sets
+// STRATA_TEST_EXPECT_ISA per qemu CPU model).
 #define STRATA_TEST_MAIN
 #include "check.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "strata/config/settings.h"
@@ -29,6 +33,55 @@ TEST(detected_paths_are_consistent) {
   CHECK(cpu::isa_supported(cpu::active_isa()));
   if (cpu::isa_supported(Isa::Avx512)) CHECK(cpu::isa_supported(Isa::Avx2) && cpu::best_isa() == Isa::Avx512);
   CHECK(cpu::isa_has_avx2(Isa::Avx512) && cpu::isa_has_avx2(Isa::Avx2) && !cpu::isa_has_avx2(Isa::Scalar));
+}
+
+TEST(the_detected_best_path_is_the_expected_one) {
+  // Set by a runner that knows the CPU (tests/cross/run-neon.sh: qemu -cpu max / cortex-a53).
+  const char* expect = std::getenv("STRATA_TEST_EXPECT_ISA");
+  if (expect == nullptr || *expect == '\0') {
+    std::printf("STRATA_TEST_EXPECT_ISA not set: nothing to compare\n");
+    return;
+  }
+  CHECK_MSG(std::string(cpu::isa_name(cpu::best_isa())) == expect,
+            std::string("best ") + cpu::isa_name(cpu::best_isa()) + ", expected " + expect);
+}
+
+TEST(neon_paths_are_ordered_and_have_their_own_kernels) {
+  for (Isa isa : cpu::all_isas()) {
+    // Every name parses back to its path (STRATA_ISA, force_isa by name).
+    int same = 0;
+    for (Isa other : cpu::all_isas()) same += std::string(cpu::isa_name(other)) == cpu::isa_name(isa);
+    CHECK(same == 1);
+    CHECK(cpu::isa_is_neon(isa) == (isa == Isa::Neon || isa == Isa::NeonDotprod || isa == Isa::NeonI8mm));
+  }
+  if (!cpu::isa_supported(Isa::Neon)) {
+    CHECK(!cpu::isa_supported(Isa::NeonDotprod) && !cpu::isa_supported(Isa::NeonI8mm));
+    std::printf("not an AArch64 build: NEON paths absent\n");
+    return;
+  }
+  if (cpu::isa_supported(Isa::NeonI8mm)) CHECK(cpu::isa_supported(Isa::NeonDotprod));
+  const Isa best = cpu::isa_supported(Isa::NeonI8mm)      ? Isa::NeonI8mm
+                   : cpu::isa_supported(Isa::NeonDotprod) ? Isa::NeonDotprod
+                                                          : Isa::Neon;
+  CHECK(cpu::best_isa() == best);
+  using quant_test::GGMLType;
+  const cpu::DotKernel& base = cpu::dot_kernel(GGMLType::Q8_0, Isa::Neon);
+  if (cpu::isa_supported(Isa::NeonDotprod)) {
+    // The SDOT build of cpu/neon/ is a different function from the baseline one.
+    CHECK(cpu::dot_kernel(GGMLType::Q8_0, Isa::NeonDotprod).dot_rows != base.dot_rows);
+    CHECK(cpu::dot_kernel(GGMLType::Q4_K, Isa::NeonDotprod).dot_rows !=
+          cpu::dot_kernel(GGMLType::Q4_K, Isa::Neon).dot_rows);
+  }
+  if (cpu::isa_supported(Isa::NeonI8mm)) {
+    // SMMLA kernels with a multi-activation form for Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K; the rest is
+    // dotprod's.
+    for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K}) {
+      const cpu::DotKernel& k = cpu::dot_kernel(t, Isa::NeonI8mm);
+      CHECK(k.dot_rows_multi != nullptr && k.dot_rows != cpu::dot_kernel(t, Isa::NeonDotprod).dot_rows);
+    }
+    CHECK(cpu::dot_kernel(GGMLType::Q5_K, Isa::NeonI8mm).dot_rows ==
+          cpu::dot_kernel(GGMLType::Q5_K, Isa::NeonDotprod).dot_rows);
+  }
 }
 
 TEST(cpu_settings_parse_as_documented) {

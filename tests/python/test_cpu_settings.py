@@ -33,7 +33,7 @@ def test_config_fields_validate_and_round_trip() -> None:
         Config(isa="sse9")
     with pytest.raises(strata.ConfigError, match="STRATA_REPACK"):
         Config(repack="sometimes")  # type: ignore[arg-type]
-    for isa in ("avx512", "avx2", "neon"):
+    for isa in ("avx512", "avx2", "neon-i8mm", "neon-dotprod", "neon"):
         if isa not in _strata.supported_isas():
             with pytest.raises(strata.ConfigError, match="not available"):
                 Config(isa=isa)

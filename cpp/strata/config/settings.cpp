@@ -167,7 +167,8 @@ const std::vector<SettingInfo>& known_settings() {
        "or 0 = every expert"},
       {kExpertDirectIo, "experts", "auto", "auto | on | off; O_DIRECT reads of the stream mode"},
       {kExpertIoThreads, "experts", "4", "integer 0..64; expert reader threads (0 = read on the compute thread)"},
-      {kIsa, "cpu", "auto", "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (process-wide)"},
+      {kIsa, "cpu", "auto",
+       "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path (process-wide)"},
       {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels"},
   };
   return v;
@@ -310,7 +311,7 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
   if (const auto* v = find(env, kIsa)) {
     const std::string l = lower(*v);
     bool known = l == "auto";
-    for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Neon}) {
+    for (cpu::Isa isa : cpu::all_isas()) {
       if (l != cpu::isa_name(isa)) continue;
       known = true;
       if (cpu::isa_supported(isa)) {
@@ -326,7 +327,9 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
         diagnostics.push_back(std::move(msg));
       }
     }
-    if (!known) diagnostics.push_back("STRATA_ISA: " + quoted(*v) + " is not auto, avx512, avx2, neon or scalar");
+    if (!known)
+      diagnostics.push_back("STRATA_ISA: " + quoted(*v) +
+                            " is not auto, avx512, avx2, neon-i8mm, neon-dotprod, neon or scalar");
   }
   if (const auto* v = find(env, kRepack)) {
     const std::string l = lower(*v);
