@@ -1,11 +1,14 @@
 #pragma once
 // The CPU settings (docs/settings.md), validated by the one settings parser (config/settings.h,
 // group "cpu"):
-//   STRATA_ISA     auto | avx512+amx | avx512 | avx2 | neon | scalar   (default auto: the best this
-//                  CPU runs, AMX included where usable; avx512 is the AVX-512 path without AMX)
+//   STRATA_ISA     auto | avx512+amx | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar
+//                  (default auto: the best this CPU runs, AMX included where usable; avx512 is
+//                  the AVX-512 path without AMX)
 //   STRATA_REPACK  auto | on | off                        (default auto; cpu/repack.h)
-// The two form one group: a malformed value (or an ISA this machine cannot run) is one diagnostic
+//   STRATA_PREFETCH auto | off | BYTES (0..65536)         (default auto; cpu/prefetch.h)
+// They form one group: a malformed value (or an ISA this machine cannot run) is one diagnostic
 // naming the variable, and both settings then stay at their defaults (auto).
+#include <cstddef>
 #include <optional>
 
 #include "strata/cpu/features.h"
@@ -18,6 +21,7 @@ struct CpuSettings {
   std::optional<Isa> isa;  // nullopt = auto
   bool amx = false;        // STRATA_ISA=avx512+amx (isa is then Avx512)
   RepackMode repack = RepackMode::Auto;
+  std::optional<std::size_t> prefetch;  // decode GEMV prefetch distance in bytes; nullopt = auto
 };
 
 // The process's CPU settings (the kernel path and the repack default before any engine says
