@@ -119,7 +119,8 @@ SETTINGS: tuple[Setting, ...] = (
             "integer 0..64; expert reader threads (0 = read on the compute thread)", True),
     Setting("STRATA_ISA", "isa", "cpu", "auto",
             "auto | avx512+amx | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU "
-            "kernel path (auto = the best this CPU runs, AMX tiles included where usable; avx512 = without AMX)",
+            "kernel path (auto = the best this CPU runs, AMX tiles included where usable; avx512 = "
+            "without AMX)",
             True),
     Setting("STRATA_REPACK", "repack", "cpu", "auto",
             "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels", True),
