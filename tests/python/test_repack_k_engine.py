@@ -30,7 +30,8 @@ CFG = dict(vocab_size=304, d=256, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=
            hc_eps=1e-6, rms_eps=1e-6, mtp=False, mtp_vocab_ids=None, context_length=128)
 PROMPT = list(range(3, 30))
 # Byte offsets of the fp16 scales in a block: random bytes elsewhere are valid quants and 6-bit scales.
-SCALES = {GGMLQuantizationType.Q4_K: (0, 2), GGMLQuantizationType.Q6_K: (208,), GGMLQuantizationType.IQ4_XS: (0,)}
+SCALES = {GGMLQuantizationType.Q4_K: (0, 2), GGMLQuantizationType.Q6_K: (208,),
+          GGMLQuantizationType.IQ4_XS: (0,)}
 
 
 def _random_blocks(qtype: GGMLQuantizationType, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
