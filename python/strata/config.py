@@ -200,8 +200,8 @@ class Config:
         isa: CPU kernel path: ``"auto"`` (the best this CPU runs), or ``"avx512"``, ``"avx2"``,
             ``"neon"``, ``"scalar"`` to force one (process-wide, applied when a model is loaded; a
             path this CPU cannot run is a ConfigError).
-        repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K weight rows at
-            load for the kernels (docs/quantization.md).
+        repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS weight rows
+            at load for the kernels (docs/quantization.md).
     """
 
     threads: int = 0
