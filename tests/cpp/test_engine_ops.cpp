@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -371,6 +373,63 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
     }
   }
   CHECK(paths.size() >= 1);
+}
+
+// exp_f32 against the exact value (double), and the SwiGLU / exp kernels of every ISA path bitwise
+// equal to the scalar function lane for lane, special values included.
+TEST(exp_f32_accuracy_and_swiglu_kernels_bitwise) {
+  double worst_ulp = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.01371f) {
+    const double r = std::exp(static_cast<double>(x));
+    const float rf = static_cast<float>(r);
+    const double ulp = std::nextafter(rf, INFINITY) - rf;
+    worst_ulp = std::max(worst_ulp, std::fabs(static_cast<double>(exp_f32(x)) - r) / ulp);
+  }
+  CHECK_MSG(worst_ulp <= 2.0, "exp_f32 worst " + std::to_string(worst_ulp) + " ulp");
+  CHECK_EQ(exp_f32(0.0f), 1.0f);
+  CHECK_EQ(exp_f32(-0.0f), 1.0f);
+  CHECK_EQ(exp_f32(-90.0f), 0.0f);
+  CHECK_EQ(exp_f32(-INFINITY), 0.0f);
+  CHECK(std::isinf(exp_f32(89.0f)) && std::isinf(exp_f32(INFINITY)));
+  CHECK(std::isnan(exp_f32(NAN)));
+  CHECK_NEAR(silu(2.0f), 2.0 / (1.0 + std::exp(-2.0)), 1e-6);
+
+  std::mt19937 g(29);
+  std::uniform_real_distribution<float> wide(-100.0f, 100.0f);
+  const VecKernels& sc = vec_kernels_scalar();
+  std::vector<const VecKernels*> paths = {&sc};
+#if defined(STRATA_HAVE_AVX2_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
+#endif
+  const float special[] = {0.0f, -0.0f, -87.0f, -87.0001f, 88.0f, 88.0001f, -INFINITY, INFINITY, 1e-40f, -3.5f};
+  for (int64_t n : {1, 7, 8, 9, 31, 64, 100, 1000}) {
+    std::vector<float> x(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(n));
+    for (auto& v : x) v = wide(g);
+    for (auto& v : u) v = wide(g);
+    for (std::size_t i = 0; i < std::size(special) && i < x.size(); ++i) x[i * 7 % x.size()] = special[i];
+    std::vector<float> want_e(x.size()), want_h(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      want_e[i] = exp_f32(x[i]);
+      want_h[i] = silu(x[i]) * u[i];
+    }
+    for (const VecKernels* k : paths) {
+      std::vector<float> e(x.size()), h(x.size());
+      k->exp(x.data(), e.data(), n);
+      k->swiglu(x.data(), u.data(), h.data(), n);
+      CHECK(std::memcmp(e.data(), want_e.data(), e.size() * 4) == 0);
+      CHECK(std::memcmp(h.data(), want_h.data(), h.size() * 4) == 0);
+      std::vector<float> in_place = x;  // h may alias g (dense_ffn, moe write the gate rows in place)
+      k->swiglu(in_place.data(), u.data(), in_place.data(), n);
+      CHECK(std::memcmp(in_place.data(), want_h.data(), h.size() * 4) == 0);
+    }
+  }
+  // NaN in, NaN out (not a finite number that hides a broken activation).
+  for (const VecKernels* k : paths) {
+    std::vector<float> x(9, 1.0f), e(9);
+    x[3] = NAN;
+    k->exp(x.data(), e.data(), 9);
+    CHECK(std::isnan(e[3]) && e[2] == exp_f32(1.0f));
+  }
 }
 
 TEST(kv_cells_gap_reads_zero) {

@@ -20,7 +20,7 @@ void rms_norm(const float* x, int64_t n, float eps, const float* w, float* out) 
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float silu(float x) { return x / (1.0f + exp_f32(-x)); }
 
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
@@ -35,9 +35,7 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void swiglu(const float* g, const float* u, float* h, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) h[i] = silu(g[i]) * u[i];
-}
+void swiglu(const float* g, const float* u, float* h, int64_t n) { vec_kernels().swiglu(g, u, h, n); }
 
 void swiglu_clamped(const float* g, const float* u, float* h, int64_t n, float limit) {
   if (limit <= 0.0f) {

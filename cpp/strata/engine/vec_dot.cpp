@@ -7,10 +7,49 @@
 
 #include "strata/engine/vec_dot.h"
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 #include "strata/cpu/features.h"
 
 namespace strata::engine {
+
+// The constants and the order of operations are those of the AVX2 kernel (avx2/vec_dot_avx2.cpp).
+float exp_f32(float x) {
+  if (x != x) return x;
+  if (x < -87.0f) return 0.0f;
+  if (x > 88.0f) return std::numeric_limits<float>::infinity();
+  const float t = x * 1.44269504088896341f;
+  const float fx = std::floor(t + 0.5f);
+  float r = x - fx * 0.693359375f;
+  r = r - fx * -2.12194440e-4f;
+  const float z = r * r;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * z + r;
+  y = y + 1.0f;
+  const auto n = static_cast<int32_t>(fx);
+  return y * std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
+}
+
 namespace {
+
+void exp_scalar(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_f32(x[i]);
+}
+
+void swiglu_scalar(const float* g, const float* u, float* h, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = g[i] / (1.0f + exp_f32(-g[i]));
+    h[i] = s * u[i];
+  }
+}
 
 inline float reduce8(const float* acc) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
@@ -77,7 +116,8 @@ void axpy_f32_multi_scalar(const float* w, int G, const float* x, int64_t n, flo
 }
 
 const VecKernels kScalar{dot_f32_scalar,      dot_i8_scalar,        axpy_f32_scalar,      axpy_i8_scalar,
-                         dot_i8_multi_scalar, axpy_i8_multi_scalar, dot_f32_multi_scalar, axpy_f32_multi_scalar};
+                         dot_i8_multi_scalar, axpy_i8_multi_scalar, dot_f32_multi_scalar, axpy_f32_multi_scalar,
+                         exp_scalar,          swiglu_scalar};
 
 }  // namespace
 

@@ -22,7 +22,18 @@ struct VecKernels {
   // run side by side (a lone 128-wide dot waits on its adds' latency).
   void (*dot_f32_multi)(const float* const* a, int G, const float* b, int64_t n, float* out);
   void (*axpy_f32_multi)(const float* w, int G, const float* x, int64_t n, float* const* outs);
+  // y[i] = exp_f32(x[i]) (in place allowed); h[i] = silu(g[i])·u[i] = (g / (1 + exp_f32(−g)))·u.
+  // Every lane does exp_f32's operations, so each element is bitwise the scalar function's.
+  void (*exp)(const float* x, float* y, int64_t n);
+  void (*swiglu)(const float* g, const float* u, float* h, int64_t n);
 };
+
+// e^x from a degree-6 polynomial on [−ln2/2, ln2/2] times 2^n (Cephes' expf), each multiply and add
+// rounded separately so the vector kernels reproduce it lane for lane: ≤ 2 ulp from the exact value
+// for x in [−87, 88]; 0 below −87 (e^−87 ≈ 1.6e−38: the normal range ends there), +∞ above 88, NaN
+// for NaN. SiLU / SwiGLU use it instead of std::exp, whose result depends on the C library and which no
+// SIMD path could match (the attention keeps std::exp: its Metal kernels are tested byte-identical).
+float exp_f32(float x);
 
 // The kernels of cpu::active_isa() (looked up on every call: cheap, follows force_isa()).
 const VecKernels& vec_kernels();

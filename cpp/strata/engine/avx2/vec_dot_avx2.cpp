@@ -138,8 +138,54 @@ void axpy_multi(const float* w, int G, const T* b, int64_t n, float* const* outs
   }
 }
 
-const VecKernels kAvx2{dot_f32_avx2,      dot_i8_avx2,        axpy_f32_avx2,    axpy_i8_avx2,
-                       dot_multi<int8_t>, axpy_multi<int8_t>, dot_multi<float>, axpy_multi<float>};
+// exp_f32 (vec_dot.cpp) on 8 lanes: the same constants and operations, so each lane is bitwise the
+// scalar function's; out-of-range lanes are computed on a clamped x and replaced afterwards.
+inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 fx =
+      _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)), _mm256_set1_ps(0.5f)));
+  __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(fx, _mm256_set1_ps(0.693359375f)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(fx, _mm256_set1_ps(-2.12194440e-4f)));
+  const __m256 z = _mm256_mul_ps(r, r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_add_ps(_mm256_mul_ps(y, z), r);
+  y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+  return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+void exp_avx2(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = exp_f32(x[i]);
+}
+
+void swiglu_avx2(const float* g, const float* u, float* h, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 vg = _mm256_loadu_ps(g + i);
+    const __m256 e = exp8(_mm256_xor_ps(vg, _mm256_set1_ps(-0.0f)));  // −g, exactly
+    const __m256 s = _mm256_div_ps(vg, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(h + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) {
+    const float s = g[i] / (1.0f + exp_f32(-g[i]));
+    h[i] = s * u[i];
+  }
+}
+
+const VecKernels kAvx2{dot_f32_avx2,       dot_i8_avx2,      axpy_f32_avx2,     axpy_i8_avx2, dot_multi<int8_t>,
+                       axpy_multi<int8_t>, dot_multi<float>, axpy_multi<float>, exp_avx2,     swiglu_avx2};
 
 }  // namespace
 
