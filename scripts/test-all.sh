@@ -57,7 +57,8 @@ else
 fi
 
 # NEON paths, cross-compiled and run under qemu-aarch64 (x86-64 hosts with the cross tools; install.sh
-# installs them when it can). Without them the job is skipped with a message, not failed.
+# installs them when it can): one build, run as a dotprod + i8mm core, a dotprod core and an ARMv8.0
+# core (the script prints the paths each run had). Without the tools the job is skipped with a message.
 if [ "$(uname -m)" = "x86_64" ]; then
   missing=""
   for tool in aarch64-linux-gnu-g++ qemu-aarch64; do

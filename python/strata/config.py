@@ -118,8 +118,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_EXPERT_IO_THREADS", "expert_io_threads", "experts", "4",
             "integer 0..64; expert reader threads (0 = read on the compute thread)", True),
     Setting("STRATA_ISA", "isa", "cpu", "auto",
-            "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (auto = the best this CPU "
-            "runs)",
+            "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path "
+            "(auto = the best this CPU runs)",
             True),
     Setting("STRATA_REPACK", "repack", "cpu", "auto",
             "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels", True),
@@ -127,6 +127,9 @@ SETTINGS: tuple[Setting, ...] = (
 
 # Read by the HTTP server (docs/server.md), not Config fields; known, so never "unknown setting".
 SERVER_ENVS = ("STRATA_API_KEY", "STRATA_MAX_BODY")
+# Read once per process by the C++ kernels (docs/settings.md), validated with the cpu group; not Config
+# fields: STRATA_PREFETCH = auto | off | bytes, the decode GEMVs' software-prefetch distance.
+PROCESS_ENVS = ("STRATA_PREFETCH",)
 
 
 
@@ -198,8 +201,8 @@ class Config:
         metal_mtp_tile: the drafter's wide-class GEMV tile ``"L,R,S,K"`` on the Metal backends; ``""`` =
             the default tiles (docs/metal.md).
         isa: CPU kernel path: ``"auto"`` (the best this CPU runs), or ``"avx512"``, ``"avx2"``,
-            ``"neon"``, ``"scalar"`` to force one (process-wide, applied when a model is loaded; a
-            path this CPU cannot run is a ConfigError).
+            ``"neon-i8mm"``, ``"neon-dotprod"``, ``"neon"``, ``"scalar"`` to force one (process-wide,
+            applied when a model is loaded; a path this CPU cannot run is a ConfigError).
         repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS weight rows
             at load for the kernels (docs/quantization.md).
     """
@@ -282,7 +285,8 @@ class Config:
         """``(config, diagnostics)`` of ``environ`` without warning: the pure form of :meth:`from_env`."""
         env = {k: str(v) for k, v in (os.environ if environ is None else environ).items()
                if k.startswith("STRATA_")}
-        native_env = {k: v for k, v in env.items() if k in _BY_ENV and _BY_ENV[k].native}
+        native_env = {k: v for k, v in env.items()
+                      if (k in _BY_ENV and _BY_ENV[k].native) or k in PROCESS_ENVS}
         settings, native_diagnostics = _strata_module().Settings.parse(native_env)
         native = settings.as_dict()
         diagnostics = [str(d) for d in native_diagnostics]
@@ -326,7 +330,8 @@ class Config:
         if "cpu" not in _rejected_groups(diagnostics):
             values["isa"] = native["cpu"]["isa"]
             values["repack"] = native["cpu"]["repack"]
-        unknown = sorted(k for k in env if k not in _BY_ENV and k not in SERVER_ENVS)
+        known_elsewhere = SERVER_ENVS + PROCESS_ENVS
+        unknown = sorted(k for k in env if k not in _BY_ENV and k not in known_elsewhere)
         if unknown:
             diagnostics.append(_unknown_message(unknown))
         return cls(**values), [_clip_values(d, env) for d in diagnostics]
@@ -433,7 +438,8 @@ class Config:
         need(isinstance(self.expert_direct_io, str), "expert_direct_io", "'auto', 'on' or 'off'")
         need(isinstance(self.metallib, str), "metallib", "a path (str)")
         need(isinstance(self.metal_mtp_tile, str), "metal_mtp_tile", "an 'L,R,S,K' string")
-        need(isinstance(self.isa, str), "isa", "'auto', 'avx512', 'avx2', 'neon' or 'scalar'")
+        need(isinstance(self.isa, str), "isa",
+             "'auto', 'avx512', 'avx2', 'neon-i8mm', 'neon-dotprod', 'neon' or 'scalar'")
         need(isinstance(self.repack, str), "repack", "'auto', 'on' or 'off'")
         need(self.spec_min_cum_p is None or _is_number(self.spec_min_cum_p), "spec_min_cum_p",
              "None or a number in [0, 1]")

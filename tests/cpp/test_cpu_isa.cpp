@@ -2,16 +2,22 @@
 // best path is runnable), STRATA_ISA / STRATA_REPACK parse as documented with one diagnostic per
 // bad value and the group falling back to auto, and the AVX-512 activation quantizers (when this
 // CPU runs them) are bitwise the scalar ones on awkward inputs (halves, zeros, huge values).
+// AArch64: the NEON paths are ordered (i8mm implies dotprod), each has its own kernels, and the
+// detected best path is the one the runner expects (tests/cross/run-neon.sh sets
+// STRATA_TEST_EXPECT_ISA per qemu CPU model).
 #define STRATA_TEST_MAIN
 #include "check.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "strata/config/settings.h"
 #include "strata/cpu/cpu_settings.h"
 #include "strata/cpu/features.h"
 #include "strata/cpu/kernels.h"
+#include "strata/cpu/prefetch.h"
+#include "strata/quant/types.h"
 #include "test_quant_util.h"
 
 namespace cpu = strata::cpu;
@@ -27,6 +33,55 @@ TEST(detected_paths_are_consistent) {
   CHECK(cpu::isa_supported(cpu::active_isa()));
   if (cpu::isa_supported(Isa::Avx512)) CHECK(cpu::isa_supported(Isa::Avx2) && cpu::best_isa() == Isa::Avx512);
   CHECK(cpu::isa_has_avx2(Isa::Avx512) && cpu::isa_has_avx2(Isa::Avx2) && !cpu::isa_has_avx2(Isa::Scalar));
+}
+
+TEST(the_detected_best_path_is_the_expected_one) {
+  // Set by a runner that knows the CPU (tests/cross/run-neon.sh: qemu -cpu max / cortex-a53).
+  const char* expect = std::getenv("STRATA_TEST_EXPECT_ISA");
+  if (expect == nullptr || *expect == '\0') {
+    std::printf("STRATA_TEST_EXPECT_ISA not set: nothing to compare\n");
+    return;
+  }
+  CHECK_MSG(std::string(cpu::isa_name(cpu::best_isa())) == expect,
+            std::string("best ") + cpu::isa_name(cpu::best_isa()) + ", expected " + expect);
+}
+
+TEST(neon_paths_are_ordered_and_have_their_own_kernels) {
+  for (Isa isa : cpu::all_isas()) {
+    // Every name parses back to its path (STRATA_ISA, force_isa by name).
+    int same = 0;
+    for (Isa other : cpu::all_isas()) same += std::string(cpu::isa_name(other)) == cpu::isa_name(isa);
+    CHECK(same == 1);
+    CHECK(cpu::isa_is_neon(isa) == (isa == Isa::Neon || isa == Isa::NeonDotprod || isa == Isa::NeonI8mm));
+  }
+  if (!cpu::isa_supported(Isa::Neon)) {
+    CHECK(!cpu::isa_supported(Isa::NeonDotprod) && !cpu::isa_supported(Isa::NeonI8mm));
+    std::printf("not an AArch64 build: NEON paths absent\n");
+    return;
+  }
+  if (cpu::isa_supported(Isa::NeonI8mm)) CHECK(cpu::isa_supported(Isa::NeonDotprod));
+  const Isa best = cpu::isa_supported(Isa::NeonI8mm)      ? Isa::NeonI8mm
+                   : cpu::isa_supported(Isa::NeonDotprod) ? Isa::NeonDotprod
+                                                          : Isa::Neon;
+  CHECK(cpu::best_isa() == best);
+  using quant_test::GGMLType;
+  const cpu::DotKernel& base = cpu::dot_kernel(GGMLType::Q8_0, Isa::Neon);
+  if (cpu::isa_supported(Isa::NeonDotprod)) {
+    // The SDOT build of cpu/neon/ is a different function from the baseline one.
+    CHECK(cpu::dot_kernel(GGMLType::Q8_0, Isa::NeonDotprod).dot_rows != base.dot_rows);
+    CHECK(cpu::dot_kernel(GGMLType::Q4_K, Isa::NeonDotprod).dot_rows !=
+          cpu::dot_kernel(GGMLType::Q4_K, Isa::Neon).dot_rows);
+  }
+  if (cpu::isa_supported(Isa::NeonI8mm)) {
+    // SMMLA kernels with a multi-activation form for Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K; the rest is
+    // dotprod's.
+    for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K}) {
+      const cpu::DotKernel& k = cpu::dot_kernel(t, Isa::NeonI8mm);
+      CHECK(k.dot_rows_multi != nullptr && k.dot_rows != cpu::dot_kernel(t, Isa::NeonDotprod).dot_rows);
+    }
+    CHECK(cpu::dot_kernel(GGMLType::Q5_K, Isa::NeonI8mm).dot_rows ==
+          cpu::dot_kernel(GGMLType::Q5_K, Isa::NeonDotprod).dot_rows);
+  }
 }
 
 TEST(cpu_settings_parse_as_documented) {
@@ -61,6 +116,34 @@ TEST(cpu_settings_parse_as_documented) {
   r = parse({{"STRATA_REPACK", std::string(100, 'x')}});
   CHECK(r.diagnostics.size() == 1 && r.diagnostics[0].find("STRATA_REPACK") != std::string::npos);
   CHECK(r.diagnostics[0].size() < 120);  // long values are cut in the message
+  // STRATA_PREFETCH: auto (nullopt), off (0) or a byte count; anything else rejects the group.
+  r = parse({{"STRATA_PREFETCH", "auto"}});
+  CHECK(r.diagnostics.empty() && !r.settings.prefetch);
+  r = parse({{"STRATA_PREFETCH", "OFF"}});
+  CHECK(r.diagnostics.empty() && r.settings.prefetch == std::size_t{0});
+  r = parse({{"STRATA_PREFETCH", "4096"}, {"STRATA_REPACK", "off"}});
+  CHECK(r.diagnostics.empty() && r.settings.prefetch == std::size_t{4096} && r.settings.repack == cpu::RepackMode::Off);
+  for (const char* bad : {"-1", "65537", "1k", "on", ""}) {
+    r = parse({{"STRATA_PREFETCH", bad}, {"STRATA_REPACK", "off"}});
+    CHECK_MSG(r.diagnostics.size() == 1 && r.diagnostics[0].find("STRATA_PREFETCH") != std::string::npos, bad);
+    CHECK(!r.settings.prefetch && r.settings.repack == cpu::RepackMode::Auto);
+  }
+}
+
+// The prefetch defaults: on Intel a distance per repacked Q8_0 / Q4_0 type, elsewhere none; and a
+// prefetch never changes a GEMV's result (the kernels are run with the process's choice, whatever it
+// is, against the scalar reference by the repack tests).
+TEST(prefetch_defaults_follow_the_vendor) {
+  using strata::quant::GGMLType;
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, true) == 1024);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, true) == 2048);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, true) == 0);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, false) == 0);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, false) == 0);
+  const std::size_t want = cpu::process_cpu_settings().prefetch
+                               ? *cpu::process_cpu_settings().prefetch
+                               : cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, cpu::cpu_is_intel());
+  CHECK(cpu::gemv_prefetch_bytes(GGMLType::Q8_0_R16) == want);
 }
 
 // The AVX-512 float kernels keep the AVX2 kernels' accumulation order: bitwise the same results

@@ -33,7 +33,7 @@ def test_config_fields_validate_and_round_trip() -> None:
         Config(isa="sse9")
     with pytest.raises(strata.ConfigError, match="STRATA_REPACK"):
         Config(repack="sometimes")  # type: ignore[arg-type]
-    for isa in ("avx512", "avx2", "neon"):
+    for isa in ("avx512", "avx2", "neon-i8mm", "neon-dotprod", "neon"):
         if isa not in _strata.supported_isas():
             with pytest.raises(strata.ConfigError, match="not available"):
                 Config(isa=isa)
@@ -97,3 +97,37 @@ def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu:
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), isa
     with pytest.raises(strata.InvalidArgument, match="multiple of 16"):
         _strata.quant.repack(w[:24], plain, 24, cols)
+
+
+_PREFETCH_SCRIPT = """
+import numpy as np
+from strata import _strata, quant
+rng = np.random.default_rng(5)
+for plain in ("Q4_0", "Q8_0"):
+    rows, cols = 48, 512
+    w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
+    x = rng.standard_normal((1, cols), dtype=np.float32)
+    _strata.force_isa("scalar")
+    want = quant.gemv(w, plain, (rows, cols), x)
+    packed, name = _strata.quant.repack(w, plain, rows, cols)
+    for isa in _strata.supported_isas():
+        _strata.force_isa(isa)
+        got = quant.gemv(packed, name, (rows, cols), x)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (plain, isa)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("distance", ["off", "64", "1024", "65536"])
+def test_decode_gemv_prefetch_changes_no_bit(distance: str) -> None:
+    """STRATA_PREFETCH (read once per process, hence a subprocess): the single-activation repacked
+    GEMV that prefetches ahead gives the plain scalar kernel's bits at any distance."""
+    out = subprocess.run([sys.executable, "-c", _PREFETCH_SCRIPT], capture_output=True, text=True,
+                         env={**_env(), "STRATA_PREFETCH": distance})
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_bad_prefetch_value_is_named() -> None:
+    with pytest.raises(strata.ConfigError, match="STRATA_PREFETCH"):
+        Config.from_env({"STRATA_PREFETCH": "soon"}, strict=True)
+    assert Config.from_env({"STRATA_PREFETCH": "2048"}, strict=True) == Config()

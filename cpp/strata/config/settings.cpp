@@ -35,6 +35,7 @@ constexpr const char* kExpertDirectIo = "STRATA_EXPERT_DIRECT_IO";
 constexpr const char* kExpertIoThreads = "STRATA_EXPERT_IO_THREADS";
 constexpr const char* kIsa = "STRATA_ISA";
 constexpr const char* kRepack = "STRATA_REPACK";
+constexpr const char* kPrefetch = "STRATA_PREFETCH";
 constexpr std::size_t kMaxPath = 4096;
 
 constexpr double kMaxLogBonus = 8.0;
@@ -166,7 +167,8 @@ const std::vector<SettingInfo>& known_settings() {
        "or 0 = every expert"},
       {kExpertDirectIo, "experts", "auto", "auto | on | off; O_DIRECT reads of the stream mode"},
       {kExpertIoThreads, "experts", "4", "integer 0..64; expert reader threads (0 = read on the compute thread)"},
-      {kIsa, "cpu", "auto", "auto | avx512 | avx2 | neon | scalar; force a lower CPU kernel path (process-wide)"},
+      {kIsa, "cpu", "auto",
+       "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path (process-wide)"},
       {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels"},
   };
   return v;
@@ -309,7 +311,7 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
   if (const auto* v = find(env, kIsa)) {
     const std::string l = lower(*v);
     bool known = l == "auto";
-    for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Neon}) {
+    for (cpu::Isa isa : cpu::all_isas()) {
       if (l != cpu::isa_name(isa)) continue;
       known = true;
       if (cpu::isa_supported(isa)) {
@@ -325,7 +327,9 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
         diagnostics.push_back(std::move(msg));
       }
     }
-    if (!known) diagnostics.push_back("STRATA_ISA: " + quoted(*v) + " is not auto, avx512, avx2, neon or scalar");
+    if (!known)
+      diagnostics.push_back("STRATA_ISA: " + quoted(*v) +
+                            " is not auto, avx512, avx2, neon-i8mm, neon-dotprod, neon or scalar");
   }
   if (const auto* v = find(env, kRepack)) {
     const std::string l = lower(*v);
@@ -335,6 +339,18 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
       c.repack = *b.value ? cpu::RepackMode::On : cpu::RepackMode::Off;
     } else {
       diagnostics.push_back("STRATA_REPACK: " + quoted(*v) + " is not auto, on or off");
+    }
+  }
+  if (const auto* v = find(env, kPrefetch)) {
+    const std::string l = lower(*v);
+    if (l == "off") {
+      c.prefetch = 0;
+    } else if (l != "auto") {
+      const Parsed<int64_t> n = parse_int(l, 0, 65536);
+      if (n.value)
+        c.prefetch = static_cast<std::size_t>(*n.value);
+      else
+        diagnostics.push_back("STRATA_PREFETCH: " + quoted(*v) + " is not auto, off or a byte count 0..65536");
     }
   }
   if (diagnostics.size() != before) c = cpu::CpuSettings{};  // a group is never half-applied

@@ -3,8 +3,10 @@
 // group "cpu"):
 //   STRATA_ISA     auto | avx512 | avx2 | neon | scalar   (default auto: the best this CPU runs)
 //   STRATA_REPACK  auto | on | off                        (default auto; cpu/repack.h)
-// The two form one group: a malformed value (or an ISA this machine cannot run) is one diagnostic
+//   STRATA_PREFETCH auto | off | BYTES (0..65536)         (default auto; cpu/prefetch.h)
+// They form one group: a malformed value (or an ISA this machine cannot run) is one diagnostic
 // naming the variable, and both settings then stay at their defaults (auto).
+#include <cstddef>
 #include <optional>
 
 #include "strata/cpu/features.h"
@@ -16,6 +18,7 @@ enum class RepackMode { Auto, On, Off };
 struct CpuSettings {
   std::optional<Isa> isa;  // nullopt = auto
   RepackMode repack = RepackMode::Auto;
+  std::optional<std::size_t> prefetch;  // decode GEMV prefetch distance in bytes; nullopt = auto
 };
 
 // The process's CPU settings (the kernel path and the repack default before any engine says

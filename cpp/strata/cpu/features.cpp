@@ -10,6 +10,14 @@
 #define STRATA_X86_CPUID 1
 #endif
 
+#if defined(STRATA_HAVE_NEON_TU) && defined(__linux__)
+#include <sys/auxv.h>
+#define STRATA_ARM_HWCAP 1
+#elif defined(STRATA_HAVE_NEON_TU) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#define STRATA_ARM_SYSCTL 1
+#endif
+
 namespace strata::cpu {
 namespace {
 std::atomic<int> g_forced{-1};
@@ -52,7 +60,45 @@ const X86Features& x86_features() {
 }
 #endif
 
+#if defined(STRATA_HAVE_NEON_TU)
+struct ArmFeatures {
+  bool dotprod = false;
+  bool i8mm = false;
+};
+
+#if defined(STRATA_ARM_SYSCTL)
+bool sysctl_flag(const char* name) {
+  int v = 0;
+  size_t size = sizeof v;
+  return sysctlbyname(name, &v, &size, nullptr, 0) == 0 && v != 0;
+}
+#endif
+
+// What the OS reports this core runs (the kernel sets the bits only when user space may use the
+// instructions). Read once, like CPUID.
+const ArmFeatures& arm_features() {
+  static const ArmFeatures f = [] {
+    ArmFeatures r;
+#if defined(STRATA_ARM_HWCAP)
+    // Linux arch/arm64/include/uapi/asm/hwcap.h (spelled out: older libc headers lack HWCAP2_I8MM).
+    constexpr unsigned long kHwcapAsimdDp = 1ul << 20, kHwcap2I8mm = 1ul << 13;
+    r.dotprod = (getauxval(AT_HWCAP) & kHwcapAsimdDp) != 0;
+    r.i8mm = r.dotprod && (getauxval(AT_HWCAP2) & kHwcap2I8mm) != 0;
+#elif defined(STRATA_ARM_SYSCTL)
+    r.dotprod = sysctl_flag("hw.optional.arm.FEAT_DotProd");
+    r.i8mm = r.dotprod && sysctl_flag("hw.optional.arm.FEAT_I8MM");
+#endif
+    return r;
+  }();
+  return f;
+}
+#endif
+
 }  // namespace
+
+std::vector<Isa> all_isas() {
+  return {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm};
+}
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -60,6 +106,8 @@ const char* isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Neon: return "neon";
     case Isa::Avx512: return "avx512";
+    case Isa::NeonDotprod: return "neon-dotprod";
+    case Isa::NeonI8mm: return "neon-i8mm";
   }
   return "?";
 }
@@ -73,7 +121,7 @@ std::vector<Isa> compiled_isas() {
   v.push_back(Isa::Avx512);
 #endif
 #if defined(STRATA_HAVE_NEON_TU)
-  v.push_back(Isa::Neon);
+  v.insert(v.end(), {Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm});
 #endif
   return v;
 }
@@ -99,6 +147,18 @@ bool isa_supported(Isa isa) {
 #else
       return false;
 #endif
+    case Isa::NeonDotprod:
+#if defined(STRATA_HAVE_NEON_TU)
+      return arm_features().dotprod;
+#else
+      return false;
+#endif
+    case Isa::NeonI8mm:
+#if defined(STRATA_HAVE_NEON_TU)
+      return arm_features().i8mm;
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -106,6 +166,8 @@ bool isa_supported(Isa isa) {
 Isa best_isa() {
   if (isa_supported(Isa::Avx512)) return Isa::Avx512;
   if (isa_supported(Isa::Avx2)) return Isa::Avx2;
+  if (isa_supported(Isa::NeonI8mm)) return Isa::NeonI8mm;
+  if (isa_supported(Isa::NeonDotprod)) return Isa::NeonDotprod;
   if (isa_supported(Isa::Neon)) return Isa::Neon;
   return Isa::Scalar;
 }
@@ -134,7 +196,7 @@ std::vector<std::string> build_features() {
   v.insert(v.end(), {"avx512", "avx512vnni"});
 #endif
 #if defined(STRATA_HAVE_NEON_TU)
-  v.push_back("neon");
+  v.insert(v.end(), {"neon", "dotprod", "i8mm"});
 #endif
   return v;
 }

@@ -6,14 +6,21 @@
 // x86-64: Avx2 = AVX2 + FMA + F16C; Avx512 = that plus AVX-512 F/BW/VL/DQ and VNNI, with the OS
 // saving the opmask and ZMM state (XCR0 read by XGETBV), since CPUID alone says what the core has,
 // not what the kernel lets a process use.
+//
+// AArch64: Neon = plain ARMv8-A (NEON is mandatory; int8 dots by widening multiplies), the
+// baseline the whole library is built for; NeonDotprod = that plus SDOT (ARMv8.2 dotprod);
+// NeonI8mm = that plus SMMLA (ARMv8.6 i8mm). Both extensions are read from the OS at run time
+// (Linux: getauxval HWCAP_ASIMDDP / HWCAP2_I8MM; macOS: sysctl hw.optional.arm.FEAT_*), and their
+// kernels are built with per-folder -march flags, so one AArch64 build runs on any ARMv8 core.
 #include <string>
 #include <vector>
 
 namespace strata::cpu {
 
-enum class Isa { Scalar = 0, Avx2 = 1, Neon = 2, Avx512 = 3 };
+enum class Isa { Scalar = 0, Avx2 = 1, Neon = 2, Avx512 = 3, NeonDotprod = 4, NeonI8mm = 5 };
 
-const char* isa_name(Isa isa);
+const char* isa_name(Isa isa);     // "scalar", "avx2", "avx512", "neon", "neon-dotprod", "neon-i8mm"
+std::vector<Isa> all_isas();       // every path any build may have, for name lookups
 std::vector<Isa> compiled_isas();  // always includes Scalar
 bool isa_supported(Isa isa);       // compiled in and runnable on this processor
 Isa best_isa();
@@ -24,5 +31,7 @@ void force_isa(Isa isa);                    // throws strata::Error (Value) when
 std::vector<std::string> build_features();  // e.g. {"scalar", "avx2", "fma", "f16c", "avx512"}
 // True when kernels of `isa` may run AVX2 code too (Avx512 is a superset of Avx2).
 inline bool isa_has_avx2(Isa isa) { return isa == Isa::Avx2 || isa == Isa::Avx512; }
+// True for the AArch64 paths (each runs NEON code; the higher ones add SDOT, then SMMLA).
+inline bool isa_is_neon(Isa isa) { return isa == Isa::Neon || isa == Isa::NeonDotprod || isa == Isa::NeonI8mm; }
 
 }  // namespace strata::cpu

@@ -70,6 +70,16 @@ const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
       k = neon::kernel(type);
 #endif
       break;
+    case Isa::NeonDotprod:
+#if defined(STRATA_HAVE_NEON_TU)
+      k = neon_dotprod::kernel(type);
+#endif
+      break;
+    case Isa::NeonI8mm:
+#if defined(STRATA_HAVE_NEON_TU)
+      k = neon_i8mm::kernel(type);
+#endif
+      break;
   }
   // An ISA without repacked kernels of its own (NEON) runs the reference ones: correct, not fast
   // (cpu/repack/repack.h only repacks for ISAs that have them).

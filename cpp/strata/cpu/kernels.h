@@ -68,7 +68,13 @@ namespace avx512 {
 const DotKernel* kernel(quant::GGMLType type);
 }
 namespace neon {
-const DotKernel* kernel(quant::GGMLType type);
+const DotKernel* kernel(quant::GGMLType type);  // plain ARMv8-A (no SDOT unless the build targets it)
+}
+namespace neon_dotprod {
+const DotKernel* kernel(quant::GGMLType type);  // the cpu/neon/ kernels rebuilt with SDOT
+}
+namespace neon_i8mm {
+const DotKernel* kernel(quant::GGMLType type);  // SMMLA Q4_0 / Q5_0 / Q8_0, else neon_dotprod's
 }
 
 }  // namespace strata::cpu

@@ -9,6 +9,7 @@
 
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
+#include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
 
 namespace strata::cpu::avx2 {
@@ -25,6 +26,7 @@ inline int block_sum(const BlockQ8_0& y) {
 // The int32 block sums of one half (8 rows) of a group's block against one activation block.
 struct Q4Ops {
   using L = repack::Q4Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q4_0_R16;
   static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int ysum) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i p = _mm256_setzero_si256();
@@ -40,6 +42,7 @@ struct Q4Ops {
 
 struct Q8Ops {
   using L = repack::Q8Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q8_0_R16;
   static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m256i ones = _mm256_set1_epi16(1);
@@ -54,14 +57,18 @@ struct Q8Ops {
   static constexpr bool kNeedsSum = false;
 };
 
-// One group against A activations: outs[a][r0 .. r0 + n_valid).
+// One group against A activations: outs[a][r0 .. r0 + n_valid). With pf > 0 each block pair first
+// prefetches the pair's bytes pf further on (cpu/prefetch.h; the decode GEMV passes it).
 template <typename Ops, int A>
-void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0,
-                int n_valid) {
+void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0, int n_valid,
+                std::size_t pf = 0) {
   using L = typename Ops::L;
   __m256 acc[A][2];
   for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != 0 && (b & 1) == 0)
+      for (std::size_t o = 0; o < 2 * L::kBlockBytes; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(grp + L::pair(b) + pf + o), _MM_HINT_T0);
     const uint8_t* d = grp + L::d_off(b, nb);
     const uint8_t* qs = grp + L::qs_off(b, nb);
     const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(d)), _mm256_cvtph_ps(loadu128(d + 16))};
@@ -105,7 +112,13 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
 
 template <typename Ops>
 void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_multi<Ops>(n, w, stride, nrows, &act, 1, &out);
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(act);
+  const int64_t nb = n / quant::kQK32;
+  const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group_acts<Ops, 1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
+                       static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
 }
 
 }  // namespace

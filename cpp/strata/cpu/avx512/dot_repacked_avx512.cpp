@@ -12,6 +12,7 @@
 
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
+#include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
 
 namespace strata::cpu::avx512 {
@@ -23,6 +24,7 @@ using quant::BlockQ8_0;
 
 struct Q8Ops {
   using L = repack::Q8Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q8_0_R16;
   static constexpr int kBias = 128;
   static void steps(const uint8_t* qs, __m512i* st) {
     for (int k = 0; k < 8; ++k) st[k] = loadu512(qs + 64 * k);
@@ -32,6 +34,7 @@ struct Q8Ops {
 // Q4_0_R16: the nibbles are the unsigned operand (q, value q − 8), so the accumulator starts at −8·Σy.
 struct Q4Ops {
   using L = repack::Q4Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q4_0_R16;
   static constexpr int kBias = 8;
   static void steps(const uint8_t* qs, __m512i* st) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -43,6 +46,13 @@ struct Q4Ops {
   }
 };
 
+// The 64-byte lines of one block pair (2 · kBlockBytes bytes from p) towards L1.
+template <typename L>
+inline void prefetch_pair(const uint8_t* p) {
+  for (std::size_t o = 0; o < 2 * L::kBlockBytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
 // Σ of the 32 activation bytes of a block.
 inline int block_sum(const BlockQ8_0& y) {
   const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), loadu256(y.qs));
@@ -52,12 +62,15 @@ inline int block_sum(const BlockQ8_0& y) {
   return _mm_cvtsi128_si32(r);
 }
 
-// One group (16 rows from grp) against one activation: out[0 .. n_valid).
+// One group (16 rows from grp) against one activation: out[0 .. n_valid). With pf > 0 each block
+// pair first prefetches the pair's bytes pf further on (cpu/prefetch.h: on some CPUs one core's
+// stream of weights needs it to reach the memory's bandwidth).
 template <typename Ops>
-void group_one_act(int64_t nb, const uint8_t* grp, const BlockQ8_0* y, float* out, int n_valid) {
+void group_one_act(int64_t nb, const uint8_t* grp, const BlockQ8_0* y, float* out, int n_valid, std::size_t pf) {
   using L = typename Ops::L;
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != 0 && (b & 1) == 0) prefetch_pair<L>(grp + L::pair(b) + pf);
     __m512i bc[8];  // step k: columns 4k..4k+3
     for (int k = 0; k < 8; ++k) bc[k] = bcast_word(y[b].qs + 4 * k);
     __m512i st[8];
@@ -103,9 +116,10 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(act);
   const int64_t nb = n / quant::kQK32;
+  const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
   for (int64_t r = 0; r < nrows; r += repack::kRows)
     group_one_act<Ops>(nb, p + static_cast<std::size_t>(r) * stride, y, out + r,
-                       static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+                       static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
 }
 
 template <typename Ops>

@@ -6,7 +6,7 @@
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 struct F32Load {
@@ -61,4 +61,4 @@ void dot_rows_bf16(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
   rows<BF16Load>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

@@ -9,9 +9,8 @@
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/iq_grids.h"
-#include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 using quant::BlockIQ2_XS;
@@ -40,7 +39,7 @@ float dot_iq2_xs(int64_t nb, const BlockIQ2_XS* x, const BlockQ8_K* y) {
       const int8x16_t w = signed_magnitudes(kIQ2XSGrid[q0 & 511], kIQ2XSGrid[q1 & 511], q0 >> 9, q1 >> 9);
       isum += quant::iq2_xs_scale(x[i], h) * dot16(w, vld1q_s8(y[i].qs + 16 * h));
     }
-    sum += (fp16_to_fp32(x[i].d) * y[i].d) * static_cast<float>(isum);
+    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
   }
   return 0.125f * sum;
 }
@@ -61,7 +60,7 @@ float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
       const int32x4_t p = dot_s8(dot_s8(vdupq_n_s32(0), w0, vld1q_s8(q8)), w1, vld1q_s8(q8 + 16));
       isum += static_cast<int>(2 * (aux >> 28) + 1) * vaddvq_s32(p);
     }
-    sum += (fp16_to_fp32(x[i].d) * y[i].d) * static_cast<float>(isum);
+    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
   }
   return 0.25f * sum;
 }
@@ -75,4 +74,4 @@ void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrow
   rows_q8_k<BlockIQ3_XXS, dot_iq3_xxs>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

@@ -3,11 +3,11 @@
 // int32, the min terms of Q2_K / Q4_K taken from the activation block sums.
 #include "strata/cpu/dot_rows.h"
 #include "strata/cpu/neon/dot_neon.h"
+#include "strata/cpu/neon/q6_k_bytes_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
-#include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 using quant::BlockIQ4_XS;
@@ -41,8 +41,8 @@ float dot_q2_k(int64_t nb, const BlockQ2_K* x, const BlockQ8_K* y) {
       isum +=
           (sc[6] & 0xF) * dot16(as_s8(a3), vld1q_s8(q8 + 96)) + (sc[7] & 0xF) * dot16(as_s8(b3), vld1q_s8(q8 + 112));
     }
-    const float dall = y[i].d * fp16_to_fp32(x[i].d);
-    const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
+    const float dall = y[i].d * half(x[i].d);
+    const float dmin = y[i].d * half(x[i].dmin);
     sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
   }
   return sum;
@@ -68,41 +68,25 @@ float dot_q4_k(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* y) {
       hi = dot_s8(hi, as_s8(vshrq_n_u8(q1, 4)), vld1q_s8(q8 + 48));
       isum += sc_lo * vaddvq_s32(lo) + sc_hi * vaddvq_s32(hi);
     }
-    const float d = y[i].d * fp16_to_fp32(x[i].d);
-    const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
+    const float d = y[i].d * half(x[i].d);
+    const float dmin = y[i].d * half(x[i].dmin);
     sum += d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
   }
   return sum;
 }
 
 float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
-  const uint8x16_t m4 = vdupq_n_u8(0xF);
-  const uint8x16_t m3 = vdupq_n_u8(3);
-  const int8x16_t m32 = vdupq_n_s8(32);
   float sum = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     int isum = 0;
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = x[i].ql + 64 * h;
-      const uint8_t* qh = x[i].qh + 32 * h;
       const int8_t* q8 = y[i].qs + 128 * h;
       const int8_t* sc = x[i].scales + 8 * h;
-      const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
-      const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
-      // 16-element groups in order 0..7 of this half, each as (q − 32).
-      const int8x16_t g[8] = {
-          vsubq_s8(as_s8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h0, m3), 4))), m32),
-          vsubq_s8(as_s8(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(h1, m3), 4))), m32),
-          vsubq_s8(as_s8(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 2), m3), 4))), m32),
-          vsubq_s8(as_s8(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 2), m3), 4))), m32),
-          vsubq_s8(as_s8(vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 4), m3), 4))), m32),
-          vsubq_s8(as_s8(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 4), m3), 4))), m32),
-          vsubq_s8(as_s8(vorrq_u8(vshrq_n_u8(l2, 4), vshlq_n_u8(vshrq_n_u8(h0, 6), 4))), m32),
-          vsubq_s8(as_s8(vorrq_u8(vshrq_n_u8(l3, 4), vshlq_n_u8(vshrq_n_u8(h1, 6), 4))), m32),
-      };
+      int8x16_t g[8];
+      q6k::half_groups(x[i], h, g);
       for (int k = 0; k < 8; ++k) isum += sc[k] * dot16(g[k], vld1q_s8(q8 + 16 * k));
     }
-    sum += (y[i].d * fp16_to_fp32(x[i].d)) * static_cast<float>(isum);
+    sum += (y[i].d * half(x[i].d)) * static_cast<float>(isum);
   }
   return sum;
 }
@@ -120,7 +104,7 @@ float dot_iq4_xs(int64_t nb, const BlockIQ4_XS* x, const BlockQ8_K* y) {
       p = dot_s8(p, vqtbl1q_s8(values, vshrq_n_u8(q, 4)), vld1q_s8(q8 + 16));
       isum += quant::iq4_xs_scale(x[i], g) * vaddvq_s32(p);
     }
-    sum += (y[i].d * fp16_to_fp32(x[i].d)) * static_cast<float>(isum);
+    sum += (y[i].d * half(x[i].d)) * static_cast<float>(isum);
   }
   return sum;
 }
@@ -140,4 +124,4 @@ void dot_rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows
   rows_q8_k<BlockIQ4_XS, dot_iq4_xs>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

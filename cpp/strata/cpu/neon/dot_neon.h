@@ -1,9 +1,18 @@
 #pragma once
 // The NEON kernels of this folder, gathered into a table by kernels_neon.cpp.
+//
+// The folder is compiled twice (CMakeLists.txt): for plain ARMv8-A into namespace neon (the Isa
+// Neon path), and with -march=armv8.2-a+dotprod and STRATA_NEON_NS=neon_dotprod (the NeonDotprod
+// path: simd_neon.h's int8 dot becomes SDOT). Everything but these entry points and the table has
+// internal linkage, so the two builds of one file never clash.
 #include <cstddef>
 #include <cstdint>
 
-namespace strata::cpu::neon {
+#ifndef STRATA_NEON_NS
+#define STRATA_NEON_NS neon
+#endif
+
+namespace strata::cpu::STRATA_NEON_NS {
 
 #define STRATA_NEON_DOT(name) \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out)
@@ -26,4 +35,4 @@ STRATA_NEON_DOT(dot_rows_iq3_xxs);  // dot_iq2_iq3_neon.cpp
 void quantize_act_q8_0(const float* x, void* act, int64_t n);
 void quantize_act_q8_k(const float* x, void* act, int64_t n);
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

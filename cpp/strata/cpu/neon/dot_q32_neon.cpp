@@ -1,58 +1,26 @@
 // NEON dots of the 32-value block formats (Q4_0, Q5_0, Q8_0) with Q8_0 activations: two 16-lane
 // int8 dots per block, f32 accumulation in two interleaved vector accumulators.
-#include <cstring>
-
 #include "strata/cpu/neon/dot_neon.h"
+#include "strata/cpu/neon/q32_bytes_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
-#include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
+using q32::Q4_0Bytes;
+using q32::Q5_0Bytes;
+using q32::Q8_0Bytes;
 using quant::BlockQ4_0;
 using quant::BlockQ5_0;
 using quant::BlockQ8_0;
-
-// The block's 32 signed weights as two 16-lane vectors (elements 0..15, 16..31).
-struct Q4_0Bytes {
-  static void get(const BlockQ4_0& b, int8x16_t& lo, int8x16_t& hi) {
-    const uint8x16_t q = vld1q_u8(b.qs);
-    const int8x16_t eight = vdupq_n_s8(8);
-    lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), eight);
-    hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
-  }
-};
-struct Q5_0Bytes {
-  static void get(const BlockQ5_0& b, int8x16_t& lo, int8x16_t& hi) {
-    uint32_t qh;
-    std::memcpy(&qh, b.qh, 4);
-    static const uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    const uint8x16_t bits = vld1q_u8(kBits);
-    const uint8x16_t h0 = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(qh)), vdup_n_u8(static_cast<uint8_t>(qh >> 8)));
-    const uint8x16_t h1 =
-        vcombine_u8(vdup_n_u8(static_cast<uint8_t>(qh >> 16)), vdup_n_u8(static_cast<uint8_t>(qh >> 24)));
-    const uint8x16_t b16 = vdupq_n_u8(0x10);
-    const uint8x16_t q = vld1q_u8(b.qs);
-    const int8x16_t sixteen = vdupq_n_s8(16);
-    lo = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(vtstq_u8(h0, bits), b16))),
-                  sixteen);
-    hi = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(vtstq_u8(h1, bits), b16))), sixteen);
-  }
-};
-struct Q8_0Bytes {
-  static void get(const BlockQ8_0& b, int8x16_t& lo, int8x16_t& hi) {
-    lo = vld1q_s8(b.qs);
-    hi = vld1q_s8(b.qs + 16);
-  }
-};
 
 template <typename Block, typename Bytes>
 inline float32x4_t block_dot(const Block& x, const BlockQ8_0& y, float32x4_t acc) {
   int8x16_t lo, hi;
   Bytes::get(x, lo, hi);
   const int32x4_t p = dot_s8(dot_s8(vdupq_n_s32(0), lo, vld1q_s8(y.qs)), hi, vld1q_s8(y.qs + 16));
-  return vmlaq_n_f32(acc, vcvtq_f32_s32(p), fp16_to_fp32(x.d) * fp16_to_fp32(y.d));
+  return vmlaq_n_f32(acc, vcvtq_f32_s32(p), half(x.d) * half(y.d));
 }
 
 template <typename Block, typename Bytes>
@@ -88,4 +56,4 @@ void dot_rows_q8_0(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
   rows<BlockQ8_0, Q8_0Bytes>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

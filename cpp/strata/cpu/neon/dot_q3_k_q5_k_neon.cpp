@@ -6,9 +6,8 @@
 #include "strata/cpu/neon/dot_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
-#include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 using quant::BlockQ3_K;
@@ -41,7 +40,7 @@ float dot_q3_k(int64_t nb, const BlockQ3_K* x, const BlockQ8_K* y) {
             quant::q3_k_scale(x[i].scales, 8 * h + 2 * s) * pa + quant::q3_k_scale(x[i].scales, 8 * h + 2 * s + 1) * pb;
       }
     }
-    sum += (fp16_to_fp32(x[i].d) * y[i].d) * static_cast<float>(isum);
+    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
   }
   return sum;
 }
@@ -71,8 +70,8 @@ float dot_q5_k(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* y) {
       hi = dot_s8(hi, as_s8(vorrq_u8(vshrq_n_u8(q1, 4), f1h)), vld1q_s8(q8 + 48));
       isum += sc_lo * vaddvq_s32(lo) + sc_hi * vaddvq_s32(hi);
     }
-    const float d = y[i].d * fp16_to_fp32(x[i].d);
-    const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
+    const float d = y[i].d * half(x[i].d);
+    const float dmin = y[i].d * half(x[i].dmin);
     sum += d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
   }
   return sum;
@@ -87,4 +86,4 @@ void dot_rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
   rows_q8_k<BlockQ5_K, dot_q5_k>(n, w, stride, nrows, act, out);
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

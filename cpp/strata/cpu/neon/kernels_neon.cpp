@@ -2,7 +2,7 @@
 #include "strata/cpu/neon/dot_neon.h"
 #include "strata/cpu/kernels.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 using quant::GGMLType;
@@ -44,4 +44,4 @@ const DotKernel* kernel(GGMLType type) {
   }
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS

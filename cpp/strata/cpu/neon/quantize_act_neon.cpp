@@ -7,7 +7,7 @@
 #include "strata/quant/blocks.h"
 #include "strata/util/fp16.h"
 
-namespace strata::cpu::neon {
+namespace strata::cpu::STRATA_NEON_NS {
 namespace {
 
 // Four 4 x int32 vectors of integral values within ±127 -> 16 int8 in order.
@@ -60,4 +60,4 @@ void quantize_act_q8_k(const float* x, void* act, int64_t n) {
   }
 }
 
-}  // namespace strata::cpu::neon
+}  // namespace strata::cpu::STRATA_NEON_NS
