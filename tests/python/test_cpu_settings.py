@@ -103,9 +103,19 @@ _PREFETCH_SCRIPT = """
 import numpy as np
 from strata import _strata, quant
 rng = np.random.default_rng(5)
-for plain in ("Q4_0", "Q8_0"):
-    rows, cols = 48, 512
-    w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
+# K / IQ blocks as random bytes with small fp16 scales (block bytes, offsets of the fp16 fields)
+RAW = {"Q4_K": (144, (0, 2)), "Q6_K": (210, (208,)), "IQ4_XS": (136, (0,))}
+for plain in ("Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_XS"):
+    rows, cols = 48, 1024
+    if plain in RAW:
+        size, halves = RAW[plain]
+        raw = rng.integers(0, 256, size=(rows, cols // 256, size), dtype=np.uint8)
+        for o in halves:
+            d = rng.uniform(2e-3, 2e-2, size=(rows, cols // 256)).astype(np.float16)
+            raw[:, :, o:o + 2] = d.view(np.uint8).reshape(rows, cols // 256, 2)
+        w = raw.reshape(rows, -1)
+    else:
+        w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
     x = rng.standard_normal((1, cols), dtype=np.float32)
     _strata.force_isa("scalar")
     want = quant.gemv(w, plain, (rows, cols), x)

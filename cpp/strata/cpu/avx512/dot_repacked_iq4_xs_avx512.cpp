@@ -13,6 +13,7 @@
 
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
+#include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
 
 namespace strata::cpu::avx512 {
@@ -41,14 +42,17 @@ inline void unpack_scales(const uint8_t* p, int8_t* sc) {
 }
 
 // One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid).
+// pf > 0: each super-block first prefetches the group's bytes pf further on (cpu/prefetch.h).
 template <int A>
-void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid) {
+void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
+           std::size_t pf = 0) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiasedValues)));
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + L::block(b);
+    if (pf != 0) prefetch_lines(blk + pf, L::kBlockBytes);
     alignas(64) int8_t sc[128];
     unpack_scales(blk + L::kScales, sc);
     // −128 · (the activation's sum over each 32-column sub-block): pairs of its 16-value bsums.
@@ -95,9 +99,10 @@ void dot_rows_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t n
   const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::IQ4_XS_R16);
   for (int64_t r = 0; r < nrows; r += repack::kRows)
     group<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
-             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
 }
 
 void dot_rows_multi_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
