@@ -12,9 +12,9 @@ Measures only; it never fails on speed.
 ``--cpu-time`` times the single-thread columns in process CPU time rather than wall time: on a host
 shared with other jobs, time the process spent waiting for a core is then not counted.
 ``--isas avx2,avx512`` runs every format once per kernel path (forced with ``force_isa``) so the
-paths compare on the same matrices. A format written ``Q4_0_R16`` / ``Q8_0_R16`` / ``Q4_K_R16`` is the plain
-format's random matrix repacked into the interleaved 16-row layout (cpu/repack/repack.h) before
-timing: next to the plain format, the repack's speed-up.
+paths compare on the same matrices. A format written ``Q4_0_R16`` / ``Q8_0_R16`` / ``Q4_K_R16`` /
+``IQ4_XS_R16`` is the plain format's random matrix repacked into the interleaved 16-row layout
+(cpu/repack/repack.h) before timing: next to the plain format, the repack's speed-up.
 
     PYTHONPATH=python python3 bench/gemv_bench.py [--mib 256] [--cols 4096] [--reps 5] [--markdown]
         [--isas avx2,avx512] [--types Q4_0,Q4_0_R16,Q8_0,Q8_0_R16]
@@ -33,8 +33,9 @@ import numpy.typing as npt
 from strata import _strata, quant
 
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q8_0_R16", "Q5_0", "Q4_0", "Q4_0_R16", "Q6_K", "Q6_K_R16", "Q5_K",
-         "Q4_K", "Q4_K_R16", "Q3_K", "IQ4_XS", "Q2_K", "IQ3_XXS", "IQ2_XS"]
-REPACKED = {"Q4_0_R16": "Q4_0", "Q8_0_R16": "Q8_0", "Q4_K_R16": "Q4_K", "Q6_K_R16": "Q6_K"}
+         "Q4_K", "Q4_K_R16", "Q3_K", "IQ4_XS", "IQ4_XS_R16", "Q2_K", "IQ3_XXS", "IQ2_XS"]
+REPACKED = {"Q4_0_R16": "Q4_0", "Q8_0_R16": "Q8_0", "Q4_K_R16": "Q4_K", "Q6_K_R16": "Q6_K",
+            "IQ4_XS_R16": "IQ4_XS"}
 # Byte offsets of the fp16 scales inside a block (the rest of a block may be any bytes).
 SCALE_FIELDS = {
     "Q4_0": [0],

@@ -1,8 +1,12 @@
-// Single-thread GEMV of the K-quant formats plain and repacked (Q4_K / Q4_K_R16, Q6_K / Q6_K_R16) per
-// kernel path, on the shapes a Qwen3-MoE decode step reads (docs/benchmarks.md, "Repacked Q4_K and
-// Q6_K"):
+// Single-thread GEMV of the 256-column super-block formats plain and repacked (Q4_K / Q4_K_R16,
+// Q6_K / Q6_K_R16, IQ4_XS / IQ4_XS_R16) per kernel path, on the shapes a Qwen3-MoE decode step reads
+// (docs/benchmarks.md, "Repacked Q4_K and Q6_K", "Repacked IQ4_XS"):
 //
 //   repack_k_bench [--rows 512] [--cols 1024] [--mib 96] [--reps 7] [--isas avx2,avx512]
+//                  [--types Q4_K,Q6_K,IQ4_XS] [--acts 1]
+//
+// --acts n > 1 times the multi-activation form (a prefill / verification window of n rows through
+// gemm_prepared, one thread) instead of the GEMV; GB are then weight bytes per CPU-second per pass.
 //
 // "stream": one pass over --mib MiB of distinct matrices of rows x cols (an expert's gate or up
 // projection by default; 96 MiB is 3x the 32 MiB L3, so every pass reads memory); "cached": the
@@ -23,6 +27,7 @@
 
 #include "strata/cpu/features.h"
 #include "strata/cpu/gemv.h"
+#include "strata/cpu/kernels.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/quant/types.h"
 #include "strata/util/aligned.h"
@@ -50,8 +55,9 @@ void fill(GGMLType t, uint8_t* p, std::size_t bytes, std::mt19937& rng) {
   for (std::size_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> d(1e-3f, 2e-2f);
   const std::size_t bs = quant::type_size(t);
-  const std::vector<std::size_t> offs =
-      t == GGMLType::Q4_K ? std::vector<std::size_t>{0, 2} : std::vector<std::size_t>{208};
+  const std::vector<std::size_t> offs = t == GGMLType::Q4_K   ? std::vector<std::size_t>{0, 2}
+                                        : t == GGMLType::Q6_K ? std::vector<std::size_t>{208}
+                                                              : std::vector<std::size_t>{0};
   for (std::size_t b = 0; b < bytes; b += bs)
     for (std::size_t o : offs) {
       const uint16_t h = fp32_to_fp16(d(rng));
@@ -70,8 +76,8 @@ struct Config {
 
 int main(int argc, char** argv) {
   int64_t rows = 512, cols = 1024, mib = 96;
-  int reps = 7;
-  std::string isas_arg;
+  int reps = 7, acts = 1;
+  std::string isas_arg, types_arg = "Q4_K,Q6_K";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--rows")
@@ -84,6 +90,10 @@ int main(int argc, char** argv) {
       reps = std::atoi(v.c_str());
     else if (a == "--isas")
       isas_arg = v;
+    else if (a == "--types")
+      types_arg = v;
+    else if (a == "--acts")
+      acts = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -94,28 +104,50 @@ int main(int argc, char** argv) {
     if (isa != cpu::Isa::Scalar && cpu::isa_supported(isa) &&
         (isas_arg.empty() || isas_arg.find(cpu::isa_name(isa)) != std::string::npos))
       isas.push_back(isa);
-  if (rows % cpu::kRepackRows != 0 || cols % 256 != 0 || isas.empty()) {
-    std::fprintf(stderr, "rows must be a multiple of 16, cols of 256, and a SIMD path must run here\n");
+  std::vector<GGMLType> types;
+  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::IQ4_XS})
+    if (("," + types_arg + ",").find("," + std::string(quant::type_name(t)) + ",") != std::string::npos)
+      types.push_back(t);
+  if (rows % cpu::kRepackRows != 0 || cols % 256 != 0 || isas.empty() || types.empty() || acts < 1) {
+    std::fprintf(stderr,
+                 "rows must be a multiple of 16, cols of 256, --types among Q4_K,Q6_K,IQ4_XS, --acts >= 1, and a "
+                 "SIMD path must run here\n");
     return 2;
   }
 
   std::mt19937 rng(1);
-  std::vector<float> x(static_cast<std::size_t>(cols));
+  std::vector<float> x(static_cast<std::size_t>(cols) * static_cast<std::size_t>(acts));
   std::normal_distribution<float> nd;
   for (float& v : x) v = nd(rng);
-  std::vector<float> y(static_cast<std::size_t>(rows));
+  std::vector<float> y(static_cast<std::size_t>(rows) * static_cast<std::size_t>(acts));
+  // The window's activations, quantized once (every type here takes Q8_K activations).
+  std::vector<uint8_t> xq(cpu::activation_row_bytes(GGMLType::Q4_K, cols) * static_cast<std::size_t>(acts));
+  cpu::quantize_activations(GGMLType::Q4_K, x.data(), acts, cols, xq.data());
+  auto run = [&](GGMLType t, const uint8_t* w) {
+    if (acts == 1)
+      cpu::gemv(t, w, rows, cols, x.data(), y.data(), nullptr);
+    else
+      cpu::gemm_prepared(t, w, rows, cols, xq.data(), acts, y.data(), nullptr);
+  };
 
   std::vector<AlignedBuffer<uint8_t>> plain, packed;
   std::vector<Config> configs;
   std::vector<std::size_t> n_mats;
-  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K}) {
+  std::string repack_lines;
+  for (GGMLType t : types) {
     const std::size_t bytes = quant::row_bytes(t, cols) * static_cast<std::size_t>(rows);
     const std::size_t n = std::max<std::size_t>(1, static_cast<std::size_t>(mib << 20) / bytes);
     plain.emplace_back(bytes * n);
     packed.emplace_back(bytes * n);
     fill(t, plain.back().data(), bytes * n, rng);
+    const double t0 = thread_cpu_s();
     for (std::size_t m = 0; m < n; ++m)
       cpu::repack_rows(t, plain.back().data() + m * bytes, rows, cols, packed.back().data() + m * bytes);
+    const double dt = thread_cpu_s() - t0;
+    repack_lines += std::string("repack ") + quant::type_name(t) + ": " + std::to_string((bytes * n) >> 20) +
+                    " MiB in " + std::to_string(dt) + " CPU-s (" +
+                    std::to_string(static_cast<double>(bytes * n) / dt / 1e9) +
+                    " GB/s; the copy is the same size as the plain matrix)\n";
     for (cpu::Isa isa : isas) {
       configs.push_back(Config{t, isa, plain.back().data(), {}, {}});
       configs.push_back(Config{cpu::repacked_type(t), isa, packed.back().data(), {}, {}});
@@ -130,18 +162,19 @@ int main(int argc, char** argv) {
       cpu::force_isa(cf.isa);
       const std::size_t bytes = quant::row_bytes(cf.type, cols) * static_cast<std::size_t>(rows);
       double t0 = thread_cpu_s();
-      for (std::size_t m = 0; m < n_mats[c]; ++m)
-        cpu::gemv(cf.type, cf.w + m * bytes, rows, cols, x.data(), y.data(), nullptr);
+      for (std::size_t m = 0; m < n_mats[c]; ++m) run(cf.type, cf.w + m * bytes);
       cf.stream.push_back(static_cast<double>(bytes * n_mats[c]) / (thread_cpu_s() - t0) / 1e9);
       constexpr int kCached = 200;
       t0 = thread_cpu_s();
-      for (int k = 0; k < kCached; ++k) cpu::gemv(cf.type, cf.w, rows, cols, x.data(), y.data(), nullptr);
+      for (int k = 0; k < kCached; ++k) run(cf.type, cf.w);
       cf.cached.push_back(static_cast<double>(bytes) * kCached / (thread_cpu_s() - t0) / 1e9);
     }
   }
   std::printf(
-      "%lld x %lld matrices, %lld MiB streamed per pass, 1 thread, median of %d (GB of weights per CPU-second)\n",
-      static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(mib), reps);
+      "%lld x %lld matrices, %lld MiB streamed per pass, %d activation(s), 1 thread, median of %d (GB of weights per "
+      "CPU-second)\n",
+      static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(mib), acts, reps);
+  std::printf("%s", repack_lines.c_str());
   std::printf("| format | path | stream GB/CPU-s | cached GB/CPU-s |\n|---|---|---:|---:|\n");
   for (const Config& cf : configs)
     std::printf("| %s | %s | %.1f | %.1f |\n", quant::type_name(cf.type), cpu::isa_name(cf.isa), median(cf.stream),

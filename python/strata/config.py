@@ -205,8 +205,8 @@ class Config:
             ``"avx512"`` (without AMX), ``"avx2"``, ``"neon-i8mm"``, ``"neon-dotprod"``, ``"neon"``,
             ``"scalar"`` to force one (process-wide, applied when a model is loaded; a path this CPU
             cannot run is a ConfigError).
-        repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K weight rows at
-            load for the kernels (docs/quantization.md).
+        repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS weight rows
+            at load for the kernels (docs/quantization.md).
     """
 
     threads: int = 0

@@ -1,4 +1,4 @@
-// Repacked weights (cpu/repack): Q4_0 / Q8_0 / Q4_K / Q6_K matrices in 16-row interleaved groups. On every ISA
+// Repacked weights (cpu/repack): Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS matrices in 16-row interleaved groups. On every ISA
 // this machine runs, a repacked matrix gives per row bitwise the plain type's SCALAR kernel result
 // (same integer block sums, same f32 order) — through dot_rows, the multi-activation kernels,
 // gemv / gemm / gemm_prepared, threaded or not; the expert store's in-place repack equals the
@@ -48,12 +48,14 @@ std::vector<uint8_t> repacked(GGMLType t, const std::vector<uint8_t>& w, int64_t
   return r;
 }
 
-const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K};
+const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::IQ4_XS};
+
+bool super_block(GGMLType t) { return strata::quant::block_size(t) == 256; }
 
 // Column counts to test: with and without a tail of the kernels' unrolled loops (an odd block count:
 // the Q4_0 / Q8_0 layout's lone last block).
 std::vector<int64_t> test_cols(GGMLType t) {
-  if (t == GGMLType::Q4_K || t == GGMLType::Q6_K) return {256, 512, 1280};
+  if (super_block(t)) return {256, 512, 1280};
   return {32, 96, 256, 1056};
 }
 
@@ -76,6 +78,10 @@ TEST(repacked_paths_under_test) {
   CHECK(cpu::repacked_type(GGMLType::Q4_K) == GGMLType::Q4_K_R16);
   CHECK(cpu::plain_type(GGMLType::Q4_K_R16) == GGMLType::Q4_K);
   CHECK(cpu::repacked_type(GGMLType::Q6_K) == GGMLType::Q6_K_R16);
+  CHECK(cpu::repacked_type(GGMLType::IQ4_XS) == GGMLType::IQ4_XS_R16);
+  CHECK(cpu::plain_type(GGMLType::IQ4_XS_R16) == GGMLType::IQ4_XS);
+  CHECK(strata::quant::row_bytes(GGMLType::IQ4_XS_R16, 512) == strata::quant::row_bytes(GGMLType::IQ4_XS, 512));
+  CHECK(!strata::quant::type_from_name("IQ4_XS_R16").has_value());
   CHECK(cpu::repacked_type(GGMLType::Q5_K) == GGMLType::Q5_K);  // no repacked form
   CHECK(!cpu::is_repacked(GGMLType::Q8_0));
   // Same bytes per row as the plain type; never a file type.
@@ -181,10 +187,76 @@ TEST(gemv_and_gemm_of_repacked_weights_equal_plain_scalar_threaded_or_not) {
   }
 }
 
+// IQ4_XS_R16 at the edges of its arithmetic, against the plain scalar IQ4_XS kernel bitwise: the
+// scale codes 0 (−32), 32 (zero: an all-zero scale block), 63 (+31); every nibble 0 (−127, the
+// biased table's smallest byte) or 15 (113, its largest); d of 0, the largest fp16, a subnormal and
+// negative; activations at ±127 everywhere and all zero; and calls whose nrows is not a multiple of
+// 16 (the matrix's last group partly used), through dot_rows and the multi-activation form.
+TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
+  using strata::quant::BlockIQ4_XS;
+  std::mt19937 rng(24);
+  const int64_t rows = 48, cols = 768;
+  const int64_t nb = cols / 256;
+  const std::size_t stride = strata::quant::row_bytes(GGMLType::IQ4_XS, cols);
+  const uint16_t ds[] = {0x0000, 0x7BFF, 0x0001, 0xBC00, 0x2E66};  // 0, 65504, 2^-24, -1, ~0.1
+  auto w = random_rows(GGMLType::IQ4_XS, rows, cols, rng);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      auto* x = reinterpret_cast<BlockIQ4_XS*>(w.data() + static_cast<std::size_t>(r) * stride) + b;
+      const int kind = static_cast<int>((r + b) % 6);
+      if (kind < 3) {  // one scale code for the whole block
+        const unsigned code = kind == 0 ? 0u : kind == 1 ? 32u : 63u;
+        x->scales_h = static_cast<uint16_t>(kind == 0 ? 0 : kind == 1 ? 0xAAAA : 0xFFFF);
+        for (auto& l : x->scales_l) l = static_cast<uint8_t>((code & 15) | ((code & 15) << 4));
+      }
+      if (kind == 3) std::memset(x->qs, 0x00, sizeof x->qs);
+      if (kind == 4) std::memset(x->qs, 0xFF, sizeof x->qs);
+      x->d = ds[(r * 7 + b) % 5];
+    }
+  // Activations: random, saturated (every byte ±127), all zero, one huge value.
+  std::vector<float> X = random_floats(4 * cols, rng);
+  for (int64_t i = 0; i < cols; ++i) X[cols + i] = (i % 3 == 0) ? -1.0f : 1.0f;
+  for (int64_t i = 0; i < cols; ++i) X[2 * cols + i] = 0.0f;
+  X[3 * cols + 5] = 1e30f;
+  const int nx = 4;
+  const cpu::DotKernel& ref = cpu::dot_kernel(GGMLType::IQ4_XS, Isa::Scalar);
+  const std::size_t ab = cpu::activation_row_bytes(GGMLType::IQ4_XS, cols);
+  std::vector<uint8_t> act(nx * ab);
+  for (int i = 0; i < nx; ++i) ref.quantize_act(X.data() + i * cols, act.data() + i * ab, cols);
+  std::vector<float> want(static_cast<std::size_t>(nx * rows));
+  for (int i = 0; i < nx; ++i) ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
+  const auto wr = repacked(GGMLType::IQ4_XS, w, rows, cols);
+  for (Isa isa : runnable_isas()) {
+    const cpu::DotKernel& k = cpu::dot_kernel(GGMLType::IQ4_XS_R16, isa);
+    for (int64_t nrows : {int64_t{48}, int64_t{40}, int64_t{7}}) {
+      const std::string l = label(GGMLType::IQ4_XS_R16, isa, nrows, cols);
+      std::vector<float> got(static_cast<std::size_t>(nx * rows), -1.0f);
+      for (int i = 0; i < nx; ++i)
+        k.dot_rows(cols, wr.data(), stride, nrows, act.data() + i * ab, got.data() + i * rows);
+      for (int i = 0; i < nx; ++i) {
+        CHECK_MSG(std::memcmp(got.data() + i * rows, want.data() + i * rows, nrows * 4) == 0,
+                  l + " activation " + std::to_string(i));
+        if (nrows < rows) CHECK_MSG(got[i * rows + nrows] == -1.0f, l + " writes past nrows");
+      }
+      const void* acts[nx];
+      float* outs[nx];
+      std::vector<float> multi(got.size(), -1.0f);
+      for (int a = 0; a < nx; ++a) {
+        acts[a] = act.data() + a * ab;
+        outs[a] = multi.data() + a * rows;
+      }
+      cpu::dot_rows_acts(k, cols, wr.data(), stride, nrows, acts, nx, outs);
+      for (int a = 0; a < nx; ++a)
+        CHECK_MSG(std::memcmp(multi.data() + a * rows, want.data() + a * rows, nrows * 4) == 0,
+                  l + " multi #" + std::to_string(a));
+    }
+  }
+}
+
 TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
   std::mt19937 rng(23);
   for (GGMLType t : kPlain) {
-    const bool k = t == GGMLType::Q4_K || t == GGMLType::Q6_K;
+    const bool k = super_block(t);
     const int64_t rows = 32, cols = k ? 512 : 128;
     auto w = random_rows(t, rows, cols, rng);
     const auto want = repacked(t, w, rows, cols);

@@ -69,11 +69,23 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
 
 
-@pytest.mark.parametrize("plain", ["Q4_0", "Q8_0"])
+def _random_iq4_xs(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """Random valid IQ4_XS blocks (strata has no IQ4_XS quantizer): random bytes, fp16 d in front."""
+    nb = cols // 256
+    raw = rng.integers(0, 256, size=(rows, nb, 136), dtype=np.uint8)
+    d = rng.uniform(2e-3, 2e-2, size=(rows, nb)).astype(np.float16)
+    raw[:, :, 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
+    return raw.reshape(rows, nb * 136)
+
+
+@pytest.mark.parametrize("plain", ["Q4_0", "Q8_0", "IQ4_XS"])
 def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu: None) -> None:
     rng = np.random.default_rng(3)
     rows, cols = 64, 256
-    w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
+    if plain == "IQ4_XS":
+        w = _random_iq4_xs(rows, cols, rng)
+    else:
+        w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
     x = rng.standard_normal((3, cols), dtype=np.float32)
     _strata.force_isa("scalar")
     want = quant.gemv(w, plain, (rows, cols), x)
@@ -91,9 +103,19 @@ _PREFETCH_SCRIPT = """
 import numpy as np
 from strata import _strata, quant
 rng = np.random.default_rng(5)
-for plain in ("Q4_0", "Q8_0"):
-    rows, cols = 48, 512
-    w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
+# K / IQ blocks as random bytes with small fp16 scales (block bytes, offsets of the fp16 fields)
+RAW = {"Q4_K": (144, (0, 2)), "Q6_K": (210, (208,)), "IQ4_XS": (136, (0,))}
+for plain in ("Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_XS"):
+    rows, cols = 48, 1024
+    if plain in RAW:
+        size, halves = RAW[plain]
+        raw = rng.integers(0, 256, size=(rows, cols // 256, size), dtype=np.uint8)
+        for o in halves:
+            d = rng.uniform(2e-3, 2e-2, size=(rows, cols // 256)).astype(np.float16)
+            raw[:, :, o:o + 2] = d.view(np.uint8).reshape(rows, cols // 256, 2)
+        w = raw.reshape(rows, -1)
+    else:
+        w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
     x = rng.standard_normal((1, cols), dtype=np.float32)
     _strata.force_isa("scalar")
     want = quant.gemv(w, plain, (rows, cols), x)

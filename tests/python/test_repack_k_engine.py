@@ -1,10 +1,11 @@
-"""Repacked Q4_K / Q6_K weights in the engine (docs/quantization.md, "Repacked weights"): a random
-model whose matrices are random Q4_K (Q6_K) blocks decodes bitwise the same logits with ``repack``
-on and off on the scalar path (the repacked kernels reproduce the plain scalar kernel's bits); on
-every other path within the kernel tolerance of the plain kernels (which sum in another order), and
-bitwise the same with the experts streamed (repacked as they arrive) as from the file mapping. The
-converters cannot write K-quants (gguf.quants has no Q4_K / Q6_K encoder), so the file is written
-with random valid blocks in their place."""
+"""Repacked Q4_K / Q6_K / IQ4_XS weights in the engine (docs/quantization.md, "Repacked weights"): a
+random model whose matrices are random Q4_K (Q6_K, IQ4_XS) blocks decodes bitwise the same logits
+with ``repack`` on and off on the scalar path (the repacked kernels reproduce the plain scalar
+kernel's bits); on every other path within the kernel tolerance of the plain kernels (which sum in
+another order), ``auto`` repacks there exactly as ``on`` does (same bits), and the experts streamed
+(repacked as they arrive) give bitwise the logits of the file mapping. The converters cannot write
+these formats (gguf.quants has no Q4_K / Q6_K / IQ4_XS encoder), so the file is written with random
+valid blocks in their place."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ CFG = dict(vocab_size=304, d=256, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=
            hc_eps=1e-6, rms_eps=1e-6, mtp=False, mtp_vocab_ids=None, context_length=128)
 PROMPT = list(range(3, 30))
 # Byte offsets of the fp16 scales in a block: random bytes elsewhere are valid quants and 6-bit scales.
-SCALES = {GGMLQuantizationType.Q4_K: (0, 2), GGMLQuantizationType.Q6_K: (208,)}
+SCALES = {GGMLQuantizationType.Q4_K: (0, 2), GGMLQuantizationType.Q6_K: (208,),
+          GGMLQuantizationType.IQ4_XS: (0,)}
 
 
 def _random_blocks(qtype: GGMLQuantizationType, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
@@ -42,7 +44,7 @@ def _random_blocks(qtype: GGMLQuantizationType, rows: int, cols: int, rng: np.ra
     return raw.reshape(rows, nb * size)
 
 
-@pytest.fixture(scope="module", params=["Q4_K", "Q6_K"])
+@pytest.fixture(scope="module", params=["Q4_K", "Q6_K", "IQ4_XS"])
 def path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     qtype = GGMLQuantizationType[str(request.param)]
     rng = np.random.default_rng(5)
@@ -86,7 +88,9 @@ def test_repacked_k_quants_match_the_plain_kernels_on_every_path(path: Path, res
     _strata.force_isa("scalar")
     off, rep_off = _logits(path, "off")
     on, rep_on = _logits(path, "on")
+    _, rep_auto = _logits(path, "auto")
     assert rep_off["matrices"] == 0
+    assert rep_auto["matrices"] == 0  # auto repacks only for paths with repacked kernels of their own
     # Per layer q, k, v, o, the indexer's q (its 8-row k is not whole groups and stays plain), the
     # shared expert's three, the three expert stacks; and the output head.
     assert int(rep_on["matrices"]) == 2 * 11 + 1
@@ -100,7 +104,10 @@ def test_repacked_k_quants_match_the_plain_kernels_on_every_path(path: Path, res
         _strata.force_isa(isa)
         fast_off, _ = _logits(path, "off")
         fast, rep = _logits(path, "on")
+        auto, rep_auto = _logits(path, "auto")
         streamed, _ = _logits(path, "on", **STREAM)
         assert int(rep["matrices"]) == int(rep_on["matrices"])
+        assert int(rep_auto["matrices"]) == int(rep_on["matrices"]), isa
+        assert np.array_equal(auto.view(np.uint32), fast.view(np.uint32)), isa
         assert float(np.abs(fast - fast_off).max()) <= 1e-3 * scale, isa
         assert np.array_equal(streamed.view(np.uint32), fast.view(np.uint32)), isa

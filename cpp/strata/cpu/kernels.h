@@ -59,7 +59,7 @@ std::size_t activation_row_bytes(quant::GGMLType type, int64_t n);
 // Per-ISA tables (nullptr for a type the ISA lacks). Defined only where the ISA is compiled.
 namespace scalar {
 const DotKernel* kernel(quant::GGMLType type);
-const DotKernel* repacked_kernel(quant::GGMLType type);  // Q4_0_R16, Q8_0_R16, Q4_K_R16, Q6_K_R16
+const DotKernel* repacked_kernel(quant::GGMLType type);  // Q4_0_R16 ... IQ4_XS_R16 (repack.h)
 }  // namespace scalar
 namespace avx2 {
 const DotKernel* kernel(quant::GGMLType type);

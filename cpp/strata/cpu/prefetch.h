@@ -7,6 +7,7 @@
 // up, the extra instructions do not pay). So the default depends on the vendor; STRATA_PREFETCH
 // (cpu/cpu_settings.h, docs/settings.md) overrides it. A prefetch never changes a result.
 #include <cstddef>
+#include <cstdint>
 
 #include "strata/quant/types.h"
 
@@ -21,5 +22,10 @@ std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel);
 
 // CPUID's vendor string is "GenuineIntel" (false off x86).
 bool cpu_is_intel();
+
+// The 64-byte lines of [p, p + n) towards L1 (a hint: never faults, never changes a result).
+inline void prefetch_lines(const uint8_t* p, std::size_t n) {
+  for (std::size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
 
 }  // namespace strata::cpu

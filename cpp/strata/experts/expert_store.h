@@ -48,7 +48,7 @@ struct ExpertStoreConfig {
   double cache_fraction = 0.0;  // stream: when > 0, ceil(fraction × all experts) slots (cache_bytes ignored)
   DirectIo direct_io = DirectIo::Auto;
   int io_threads = 4;  // stream: reader threads; 0 = read on the compute thread (no overlap)
-  // stream: repack Q4_0 / Q8_0 / Q4_K / Q6_K slices as they arrive (cpu/repack/repack.h; the slot
+  // stream: repack Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS slices as they arrive (cpu/repack/repack.h; the slot
   // views then have the repacked type). mmap mode: the model's views are used as they are (the Runner repacks them).
   cpu::RepackMode repack = cpu::RepackMode::Off;
   bool page_cache_probe = false;  // mmap: count uses whose pages were not in the page cache (mincore,

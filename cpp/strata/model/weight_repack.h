@@ -1,6 +1,6 @@
 #pragma once
 // The load-time hook of repacked weights (cpu/repack/repack.h): copies the model's Q4_0 / Q8_0 /
-// Q4_K / Q6_K linear maps into owned memory in the interleaved layout and repoints their views, before
+// Q4_K / Q6_K / IQ4_XS linear maps into owned memory in the interleaved layout and repoints their views, before
 // anything takes views of them. Repacked: attention q/k/v/o and the indexer projections, the
 // shared expert, the routed experts (only when they are read from the mapping, and under `auto`
 // only when the copies fit in half the available memory), the MTP block's, fc_embedding and

@@ -48,6 +48,7 @@ enum class GGMLType : uint32_t {
   Q8_0_R16 = 0x1008,
   Q4_K_R16 = 0x100C,
   Q6_K_R16 = 0x100E,
+  IQ4_XS_R16 = 0x1017,
 };
 
 struct TypeInfo {

@@ -21,10 +21,11 @@ STRATA_AVX2_DOT(dot_rows_q4_0_r16);  // repacked types (cpu/repack/layout.h)
 STRATA_AVX2_DOT(dot_rows_q8_0_r16);
 STRATA_AVX2_DOT(dot_rows_q4_k_r16);  // dot_repacked_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q6_k_r16);
-STRATA_AVX2_DOT(dot_rows_q3_k);     // dot_q3_k_q5_k_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_q5_k);     // dot_q3_k_q5_k_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq2_xs);   // dot_iq2_iq3_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq3_xxs);  // dot_iq2_iq3_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq4_xs_r16);  // dot_repacked_iq4_xs_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_q3_k);        // dot_q3_k_q5_k_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_q5_k);        // dot_q3_k_q5_k_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq2_xs);      // dot_iq2_iq3_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq3_xxs);     // dot_iq2_iq3_avx2.cpp
 #undef STRATA_AVX2_DOT
 #define STRATA_AVX2_DOT_MULTI(name)                                                                         \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
@@ -34,6 +35,7 @@ STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_0);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_0_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0_r16);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq4_xs_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_k);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q6_k);
 #undef STRATA_AVX2_DOT_MULTI

@@ -66,9 +66,7 @@ void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float
   __m256 acc[A][2];
   for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if (pf != 0 && (b & 1) == 0)
-      for (std::size_t o = 0; o < 2 * L::kBlockBytes; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(grp + L::pair(b) + pf + o), _MM_HINT_T0);
+    if (pf != 0 && (b & 1) == 0) prefetch_lines(grp + L::pair(b) + pf, 2 * L::kBlockBytes);
     const uint8_t* d = grp + L::d_off(b, nb);
     const uint8_t* qs = grp + L::qs_off(b, nb);
     const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(d)), _mm256_cvtph_ps(loadu128(d + 16))};

@@ -22,6 +22,7 @@ STRATA_AVX512_DOT(dot_rows_q8_0_r16);
 STRATA_AVX512_DOT(dot_rows_q4_0_r16);  // repacked Q4_0 (cpu/repack/layout.h)
 STRATA_AVX512_DOT(dot_rows_q4_k_r16);  // dot_repacked_k_avx512.cpp
 STRATA_AVX512_DOT(dot_rows_q6_k_r16);
+STRATA_AVX512_DOT(dot_rows_iq4_xs_r16);  // dot_repacked_iq4_xs_avx512.cpp
 #undef STRATA_AVX512_DOT
 #define STRATA_AVX512_DOT_MULTI(name)                                                                       \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
@@ -33,6 +34,7 @@ STRATA_AVX512_DOT_MULTI(dot_rows_multi_q8_0_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_0_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_k_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q6_k_r16);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq4_xs_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_k);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q6_k);
 #undef STRATA_AVX512_DOT_MULTI

@@ -46,13 +46,6 @@ struct Q4Ops {
   }
 };
 
-// The 64-byte lines of one block pair (2 · kBlockBytes bytes from p) towards L1.
-template <typename L>
-inline void prefetch_pair(const uint8_t* p) {
-  for (std::size_t o = 0; o < 2 * L::kBlockBytes; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
-}
-
 // Σ of the 32 activation bytes of a block.
 inline int block_sum(const BlockQ8_0& y) {
   const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), loadu256(y.qs));
@@ -70,7 +63,7 @@ void group_one_act(int64_t nb, const uint8_t* grp, const BlockQ8_0* y, float* ou
   using L = typename Ops::L;
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if (pf != 0 && (b & 1) == 0) prefetch_pair<L>(grp + L::pair(b) + pf);
+    if (pf != 0 && (b & 1) == 0) prefetch_lines(grp + L::pair(b) + pf, 2 * L::kBlockBytes);
     __m512i bc[8];  // step k: columns 4k..4k+3
     for (int k = 0; k < 8; ++k) bc[k] = bcast_word(y[b].qs + 4 * k);
     __m512i st[8];

@@ -16,6 +16,7 @@
 
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
+#include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
 
 namespace strata::cpu::avx512 {
@@ -38,13 +39,16 @@ inline void unpack6(const uint8_t* p, __m512i* u) {
 }
 
 // One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid).
+// pf > 0: each super-block first prefetches the group's bytes pf further on (cpu/prefetch.h).
 template <int A>
-void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid) {
+void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
+           std::size_t pf = 0) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + L::block(b);
+    if (pf != 0) prefetch_lines(blk + pf, L::kBlockBytes);
     alignas(64) uint8_t sc[128], mn[128];
     __m512i u[2];
     unpack6(blk + L::kScales, u);
@@ -109,11 +113,14 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
 
 // One Q6_K group against A activations.
 template <int A>
-void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid) {
+void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
+              std::size_t pf = 0) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    // The group's blocks are contiguous, all kBlockBytes long: block b's share of the bytes pf ahead.
+    if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L6::kBlockBytes + pf, L6::kBlockBytes);
     const uint8_t* qs = grp + L6::qs_off(b, nb);
     const uint8_t* meta = grp + L6::meta_off(b, nb);
     __m512i sp[8];  // lane r: (scale 2k, scale 2k + 1) of row r as int16
@@ -201,9 +208,10 @@ void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nro
   const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q4_K_R16);
   for (int64_t r = 0; r < nrows; r += repack::kRows)
     group<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
-             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
 }
 
 void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
@@ -212,7 +220,13 @@ void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64
 }
 
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_multi<Q6KGroup>(n, w, stride, nrows, &act, 1, &out);
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q6_K_R16);
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group_q6<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
+                static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
 }
 
 void dot_rows_multi_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,

@@ -1,6 +1,6 @@
 #pragma once
 // The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16, Q4_K_R16,
-// Q6_K_R16; the K types at the end of this file). Rows come
+// Q6_K_R16, IQ4_XS_R16; the 256-column types at the end of this file). Rows come
 // in groups of 16; a group is 16 rows' bytes (16 · row_bytes, so row r of the matrix still starts
 // at r · row_bytes when r is a multiple of 16) holding, for each block b of 32 columns, one
 // interleaved block of the 16 rows:
@@ -122,5 +122,24 @@ struct Q6KLayout {
 };
 static_assert(Q6KLayout::kBlockBytes == kRows * sizeof(quant::BlockQ6_K));
 static_assert(Q6KLayout::kQsBytes % 64 == 0 && 2 * Q6KLayout::kMetaBytes % 64 == 0);
+
+// IQ4_XS_R16: per super-block b (256 columns) of a group, 16 · 136 = 2176 bytes (a multiple of 64) at
+// b · 2176:
+//   [0, 32)      d[16]  the rows' fp16 super-block scales
+//   [32, 128)    the 8 sub-block scales of the 16 rows as their unsigned 6-bit codes ls (the scale is
+//                ls − 32), packed by pack6 from U[16·g + r] = ls of sub-block g of row r: one
+//                512-bit pass unpacks all 128 and 16 bytes per sub-block become one row per lane.
+//                (The 6-bit packing keeps the row's 136 bytes: int8 scales would need 160.)
+//   [128, 2176)  qs[64·c + 4·r + j] = the plain IQ4_XS byte qs[4c + j] of row r (c = 0..31): chunk c
+//                belongs to sub-block g = c / 4; its low nibbles index the codebook entries of
+//                columns 32·g + 4·(c % 4) + j, its high nibbles those of the same + 16, one vpdpbusd
+//                step each.
+struct IQ4XSLayout {
+  static constexpr std::size_t kBlockBytes = kRows * sizeof(quant::BlockIQ4_XS);
+  static constexpr std::size_t kD = 0, kScales = 32, kQs = 128;
+  static std::size_t block(int64_t b) { return static_cast<std::size_t>(b) * kBlockBytes; }
+};
+static_assert(IQ4XSLayout::kBlockBytes == 2176 && IQ4XSLayout::kBlockBytes % 64 == 0);
+static_assert(IQ4XSLayout::kQs + kRows * quant::kQK_K / 2 == IQ4XSLayout::kBlockBytes);
 
 }  // namespace strata::cpu::repack

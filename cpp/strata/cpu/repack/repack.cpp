@@ -122,6 +122,40 @@ void unpack_q6_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ6_K* x)
   }
 }
 
+// IQ4_XS: the 8 sub-block scale codes of every row packed as layout.h gives them, the quants in
+// 4-byte chunks.
+void repack_iq4_xs(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  using L = repack::IQ4XSLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = dst + L::block(b);
+    uint8_t u[128];
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockIQ4_XS*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      std::memcpy(blk + L::kD + 2 * r, &x->d, 2);
+      for (int g = 0; g < 8; ++g) u[16 * g + r] = static_cast<uint8_t>(quant::iq4_xs_scale(*x, g) + 32);
+      for (int c = 0; c < 32; ++c) std::memcpy(blk + L::kQs + 64 * c + 4 * r, &x->qs[4 * c], 4);
+    }
+    repack::pack6(u, blk + L::kScales);
+  }
+}
+
+// The inverse for one row r of a group: IQ4_XS's scales_l nibbles and scales_h bit pairs rebuilt.
+void unpack_iq4_xs_row(const uint8_t* grp, int r, int64_t nb, quant::BlockIQ4_XS* x) {
+  using L = repack::IQ4XSLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L::block(b);
+    uint8_t u[128];
+    repack::unpack6(blk + L::kScales, u);
+    std::memcpy(&x[b].d, blk + L::kD + 2 * r, 2);
+    unsigned h = 0;
+    for (int g = 0; g < 8; ++g) h |= static_cast<unsigned>(u[16 * g + r] >> 4) << (2 * g);
+    x[b].scales_h = static_cast<uint16_t>(h);
+    for (int j = 0; j < 4; ++j)
+      x[b].scales_l[j] = static_cast<uint8_t>((u[16 * (2 * j) + r] & 15) | ((u[16 * (2 * j + 1) + r] & 15) << 4));
+    for (int c = 0; c < 32; ++c) std::memcpy(&x[b].qs[4 * c], blk + L::kQs + 64 * c + 4 * r, 4);
+  }
+}
+
 }  // namespace
 
 GGMLType repacked_type(GGMLType t) {
@@ -130,6 +164,7 @@ GGMLType repacked_type(GGMLType t) {
     case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
     case GGMLType::Q4_K: return GGMLType::Q4_K_R16;
     case GGMLType::Q6_K: return GGMLType::Q6_K_R16;
+    case GGMLType::IQ4_XS: return GGMLType::IQ4_XS_R16;
     default: return t;
   }
 }
@@ -140,6 +175,7 @@ GGMLType plain_type(GGMLType t) {
     case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
     case GGMLType::Q4_K_R16: return GGMLType::Q4_K;
     case GGMLType::Q6_K_R16: return GGMLType::Q6_K;
+    case GGMLType::IQ4_XS_R16: return GGMLType::IQ4_XS;
     default: return t;
   }
 }
@@ -151,10 +187,13 @@ bool can_repack(GGMLType t, int64_t rows) { return repacked_type(t) != t && rows
 bool repack_pays(GGMLType t, Isa isa) {
   // Measured with bench/gemv_bench.py (docs/benchmarks.md, GEMV): every format gains on AVX-512
   // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums; Q4_K: its
-  // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block).
+  // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block; IQ4_XS: one
+  // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS").
   switch (isa) {
     case Isa::Avx512:
-    case Isa::Avx2: return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K;
+    case Isa::Avx2:
+      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K ||
+             t == GGMLType::IQ4_XS;
     default: return false;
   }
 }
@@ -173,8 +212,9 @@ RepackMode repack_mode() { return process_cpu_settings().repack; }
 
 void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst) {
   if (!can_repack(t, rows))
-    throw_error(ErrorKind::Value, std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
-                                      " rows has no repacked form (Q4_0 / Q8_0 / Q4_K / Q6_K, rows a multiple of 16)");
+    throw_error(ErrorKind::Value,
+                std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
+                    " rows has no repacked form (Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
   const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
@@ -188,6 +228,8 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
       repack_q4_k(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q6_K)
       repack_q6_k(s + off, rb, nb, d + off);
+    else if (t == GGMLType::IQ4_XS)
+      repack_iq4_xs(s + off, rb, nb, d + off);
     else
       repack_q4_0(s + off, rb, nb, d + off);
   }
@@ -211,6 +253,10 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
       }
       if (t == GGMLType::Q6_K) {
         unpack_q6_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ6_K*>(row));
+        continue;
+      }
+      if (t == GGMLType::IQ4_XS) {
+        unpack_iq4_xs_row(grp, r, nb, reinterpret_cast<quant::BlockIQ4_XS*>(row));
         continue;
       }
       for (int64_t b = 0; b < nb; ++b) {

@@ -1,6 +1,7 @@
 // Reference kernels of the repacked types (cpu/repack/layout.h): the plain scalar kernels'
 // arithmetic, block by block, read from the interleaved layout, so a repacked row's dot is bitwise
-// the plain Q4_0 / Q8_0 / Q4_K / Q6_K scalar dot. Every SIMD repacked kernel is tested against these.
+// the plain Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS scalar
+// dot. Every SIMD repacked kernel is tested against these.
 #include <algorithm>
 #include <cstring>
 
@@ -146,10 +147,47 @@ void rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, cons
   }
 }
 
+// IQ4_XS_R16: dot_iq4_xs of dot_scalar.cpp (per 32-column sub-block the exact sum of codebook value
+// times y, times the scale ls − 32, then sum += (dy·dx)·isum), read from the layout.
+void rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  using L = repack::IQ4XSLayout;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  uint8_t u[128];
+  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
+    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
+    for (int r = 0; r < n_in; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = grp + L::block(b);
+        repack::unpack6(blk + L::kScales, u);
+        int isum = 0;
+        for (int g = 0; g < 8; ++g) {
+          const int8_t* q8 = y[b].qs + 32 * g;
+          int part = 0;
+          for (int l = 0; l < 16; ++l) {
+            const int i = 16 * g + l;  // byte of the plain row's qs
+            const int q = blk[L::kQs + 64 * (i / 4) + 4 * r + i % 4];
+            part += quant::kIQ4NLValues[q & 0xF] * q8[l] + quant::kIQ4NLValues[q >> 4] * q8[l + 16];
+          }
+          isum += (u[16 * g + r] - 32) * part;
+        }
+        uint16_t xd;
+        std::memcpy(&xd, blk + L::kD + 2 * r, 2);
+        sum += (y[b].d * fp16_to_fp32(xd)) * static_cast<float>(isum);
+      }
+      out[g0 + r] = sum;
+    }
+  }
+}
+
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q4>, nullptr, repack::kRows};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repack::kRows};
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q4_k, nullptr, repack::kRows};
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, act_q8_k, rows_q6_k, nullptr, repack::kRows};
+constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, act_q8_k, rows_iq4_xs, nullptr, repack::kRows};
 
 }  // namespace
 
@@ -159,6 +197,7 @@ const DotKernel* repacked_kernel(GGMLType type) {
     case GGMLType::Q8_0_R16: return &kQ8_0_R16;
     case GGMLType::Q4_K_R16: return &kQ4_K_R16;
     case GGMLType::Q6_K_R16: return &kQ6_K_R16;
+    case GGMLType::IQ4_XS_R16: return &kIQ4_XS_R16;
     default: return nullptr;
   }
 }

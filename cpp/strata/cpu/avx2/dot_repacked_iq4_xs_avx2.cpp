@@ -1,0 +1,113 @@
+// AVX2 kernel of the repacked IQ4_XS type (cpu/repack/layout.h, IQ4_XS_R16): a 16-row group as two
+// halves of 8 rows, one 256-bit register per 4-column step whose 32-bit lane r is row r; the
+// activation's 4 bytes of the step are broadcast once for both halves. The nibbles index the
+// codebook (int8, −127..113) through vpshufb; maddubs needs an unsigned operand, and a +128 bias
+// (as the AVX-512 kernel uses with vpdpbusd) would saturate its int16 pair sums, so the product
+// takes |value| against y carrying value's sign (mul_add_epi8: pair sums within 2·127·127 < 2^15).
+// One vpmaddwd per step by the rows' scale ls − 32 (in both int16 halves of the lane) gives int32;
+// with two activations each step's looked-up quants serve both. Then per row sum += (dy·dx)·isum, multiply and add
+// rounded separately (built with -ffp-contract=off): bitwise the plain scalar IQ4_XS dot.
+#include <algorithm>
+
+#include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/simd_avx2.h"
+#include "strata/cpu/repack/layout.h"
+
+namespace strata::cpu::avx2 {
+namespace {
+
+using quant::BlockQ8_K;
+using L = repack::IQ4XSLayout;
+
+// The 128 6-bit codes packed at p (layout.h) minus 32, as int8: sc[16·g + r] = scale of sub-block g, row r.
+inline void unpack_scales(const uint8_t* p, int8_t* sc) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
+  const __m256i lo0 = loadu256(p), lo1 = loadu256(p + 32), hi = loadu256(p + 64);
+  auto top = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, shift), m2), 4); };
+  auto put = [sc, k32](int at, __m256i v) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc + at), _mm256_sub_epi8(v, k32));
+  };
+  put(0, _mm256_or_si256(_mm256_and_si256(lo0, m4), top(0)));
+  put(32, _mm256_or_si256(_mm256_and_si256(lo1, m4), top(2)));
+  put(64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), top(4)));
+  put(96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), top(6)));
+}
+
+// Eight int8 scales (bytes at p) as int32 lanes holding the scale in both int16 halves.
+inline __m256i scales_dup(const int8_t* p) {
+  const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+}
+
+// One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid).
+template <int A>
+void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i values = _mm256_broadcastsi128_si256(loadu128(quant::kIQ4NLValues));
+  __m256 acc[A][2];
+  for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L::block(b);
+    alignas(32) int8_t sc[128];
+    unpack_scales(blk + L::kScales, sc);
+    __m256i isum[A][2];
+    for (int a = 0; a < A; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {  // sub-block g: chunks 4g .. 4g + 3
+      const uint8_t* qs = blk + L::kQs + 256 * g;
+      const __m256i scale[2] = {scales_dup(sc + 16 * g), scales_dup(sc + 16 * g + 8)};
+      for (int s = 0; s < 4; ++s) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i w = loadu256(qs + 64 * s + 32 * h);
+          const __m256i lo = _mm256_shuffle_epi8(values, _mm256_and_si256(w, m4));
+          const __m256i hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4));
+          for (int a = 0; a < A; ++a) {
+            const int8_t* q8 = y[a][b].qs + 32 * g + 4 * s;
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(mul_add_epi8(lo, bcast_word(q8)), scale[h]),
+                                               _mm256_madd_epi16(mul_add_epi8(hi, bcast_word(q8 + 16)), scale[h]));
+            isum[a][h] = _mm256_add_epi32(isum[a][h], p);
+          }
+        }
+      }
+    }
+    const __m256 xd[2] = {_mm256_cvtph_ps(loadu128(blk + L::kD)), _mm256_cvtph_ps(loadu128(blk + L::kD + 16))};
+    for (int a = 0; a < A; ++a) {
+      const __m256 yd = _mm256_set1_ps(y[a][b].d);
+      for (int h = 0; h < 2; ++h)
+        acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_mul_ps(yd, xd[h]), _mm256_cvtepi32_ps(isum[a][h])));
+    }
+  }
+  for (int a = 0; a < A; ++a) {
+    alignas(32) float tmp[repack::kRows];
+    _mm256_store_ps(tmp, acc[a][0]);
+    _mm256_store_ps(tmp + 8, acc[a][1]);
+    std::memcpy(outs[a] + r0, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void dot_rows_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; r += repack::kRows)
+    group<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
+             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+}
+
+// Up to two activations per pass over a group (16 ymm registers: more would spill the sums).
+void dot_rows_multi_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                               int nact, float* const* outs) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t r = 0; r < nrows; r += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(r) * stride;
+    const int nv = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r));
+    int a = 0;
+    for (; nact - a >= 2; a += 2) group<2>(nb, grp, y + a, outs + a, r, nv);
+    if (a < nact) group<1>(nb, grp, y + a, outs + a, r, nv);
+  }
+}
+
+}  // namespace strata::cpu::avx2
