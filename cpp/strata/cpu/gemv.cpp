@@ -20,8 +20,6 @@ thread_local AlignedBuffer<uint8_t> t_act_scratch;
 // Rows of weights per tile when several activation rows share one pass over them (the tile stays
 // in L1/L2 while every activation row is multiplied with it).
 constexpr int64_t kGemmTileRows = 16;
-// Activation rows per multi-activation kernel call.
-constexpr int64_t kActGroup = 8;
 
 void check_shape(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const void* X, int64_t nx,
                  const float* Y) {
@@ -50,13 +48,14 @@ struct Job {
       return;
     }
     // Per tile, the activations in groups that share each weight block's load (kernels.h).
-    const void* acts[kActGroup];
-    float* outs[kActGroup];
+    const void* acts[kMaxActGroup];
+    float* outs[kMaxActGroup];
+    const int64_t group = act_group();
     for (int64_t t = r0; t < r1; t += kGemmTileRows) {
       const int64_t n = std::min(kGemmTileRows, r1 - t);
       const uint8_t* wt = w + static_cast<std::size_t>(t) * w_stride;
-      for (int64_t i0 = 0; i0 < nx; i0 += kActGroup) {
-        const int na = static_cast<int>(std::min<int64_t>(kActGroup, nx - i0));
+      for (int64_t i0 = 0; i0 < nx; i0 += group) {
+        const int na = static_cast<int>(std::min<int64_t>(group, nx - i0));
         for (int a = 0; a < na; ++a) {
           acts[a] = act + static_cast<std::size_t>(i0 + a) * act_stride;
           outs[a] = y + (i0 + a) * rows + t;

@@ -38,6 +38,8 @@ std::size_t activation_row_bytes(quant::GGMLType type, int64_t n) {
   return quant::row_bytes(activation_type(type), n);
 }
 
+int64_t act_group() { return amx_enabled() ? 16 : 8; }
+
 void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_stride, int64_t nrows,
                    const void* const* acts, int nact, float* const* outs) {
   if (nact == 1 || k.dot_rows_multi == nullptr) {

@@ -43,6 +43,13 @@ inline int64_t aligned_rows(const DotKernel& k, int64_t rows) {
   return (rows + k.row_align - 1) / k.row_align * k.row_align;
 }
 
+// Activation rows a multi-activation call should take at once (callers group up to this many; the
+// results never depend on the grouping): 16 — one full tile of activations — while the AMX kernels are
+// on (on the Xeon's engine call shape 16 gave the tiles 1.43x of AVX-512 where 8 gave 1.16x:
+// docs/benchmarks.md, "AMX tiles"), else 8.
+inline constexpr int64_t kMaxActGroup = 16;
+int64_t act_group();
+
 // outs[a][r] for a < nact through k.dot_rows_multi when the kernel has one, else dot_rows per
 // activation (same results either way).
 void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_stride, int64_t nrows,

@@ -19,8 +19,6 @@ constexpr int64_t kBlockBytes = 32 * 1024;
 // groups of 8.
 constexpr int64_t kRowAlign = 8;
 constexpr int64_t kMaxBlocks = int64_t{1} << 24;
-// Activation rows per multi-activation kernel call.
-constexpr int64_t kActGroup = 8;
 
 }  // namespace
 
@@ -48,7 +46,8 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     total_bytes += k.w.rows * stride * std::max<int64_t>(1, k.nx);
   }
   if (n_blocks > kMaxBlocks) throw_error(ErrorKind::Internal, "run_linear_tasks: too many blocks");
-  auto block = [tasks, n_tasks](int64_t b) {
+  const int64_t group = cpu::act_group();  // activation rows per kernel call
+  auto block = [tasks, n_tasks, group](int64_t b) {
     // The task holding block b: the last one whose first block is <= b.
     int lo = 0, hi = n_tasks - 1;
     while (lo < hi) {
@@ -63,10 +62,10 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     const int64_t nr = std::min(k.rows_per_block, k.w.rows - r0);
     const uint8_t* wb = k.w.row(r0);
     // The rows in groups that share each weight block's load (cpu/kernels.h: same results).
-    const void* acts[kActGroup];
-    float* outs[kActGroup];
-    for (int64_t i0 = 0; i0 < k.nx; i0 += kActGroup) {
-      const int na = static_cast<int>(std::min<int64_t>(kActGroup, k.nx - i0));
+    const void* acts[cpu::kMaxActGroup];
+    float* outs[cpu::kMaxActGroup];
+    for (int64_t i0 = 0; i0 < k.nx; i0 += group) {
+      const int na = static_cast<int>(std::min<int64_t>(group, k.nx - i0));
       for (int a = 0; a < na; ++a) {
         const int64_t i = i0 + a;
         const int64_t ar = k.act_rows ? k.act_rows[i] : i;
