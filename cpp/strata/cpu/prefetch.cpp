@@ -30,6 +30,8 @@ std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel) {
   switch (repacked) {
     case quant::GGMLType::Q8_0_R16: return 1024;  // ~ one 1088-byte block pair ahead
     case quant::GGMLType::Q4_0_R16: return 2048;  // ~ 3.5 pairs of 576 bytes
+    case quant::GGMLType::Q4_K_R16:               // a Q4_K_M file's two types, measured together
+    case quant::GGMLType::Q6_K_R16: return 2048;
     default: return 0;
   }
 }

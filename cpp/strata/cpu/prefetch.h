@@ -2,8 +2,8 @@
 // Software prefetch in the single-activation (decode) GEMVs over the repacked Q8_0_R16 / Q4_0_R16
 // weights. A decode step streams every weight once; on the Intel Xeon these kernels were measured on,
 // one core kept too few lines in flight to reach the memory's bandwidth, and prefetching a fixed
-// distance ahead of the block being multiplied gave 20-25 % (Q8_0) and 45-60 % (Q4_0) more decode
-// tokens/s; on an AMD Zen 4 the same prefetches cost 10-30 % (its hardware prefetchers already keep
+// distance ahead of the block being multiplied gave 20-25 % (Q8_0), 45-60 % (Q4_0) and 15-25 % (Q4_K_M)
+// more decode tokens/s; on an AMD Zen 4 the same prefetches cost 10-30 % (its hardware prefetchers already keep
 // up, the extra instructions do not pay). So the default depends on the vendor; STRATA_PREFETCH
 // (cpu/cpu_settings.h, docs/settings.md) overrides it. A prefetch never changes a result.
 #include <cstddef>
@@ -17,7 +17,8 @@ namespace strata::cpu {
 // setting's value, else default_prefetch_bytes for this CPU. Read once per process.
 std::size_t gemv_prefetch_bytes(quant::GGMLType repacked);
 
-// The auto choice: on Intel 1024 (Q8_0_R16) / 2048 (Q4_0_R16), else 0; 0 for other types.
+// The auto choice: on Intel 1024 (Q8_0_R16) / 2048 (Q4_0_R16, Q4_K_R16, Q6_K_R16), else 0; 0 for
+// other types (IQ4_XS_R16: not measured).
 std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel);
 
 // CPUID's vendor string is "GenuineIntel" (false off x86).
