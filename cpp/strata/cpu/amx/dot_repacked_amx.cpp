@@ -25,6 +25,7 @@
 #include "strata/cpu/amx/dot_amx.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/repack/layout.h"
+#include "strata/cpu/repack/row_groups.h"
 #include "strata/quant/blocks.h"
 
 namespace strata::cpu::amx {
@@ -195,9 +196,8 @@ void group_tiles(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* 
 
 template <typename Ops, int M>
 void chunk_rows(int64_t nb, const uint8_t* w, std::size_t stride, int64_t nrows, const Chunk& ch, float* const* outs) {
-  for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group_tiles<Ops, M>(nb, w + static_cast<std::size_t>(r) * stride, ch, outs, r,
-                        static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_tiles<Ops, M>(nb, grp, ch, outs, r, nv); });
 }
 
 template <typename Ops>

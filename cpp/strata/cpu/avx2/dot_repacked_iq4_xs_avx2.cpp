@@ -12,6 +12,7 @@
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/cpu/repack/layout.h"
+#include "strata/cpu/repack/row_groups.h"
 
 namespace strata::cpu::avx2 {
 namespace {
@@ -87,27 +88,20 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
 }  // namespace
 
 void dot_rows_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
-             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group<1>(nb, grp, &y, &out, r, nv); });
 }
 
 // Up to two activations per pass over a group (16 ymm registers: more would spill the sums).
 void dot_rows_multi_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                                int nact, float* const* outs) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
   const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; r += repack::kRows) {
-    const uint8_t* grp = p + static_cast<std::size_t>(r) * stride;
-    const int nv = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r));
-    int a = 0;
-    for (; nact - a >= 2; a += 2) group<2>(nb, grp, y + a, outs + a, r, nv);
-    if (a < nact) group<1>(nb, grp, y + a, outs + a, r, nv);
-  }
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    repack::for_each_act_pass<2>(nact, [&]<int A>(int a) { group<A>(nb, grp, y + a, outs + a, r, nv); });
+  });
 }
 
 }  // namespace strata::cpu::avx2

@@ -14,6 +14,7 @@
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/cpu/repack/layout.h"
+#include "strata/cpu/repack/row_groups.h"
 
 namespace strata::cpu::avx2 {
 namespace {
@@ -148,21 +149,17 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
 }  // namespace
 
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group(nb, p + static_cast<std::size_t>(r) * stride, y, out + r,
-          static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group(nb, grp, y, out + r, nv); });
 }
 
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group_q6(nb, p + static_cast<std::size_t>(r) * stride, y, out + r,
-             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)));
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q6(nb, grp, y, out + r, nv); });
 }
 
 }  // namespace strata::cpu::avx2

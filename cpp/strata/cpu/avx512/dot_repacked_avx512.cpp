@@ -14,6 +14,7 @@
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
+#include "strata/cpu/repack/row_groups.h"
 
 namespace strata::cpu::avx512 {
 namespace {
@@ -106,33 +107,22 @@ void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float
 
 template <typename Ops>
 void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(act);
   const int64_t nb = n / quant::kQK32;
   const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
-  for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group_one_act<Ops>(nb, p + static_cast<std::size_t>(r) * stride, y, out + r,
-                       static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    group_one_act<Ops>(nb, grp, y, out + r, nv, pf);
+  });
 }
 
 template <typename Ops>
 void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                 float* const* outs) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
   const int64_t nb = n / quant::kQK32;
-  for (int64_t r = 0; r < nrows; r += repack::kRows) {
-    const uint8_t* grp = p + static_cast<std::size_t>(r) * stride;
-    const int nv = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r));
-    int a = 0;
-    for (; nact - a >= 4; a += 4) group_acts<Ops, 4>(nb, grp, y + a, outs + a, r, nv);
-    switch (nact - a) {
-      case 3: group_acts<Ops, 3>(nb, grp, y + a, outs + a, r, nv); break;
-      case 2: group_acts<Ops, 2>(nb, grp, y + a, outs + a, r, nv); break;
-      case 1: group_acts<Ops, 1>(nb, grp, y + a, outs + a, r, nv); break;
-      default: break;
-    }
-  }
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    repack::for_each_act_pass<4>(nact, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, y + a, outs + a, r, nv); });
+  });
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
+#include "strata/cpu/repack/row_groups.h"
 
 namespace strata::cpu::avx512 {
 namespace {
@@ -169,69 +170,40 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
 }
 
-template <template <int> class Group>
-void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
-                float* const* outs) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; r += repack::kRows) {
-    const uint8_t* grp = p + static_cast<std::size_t>(r) * stride;
-    const int nv = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r));
-    int a = 0;
-    for (; nact - a >= 4; a += 4) Group<4>::run(nb, grp, y + a, outs + a, r, nv);
-    switch (nact - a) {
-      case 3: Group<3>::run(nb, grp, y + a, outs + a, r, nv); break;
-      case 2: Group<2>::run(nb, grp, y + a, outs + a, r, nv); break;
-      case 1: Group<1>::run(nb, grp, y + a, outs + a, r, nv); break;
-      default: break;
-    }
-  }
-}
-
-template <int A>
-struct Q4KGroup {
-  static void run(int64_t nb, const uint8_t* g, const BlockQ8_K* const* y, float* const* o, int64_t r0, int nv) {
-    group<A>(nb, g, y, o, r0, nv);
-  }
-};
-template <int A>
-struct Q6KGroup {
-  static void run(int64_t nb, const uint8_t* g, const BlockQ8_K* const* y, float* const* o, int64_t r0, int nv) {
-    group_q6<A>(nb, g, y, o, r0, nv);
-  }
-};
-
 }  // namespace
 
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
   const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q4_K_R16);
-  for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
-             static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group<1>(nb, grp, &y, &out, r, nv, pf); });
 }
 
 void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
-  rows_multi<Q4KGroup>(n, w, stride, nrows, acts, nact, outs);
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    repack::for_each_act_pass<4>(nact, [&]<int A>(int a) { group<A>(nb, grp, y + a, outs + a, r, nv); });
+  });
 }
 
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
   const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q6_K_R16);
-  for (int64_t r = 0; r < nrows; r += repack::kRows)
-    group_q6<1>(nb, p + static_cast<std::size_t>(r) * stride, &y, &out, r,
-                static_cast<int>(std::min<int64_t>(repack::kRows, nrows - r)), pf);
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q6<1>(nb, grp, &y, &out, r, nv, pf); });
 }
 
 void dot_rows_multi_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
-  rows_multi<Q6KGroup>(n, w, stride, nrows, acts, nact, outs);
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    repack::for_each_act_pass<4>(nact, [&]<int A>(int a) { group_q6<A>(nb, grp, y + a, outs + a, r, nv); });
+  });
 }
 
 }  // namespace strata::cpu::avx512

@@ -1,0 +1,42 @@
+#pragma once
+// The loops every kernel over a repacked (16-row group) layout shares: walk the groups of a matrix,
+// and split a call's activations into passes of at most MaxA (one pass per compile-time count, so a
+// kernel's registers are sized by its template argument). Results do not depend on the split.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "strata/cpu/repack/layout.h"
+
+namespace strata::cpu::repack {
+
+// fn(group bytes, first row, valid rows) for each 16-row group of an nrows-row matrix at w.
+template <class Fn>
+inline void for_each_group(const void* w, std::size_t stride, int64_t nrows, Fn&& fn) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  for (int64_t r = 0; r < nrows; r += kRows)
+    fn(p + static_cast<std::size_t>(r) * stride, r, static_cast<int>(std::min<int64_t>(kRows, nrows - r)));
+}
+
+namespace detail {
+template <int A, class Pass>
+inline void rest_pass(int rest, int a, Pass& pass) {
+  if constexpr (A > 0) {
+    if (rest == A)
+      pass.template operator()<A>(a);
+    else
+      rest_pass<A - 1>(rest, a, pass);
+  }
+}
+}  // namespace detail
+
+// pass.template operator()<A>(first) over activations [first, first + A): passes of MaxA, then one of
+// the remainder.
+template <int MaxA, class Pass>
+inline void for_each_act_pass(int nact, Pass&& pass) {
+  int a = 0;
+  for (; nact - a >= MaxA; a += MaxA) pass.template operator()<MaxA>(a);
+  detail::rest_pass<MaxA - 1>(nact - a, a, pass);
+}
+
+}  // namespace strata::cpu::repack
