@@ -1,6 +1,7 @@
 #include "strata/cpu/features.h"
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "strata/cpu/cpu_settings.h"
@@ -48,6 +49,7 @@ uint64_t xcr0() {
 }
 
 struct X86Features {
+  bool intel = false;  // CPUID's vendor string is "GenuineIntel"
   bool avx2 = false;
   bool avx512 = false;
   bool amx_int8 = false;  // CPUID only: AMX-TILE + AMX-INT8 (detect_amx checks the rest)
@@ -59,6 +61,13 @@ const X86Features& x86_features() {
   static const X86Features f = [] {
     X86Features r;
     unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d)) {
+      char vendor[12];
+      std::memcpy(vendor, &b, 4);
+      std::memcpy(vendor + 4, &d, 4);
+      std::memcpy(vendor + 8, &c, 4);
+      r.intel = std::memcmp(vendor, "GenuineIntel", 12) == 0;
+    }
     if (!__get_cpuid(1, &a, &b, &c, &d)) return r;
     const bool fma = (c & (1u << 12)) != 0, osxsave = (c & (1u << 27)) != 0, avx = (c & (1u << 28)) != 0;
     const bool f16c = (c & (1u << 29)) != 0;
@@ -267,6 +276,14 @@ std::vector<Isa> compiled_isas() {
   v.insert(v.end(), {Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm});
 #endif
   return v;
+}
+
+bool cpu_is_intel() {
+#if defined(STRATA_X86_CPUID)
+  return x86_features().intel;
+#else
+  return false;
+#endif
 }
 
 bool isa_supported(Isa isa) {

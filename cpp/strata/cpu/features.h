@@ -31,6 +31,7 @@ const char* isa_name(Isa isa);     // "scalar", "avx2", "avx512", "neon", "neon-
 std::vector<Isa> all_isas();       // every path any build may have, for name lookups
 std::vector<Isa> compiled_isas();  // always includes Scalar
 bool isa_supported(Isa isa);       // compiled in and runnable on this processor
+bool cpu_is_intel();               // CPUID's vendor string is "GenuineIntel" (false off x86)
 Isa best_isa();
 // The ISA kernels dispatch to. Defaults to STRATA_ISA when set and runnable, else best_isa();
 // force_isa() switches it (tests, benchmarks, strata.Config.isa).

@@ -1,29 +1,9 @@
 #include "strata/cpu/prefetch.h"
 
-#include <cstring>
-
 #include "strata/cpu/cpu_settings.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
+#include "strata/cpu/features.h"
 
 namespace strata::cpu {
-
-bool cpu_is_intel() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-  char v[13];
-  std::memcpy(v, &b, 4);
-  std::memcpy(v + 4, &d, 4);
-  std::memcpy(v + 8, &c, 4);
-  v[12] = '\0';
-  return std::strcmp(v, "GenuineIntel") == 0;
-#else
-  return false;
-#endif
-}
 
 std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel) {
   if (!intel) return 0;
@@ -37,9 +17,8 @@ std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel) {
 }
 
 std::size_t gemv_prefetch_bytes(quant::GGMLType repacked) {
-  static const bool intel = cpu_is_intel();
-  const auto& setting = process_cpu_settings().prefetch;
-  return setting ? *setting : default_prefetch_bytes(repacked, intel);
+  const auto& setting = process_cpu_settings().prefetch;  // both read once per process
+  return setting ? *setting : default_prefetch_bytes(repacked, cpu_is_intel());
 }
 
 }  // namespace strata::cpu

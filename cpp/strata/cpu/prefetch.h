@@ -21,9 +21,6 @@ std::size_t gemv_prefetch_bytes(quant::GGMLType repacked);
 // other types (IQ4_XS_R16: not measured).
 std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel);
 
-// CPUID's vendor string is "GenuineIntel" (false off x86).
-bool cpu_is_intel();
-
 // The 64-byte lines of [p, p + n) towards L1 (a hint: never faults, never changes a result).
 inline void prefetch_lines(const uint8_t* p, std::size_t n) {
   for (std::size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
