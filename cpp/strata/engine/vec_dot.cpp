@@ -16,22 +16,19 @@
 
 namespace strata::engine {
 
-// The constants and the order of operations are those of the AVX2 kernel (avx2/vec_dot_avx2.cpp).
+// The order of operations is that of the AVX2 kernel (avx2/vec_dot_avx2.cpp), the constants exp_poly's.
 float exp_f32(float x) {
+  using namespace exp_poly;
   if (x != x) return x;
-  if (x < -87.0f) return 0.0f;
-  if (x > 88.0f) return std::numeric_limits<float>::infinity();
-  const float t = x * 1.44269504088896341f;
+  if (x < kLo) return 0.0f;
+  if (x > kHi) return std::numeric_limits<float>::infinity();
+  const float t = x * kLog2e;
   const float fx = std::floor(t + 0.5f);
-  float r = x - fx * 0.693359375f;
-  r = r - fx * -2.12194440e-4f;
+  float r = x - fx * kLn2Hi;
+  r = r - fx * kLn2Lo;
   const float z = r * r;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
+  float y = kP[0];
+  for (int i = 1; i < 6; ++i) y = y * r + kP[i];
   y = y * z + r;
   y = y + 1.0f;
   const auto n = static_cast<int32_t>(fx);

@@ -35,6 +35,16 @@ struct VecKernels {
 // SIMD path could match (the attention keeps std::exp: its Metal kernels are tested byte-identical).
 float exp_f32(float x);
 
+// exp_f32's constants, shared by the scalar function and the vector kernels that reproduce it.
+namespace exp_poly {
+inline constexpr float kLo = -87.0f, kHi = 88.0f;  // outside: 0 / +inf
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 = kLn2Hi + kLn2Lo
+// y = ((((p0·r + p1)·r + p2)·r + p3)·r + p4)·r + p5, then y·r² + r + 1
+inline constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace exp_poly
+
 // The kernels of cpu::active_isa() (looked up on every call: cheap, follows force_isa()).
 const VecKernels& vec_kernels();
 const VecKernels& vec_kernels_scalar();

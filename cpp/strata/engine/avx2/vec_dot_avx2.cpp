@@ -141,19 +141,15 @@ void axpy_multi(const float* w, int G, const T* b, int64_t n, float* const* outs
 // exp_f32 (vec_dot.cpp) on 8 lanes: the same constants and operations, so each lane is bitwise the
 // scalar function's; out-of-range lanes are computed on a clamped x and replaced afterwards.
 inline __m256 exp8(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f);
+  using namespace exp_poly;
+  const __m256 lo = _mm256_set1_ps(kLo), hi = _mm256_set1_ps(kHi);
   const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 fx =
-      _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)), _mm256_set1_ps(0.5f)));
-  __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(fx, _mm256_set1_ps(0.693359375f)));
-  r = _mm256_sub_ps(r, _mm256_mul_ps(fx, _mm256_set1_ps(-2.12194440e-4f)));
+  const __m256 fx = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)), _mm256_set1_ps(0.5f)));
+  __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(fx, _mm256_set1_ps(kLn2Hi)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(fx, _mm256_set1_ps(kLn2Lo)));
   const __m256 z = _mm256_mul_ps(r, r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(5.0000001201e-1f));
+  __m256 y = _mm256_set1_ps(kP[0]);
+  for (int i = 1; i < 6; ++i) y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(kP[i]));
   y = _mm256_add_ps(_mm256_mul_ps(y, z), r);
   y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
