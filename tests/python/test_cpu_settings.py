@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,24 +70,27 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
 
 
-def _random_iq4_xs(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
-    """Random valid IQ4_XS blocks (strata has no IQ4_XS quantizer): random bytes, fp16 d in front."""
+# Block bytes and the offsets of the fp16 scales of the types strata has no quantizer for: random valid
+# blocks are random bytes with small fp16 scales written in.
+_RAW_BLOCKS = {"Q4_K": (144, (0, 2)), "Q6_K": (210, (208,)), "IQ4_XS": (136, (0,))}
+
+
+def _random_weights(plain: str, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """A rows x cols matrix in `plain`: quantized normals, or random valid K / IQ blocks."""
+    if plain not in _RAW_BLOCKS:
+        return quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
+    size, halves = _RAW_BLOCKS[plain]
     nb = cols // 256
-    raw = rng.integers(0, 256, size=(rows, nb, 136), dtype=np.uint8)
-    d = rng.uniform(2e-3, 2e-2, size=(rows, nb)).astype(np.float16)
-    raw[:, :, 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
-    return raw.reshape(rows, nb * 136)
+    raw = rng.integers(0, 256, size=(rows, nb, size), dtype=np.uint8)
+    for o in halves:
+        d = rng.uniform(2e-3, 2e-2, size=(rows, nb)).astype(np.float16)
+        raw[:, :, o:o + 2] = d.view(np.uint8).reshape(rows, nb, 2)
+    return raw.reshape(rows, nb * size)
 
 
-@pytest.mark.parametrize("plain", ["Q4_0", "Q8_0", "IQ4_XS"])
-def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu: None) -> None:
-    rng = np.random.default_rng(3)
-    rows, cols = 64, 256
-    if plain == "IQ4_XS":
-        w = _random_iq4_xs(rows, cols, rng)
-    else:
-        w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
-    x = rng.standard_normal((3, cols), dtype=np.float32)
+def _check_repacked_gemv(plain: str, w: np.ndarray, x: np.ndarray) -> str:
+    """The repacked gemv of w against x on every ISA path is bitwise the plain scalar gemv; the name."""
+    rows, cols = w.shape[0], x.shape[1]
     _strata.force_isa("scalar")
     want = quant.gemv(w, plain, (rows, cols), x)
     packed, name = _strata.quant.repack(w, plain, rows, cols)
@@ -94,36 +98,31 @@ def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu:
     for isa in _strata.supported_isas():
         _strata.force_isa(isa)
         got = quant.gemv(packed, name, (rows, cols), x)
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), isa
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (plain, isa)
+    return name
+
+
+@pytest.mark.parametrize("plain", ["Q4_0", "Q8_0", "IQ4_XS"])
+def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu: None) -> None:
+    rng = np.random.default_rng(3)
+    rows, cols = 64, 256
+    w = _random_weights(plain, rows, cols, rng)
+    x = rng.standard_normal((3, cols), dtype=np.float32)
+    _check_repacked_gemv(plain, w, x)
     with pytest.raises(strata.InvalidArgument, match="multiple of 16"):
         _strata.quant.repack(w[:24], plain, 24, cols)
 
 
-_PREFETCH_SCRIPT = """
+# One activation row (the decode GEMV, the one that prefetches), every repacked type.
+_PREFETCH_SCRIPT = f"""
+import sys
 import numpy as np
-from strata import _strata, quant
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from test_cpu_settings import _check_repacked_gemv, _random_weights
 rng = np.random.default_rng(5)
-# K / IQ blocks as random bytes with small fp16 scales (block bytes, offsets of the fp16 fields)
-RAW = {"Q4_K": (144, (0, 2)), "Q6_K": (210, (208,)), "IQ4_XS": (136, (0,))}
 for plain in ("Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_XS"):
-    rows, cols = 48, 1024
-    if plain in RAW:
-        size, halves = RAW[plain]
-        raw = rng.integers(0, 256, size=(rows, cols // 256, size), dtype=np.uint8)
-        for o in halves:
-            d = rng.uniform(2e-3, 2e-2, size=(rows, cols // 256)).astype(np.float16)
-            raw[:, :, o:o + 2] = d.view(np.uint8).reshape(rows, cols // 256, 2)
-        w = raw.reshape(rows, -1)
-    else:
-        w = quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
-    x = rng.standard_normal((1, cols), dtype=np.float32)
-    _strata.force_isa("scalar")
-    want = quant.gemv(w, plain, (rows, cols), x)
-    packed, name = _strata.quant.repack(w, plain, rows, cols)
-    for isa in _strata.supported_isas():
-        _strata.force_isa(isa)
-        got = quant.gemv(packed, name, (rows, cols), x)
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (plain, isa)
+    w = _random_weights(plain, 48, 1024, rng)
+    _check_repacked_gemv(plain, w, rng.standard_normal((1, 1024), dtype=np.float32))
 print("ok")
 """
 
