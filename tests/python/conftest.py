@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 _SOURCE = Path(__file__).resolve().parents[2] / "python"
 if str(_SOURCE) not in sys.path:
@@ -26,3 +29,15 @@ _TRAIN_ONLY = Path(tempfile.mkdtemp(prefix="strata-train-path-"))
 (_TRAIN_ONLY / "strata_train").symlink_to(_SOURCE / "strata_train", target_is_directory=True)
 SUBPROCESS_PYTHONPATH = os.pathsep.join([str(Path(strata.__file__).resolve().parents[1]), str(_TRAIN_ONLY)])
 os.environ["PYTHONPATH"] = SUBPROCESS_PYTHONPATH
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """PyTorch on one thread for a module (`pytestmark = pytest.mark.usefixtures("one_torch_thread")`):
+    the tests' tensors are tiny, one thread is faster, and the machine's cores are shared."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

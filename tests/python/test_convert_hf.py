@@ -8,7 +8,6 @@ transformers'. An opt-in llama.cpp check (``-m llama``) loads the file in llama-
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +33,7 @@ TEXTS = ["def add(a, b):\n    return a + b\n", "The quick brown fox jumps over t
 PROMPTS = ["def add(x, y):\n    return x + y", "The lazy fox — café 42!", "<|im_start|>user\nhi<|im_end|>"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _qwen(seed: int) -> Any:

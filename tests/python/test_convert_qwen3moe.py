@@ -4,7 +4,6 @@ converted file (through the reference, features off) against transformers."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,14 +16,7 @@ from strata.cli.__main__ import main as cli_main
 from strata.convert import convert_qwen3moe
 from strata_train import ReferenceRunner
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny tensors: one thread is faster, and the machine's cores are shared."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 transformers = pytest.importorskip("transformers")

@@ -6,7 +6,6 @@ import dataclasses
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +29,7 @@ from strata_train import ReferenceRunner, StrataConfig, StrataModel
 from strata_train.checkpoint import load_checkpoint, save_checkpoint
 from strata_train.random_init import randomize_
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny tensors: one thread is faster, and the machine's cores are shared."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 FEATURE_SETS = [(), ("hc",), ("gate",), ("window",), ("indexer",), ("shared_expert",), ("mtp",), ("sink",)]

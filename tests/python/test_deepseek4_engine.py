@@ -9,13 +9,11 @@ and for a Q8_0 file; the expert store (streamed, any resident fraction) and MOCE
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from gguf import GGUFReader, GGUFWriter
 
 import strata
@@ -42,12 +40,7 @@ PREFILL, DECODE = 200, 40
 TOL = 1e-4  # achieved: ~2e-6 (F32 weights, F32 cells)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tokens(n: int, seed: int = 7) -> list[int]:

@@ -10,7 +10,6 @@ package's constants); expert streaming and MOCE on the selection scores; refusal
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +29,7 @@ E, F, D, LAYERS, V = 8, 32, 64, 3, 300
 TOKENS = [3, 141, 59, 26, 53, 58, 97, 93, 238, 46, 26, 43, 38, 32, 79, 50, 28, 8, 41, 97]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def hf_glm(seed: int = 0, **changes: Any) -> Any:

@@ -11,7 +11,6 @@ The checkpoint is a transformers Glm4MoeForCausalLM with one layer more than the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,7 @@ from test_glm4moe import TOKENS, D, V, hf_glm  # noqa: E402
 L = 3  # main layers; block L is the nextn layer
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _make_agree(full: Any, nextn: dict[str, torch.Tensor]) -> None:

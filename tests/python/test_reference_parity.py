@@ -4,22 +4,13 @@ every feature on and each feature off in turn."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 
 from strata_train import ReferenceRunner, StrataConfig, StrataModel
 from strata_train.random_init import randomize_
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny tensors: one thread is faster, and the machine's cores are shared."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 VARIANTS: dict[str, tuple[str, ...]] = {
