@@ -641,6 +641,69 @@ def test_llama_cpp_loads_the_mtp_file(
     np.testing.assert_array_equal(logits[0], logits[1])
 
 
+class MtpReference:
+    """Rows (h_q, token q+1) through the MTP layer in transformers: logits and output streams."""
+
+    def __init__(self, saved: Path, mtp: dict[str, np.ndarray], where: Path) -> None:
+        from safetensors.numpy import load_file, save_file
+
+        cfg = json.loads((saved / "config.json").read_text())
+        cfg.update(num_hidden_layers=1, layer_types=[SLIDING], mlp_layer_types=["moe"])
+        where.mkdir()
+        (where / "config.json").write_text(json.dumps(cfg))
+        main = load_file(str(saved / "model.safetensors"))
+        glue = {"e_proj.weight", "h_proj.weight", "enorm.weight", "hnorm.weight", "norm.weight"}
+        block = {
+            "layers.0." + k.removeprefix("mtp.0."): v
+            for k, v in mtp.items()
+            if k.removeprefix("mtp.0.") not in glue and not k.startswith("mtp.0.hc_head")
+        }
+        block |= {"embed.weight": main["model.embed_tokens.weight"], "head.weight": main["head.weight"]}
+        block |= {"norm.weight": mtp["mtp.0.norm.weight"]}
+        block |= {f"hc_head_{w}": mtp[f"mtp.0.hc_head_{w}"] for w in ("fn", "base", "scale")}
+        save_file(block, str(where / "model.safetensors"))
+        self.ref, info = transformers.DeepseekV4ForCausalLM.from_pretrained(where, output_loading_info=True)
+        assert not any(info.values()), info
+        self.ref.eval()
+        self.mtp = mtp
+
+    def rows(self, h: torch.Tensor, tokens: list[int]) -> tuple[np.ndarray, torch.Tensor]:
+        """h [n, 4, D]: the rows' input streams; tokens [n]: the next tokens.
+        Returns (logits [n, V], output streams [n, 4, D])."""
+
+        def w(name: str) -> torch.Tensor:
+            return torch.from_numpy(self.mtp["mtp.0." + name])
+
+        def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+        nxt = torch.tensor([tokens])
+        out: list[torch.Tensor] = []
+        layer = self.ref.model.layers[0]
+        with torch.no_grad():
+            e = rms(self.ref.model.embed_tokens(nxt[0]), w("enorm.weight")) @ w("e_proj.weight").T
+            x = (e[:, None, :] + rms(h, w("hnorm.weight")) @ w("h_proj.weight").T)[None].contiguous()
+            pre = layer.register_forward_pre_hook(lambda _m, a, kw: ((x,) + a[1:], kw), with_kwargs=True)
+            post = layer.register_forward_hook(
+                lambda _m, _a, o: out.append((o[0] if isinstance(o, tuple) else o)[0].detach()))
+            try:
+                logits = self.ref(input_ids=nxt).logits[0].numpy()
+            finally:
+                pre.remove()
+                post.remove()
+        return logits, out[0]
+
+
+def _main_streams(model: Any, tokens: list[int]) -> torch.Tensor:
+    streams: list[torch.Tensor] = []
+    hook = model.model.hc_head.register_forward_pre_hook(lambda _m, a: streams.append(a[0].detach()))
+    try:
+        _hf_logits(model, tokens)
+    finally:
+        hook.remove()
+    return streams[0][0].float()
+
+
 def _mtp_reference(
     model: Any, saved: Path, mtp: dict[str, np.ndarray], tokens: list[int], where: Path
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -649,51 +712,8 @@ def _mtp_reference(
     glue (`e_proj(enorm(embed(t))) + h_proj(hnorm(h))` per stream) in torch around transformers' own
     block and head, a one-layer DeepseekV4ForCausalLM loaded from the MTP tensors under DeepSeek's
     names (its norm and hyper-connection head the MTP layer's, embedding and LM head the main model's)."""
-    from safetensors.numpy import load_file, save_file
-
-    n = len(tokens) - 1
-    streams: list[torch.Tensor] = []
-    hook = model.model.hc_head.register_forward_pre_hook(lambda _m, a: streams.append(a[0].detach()))
-    try:
-        _hf_logits(model, tokens[:n])
-    finally:
-        hook.remove()
-    h = streams[0][0].float()
-    cfg = json.loads((saved / "config.json").read_text())
-    cfg.update(num_hidden_layers=1, layer_types=[SLIDING], mlp_layer_types=["moe"])
-    where.mkdir()
-    (where / "config.json").write_text(json.dumps(cfg))
-    main = load_file(str(saved / "model.safetensors"))
-    glue = {"e_proj.weight", "h_proj.weight", "enorm.weight", "hnorm.weight", "norm.weight"}
-    block = {
-        "layers.0." + k.removeprefix("mtp.0."): v
-        for k, v in mtp.items()
-        if k.removeprefix("mtp.0.") not in glue and not k.startswith("mtp.0.hc_head")
-    }
-    block |= {"embed.weight": main["model.embed_tokens.weight"], "head.weight": main["head.weight"]}
-    block |= {"norm.weight": mtp["mtp.0.norm.weight"]}
-    block |= {f"hc_head_{w}": mtp[f"mtp.0.hc_head_{w}"] for w in ("fn", "base", "scale")}
-    save_file(block, str(where / "model.safetensors"))
-    ref, info = transformers.DeepseekV4ForCausalLM.from_pretrained(where, output_loading_info=True)
-    assert not any(info.values()), info  # every weight of the block came from the MTP tensors
-
-    def w(name: str) -> torch.Tensor:
-        return torch.from_numpy(mtp["mtp.0." + name])
-
-    def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
-
-    nxt = torch.tensor([tokens[1:]])
-    with torch.no_grad():
-        e = rms(ref.model.embed_tokens(nxt[0]), w("enorm.weight")) @ w("e_proj.weight").T
-        x = (e[:, None, :] + rms(h, w("hnorm.weight")) @ w("h_proj.weight").T)[None].contiguous()
-        hook = ref.model.layers[0].register_forward_pre_hook(
-            lambda _m, a, kw: ((x,) + a[1:], kw), with_kwargs=True
-        )
-        try:
-            logits = ref.eval()(input_ids=nxt).logits[0].numpy()
-        finally:
-            hook.remove()
+    h = _main_streams(model, tokens[:-1])
+    logits, _ = MtpReference(saved, mtp, where).rows(h, tokens[1:])
     return h.numpy(), logits
 
 

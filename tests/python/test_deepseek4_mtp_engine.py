@@ -8,7 +8,6 @@ step to chain). Then speculative decoding with it: greedy text identical to plai
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -27,72 +26,9 @@ transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "DeepseekV4ForCausalLM"):
     pytest.skip("transformers without DeepseekV4ForCausalLM (needs >= 5.23)", allow_module_level=True)
 
-from test_deepseek4 import MTP_SCHEDULE, SLIDING, D, V, _hf_logits, _save, _with_mtp, hf_ds4  # noqa: E402
+from test_deepseek4 import MTP_SCHEDULE, D, MtpReference, V, _main_streams, _save, _with_mtp, hf_ds4  # noqa: E402
 
 TOKENS = [int(t) for t in np.random.default_rng(5).integers(0, V, size=64)]
-
-
-class MtpReference:
-    """Rows (h_q, token q+1) through the MTP layer in transformers: logits and output streams."""
-
-    def __init__(self, saved: Path, mtp: dict[str, np.ndarray], where: Path) -> None:
-        from safetensors.numpy import load_file, save_file
-
-        cfg = json.loads((saved / "config.json").read_text())
-        cfg.update(num_hidden_layers=1, layer_types=[SLIDING], mlp_layer_types=["moe"])
-        where.mkdir()
-        (where / "config.json").write_text(json.dumps(cfg))
-        main = load_file(str(saved / "model.safetensors"))
-        glue = {"e_proj.weight", "h_proj.weight", "enorm.weight", "hnorm.weight", "norm.weight"}
-        block = {
-            "layers.0." + k.removeprefix("mtp.0."): v
-            for k, v in mtp.items()
-            if k.removeprefix("mtp.0.") not in glue and not k.startswith("mtp.0.hc_head")
-        }
-        block |= {"embed.weight": main["model.embed_tokens.weight"], "head.weight": main["head.weight"]}
-        block |= {"norm.weight": mtp["mtp.0.norm.weight"]}
-        block |= {f"hc_head_{w}": mtp[f"mtp.0.hc_head_{w}"] for w in ("fn", "base", "scale")}
-        save_file(block, str(where / "model.safetensors"))
-        self.ref, info = transformers.DeepseekV4ForCausalLM.from_pretrained(where, output_loading_info=True)
-        assert not any(info.values()), info
-        self.ref.eval()
-        self.mtp = mtp
-
-    def rows(self, h: torch.Tensor, tokens: list[int]) -> tuple[np.ndarray, torch.Tensor]:
-        """h [n, 4, D]: the rows' input streams; tokens [n]: the next tokens.
-        Returns (logits [n, V], output streams [n, 4, D])."""
-
-        def w(name: str) -> torch.Tensor:
-            return torch.from_numpy(self.mtp["mtp.0." + name])
-
-        def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
-
-        nxt = torch.tensor([tokens])
-        out: list[torch.Tensor] = []
-        layer = self.ref.model.layers[0]
-        with torch.no_grad():
-            e = rms(self.ref.model.embed_tokens(nxt[0]), w("enorm.weight")) @ w("e_proj.weight").T
-            x = (e[:, None, :] + rms(h, w("hnorm.weight")) @ w("h_proj.weight").T)[None].contiguous()
-            pre = layer.register_forward_pre_hook(lambda _m, a, kw: ((x,) + a[1:], kw), with_kwargs=True)
-            post = layer.register_forward_hook(
-                lambda _m, _a, o: out.append((o[0] if isinstance(o, tuple) else o)[0].detach()))
-            try:
-                logits = self.ref(input_ids=nxt).logits[0].numpy()
-            finally:
-                pre.remove()
-                post.remove()
-        return logits, out[0]
-
-
-def _main_streams(model: Any, tokens: list[int]) -> torch.Tensor:
-    streams: list[torch.Tensor] = []
-    hook = model.model.hc_head.register_forward_pre_hook(lambda _m, a: streams.append(a[0].detach()))
-    try:
-        _hf_logits(model, tokens)
-    finally:
-        hook.remove()
-    return streams[0][0].float()
 
 
 def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:
