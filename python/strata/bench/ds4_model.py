@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 
+from strata.bench.files import write_atomically
 from strata.convert.deepseek4_layout import ARCH, add_keys, keeps_f32, main_plan, tensor_shape
 from strata.convert.gguf_header import add_file_keys
 from strata.convert.tokenizer_keys import apply_tokenizer, byte_level_tokenizer
@@ -191,12 +192,5 @@ def cached_ds4_model(workdir: str | Path, shape: Ds4Shape | None = None, seed: i
     shape = shape or Ds4Shape()
     out = Path(workdir) / shape.file_name(seed)
     if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        part = out.with_suffix(".gguf.part")
-        try:
-            make_ds4_model(part, shape, seed)
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-        part.replace(out)
+        write_atomically(out, lambda part: make_ds4_model(part, shape, seed))
     return out

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from strata.bench.files import write_atomically
 from strata.bench.machine import (
     ProcessMeter,
     active_isa,
@@ -191,11 +192,9 @@ class RandomQwen3Moe:
 
 def build_gguf(shape: MoeShape, path: Path, weight_type: str = "Q8_0", seed: int = 0) -> Path:
     """A random ``qwen3moe`` GGUF of this shape, byte-level tokenizer keys included (llama.cpp needs them)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    convert_qwen3moe(RandomQwen3Moe(shape, seed), tmp, tokenizer=byte_level_tokenizer(shape.vocab),
-                     weight_type=weight_type, name=f"random-qwen3moe-{shape.name}")
-    tmp.replace(path)
+    write_atomically(path, lambda part: convert_qwen3moe(
+        RandomQwen3Moe(shape, seed), part, tokenizer=byte_level_tokenizer(shape.vocab),
+        weight_type=weight_type, name=f"random-qwen3moe-{shape.name}"))
     return path
 
 
@@ -209,11 +208,13 @@ def llama_quantize(src: Path, dst: Path, weight_type: str, threads: int = 2) -> 
     params.ftype = int(getattr(llama_cpp, LLAMA_QUANTIZED[weight_type]))
     params.allow_requantize = True
     params.nthread = threads
-    tmp = dst.with_name(dst.name + ".part")
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
-    if rc != 0 or not tmp.is_file():
-        raise RuntimeError(f"llama_model_quantize({src} -> {weight_type}) failed with {rc}")
-    tmp.replace(dst)
+
+    def quantize(part: Path) -> None:
+        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(part).encode(), ctypes.byref(params))
+        if rc != 0 or not part.is_file():
+            raise RuntimeError(f"llama_model_quantize({src} -> {weight_type}) failed with {rc}")
+
+    write_atomically(dst, quantize)
     return dst
 
 

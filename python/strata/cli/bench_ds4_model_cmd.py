@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.bench.ds4_model import BLOCK_TYPES, Ds4Shape, make_ds4_model
+from strata.bench.files import write_atomically
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -65,15 +66,11 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         print(out)
         return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    part = out.with_suffix(".gguf.part")
     try:
-        make_ds4_model(part, shape, args.seed)
+        write_atomically(out, lambda part: make_ds4_model(part, shape, args.seed))
     except OSError as e:
-        part.unlink(missing_ok=True)
         print(f"bench ds4-model: {e}", file=sys.stderr)
         return 1
-    part.replace(out)
     mib = 1 << 20
     print(f"{shape.layers} blocks, {shape.experts} experts of {shape.expert_ffn}: "
           f"{out.stat().st_size / mib:.0f} MiB (routed experts {shape.expert_bytes() / mib:.0f} MiB)",

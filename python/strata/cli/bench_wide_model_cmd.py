@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.bench import wide_model
+from strata.bench.files import write_atomically
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -70,16 +71,13 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         print(out)
         return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".gguf.part")
     try:
-        rep = wide_model.widen_model(src, tmp, expert_mult=args.expert_mult, shared_mult=args.shared_mult,
-                                     extra_layers=args.extra_layers)
+        rep = write_atomically(out, lambda part: wide_model.widen_model(
+            src, part, expert_mult=args.expert_mult, shared_mult=args.shared_mult,
+            extra_layers=args.extra_layers))
     except (OSError, ValueError) as e:
-        tmp.unlink(missing_ok=True)
         print(f"bench wide-model: {e}", file=sys.stderr)
         return 1
-    tmp.replace(out)
     mib = 1 << 20
     print(f"{rep.blocks} blocks, expert width {rep.expert_ffn}, shared width {rep.shared_ffn}: "
           f"{rep.file_bytes / mib:.0f} MiB "
