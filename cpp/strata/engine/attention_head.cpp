@@ -4,37 +4,33 @@
 #include <cmath>
 #include <cstring>
 
+#include "strata/engine/attention_kernels.h"
+
 namespace strata::engine {
+namespace {
+
+// Cells c0, c0 + 1, ... of a head seen as cells 0, 1, ... (a chunk of the implicit list).
+KvHeadData from_cell(KvHeadData h, int64_t c0) {
+  const int64_t nb = kv_blocks(h.dh);
+  if (h.k8) {
+    h.k8 += c0 * h.dh;
+    h.v8 += c0 * h.dh;
+    h.ks += c0 * nb;
+    h.vs += c0 * nb;
+  } else {
+    h.kf += c0 * h.dh;
+    h.vf += c0 * h.dh;
+  }
+  return h;
+}
+
+}  // namespace
 
 void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, const int32_t* cells, int64_t n,
                  float* scores, float* chunk_o, float* out) {
-  const int dh = kv.head_dim();
-  const float sqrt_dh = std::sqrt(static_cast<float>(dh));
-  std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(dh));
-  if (n <= 0) return;
-  const VecKernels& vk = vec_kernels();
-  auto cell = [cells](int64_t i) -> int64_t { return cells ? cells[i] : i; };
-  for (int64_t i = 0; i < n; ++i) scores[i] = kv.dot_k(vk, layer, cell(i), kv_head, q) / sqrt_dh;
-  // Global max over the chunk maxima (= the max of all scores).
-  float big = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) big = std::max(big, scores[i]);
-  float denom = 0.0f;
-  for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
-    const int64_t c1 = std::min(n, c0 + kSoftmaxChunk);
-    float m = -INFINITY;
-    for (int64_t i = c0; i < c1; ++i) m = std::max(m, scores[i]);
-    std::memset(chunk_o, 0, sizeof(float) * static_cast<std::size_t>(dh));
-    float l = 0.0f;
-    for (int64_t i = c0; i < c1; ++i) {
-      const float e = std::exp(scores[i] - m);
-      l += e;
-      kv.axpy_v(vk, layer, cell(i), kv_head, e, chunk_o);
-    }
-    const float f = std::exp(m - big);
-    denom += f * l;
-    for (int j = 0; j < dh; ++j) out[j] += f * chunk_o[j];
-  }
-  for (int j = 0; j < dh; ++j) out[j] /= denom;
+  const float* qs[1] = {q};
+  float* outs[1] = {out};
+  attend_group(kv, layer, kv_head, qs, 1, cells, n, scores, chunk_o, outs);
 }
 
 void attend_group(const KvCells& kv, int layer, int kv_head, const float* const* q, int G, const int32_t* cells,
@@ -43,16 +39,15 @@ void attend_group(const KvCells& kv, int layer, int kv_head, const float* const*
   const float sqrt_dh = std::sqrt(static_cast<float>(dh));
   for (int g = 0; g < G; ++g) std::memset(out[g], 0, sizeof(float) * static_cast<std::size_t>(dh));
   if (n <= 0) return;
-  const VecKernels& vk = vec_kernels();
-  auto cell = [cells](int64_t i) -> int64_t { return cells ? cells[i] : i; };
-  // Scores head-major: scores[g·n + i]; the same arithmetic per head as attend_head.
-  float dot[kMaxHeadGroup], big[kMaxHeadGroup], denom[kMaxHeadGroup], m[kMaxHeadGroup], l[kMaxHeadGroup],
-      e[kMaxHeadGroup];
+  const AttnKernels& ak = attn_kernels();
+  const KvHeadData hd = kv.head_data(layer, kv_head);
+  const bool int8 = kv.type() == model::KvType::Int8;
+  // Scores head-major: scores[g·n + i] = (q_g · k_i) / sqrt(Dh), all cells in one call.
+  (int8 ? ak.scores_i8 : ak.scores_f32)(hd, q, G, cells, n, sqrt_dh, scores, n);
+  float big[kMaxHeadGroup], denom[kMaxHeadGroup], m[kMaxHeadGroup], l[kMaxHeadGroup];
   float* co[kMaxHeadGroup];
-  for (int64_t i = 0; i < n; ++i) {
-    kv.dot_k_multi(vk, layer, cell(i), kv_head, q, G, dot);
-    for (int g = 0; g < G; ++g) scores[g * n + i] = dot[g] / sqrt_dh;
-  }
+  // A chunk's weights e^{s−m} per head (std::exp, as the Metal kernels have it), computed once.
+  float e[kMaxHeadGroup * kSoftmaxChunk];
   for (int g = 0; g < G; ++g) {
     big[g] = -INFINITY;
     for (int64_t i = 0; i < n; ++i) big[g] = std::max(big[g], scores[g * n + i]);
@@ -62,18 +57,21 @@ void attend_group(const KvCells& kv, int layer, int kv_head, const float* const*
   for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
     const int64_t c1 = std::min(n, c0 + kSoftmaxChunk);
     for (int g = 0; g < G; ++g) {
+      const float* s = scores + g * n;
+      float* eg = e + g * kSoftmaxChunk;
       m[g] = -INFINITY;
-      for (int64_t i = c0; i < c1; ++i) m[g] = std::max(m[g], scores[g * n + i]);
-      std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(dh));
+      for (int64_t i = c0; i < c1; ++i) m[g] = std::max(m[g], s[i]);
       l[g] = 0.0f;
-    }
-    for (int64_t i = c0; i < c1; ++i) {
-      for (int g = 0; g < G; ++g) {
-        e[g] = std::exp(scores[g * n + i] - m[g]);
-        l[g] += e[g];
+      for (int64_t i = c0; i < c1; ++i) {
+        eg[i - c0] = std::exp(s[i] - m[g]);
+        l[g] += eg[i - c0];
       }
-      kv.axpy_v_multi(vk, layer, cell(i), kv_head, e, G, co);
     }
+    // co[g] = Σ_i e_i · v_i over the chunk, the accumulators in registers across its cells.
+    if (cells)
+      (int8 ? ak.values_i8 : ak.values_f32)(hd, e, kSoftmaxChunk, G, cells + c0, c1 - c0, co);
+    else
+      (int8 ? ak.values_i8 : ak.values_f32)(from_cell(hd, c0), e, kSoftmaxChunk, G, nullptr, c1 - c0, co);
     for (int g = 0; g < G; ++g) {
       const float f = std::exp(m[g] - big[g]);
       denom[g] += f * l[g];

@@ -6,6 +6,7 @@
 // cells get used); nothing per token.
 #include <cstdint>
 
+#include "strata/engine/attention_kernels.h"
 #include "strata/engine/kv_quant.h"
 #include "strata/model/hparams.h"
 #include "strata/util/aligned.h"
@@ -30,7 +31,8 @@ class KvCells {
   // The cell must lie in a range announced by prepare_write.
   void write(int layer, int64_t cell, const float* k, const float* v);
 
-  // q · k̂ of one head of one cell (k̂ the stored key as the attention reads it).
+  // q · k̂ of one head of one cell (k̂ the stored key as the attention reads it): the per-cell
+  // formulation the attention kernels reproduce (tests use it as their reference).
   float dot_k(const VecKernels& vk, int layer, int64_t cell, int head, const float* q) const {
     const std::size_t h = slot(layer, cell, head);
     if (type_ == model::KvType::Int8) return kv_dot(vk, q, &k8_[h * dh_], &ks_[h * nb_], dh_);
@@ -44,24 +46,21 @@ class KvCells {
     else
       vk.axpy_f32(w, &vf_[h * dh_], dh_, out);
   }
-  // dot_k / axpy_v of G query heads (G <= kMaxHeadGroup) with one KV head: the cell is read once.
-  void dot_k_multi(const VecKernels& vk, int layer, int64_t cell, int head, const float* const* q, int G,
-                   float* out) const {
-    const std::size_t h = slot(layer, cell, head);
+  // One KV head's storage for the many-cell attention kernels (engine/attention_kernels.h).
+  KvHeadData head_data(int layer, int head) const {
+    const std::size_t h = slot(layer, 0, head);
+    KvHeadData d;
+    d.dh = dh_;
     if (type_ == model::KvType::Int8) {
-      kv_dot_multi(vk, q, G, &k8_[h * dh_], &ks_[h * nb_], dh_, out);
-      return;
+      d.k8 = k8_.data() + h * dh_;
+      d.v8 = v8_.data() + h * dh_;
+      d.ks = ks_.data() + h * nb_;
+      d.vs = vs_.data() + h * nb_;
+    } else {
+      d.kf = kf_.data() + h * dh_;
+      d.vf = vf_.data() + h * dh_;
     }
-    vk.dot_f32_multi(q, G, &kf_[h * dh_], dh_, out);
-  }
-  void axpy_v_multi(const VecKernels& vk, int layer, int64_t cell, int head, const float* w, int G,
-                    float* const* out) const {
-    const std::size_t h = slot(layer, cell, head);
-    if (type_ == model::KvType::Int8) {
-      kv_axpy_multi(vk, w, G, &v8_[h * dh_], &vs_[h * nb_], dh_, out);
-      return;
-    }
-    vk.axpy_f32_multi(w, G, &vf_[h * dh_], dh_, out);
+    return d;
   }
   // The stored key / value of one head as floats (tests, debugging).
   void read_k(int layer, int64_t cell, int head, float* out) const;

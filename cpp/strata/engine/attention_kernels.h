@@ -1,0 +1,51 @@
+#pragma once
+// The attention core's many-cell kernels: the scores of a GQA group's query heads over a list of
+// cells, the value accumulation of one softmax chunk, and the lightning indexer's scores over a run
+// of cells. Each result is bitwise the per-cell formulation — KvCells::dot_k / axpy_v (engine/
+// kv_quant.h: per 64-block dot_i8 by vec_dot.h's order, out = 0 + part·scale summed over blocks;
+// V: w·scale, then one multiply and one add per element and cell) and indexer_score — but a whole
+// list is one call: each cell is converted once for the G heads, the dot accumulators of several
+// cells are reduced together, and the value accumulators stay in registers across a chunk.
+// The portable table is the reference; tests/cpp/test_attention_kernels.cpp checks AVX2 against it.
+#include <cstdint>
+
+namespace strata::engine {
+
+// One KV head of one layer as stored by KvCells (head-major: cell c's vector at c·Dh, its int8
+// block scales at c·kv_blocks(Dh)). Only the pointers of the store's type are set.
+struct KvHeadData {
+  const int8_t* k8 = nullptr;
+  const int8_t* v8 = nullptr;
+  const uint16_t* ks = nullptr;  // fp16 scales
+  const uint16_t* vs = nullptr;
+  const float* kf = nullptr;
+  const float* vf = nullptr;
+  int dh = 0;
+};
+
+struct AttnKernels {
+  // scores[g·stride + i] = (q[g] · k̂(cell i)) / sqrt_dh for i in [0, n), G query heads (G <= 16).
+  // cell i = cells[i], or i when cells == nullptr.
+  void (*scores_i8)(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+                    float* scores, int64_t stride);
+  void (*scores_f32)(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+                     float* scores, int64_t stride);
+  // co[g][0..Dh) = Σ_i e[g·estride + i] · v̂(cell i) over i in [0, n), in order from 0 (a softmax
+  // chunk's unnormalised output; co need not be initialised).
+  void (*values_i8)(const KvHeadData& h, const float* e, int64_t estride, int G, const int32_t* cells, int64_t n,
+                    float* const* co);
+  void (*values_f32)(const KvHeadData& h, const float* e, int64_t estride, int G, const int32_t* cells, int64_t n,
+                     float* const* co);
+  // out[i] = Σ_j w[j]·ReLU(qi[j·dim ..] · keys[i·dim ..]) for i in [0, n), heads j in order
+  // (indexer_score of each of n consecutive cells).
+  void (*indexer_scores)(const float* qi, const float* w, int heads, int dim, const float* keys, int64_t n, float* out);
+};
+
+// The kernels of cpu::active_isa() (AVX-512 runs the AVX2 ones).
+const AttnKernels& attn_kernels();
+const AttnKernels& attn_kernels_scalar();
+#if defined(STRATA_HAVE_AVX2_TU)
+const AttnKernels& attn_kernels_avx2();
+#endif
+
+}  // namespace strata::engine

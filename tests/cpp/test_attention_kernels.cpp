@@ -1,0 +1,241 @@
+// The attention core's many-cell kernels (engine/attention_kernels.h): every ISA table bitwise equal
+// to the portable one (which is the per-cell formulation: KvCells::dot_k / axpy_v, indexer_score),
+// and attend_group / attend_head bitwise equal to the per-cell attention they replaced.
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/cpu/features.h"
+#include "strata/engine/attention_head.h"
+#include "strata/engine/attention_kernels.h"
+#include "strata/engine/cell_select.h"
+#include "strata/engine/kv_cells.h"
+#include "strata/engine/vec_dot.h"
+
+using namespace strata::engine;
+using strata::model::KvType;
+
+namespace {
+
+std::vector<float> rnd(std::mt19937& g, std::size_t n, float s = 1.0f) {
+  std::normal_distribution<float> d(0.0f, s);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+std::vector<const AttnKernels*> tables() {
+  std::vector<const AttnKernels*> t = {&attn_kernels_scalar()};
+#if defined(STRATA_HAVE_AVX2_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) t.push_back(&attn_kernels_avx2());
+#endif
+  return t;
+}
+
+// Cells with varied magnitudes, some all-zero (scale 0) and some never written (zeroed by
+// prepare_write's gap rule).
+KvCells filled_cells(std::mt19937& g, KvType type, int dh, int hkv, int n_cells) {
+  KvCells kv(1, n_cells, hkv, dh, type, 0);
+  kv.prepare_write(0, 0, n_cells);
+  for (int c = 0; c < n_cells; ++c) {
+    auto k = rnd(g, static_cast<std::size_t>(hkv * dh), c % 29 == 0 ? 8.0f : 1.0f);
+    auto v = rnd(g, static_cast<std::size_t>(hkv * dh), c % 13 == 0 ? 0.01f : 1.0f);
+    if (c % 37 == 5) std::fill(k.begin(), k.end(), 0.0f);
+    if (c % 41 == 7) std::fill(v.begin(), v.end(), 0.0f);
+    kv.write(0, c, k.data(), v.data());
+  }
+  return kv;
+}
+
+// A list with gaps: every cell, every other one, or irregular steps.
+std::vector<int32_t> gapped_list(int n_cells, int len, int style) {
+  std::vector<int32_t> list;
+  for (int c = 0; c < n_cells && static_cast<int>(list.size()) < len; c += style == 0 ? 1 : 1 + (c % 3 == style))
+    list.push_back(c);
+  return list;
+}
+
+// The attention as it was before the many-cell kernels: one cell at a time through KvCells::dot_k
+// and axpy_v (kv_dot / kv_axpy), chunked softmax merged max-first.
+void attend_head_per_cell(const KvCells& kv, int layer, int kv_head, const float* q, const int32_t* cells, int64_t n,
+                          float* out) {
+  const int dh = kv.head_dim();
+  const float sqrt_dh = std::sqrt(static_cast<float>(dh));
+  std::vector<float> scores(static_cast<std::size_t>(n)), chunk_o(static_cast<std::size_t>(dh));
+  std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(dh));
+  const VecKernels& vk = vec_kernels();
+  auto cell = [cells](int64_t i) -> int64_t { return cells ? cells[i] : i; };
+  for (int64_t i = 0; i < n; ++i) scores[i] = kv.dot_k(vk, layer, cell(i), kv_head, q) / sqrt_dh;
+  float big = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) big = std::max(big, scores[i]);
+  float denom = 0.0f;
+  for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
+    const int64_t c1 = std::min(n, c0 + kSoftmaxChunk);
+    float m = -INFINITY;
+    for (int64_t i = c0; i < c1; ++i) m = std::max(m, scores[i]);
+    std::fill(chunk_o.begin(), chunk_o.end(), 0.0f);
+    float l = 0.0f;
+    for (int64_t i = c0; i < c1; ++i) {
+      const float e = std::exp(scores[i] - m);
+      l += e;
+      kv.axpy_v(vk, layer, cell(i), kv_head, e, chunk_o.data());
+    }
+    const float f = std::exp(m - big);
+    denom += f * l;
+    for (int j = 0; j < dh; ++j) out[j] += f * chunk_o[j];
+  }
+  for (int j = 0; j < dh; ++j) out[j] /= denom;
+}
+
+}  // namespace
+
+// Scores: G = 1..kMaxHeadGroup, head sizes with in-block tails and a short last block (13, 70,
+// 100), lists with gaps and lengths around the 4-cell batch, the implicit list; each table against
+// the per-cell dot (scalar kernels) bitwise.
+TEST(score_kernels_bitwise_per_cell) {
+  std::mt19937 g(41);
+  const VecKernels& sv = vec_kernels_scalar();
+  for (KvType type : {KvType::Int8, KvType::F32})
+    for (int dh : {13, 64, 70, 100, 128}) {
+      const int n_cells = 90;
+      KvCells kv = filled_cells(g, type, dh, 2, n_cells);
+      const KvHeadData hd = kv.head_data(0, 1);
+      const float sqrt_dh = std::sqrt(static_cast<float>(dh));
+      for (int G : {1, 2, 3, 4, 5, 6, 7, 16})
+        for (int len : {1, 3, 4, 5, 9, 64, 90})
+          for (int style : {0, 1, 2}) {
+            const bool implicit = style == 2;  // the list 0..n-1 given as nullptr
+            const std::vector<int32_t> list = gapped_list(n_cells, len, implicit ? 0 : style);
+            const int64_t n = static_cast<int64_t>(list.size());
+            auto qv = rnd(g, static_cast<std::size_t>(G * dh), 1.5f);
+            const float* q[kMaxHeadGroup];
+            for (int h = 0; h < G; ++h) q[h] = qv.data() + h * dh;
+            std::vector<float> want(static_cast<std::size_t>(G * n));
+            for (int h = 0; h < G; ++h)
+              for (int64_t i = 0; i < n; ++i) want[h * n + i] = kv.dot_k(sv, 0, list[i], 1, q[h]) / sqrt_dh;
+            for (const AttnKernels* t : tables()) {
+              std::vector<float> got(want.size() + 3, 9.0f);
+              (type == KvType::Int8 ? t->scores_i8 : t->scores_f32)(hd, q, G, implicit ? nullptr : list.data(), n,
+                                                                    sqrt_dh, got.data(), n);
+              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
+                        std::string(t == &attn_kernels_scalar() ? "scalar" : "avx2") + " dh " + std::to_string(dh) +
+                            " G " + std::to_string(G) + " n " + std::to_string(n));
+              CHECK(got[want.size()] == 9.0f);  // nothing written past G·n
+            }
+          }
+    }
+}
+
+// Values of one softmax chunk: weights of all sizes (zeros, tiny, large), G = 1..kMaxHeadGroup,
+// head sizes with tails, chunks of 1..64 cells with gaps; each table against the per-cell axpy.
+TEST(value_kernels_bitwise_per_cell) {
+  std::mt19937 g(43);
+  const VecKernels& sv = vec_kernels_scalar();
+  std::uniform_real_distribution<float> u01(0.0f, 1.0f);
+  for (KvType type : {KvType::Int8, KvType::F32})
+    for (int dh : {13, 64, 70, 100, 128}) {
+      const int n_cells = 140;
+      KvCells kv = filled_cells(g, type, dh, 2, n_cells);
+      const KvHeadData hd = kv.head_data(0, 0);
+      for (int G : {1, 2, 3, 4, 5, 7, 16})
+        for (int len : {1, 2, 7, 33, 64})
+          for (int style : {0, 1}) {
+            const std::vector<int32_t> list = gapped_list(n_cells, len, style);
+            const int64_t n = static_cast<int64_t>(list.size());
+            const int64_t es = kSoftmaxChunk;
+            std::vector<float> e(static_cast<std::size_t>(G * es));
+            for (std::size_t i = 0; i < e.size(); ++i) e[i] = i % 11 == 3 ? 0.0f : std::exp(-20.0f * u01(g));
+            std::vector<float> want(static_cast<std::size_t>(G * dh), 0.0f);
+            for (int h = 0; h < G; ++h)
+              for (int64_t i = 0; i < n; ++i) kv.axpy_v(sv, 0, list[i], 0, e[h * es + i], want.data() + h * dh);
+            for (const AttnKernels* t : tables()) {
+              std::vector<float> got(want.size(), 5.0f);
+              float* co[kMaxHeadGroup];
+              for (int h = 0; h < G; ++h) co[h] = got.data() + h * dh;
+              (type == KvType::Int8 ? t->values_i8 : t->values_f32)(hd, e.data(), es, G,
+                                                                    style == 0 ? nullptr : list.data(), n, co);
+              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
+                        std::string(t == &attn_kernels_scalar() ? "scalar" : "avx2") + " dh " + std::to_string(dh) +
+                            " G " + std::to_string(G) + " n " + std::to_string(n));
+            }
+          }
+    }
+}
+
+// Indexer scores over runs of cells: heads 1..5, dims with tails, run lengths around the batch,
+// keys giving negative, zero and NaN dots (ReLU takes them to +0); bitwise indexer_score per cell.
+TEST(indexer_score_kernel_bitwise_per_cell) {
+  std::mt19937 g(47);
+  const VecKernels& sv = vec_kernels_scalar();
+  for (int heads : {1, 2, 3, 4, 5})
+    for (int dim : {7, 29, 32, 64})
+      for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 101}) {
+        auto q = rnd(g, static_cast<std::size_t>(heads * dim));
+        auto w = rnd(g, static_cast<std::size_t>(heads));
+        auto keys = rnd(g, static_cast<std::size_t>(n * dim));
+        for (int64_t i = 0; i < n; ++i) {
+          if (i % 5 == 1) std::fill(keys.begin() + i * dim, keys.begin() + (i + 1) * dim, 0.0f);
+          if (i % 7 == 3) keys[static_cast<std::size_t>(i * dim)] = NAN;
+        }
+        std::vector<float> want(static_cast<std::size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+          want[i] = indexer_score(sv, q.data(), w.data(), heads, dim, keys.data() + i * dim);
+        for (const AttnKernels* t : tables()) {
+          std::vector<float> got(static_cast<std::size_t>(n) + 1, 3.0f);
+          t->indexer_scores(q.data(), w.data(), heads, dim, keys.data(), n, got.data());
+          CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
+                    "heads " + std::to_string(heads) + " dim " + std::to_string(dim) + " n " + std::to_string(n));
+          CHECK(got[static_cast<std::size_t>(n)] == 3.0f);
+        }
+      }
+}
+
+// attend_group (and attend_head, its G = 1) on the kernels against the per-cell attention, every
+// ISA path, both K/V types, G up to kMaxHeadGroup, lists around the softmax chunk, the implicit list.
+TEST(attend_group_bitwise_per_cell_attention) {
+  std::mt19937 g(53);
+  std::vector<strata::cpu::Isa> isas = {strata::cpu::Isa::Scalar};
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) isas.push_back(strata::cpu::Isa::Avx512);
+  const strata::cpu::Isa was = strata::cpu::active_isa();
+  for (KvType type : {KvType::Int8, KvType::F32})
+    for (int dh : {64, 70}) {
+      const int n_cells = 200;
+      KvCells kv = filled_cells(g, type, dh, 2, n_cells);
+      for (strata::cpu::Isa isa : isas) {
+        strata::cpu::force_isa(isa);
+        for (int G : {1, 3, 4, 16})
+          for (int len : {1, 5, 64, 65, 200}) {
+            const bool implicit = len == n_cells;
+            const std::vector<int32_t> list = gapped_list(n_cells, len, implicit ? 0 : 1);
+            const int32_t* lp = implicit ? nullptr : list.data();
+            const int64_t n = static_cast<int64_t>(list.size());
+            auto qv = rnd(g, static_cast<std::size_t>(G * dh), 2.0f);
+            std::vector<float> want(static_cast<std::size_t>(G * dh)), got(want.size(), 7.0f);
+            std::vector<float> sc(static_cast<std::size_t>(G * n)), ch(static_cast<std::size_t>(G * dh));
+            const float* qs[kMaxHeadGroup];
+            float* outs[kMaxHeadGroup];
+            for (int h = 0; h < G; ++h) {
+              attend_head_per_cell(kv, 0, 1, qv.data() + h * dh, lp, n, want.data() + h * dh);
+              qs[h] = qv.data() + h * dh;
+              outs[h] = got.data() + h * dh;
+            }
+            attend_group(kv, 0, 1, qs, G, lp, n, sc.data(), ch.data(), outs);
+            const std::string what = std::string(strata::cpu::isa_name(isa)) + " dh " + std::to_string(dh) + " G " +
+                                     std::to_string(G) + " n " + std::to_string(n);
+            CHECK_MSG(same_bits(got.data(), want.data(), want.size()), what);
+            attend_head(kv, 0, 1, qs[0], lp, n, sc.data(), ch.data(), got.data());
+            CHECK_MSG(same_bits(got.data(), want.data(), static_cast<std::size_t>(dh)), what + " attend_head");
+          }
+      }
+    }
+  strata::cpu::force_isa(was);
+}
