@@ -288,6 +288,36 @@ TEST(cell_selection_rules) {
   CHECK(max_cells({0, 0, 0}, 1000) == 1000);
 }
 
+// The indexer picks against the ranking written out (sort by score descending, NaN last, −0 equal
+// to +0, ties to the lower id; take T; ascending), on random scores full of ties and specials.
+TEST(cell_selection_matches_sorted_ranking) {
+  std::mt19937 g(31);
+  const float special[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 1e-42f, -1e-42f};
+  for (int trial = 0; trial < 300; ++trial) {
+    const CellPolicy pol{static_cast<int64_t>(g() % 5), 1 + static_cast<int64_t>(g() % 40),
+                         1 + static_cast<int64_t>(g() % 70)};
+    const int64_t p = static_cast<int64_t>(g() % 400);
+    const Candidates cand = indexer_candidates(pol, p);
+    std::vector<float> sc(static_cast<std::size_t>(cand.size()));
+    const int levels = 1 + static_cast<int>(g() % 20);  // few levels: many ties
+    for (auto& x : sc) x = g() % 9 == 0 ? special[g() % 7] : static_cast<float>(static_cast<int>(g() % levels) - 5);
+    std::vector<int32_t> want;
+    for (int64_t c = 0; c < std::min(cand.begin, std::max<int64_t>(p - pol.window + 1, 0)); ++c)
+      want.push_back(static_cast<int32_t>(c));
+    std::vector<int32_t> idx(sc.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    auto key = [&sc](int32_t i) {
+      return std::isnan(sc[static_cast<std::size_t>(i)]) ? -INFINITY : sc[static_cast<std::size_t>(i)];
+    };
+    std::stable_sort(idx.begin(), idx.end(), [&key](int32_t a, int32_t b) { return key(a) > key(b); });
+    idx.resize(std::min<std::size_t>(idx.size(), static_cast<std::size_t>(pol.top_k)));
+    std::sort(idx.begin(), idx.end());
+    for (int32_t i : idx) want.push_back(static_cast<int32_t>(cand.begin + i));
+    for (int64_t c = std::max<int64_t>(p - pol.window + 1, 0); c <= p; ++c) want.push_back(static_cast<int32_t>(c));
+    CHECK_MSG(select(pol, p, &sc) == want, "trial " + std::to_string(trial));
+  }
+}
+
 TEST(indexer_score_formula) {
   std::mt19937 g(2);
   const int hi = 3, di = 10;

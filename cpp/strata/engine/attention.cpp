@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "strata/engine/attention_head.h"
+#include "strata/engine/attention_kernels.h"
 #include "strata/engine/block.h"
 #include "strata/engine/linear.h"
 #include "strata/engine/multi_linear.h"
@@ -128,9 +129,7 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
     auto score_range = [&](int64_t r, const Candidates& cand, float* scores, int64_t b, int64_t e) {
       const float* qi = s.iq.data() + r * hi * di;
       const float* wi = s.iw.data() + r * hi;
-      const VecKernels& vk = vec_kernels();
-      for (int64_t i = b; i < e; ++i)
-        scores[i] = indexer_score(vk, qi, wi, hi, di, kv.indexer_key(c.kv_layer, cand.begin + i));
+      attn_kernels().indexer_scores(qi, wi, hi, di, kv.indexer_key(c.kv_layer, cand.begin + b), e - b, scores + b);
     };
     auto needs_scores = [&](const Candidates& cand) {
       return c.use_indexer && pol.top_k > 0 && cand.size() > pol.top_k;

@@ -1,6 +1,8 @@
 #include "strata/engine/cell_select.h"
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <cmath>
 
 #include "strata/engine/vec_dot.h"
@@ -19,6 +21,19 @@ int64_t max_cells(const CellPolicy& pol, int64_t n_cells) {
   return std::min(n_cells, pol.sink + pol.window + pol.top_k);
 }
 
+namespace {
+
+// A score as an unsigned key whose integer order is the ranking's order: NaN ranks with −∞ (below
+// everything), −0 with +0 (they compare equal).
+inline uint32_t rank_key(float s) {
+  if (std::isnan(s)) s = -INFINITY;
+  if (s == 0.0f) s = 0.0f;
+  const auto b = std::bit_cast<uint32_t>(s);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+}  // namespace
+
 int64_t select_cells(const CellPolicy& pol, int64_t p, const float* scores, int32_t* order, int32_t* out) {
   int64_t n = 0;
   if (pol.window <= 0) {
@@ -35,19 +50,20 @@ int64_t select_cells(const CellPolicy& pol, int64_t p, const float* scores, int3
     if (m <= pol.top_k) {
       for (int64_t c = cand.begin; c < cand.end; ++c) out[n++] = static_cast<int32_t>(c);
     } else {
-      for (int64_t i = 0; i < m; ++i) order[i] = static_cast<int32_t>(i);
-      // Higher score first, ties to the lower id; NaN ranks below everything.
-      auto key = [scores](int32_t i) {
-        const float s = scores[i];
-        return std::isnan(s) ? -INFINITY : s;
-      };
-      auto better = [&key](int32_t a, int32_t b) {
-        const float ka = key(a), kb = key(b);
-        return ka > kb || (ka == kb && a < b);
-      };
-      std::nth_element(order, order + pol.top_k, order + m, better);
-      std::sort(order, order + pol.top_k);
-      for (int64_t i = 0; i < pol.top_k; ++i) out[n++] = static_cast<int32_t>(cand.begin + order[i]);
+      // The T-th best key t (one nth_element over integer keys); then, in id order, every
+      // candidate above t and, from the lowest id, as many equal to t as fill T: the same set as
+      // ranking by (score desc, id asc), already ascending.
+      const int64_t T = pol.top_k;
+      auto* keys = reinterpret_cast<uint32_t*>(order);
+      for (int64_t i = 0; i < m; ++i) keys[i] = rank_key(scores[i]);
+      std::nth_element(keys, keys + (T - 1), keys + m, std::greater<>());
+      const uint32_t t = keys[T - 1];
+      int64_t ties = T;
+      for (int64_t i = 0; i < T - 1; ++i) ties -= keys[i] > t;
+      for (int64_t i = 0; i < m; ++i) {
+        const uint32_t k = rank_key(scores[i]);
+        if (k > t || (k == t && ties-- > 0)) out[n++] = static_cast<int32_t>(cand.begin + i);
+      }
     }
   }
   // The window.
