@@ -97,6 +97,14 @@ inline void store4(__m128 v, float* p, int64_t cnt) {
   for (int64_t j = 0; j < cnt; ++j) p[j] = t[j];
 }
 
+// fp16 → f32 is exact, so F16C's conversion equals fp16_to_fp32 (util/fp16.h) for every scale
+// kv_quantize can write (finite or +inf; it never writes a NaN).
+inline __m128 scales4(const uint16_t* s, const int64_t* c, int64_t stride) {
+  return _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(s[c[0] * stride]), static_cast<short>(s[c[1] * stride]),
+                                     static_cast<short>(s[c[2] * stride]), static_cast<short>(s[c[3] * stride]), 0, 0,
+                                     0, 0));
+}
+
 template <int G>
 void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
                  float* scores, int64_t stride) {
@@ -113,8 +121,7 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
     for (int b0 = 0, b = 0; b0 < dh; b0 += kKvBlock, ++b) {
       __m128 part[G];
       dots4<int8_t, G>(q, k, b0, std::min(dh - b0, kKvBlock), part);
-      const __m128 s = _mm_setr_ps(fp16_to_fp32(h.ks[c[0] * nb + b]), fp16_to_fp32(h.ks[c[1] * nb + b]),
-                                   fp16_to_fp32(h.ks[c[2] * nb + b]), fp16_to_fp32(h.ks[c[3] * nb + b]));
+      const __m128 s = scales4(h.ks + b, c, nb);
       for (int g = 0; g < G; ++g) tot[g] = _mm_add_ps(tot[g], _mm_mul_ps(part[g], s));
     }
     for (int g = 0; g < G; ++g) store4(_mm_div_ps(tot[g], vsq), scores + g * stride + i, n - i);
@@ -172,77 +179,87 @@ const T* values_of(const KvHeadData& h) {
     return h.vf;
 }
 
-// A cell's weight for the columns of block b: kv_axpy's w·scale (int8), w itself (f32).
-template <typename T>
-inline float cell_weight(const KvHeadData& h, int64_t nb, float e, int64_t c, int b) {
-  if constexpr (std::is_same_v<T, int8_t>)
-    return e * fp16_to_fp32(h.vs[c * nb + b]);
-  else
-    return e;
-}
+// Cells per piece of the value kernels: the weights of a piece fit a stack buffer.
+constexpr int kPiece = 64;
 
-// Columns [col, col + 8·NV) of the G chunk outputs (inside one 64-block), summed in registers over
-// the n cells: per element and cell one multiply and one add, cells in order, from +0 (the memset
-// then axpy of the per-cell form).
+// Columns [col, col + 8·NV) of the G outputs, summed in registers over the cells of a piece: per
+// element and cell one multiply and one add, cells in order; from +0 on the first piece (the memset
+// then axpy of the per-cell form), from the stored sums after it. w[g·kPiece + i] is cell i's weight.
 template <typename T, int G, int NV>
-void values_slab(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, int col,
+void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
                  float* const* co) {
-  const int dh = h.dh;
-  const int64_t nb = kv_blocks(dh);
-  const int b = col / kKvBlock;
-  const T* base = values_of<T>(h) + col;
   __m256 acc[G][NV];
   for (int g = 0; g < G; ++g)
-    for (int v = 0; v < NV; ++v) acc[g][v] = _mm256_setzero_ps();
+    for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(co[g] + col + 8 * v);
+  base += col;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t c = cells ? cells[i] : i;
-    const T* x = base + c * dh;
-    __m256 w[G];
-    for (int g = 0; g < G; ++g) w[g] = _mm256_set1_ps(cell_weight<T>(h, nb, e[g * es + i], c, b));
+    const T* x = base + (cells ? cells[i] : i) * dh;
     for (int v = 0; v < NV; ++v) {
       const __m256 xv = load8(x + 8 * v);
-      for (int g = 0; g < G; ++g) acc[g][v] = _mm256_add_ps(acc[g][v], _mm256_mul_ps(w[g], xv));
+      for (int g = 0; g < G; ++g)
+        acc[g][v] = _mm256_add_ps(acc[g][v], _mm256_mul_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv));
     }
   }
   for (int g = 0; g < G; ++g)
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(co[g] + col + 8 * v, acc[g][v]);
 }
 
-// The Dh % 8 columns past the last full 8: one element at a time, the same operations.
-template <typename T>
-void values_tail(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n, int col0,
+// Columns [c0, c1) of one scale block: slabs as wide as the registers allow (G·NV accumulators, a
+// value, a weight), then single columns for the Dh % 8 past the last full 8.
+template <typename T, int G>
+void values_cols(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int c0, int c1, bool first,
                  float* const* co) {
-  const int dh = h.dh;
-  const int64_t nb = kv_blocks(dh);
-  const T* base = values_of<T>(h);
-  for (int col = col0; col < dh; ++col)
+  constexpr int NV = G == 1 ? 8 : 4;
+  int col = c0;
+  for (; col + 8 * NV <= c1; col += 8 * NV) values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co);
+  for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co);
+  for (; col < c1; ++col)
     for (int g = 0; g < G; ++g) {
-      float a = 0.0f;
+      float a = first ? 0.0f : co[g][col];
       for (int64_t i = 0; i < n; ++i) {
-        const int64_t c = cells ? cells[i] : i;
-        const float p =
-            cell_weight<T>(h, nb, e[g * es + i], c, col / kKvBlock) * static_cast<float>(base[c * dh + col]);
+        const float p = w[g * kPiece + i] * static_cast<float>(base[(cells ? cells[i] : i) * dh + col]);
         a = a + p;
       }
       co[g][col] = a;
     }
 }
 
-// Slabs as wide as the registers allow (G·NV accumulators + G weights + 1 value); 8·NV divides 64,
-// so a slab never straddles two scale blocks.
+// Pieces of kPiece cells; per piece and scale block the weights w·scale (int8: kv_axpy's per-block
+// weight) or w (f32) are formed once.
 template <typename T, int G>
 void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, float* const* co) {
-  constexpr int NV = G == 1 ? 8 : G == 2 ? 4 : 2;
-  const int dh8 = h.dh / 8 * 8;
-  int col = 0;
-  for (; col + 8 * NV <= dh8; col += 8 * NV) values_slab<T, G, NV>(h, e, es, cells, n, col, co);
-  for (; col + 8 <= dh8; col += 8) values_slab<T, G, 1>(h, e, es, cells, n, col, co);
-  values_tail<T>(h, e, es, G, cells, n, dh8, co);
+  const int dh = h.dh;
+  const T* base = values_of<T>(h);
+  alignas(32) float w[G * kPiece];
+  for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
+    const int64_t pn = std::min<int64_t>(kPiece, n - p0);
+    const int32_t* pc = cells ? cells + p0 : nullptr;
+    const T* pb = cells ? base : base + p0 * dh;
+    if constexpr (std::is_same_v<T, int8_t>) {
+      const int64_t nb = kv_blocks(dh);
+      const uint16_t* vs = cells ? h.vs : h.vs + p0 * nb;
+      for (int b0 = 0, b = 0; b0 < dh; b0 += kKvBlock, ++b) {
+        for (int64_t i = 0; i < pn; ++i) {
+          const float s = fp16_to_fp32(vs[(pc ? pc[i] : i) * nb + b]);
+          for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
+        }
+        values_cols<T, G>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, co);
+      }
+    } else {
+      for (int g = 0; g < G; ++g)
+        for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
+      values_cols<T, G>(pb, dh, w, pc, pn, 0, dh, p0 == 0, co);
+    }
+  }
 }
 
 template <typename T>
 void values_avx2(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n,
                  float* const* co) {
+  if (n <= 0) {
+    for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
+    return;
+  }
   for (int g0 = 0; g0 < G; g0 += kMaxG) {
     const float* eg = e + g0 * es;
     float* const* cg = co + g0;
