@@ -369,37 +369,6 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
       k->axpy_i8(-1.25f, q.data(), n, o1.data());
       sc.axpy_i8(-1.25f, q.data(), n, o2.data());
       CHECK(o1 == o2);
-      // The group forms: each member bitwise the single call.
-      for (int G : {1, 2, 3, 4, 5, 7}) {
-        std::vector<std::vector<float>> as, os, ws;
-        const float* ap[7];
-        float* op[7];
-        float w[7], d[7];
-        for (int m = 0; m < G; ++m) {
-          as.push_back(rnd(g, static_cast<std::size_t>(n) + 1));
-          os.push_back(rnd(g, static_cast<std::size_t>(n) + 1));
-          ap[m] = as.back().data();
-          w[m] = 0.25f * static_cast<float>(m) - 0.6f;
-        }
-        for (int m = 0; m < G; ++m) op[m] = os[static_cast<std::size_t>(m)].data();
-        k->dot_i8_multi(ap, G, q.data(), n, d);
-        ws = os;
-        k->axpy_i8_multi(w, G, q.data(), n, op);
-        for (int m = 0; m < G; ++m) {
-          CHECK_EQ(d[m], sc.dot_i8(ap[m], q.data(), n));
-          sc.axpy_i8(w[m], q.data(), n, ws[static_cast<std::size_t>(m)].data());
-          CHECK(ws[static_cast<std::size_t>(m)] == os[static_cast<std::size_t>(m)]);
-        }
-        // f32 cells (a GQA group reading one f32 K/V head).
-        k->dot_f32_multi(ap, G, b.data(), n, d);
-        ws = os;
-        k->axpy_f32_multi(w, G, b.data(), n, op);
-        for (int m = 0; m < G; ++m) {
-          CHECK_EQ(d[m], sc.dot_f32(ap[m], b.data(), n));
-          sc.axpy_f32(w[m], b.data(), n, ws[static_cast<std::size_t>(m)].data());
-          CHECK(ws[static_cast<std::size_t>(m)] == os[static_cast<std::size_t>(m)]);
-        }
-      }
     }
   }
   CHECK(paths.size() >= 1);

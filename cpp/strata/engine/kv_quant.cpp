@@ -50,33 +50,4 @@ void kv_axpy(const VecKernels& k, float w, const int8_t* q, const uint16_t* scal
   }
 }
 
-void kv_dot_multi(const VecKernels& k, const float* const* a, int G, const int8_t* q, const uint16_t* scales, int n,
-                  float* out) {
-  float part[kMaxHeadGroup];
-  const float* ab[kMaxHeadGroup];
-  for (int g = 0; g < G; ++g) out[g] = 0.0f;
-  for (int b0 = 0, b = 0; b0 < n; b0 += kKvBlock, ++b) {
-    const int len = std::min(n - b0, kKvBlock);
-    for (int g = 0; g < G; ++g) ab[g] = a[g] + b0;
-    k.dot_i8_multi(ab, G, q + b0, len, part);
-    const float s = fp16_to_fp32(scales[b]);
-    for (int g = 0; g < G; ++g) out[g] += part[g] * s;
-  }
-}
-
-void kv_axpy_multi(const VecKernels& k, const float* w, int G, const int8_t* q, const uint16_t* scales, int n,
-                   float* const* out) {
-  float ws[kMaxHeadGroup];
-  float* ob[kMaxHeadGroup];
-  for (int b0 = 0, b = 0; b0 < n; b0 += kKvBlock, ++b) {
-    const int len = std::min(n - b0, kKvBlock);
-    const float s = fp16_to_fp32(scales[b]);
-    for (int g = 0; g < G; ++g) {
-      ws[g] = w[g] * s;
-      ob[g] = out[g] + b0;
-    }
-    k.axpy_i8_multi(ws, G, q + b0, len, ob);
-  }
-}
-
 }  // namespace strata::engine

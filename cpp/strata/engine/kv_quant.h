@@ -22,13 +22,7 @@ void kv_dequantize(const int8_t* q, const uint16_t* scales, int n, float* x);
 float kv_dot(const VecKernels& k, const float* a, const int8_t* q, const uint16_t* scales, int n);
 // out[i] += (w · s_b) · q[i]
 void kv_axpy(const VecKernels& k, float w, const int8_t* q, const uint16_t* scales, int n, float* out);
-// kv_dot of G vectors a[g] / kv_axpy of G weights w[g] with one stored vector (converted once);
-// each g bitwise the single call.
-void kv_dot_multi(const VecKernels& k, const float* const* a, int G, const int8_t* q, const uint16_t* scales, int n,
-                  float* out);
-void kv_axpy_multi(const VecKernels& k, const float* w, int G, const int8_t* q, const uint16_t* scales, int n,
-                   float* const* out);
-// Most heads one multi call takes (kv_*_multi, attend_group).
+// Most query heads one attention call takes together (attend_group, engine/attention_kernels.h).
 inline constexpr int kMaxHeadGroup = 16;
 
 }  // namespace strata::engine

@@ -96,25 +96,7 @@ void axpy_i8_scalar(float w, const int8_t* q, int64_t n, float* out) {
   }
 }
 
-void dot_i8_multi_scalar(const float* const* a, int G, const int8_t* q, int64_t n, float* out) {
-  for (int g = 0; g < G; ++g) out[g] = dot_i8_scalar(a[g], q, n);
-}
-
-void axpy_i8_multi_scalar(const float* w, int G, const int8_t* q, int64_t n, float* const* outs) {
-  for (int g = 0; g < G; ++g) axpy_i8_scalar(w[g], q, n, outs[g]);
-}
-
-void dot_f32_multi_scalar(const float* const* a, int G, const float* b, int64_t n, float* out) {
-  for (int g = 0; g < G; ++g) out[g] = dot_f32_scalar(a[g], b, n);
-}
-
-void axpy_f32_multi_scalar(const float* w, int G, const float* x, int64_t n, float* const* outs) {
-  for (int g = 0; g < G; ++g) axpy_f32_scalar(w[g], x, n, outs[g]);
-}
-
-const VecKernels kScalar{dot_f32_scalar,      dot_i8_scalar,        axpy_f32_scalar,      axpy_i8_scalar,
-                         dot_i8_multi_scalar, axpy_i8_multi_scalar, dot_f32_multi_scalar, axpy_f32_multi_scalar,
-                         exp_scalar,          swiglu_scalar};
+const VecKernels kScalar{dot_f32_scalar, dot_i8_scalar, axpy_f32_scalar, axpy_i8_scalar, exp_scalar, swiglu_scalar};
 
 }  // namespace
 

@@ -13,15 +13,6 @@ struct VecKernels {
   float (*dot_i8)(const float* a, const int8_t* q, int64_t n);       // Σ a[i]·float(q[i])
   void (*axpy_f32)(float w, const float* x, int64_t n, float* out);  // out[i] += w·x[i]
   void (*axpy_i8)(float w, const int8_t* q, int64_t n, float* out);  // out[i] += w·float(q[i])
-  // G vectors against one int8 vector (a GQA group's query heads reading one K/V head): q is
-  // converted once; each g is bitwise the single call. out[g] = dot_i8(a[g], q, n);
-  // outs[g][i] += w[g]·float(q[i]).
-  void (*dot_i8_multi)(const float* const* a, int G, const int8_t* q, int64_t n, float* out);
-  void (*axpy_i8_multi)(const float* w, int G, const int8_t* q, int64_t n, float* const* outs);
-  // The same for f32 K/V cells: each g bitwise the single dot_f32 / axpy_f32 call; the G chains
-  // run side by side (a lone 128-wide dot waits on its adds' latency).
-  void (*dot_f32_multi)(const float* const* a, int G, const float* b, int64_t n, float* out);
-  void (*axpy_f32_multi)(const float* w, int G, const float* x, int64_t n, float* const* outs);
   // y[i] = exp_f32(x[i]) (in place allowed); h[i] = silu(g[i])·u[i] = (g / (1 + exp_f32(−g)))·u.
   // Every lane does exp_f32's operations, so each element is bitwise the scalar function's.
   void (*exp)(const float* x, float* y, int64_t n);
