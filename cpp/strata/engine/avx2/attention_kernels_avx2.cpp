@@ -52,8 +52,27 @@ inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 // Lane c of out[g] = vec_dot.h's dot of q[g][o, o+len) with k[c][o, o+len): 8 interleaved sums,
 // the tail continuing lanes 0, 1, ... (the other lanes get +0 products, which leave them unchanged:
 // a sum that starts at +0 is never −0).
+// The common lengths (a whole int8 block of 64, the indexer's 32, an f32 head of 128) with the chunk
+// count fixed: the accumulators then stay in registers (the general form below keeps a copy on the
+// stack for its tail).
+template <typename T, int G, int NCH>
+inline void dots4_fixed(const float* const* q, const T* const* k, int64_t o, __m128* out) {
+  __m256 acc[kCells][G];
+  for (int c = 0; c < kCells; ++c)
+    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+  for (int j = 0; j < 8 * NCH; j += 8) {
+    __m256 qv[G];
+    for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
+    for (int c = 0; c < kCells; ++c) {
+      const __m256 kv = load8(k[c] + o + j);
+      for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+}
+
 template <typename T, int G>
-inline void dots4(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
+inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
   __m256 acc[kCells][G];
   for (int c = 0; c < kCells; ++c)
     for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
@@ -77,6 +96,16 @@ inline void dots4(const float* const* q, const T* const* k, int64_t o, int len, 
     }
   }
   for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+}
+
+template <typename T, int G>
+inline void dots4(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
+  switch (len) {
+    case 32: dots4_fixed<T, G, 4>(q, k, o, out); return;
+    case 64: dots4_fixed<T, G, 8>(q, k, o, out); return;
+    case 128: dots4_fixed<T, G, 16>(q, k, o, out); return;
+    default: dots4_any<T, G>(q, k, o, len, out); return;
+  }
 }
 
 // The kCells cells from list entry i on; past n the last one repeats (computed, never stored).
