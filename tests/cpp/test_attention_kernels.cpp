@@ -32,10 +32,20 @@ std::vector<float> rnd(std::mt19937& g, std::size_t n, float s = 1.0f) {
 
 bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
+std::string table_name(const AttnKernels* t) {
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (t == &attn_kernels_avx512()) return "avx512";
+#endif
+  return t == &attn_kernels_scalar() ? "scalar" : "avx2";
+}
+
 std::vector<const AttnKernels*> tables() {
   std::vector<const AttnKernels*> t = {&attn_kernels_scalar()};
 #if defined(STRATA_HAVE_AVX2_TU)
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) t.push_back(&attn_kernels_avx2());
+#endif
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) t.push_back(&attn_kernels_avx512());
 #endif
   return t;
 }
@@ -125,9 +135,9 @@ TEST(score_kernels_bitwise_per_cell) {
               std::vector<float> got(want.size() + 3, 9.0f);
               (type == KvType::Int8 ? t->scores_i8 : t->scores_f32)(hd, q, G, implicit ? nullptr : list.data(), n,
                                                                     sqrt_dh, got.data(), n);
-              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
-                        std::string(t == &attn_kernels_scalar() ? "scalar" : "avx2") + " dh " + std::to_string(dh) +
-                            " G " + std::to_string(G) + " n " + std::to_string(n));
+              CHECK_MSG(
+                  same_bits(got.data(), want.data(), want.size()),
+                  table_name(t) + " dh " + std::to_string(dh) + " G " + std::to_string(G) + " n " + std::to_string(n));
               CHECK(got[want.size()] == 9.0f);  // nothing written past G·n
             }
           }
@@ -162,9 +172,9 @@ TEST(value_kernels_bitwise_per_cell) {
               for (int h = 0; h < G; ++h) co[h] = got.data() + h * dh;
               (type == KvType::Int8 ? t->values_i8 : t->values_f32)(hd, e.data(), es, G,
                                                                     style == 0 ? nullptr : list.data(), n, co);
-              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
-                        std::string(t == &attn_kernels_scalar() ? "scalar" : "avx2") + " dh " + std::to_string(dh) +
-                            " G " + std::to_string(G) + " n " + std::to_string(n));
+              CHECK_MSG(
+                  same_bits(got.data(), want.data(), want.size()),
+                  table_name(t) + " dh " + std::to_string(dh) + " G " + std::to_string(G) + " n " + std::to_string(n));
             }
           }
     }

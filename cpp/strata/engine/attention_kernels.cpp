@@ -70,6 +70,9 @@ const AttnKernels kScalar{scores_i8_scalar, scores_f32_scalar, values_i8_scalar,
 const AttnKernels& attn_kernels_scalar() { return kScalar; }
 
 const AttnKernels& attn_kernels() {
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (cpu::active_isa() == cpu::Isa::Avx512) return attn_kernels_avx512();
+#endif
 #if defined(STRATA_HAVE_AVX2_TU)
   if (cpu::isa_has_avx2(cpu::active_isa())) return attn_kernels_avx2();
 #endif

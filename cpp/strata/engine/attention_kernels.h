@@ -41,11 +41,15 @@ struct AttnKernels {
   void (*indexer_scores)(const float* qi, const float* w, int heads, int dim, const float* keys, int64_t n, float* out);
 };
 
-// The kernels of cpu::active_isa() (AVX-512 runs the AVX2 ones).
+// The kernels of cpu::active_isa().
 const AttnKernels& attn_kernels();
 const AttnKernels& attn_kernels_scalar();
 #if defined(STRATA_HAVE_AVX2_TU)
 const AttnKernels& attn_kernels_avx2();
+#endif
+#if defined(STRATA_HAVE_AVX512_TU)
+// int8 K/V with Dh a multiple of 64 on 16 lanes; the other entries are the AVX2 kernels.
+const AttnKernels& attn_kernels_avx512();
 #endif
 
 }  // namespace strata::engine

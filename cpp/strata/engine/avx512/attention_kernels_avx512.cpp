@@ -1,0 +1,214 @@
+// AVX-512 versions of the int8 attention kernels (engine/attention_kernels.h) for head sizes made
+// of whole 64-blocks (the strata format's Dh = 64, 128, ...); other shapes, f32 cells and the
+// indexer run the AVX2 kernels. The per-lane operations are those of the AVX2 and portable kernels
+// (multiplies and adds separate, vec_dot.h's lanes and tree), so the results are bitwise the same;
+// what 16 lanes and 32 registers buy: two cells' 8-lane dot sums share one zmm (cells c and c + 4 of
+// a batch of eight, so the tree below leaves the eight totals in order), and a chunk's value sums
+// cover a whole 64-column block for three heads.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+// GCC 12 reports its own AVX-512 conversions as reading an uninitialized value (the header's
+// __Y = __Y idiom), as in cpu/avx512/simd_avx512.h.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "strata/engine/attention_kernels.h"
+#include "strata/engine/kv_quant.h"
+#include "strata/util/fp16.h"
+
+namespace strata::engine {
+namespace {
+
+constexpr int kCells = 8;   // cells per batch: four zmm of two cells each
+constexpr int kMaxG = 3;    // heads per pass
+constexpr int kPiece = 64;  // cells per piece of the value kernel (its weights on the stack)
+
+// Eight int8 of cell a in lanes 0-7, eight of cell b in lanes 8-15, as floats.
+inline __m512 load_pair(const int8_t* a, const int8_t* b) {
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+  const __m128i ab = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(b)));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ab));
+}
+
+// _mm256_hadd_ps on each 256-bit half: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3].
+inline __m512 hadd512(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+
+// p_j = [cell j | cell j+4] (8 lanes each). Lane c of the result: cell c's
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). After two hadds the 128-bit lanes hold the quad sums
+// [c0-c3 (l0..l3)], [c0-c3 (l4..l7)], [c4-c7 (l0..l3)], [c4-c7 (l4..l7)]; one add of the swapped
+// lanes gives the totals, one shuffle puts c0-c3 and c4-c7 side by side.
+inline __m256 reduce8(__m512 p0, __m512 p1, __m512 p2, __m512 p3) {
+  const __m512 h = hadd512(hadd512(p0, p1), hadd512(p2, p3));
+  const __m512 t = _mm512_add_ps(h, _mm512_shuffle_f32x4(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_castps512_ps256(_mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+// The cells of list entries i .. i+7; past n the last one repeats (computed, never stored).
+inline void batch_cells(const int32_t* cells, int64_t i, int64_t n, int64_t* c) {
+  for (int j = 0; j < kCells; ++j) {
+    const int64_t e = std::min(i + j, n - 1);
+    c[j] = cells ? cells[e] : e;
+  }
+}
+
+// fp16 → f32 is exact: F16C equals fp16_to_fp32 for every scale kv_quantize writes.
+inline __m256 scales8(const uint16_t* s, const int64_t* c, int64_t stride) {
+  alignas(16) uint16_t v[kCells];
+  for (int j = 0; j < kCells; ++j) v[j] = s[c[j] * stride];
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
+}
+
+inline void store8(__m256 v, float* p, int64_t cnt) {
+  if (cnt >= kCells) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  alignas(32) float t[kCells];
+  _mm256_store_ps(t, v);
+  for (int64_t j = 0; j < cnt; ++j) p[j] = t[j];
+}
+
+template <int G>
+void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
+                 float* scores, int64_t stride) {
+  const int dh = h.dh;
+  const int64_t nb = dh / kKvBlock;
+  const __m256 vsq = _mm256_set1_ps(sqrt_dh);
+  for (int64_t i = 0; i < n; i += kCells) {
+    int64_t c[kCells];
+    batch_cells(cells, i, n, c);
+    const int8_t* k[kCells];
+    for (int j = 0; j < kCells; ++j) k[j] = h.k8 + c[j] * dh;
+    __m256 tot[G];
+    for (int g = 0; g < G; ++g) tot[g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t o = b * kKvBlock;
+      __m512 acc[4][G];
+      for (int p = 0; p < 4; ++p)
+        for (int g = 0; g < G; ++g) acc[p][g] = _mm512_setzero_ps();
+      for (int j = 0; j < kKvBlock; j += 8) {
+        __m512 qv[G];
+        for (int g = 0; g < G; ++g) qv[g] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[g] + o + j));
+        for (int p = 0; p < 4; ++p) {
+          const __m512 kv = load_pair(k[p] + o + j, k[p + 4] + o + j);
+          for (int g = 0; g < G; ++g) acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
+        }
+      }
+      const __m256 s = scales8(h.ks + b, c, nb);
+      for (int g = 0; g < G; ++g)
+        tot[g] = _mm256_add_ps(tot[g], _mm256_mul_ps(reduce8(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), s));
+    }
+    for (int g = 0; g < G; ++g) store8(_mm256_div_ps(tot[g], vsq), scores + g * stride + i, n - i);
+  }
+}
+
+void scores_i8_avx512(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+                      float* scores, int64_t stride) {
+  if (h.dh % kKvBlock != 0) {
+    attn_kernels_avx2().scores_i8(h, q, G, cells, n, sqrt_dh, scores, stride);
+    return;
+  }
+  for (int g0 = 0; g0 < G; g0 += kMaxG) {
+    const float* const* qg = q + g0;
+    float* sg = scores + g0 * stride;
+    switch (std::min(kMaxG, G - g0)) {
+      case 3: scores_i8_g<3>(h, qg, cells, n, sqrt_dh, sg, stride); break;
+      case 2: scores_i8_g<2>(h, qg, cells, n, sqrt_dh, sg, stride); break;
+      default: scores_i8_g<1>(h, qg, cells, n, sqrt_dh, sg, stride); break;
+    }
+  }
+}
+
+// One 64-column block of the G outputs summed in registers over a piece's cells (per element and
+// cell one multiply and one add, cells in order; from +0 on the first piece, from the stored sums
+// after it). w[g·kPiece + i] = e·scale of cell i for this block.
+template <int G>
+void values_block(const int8_t* base, int dh, const float* w, const int32_t* cells, int64_t n, int64_t col, bool first,
+                  float* const* co) {
+  __m512 acc[G][4];
+  for (int g = 0; g < G; ++g)
+    for (int v = 0; v < 4; ++v) acc[g][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(co[g] + col + 16 * v);
+  base += col;
+  for (int64_t i = 0; i < n; ++i) {
+    const int8_t* x = base + (cells ? cells[i] : i) * dh;
+    for (int v = 0; v < 4; ++v) {
+      const __m512 xv =
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16 * v))));
+      for (int g = 0; g < G; ++g)
+        acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(co[g] + col + 16 * v, acc[g][v]);
+}
+
+template <int G>
+void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, float* const* co) {
+  const int dh = h.dh;
+  const int64_t nb = dh / kKvBlock;
+  alignas(64) float w[G * kPiece];
+  for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
+    const int64_t pn = std::min<int64_t>(kPiece, n - p0);
+    const int32_t* pc = cells ? cells + p0 : nullptr;
+    const int8_t* pb = cells ? h.v8 : h.v8 + p0 * dh;
+    const uint16_t* vs = cells ? h.vs : h.vs + p0 * nb;
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t i = 0; i < pn; ++i) {
+        const float s = fp16_to_fp32(vs[(pc ? pc[i] : i) * nb + b]);
+        for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
+      }
+      values_block<G>(pb, dh, w, pc, pn, b * kKvBlock, p0 == 0, co);
+    }
+  }
+}
+
+void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n,
+                      float* const* co) {
+  if (h.dh % kKvBlock != 0 || n <= 0) {
+    attn_kernels_avx2().values_i8(h, e, es, G, cells, n, co);
+    return;
+  }
+  for (int g0 = 0; g0 < G; g0 += kMaxG) {
+    const float* eg = e + g0 * es;
+    float* const* cg = co + g0;
+    switch (std::min(kMaxG, G - g0)) {
+      case 3: values_g<3>(h, eg, es, cells, n, cg); break;
+      case 2: values_g<2>(h, eg, es, cells, n, cg); break;
+      default: values_g<1>(h, eg, es, cells, n, cg); break;
+    }
+  }
+}
+
+void scores_f32_avx512(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n,
+                       float sqrt_dh, float* scores, int64_t stride) {
+  attn_kernels_avx2().scores_f32(h, q, G, cells, n, sqrt_dh, scores, stride);
+}
+void values_f32_avx512(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n,
+                       float* const* co) {
+  attn_kernels_avx2().values_f32(h, e, es, G, cells, n, co);
+}
+void indexer_scores_avx512(const float* qi, const float* w, int heads, int dim, const float* keys, int64_t n,
+                           float* out) {
+  attn_kernels_avx2().indexer_scores(qi, w, heads, dim, keys, n, out);
+}
+
+const AttnKernels kAvx512{scores_i8_avx512, scores_f32_avx512, values_i8_avx512, values_f32_avx512,
+                          indexer_scores_avx512};
+
+}  // namespace
+
+const AttnKernels& attn_kernels_avx512() { return kAvx512; }
+
+}  // namespace strata::engine
