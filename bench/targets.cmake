@@ -18,3 +18,8 @@ target_compile_options(repack_k_bench PRIVATE ${STRATA_WARNINGS})
 add_executable(amx_bench ${CMAKE_CURRENT_LIST_DIR}/amx_bench.cpp)
 target_link_libraries(amx_bench PRIVATE strata_core)
 target_compile_options(amx_bench PRIVATE ${STRATA_WARNINGS})
+# attention_core_bench: attend_group and the attention kernels of one GQA group per ISA path
+# (docs/benchmarks.md, "Attention core").
+add_executable(attention_core_bench ${CMAKE_CURRENT_LIST_DIR}/attention_core_bench.cpp)
+target_link_libraries(attention_core_bench PRIVATE strata_core)
+target_compile_options(attention_core_bench PRIVATE ${STRATA_WARNINGS})

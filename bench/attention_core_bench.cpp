@@ -1,0 +1,95 @@
+// The attention core alone (docs/benchmarks.md, "Attention core"): attend_group of one GQA group
+// (3 query heads on one int8 KV head, Dh 64: the demo model's shape) over a decode row's list at
+// position 256 (4 sinks, 64 indexer picks with gaps, a window of 128), and the score and value
+// kernels by themselves, per ISA path, the paths interleaved; min and median per call.
+//   attention_core_bench [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/cpu/features.h"
+#include "strata/engine/attention_head.h"
+#include "strata/engine/attention_kernels.h"
+
+using namespace strata::engine;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Stat {
+  std::vector<double> us;
+  void print(const char* isa, const char* what) {
+    std::sort(us.begin(), us.end());
+    std::printf("%-7s %-22s min %7.2f us  median %7.2f us\n", isa, what, us.front(), us[us.size() / 2]);
+  }
+};
+
+template <typename F>
+double time_us(int iters, F&& f) {
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) f();
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 30;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--reps") reps = std::atoi(argv[i + 1]);
+  constexpr int kDh = 64, kHkv = 2, kCells = 300, kG = 3;
+  KvCells kv(1, kCells, kHkv, kDh, strata::model::KvType::Int8, 0);
+  kv.prepare_write(0, 0, kCells);
+  std::mt19937 gen(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> k(kHkv * kDh), v(kHkv * kDh);
+  for (int c = 0; c < kCells; ++c) {
+    for (auto& x : k) x = nd(gen);
+    for (auto& x : v) x = nd(gen);
+    kv.write(0, c, k.data(), v.data());
+  }
+  std::vector<int32_t> list;
+  for (int c = 0; c < 4; ++c) list.push_back(c);
+  for (int c = 4; c < 129; c += 2) list.push_back(c);
+  for (int c = 129; c < 257; ++c) list.push_back(c);
+  const auto n = static_cast<int64_t>(list.size());
+  std::vector<float> q(kG * kDh), sc(static_cast<std::size_t>(kG * n)), ch(kG * kDh), out(kG * kDh);
+  std::vector<float> e(kG * kSoftmaxChunk, 0.5f);
+  const float* qs[kG] = {q.data(), q.data() + kDh, q.data() + 2 * kDh};
+  float* outs[kG] = {out.data(), out.data() + kDh, out.data() + 2 * kDh};
+  float* cos[kG] = {ch.data(), ch.data() + kDh, ch.data() + 2 * kDh};
+  for (auto& x : q) x = nd(gen);
+  const KvHeadData hd = kv.head_data(0, 1);
+
+  std::vector<strata::cpu::Isa> isas;
+  for (strata::cpu::Isa isa : {strata::cpu::Isa::Scalar, strata::cpu::Isa::Avx2, strata::cpu::Isa::Avx512})
+    if (strata::cpu::isa_supported(isa)) isas.push_back(isa);
+  std::vector<Stat> group(isas.size()), scores(isas.size()), values(isas.size());
+  std::printf("attend_group: G %d, %ld cells, Dh %d, int8 K/V\n", kG, static_cast<long>(n), kDh);
+  for (int rep = 0; rep < reps; ++rep)
+    for (std::size_t j = 0; j < isas.size(); ++j) {
+      strata::cpu::force_isa(isas[j]);
+      const AttnKernels& ak = attn_kernels();
+      const int iters = isas[j] == strata::cpu::Isa::Scalar ? 20 : 200;
+      group[j].us.push_back(
+          time_us(iters, [&] { attend_group(kv, 0, 1, qs, kG, list.data(), n, sc.data(), ch.data(), outs); }));
+      scores[j].us.push_back(time_us(iters, [&] { ak.scores_i8(hd, qs, kG, list.data(), n, 8.0f, sc.data(), n); }));
+      values[j].us.push_back(time_us(iters, [&] {
+        for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk)
+          ak.values_i8(hd, e.data(), kSoftmaxChunk, kG, list.data() + c0, std::min<int64_t>(kSoftmaxChunk, n - c0),
+                       cos);
+      }));
+    }
+  for (std::size_t j = 0; j < isas.size(); ++j) {
+    const char* name = strata::cpu::isa_name(isas[j]);
+    group[j].print(name, "attend_group");
+    scores[j].print(name, "scores_i8 (all cells)");
+    values[j].print(name, "values_i8 (all chunks)");
+  }
+  return 0;
+}
