@@ -22,6 +22,9 @@
 namespace strata::engine {
 namespace {
 
+// The loops over heads, cells and registers are unrolled at every optimisation level (-O2 kept
+// the accumulator arrays on the stack otherwise).
+
 constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
 constexpr int kMaxG = 3;   // heads per pass: kCells·G accumulators and G query chunks fill the 16 ymm
 
@@ -58,30 +61,41 @@ inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 template <typename T, int G, int NCH>
 inline void dots4_fixed(const float* const* q, const T* const* k, int64_t o, __m128* out) {
   __m256 acc[kCells][G];
+#pragma GCC unroll 16
   for (int c = 0; c < kCells; ++c)
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
   for (int j = 0; j < 8 * NCH; j += 8) {
     __m256 qv[G];
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
+#pragma GCC unroll 16
     for (int c = 0; c < kCells; ++c) {
       const __m256 kv = load8(k[c] + o + j);
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
     }
   }
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
 }
 
 template <typename T, int G>
 inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
   __m256 acc[kCells][G];
+#pragma GCC unroll 16
   for (int c = 0; c < kCells; ++c)
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
   int j = 0;
   for (; j + 8 <= len; j += 8) {
     __m256 qv[G];
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
+#pragma GCC unroll 16
     for (int c = 0; c < kCells; ++c) {
       const __m256 kv = load8(k[c] + o + j);
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
     }
   }
@@ -89,12 +103,16 @@ inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int l
     const int t = len - j;
     const __m256i m = tail_mask(t);
     __m256 qv[G];
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) qv[g] = _mm256_maskload_ps(q[g] + o + j, m);
+#pragma GCC unroll 16
     for (int c = 0; c < kCells; ++c) {
       const __m256 kv = load_tail(k[c] + o + j, t, m);
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
     }
   }
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
 }
 
@@ -146,13 +164,16 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
     const int8_t* k[kCells];
     for (int j = 0; j < kCells; ++j) k[j] = h.k8 + c[j] * dh;
     __m128 tot[G];
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) tot[g] = _mm_setzero_ps();
     for (int b0 = 0, b = 0; b0 < dh; b0 += kKvBlock, ++b) {
       __m128 part[G];
       dots4<int8_t, G>(q, k, b0, std::min(dh - b0, kKvBlock), part);
       const __m128 s = scales4(h.ks + b, c, nb);
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) tot[g] = _mm_add_ps(tot[g], _mm_mul_ps(part[g], s));
     }
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) store4(_mm_div_ps(tot[g], vsq), scores + g * stride + i, n - i);
   }
 }
@@ -169,6 +190,7 @@ void scores_f32_g(const KvHeadData& h, const float* const* q, const int32_t* cel
     for (int j = 0; j < kCells; ++j) k[j] = h.kf + c[j] * dh;
     __m128 part[G];
     dots4<float, G>(q, k, 0, dh, part);
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) store4(_mm_div_ps(part[g], vsq), scores + g * stride + i, n - i);
   }
 }
@@ -218,18 +240,24 @@ template <typename T, int G, int NV>
 void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
                  float* const* co) {
   __m256 acc[G][NV];
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(co[g] + col + 8 * v);
   base += col;
   for (int64_t i = 0; i < n; ++i) {
     const T* x = base + (cells ? cells[i] : i) * dh;
+#pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
       const __m256 xv = load8(x + 8 * v);
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         acc[g][v] = _mm256_add_ps(acc[g][v], _mm256_mul_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv));
     }
   }
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(co[g] + col + 8 * v, acc[g][v]);
 }
 
@@ -243,6 +271,7 @@ void values_cols(const T* base, int dh, const float* w, const int32_t* cells, in
   for (; col + 8 * NV <= c1; col += 8 * NV) values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co);
   for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co);
   for (; col < c1; ++col)
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
       float a = first ? 0.0f : co[g][col];
       for (int64_t i = 0; i < n; ++i) {
@@ -270,11 +299,13 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
       for (int b0 = 0, b = 0; b0 < dh; b0 += kKvBlock, ++b) {
         for (int64_t i = 0; i < pn; ++i) {
           const float s = fp16_to_fp32(vs[(pc ? pc[i] : i) * nb + b]);
+#pragma GCC unroll 16
           for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
         }
         values_cols<T, G>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, co);
       }
     } else {
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
       values_cols<T, G>(pb, dh, w, pc, pn, 0, dh, p0 == 0, co);
@@ -286,6 +317,7 @@ template <typename T>
 void values_avx2(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n,
                  float* const* co) {
   if (n <= 0) {
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
     return;
   }

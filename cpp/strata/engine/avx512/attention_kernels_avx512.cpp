@@ -29,6 +29,9 @@
 namespace strata::engine {
 namespace {
 
+// The loops over heads, cells and registers are unrolled at every optimisation level (-O2 kept
+// the accumulator arrays on the stack otherwise).
+
 constexpr int kCells = 8;   // cells per batch: four zmm of two cells each
 constexpr int kMaxG = 3;    // heads per pass
 constexpr int kPiece = 64;  // cells per piece of the value kernel (its weights on the stack)
@@ -92,24 +95,32 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
     const int8_t* k[kCells];
     for (int j = 0; j < kCells; ++j) k[j] = h.k8 + c[j] * dh;
     __m256 tot[G];
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) tot[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t o = b * kKvBlock;
       __m512 acc[4][G];
+#pragma GCC unroll 16
       for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) acc[p][g] = _mm512_setzero_ps();
       for (int j = 0; j < kKvBlock; j += 8) {
         __m512 qv[G];
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) qv[g] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[g] + o + j));
+#pragma GCC unroll 16
         for (int p = 0; p < 4; ++p) {
           const __m512 kv = load_pair(k[p] + o + j, k[p + 4] + o + j);
+#pragma GCC unroll 16
           for (int g = 0; g < G; ++g) acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
         }
       }
       const __m256 s = scales8(h.ks + b, c, nb);
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         tot[g] = _mm256_add_ps(tot[g], _mm256_mul_ps(reduce8(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), s));
     }
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) store8(_mm256_div_ps(tot[g], vsq), scores + g * stride + i, n - i);
   }
 }
@@ -138,19 +149,25 @@ template <int G>
 void values_block(const int8_t* base, int dh, const float* w, const int32_t* cells, int64_t n, int64_t col, bool first,
                   float* const* co) {
   __m512 acc[G][4];
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
     for (int v = 0; v < 4; ++v) acc[g][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(co[g] + col + 16 * v);
   base += col;
   for (int64_t i = 0; i < n; ++i) {
     const int8_t* x = base + (cells ? cells[i] : i) * dh;
+#pragma GCC unroll 16
     for (int v = 0; v < 4; ++v) {
       const __m512 xv =
           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16 * v))));
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
     }
   }
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
     for (int v = 0; v < 4; ++v) _mm512_storeu_ps(co[g] + col + 16 * v, acc[g][v]);
 }
 
@@ -167,6 +184,7 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
     for (int64_t b = 0; b < nb; ++b) {
       for (int64_t i = 0; i < pn; ++i) {
         const float s = fp16_to_fp32(vs[(pc ? pc[i] : i) * nb + b]);
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
       }
       values_block<G>(pb, dh, w, pc, pn, b * kKvBlock, p0 == 0, co);
