@@ -18,3 +18,8 @@ target_compile_options(repack_k_bench PRIVATE ${STRATA_WARNINGS})
 add_executable(amx_bench ${CMAKE_CURRENT_LIST_DIR}/amx_bench.cpp)
 target_link_libraries(amx_bench PRIVATE strata_core)
 target_compile_options(amx_bench PRIVATE ${STRATA_WARNINGS})
+# float_rows_bench: single-thread F32 / F16 / BF16 dots of decode-step-sized matrices at 1..4 activation
+# rows per kernel path (docs/benchmarks.md, "Float matrices at small row counts").
+add_executable(float_rows_bench ${CMAKE_CURRENT_LIST_DIR}/float_rows_bench.cpp)
+target_link_libraries(float_rows_bench PRIVATE strata_core)
+target_compile_options(float_rows_bench PRIVATE ${STRATA_WARNINGS})
