@@ -44,16 +44,40 @@ float finish(__m256 a0, __m256 a1, __m256 a2, __m256 a3, int64_t i, int64_t n, c
   return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + tail;
 }
 
-// R weight rows x A activations, each with its own four chains: 4·R·A accumulators, 12 at most of
-// the 16 registers (a tile interleaves the chains; per (row, activation) the operations and their
-// order are finish's above: cpu/float_tiles.h).
+// v, loaded into a register once (an empty asm the compiler cannot see through): no effect on the
+// arithmetic.
+inline __m256 in_register(__m256 v) {
+#if defined(__GNUC__)
+  __asm__("" : "+v"(v));
+#endif
+  return v;
+}
+
+// R weight rows x A activations, each with its own four chains: 4·R·A accumulators. The 2 x 2
+// tile's 16 leave three of them in memory and still measured fastest (docs/benchmarks.md, "Float
+// matrices at small row counts"). A tile interleaves the chains; per (row, activation) the
+// operations and their order are finish's above (cpu/float_tiles.h).
 template <typename L>
 struct Tiles {
   template <int R, int A>
   struct Tile {
+    using T = typename L::T;
+    // acc[k][a] += w[k][i..i+8) * x[a][i..i+8): R + A loads for R·A FMAs (without the pins the
+    // compiler folds one operand's loads into every FMA, R·A loads).
+    static void step(const T* const* wr, const float* const* x, int64_t i, __m256 (&acc)[R][A]) {
+      __m256 xv[A];
+      STRATA_TILE_UNROLL
+      for (int a = 0; a < A; ++a) xv[a] = in_register(_mm256_loadu_ps(x[a] + i));
+      STRATA_TILE_UNROLL
+      for (int k = 0; k < R; ++k) {
+        const __m256 wv = in_register(L::load8(wr[k] + i));
+        STRATA_TILE_UNROLL
+        for (int a = 0; a < A; ++a) acc[k][a] = _mm256_fmadd_ps(wv, xv[a], acc[k][a]);
+      }
+    }
+
     static void run(int64_t n, const uint8_t* w, std::size_t stride, const float* const* x, float* const* outs,
                     int64_t r) {
-      using T = typename L::T;
       const T* wr[R];
       __m256 acc[4][R][A];
       STRATA_TILE_UNROLL
@@ -65,24 +89,9 @@ struct Tiles {
       int64_t i = 0;
       for (; i + 32 <= n; i += 32) {
         STRATA_TILE_UNROLL
-        for (int j = 0; j < 4; ++j) {
-          STRATA_TILE_UNROLL
-          for (int k = 0; k < R; ++k) {
-            const __m256 wv = L::load8(wr[k] + i + 8 * j);
-            STRATA_TILE_UNROLL
-            for (int a = 0; a < A; ++a)
-              acc[j][k][a] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[a] + i + 8 * j), acc[j][k][a]);
-          }
-        }
+        for (int j = 0; j < 4; ++j) step(wr, x, i + 8 * j, acc[j]);
       }
-      for (; i + 8 <= n; i += 8) {
-        STRATA_TILE_UNROLL
-        for (int k = 0; k < R; ++k) {
-          const __m256 wv = L::load8(wr[k] + i);
-          STRATA_TILE_UNROLL
-          for (int a = 0; a < A; ++a) acc[0][k][a] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[a] + i), acc[0][k][a]);
-        }
-      }
+      for (; i + 8 <= n; i += 8) step(wr, x, i, acc[0]);
       STRATA_TILE_UNROLL
       for (int k = 0; k < R; ++k) {
         STRATA_TILE_UNROLL
@@ -93,7 +102,7 @@ struct Tiles {
   };
 };
 
-// Three rows per tile for one activation (12 chains); one row x 3 activations for several.
+// Three rows per tile for one activation (12 chains); 2 rows x 2 activations for several.
 template <typename L>
 void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* x = static_cast<const float*>(act);
@@ -103,7 +112,7 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
 template <typename L>
 void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                 float* const* outs) {
-  float_rows<Tiles<L>::template Tile, 1, 3>(n, w, stride, nrows, reinterpret_cast<const float* const*>(acts), nact,
+  float_rows<Tiles<L>::template Tile, 2, 2>(n, w, stride, nrows, reinterpret_cast<const float* const*>(acts), nact,
                                             outs);
 }
 

@@ -54,14 +54,37 @@ float finish(__m512 acc01, __m512 acc23, int64_t i, int64_t n, const typename L:
   return _mm_cvtss_f32(r) + tail;
 }
 
-// R weight rows x A activations: 2·R·A accumulators (24 at most of the 32 registers).
+// v, loaded into a register once (an empty asm the compiler cannot see through): no effect on the
+// arithmetic.
+inline __m512 in_register(__m512 v) {
+#if defined(__GNUC__)
+  __asm__("" : "+v"(v));
+#endif
+  return v;
+}
+
+// R weight rows x A activations: 2·R·A accumulators (16 at most of the 32 registers).
 template <typename L>
 struct Tiles {
   template <int R, int A>
   struct Tile {
+    using T = typename L::T;
+    // acc[k][a] += w[k][i..i+16) * x[a][i..i+16): R + A loads for R·A FMAs (without the pins the
+    // compiler folds one operand's loads into every FMA, R·A loads).
+    static void half(const T* const* wr, const float* const* x, int64_t i, __m512 (&acc)[R][A]) {
+      __m512 xv[A];
+      STRATA_TILE_UNROLL
+      for (int a = 0; a < A; ++a) xv[a] = in_register(_mm512_loadu_ps(x[a] + i));
+      STRATA_TILE_UNROLL
+      for (int k = 0; k < R; ++k) {
+        const __m512 wv = in_register(L::load16(wr[k] + i));
+        STRATA_TILE_UNROLL
+        for (int a = 0; a < A; ++a) acc[k][a] = _mm512_fmadd_ps(wv, xv[a], acc[k][a]);
+      }
+    }
+
     static void run(int64_t n, const uint8_t* w, std::size_t stride, const float* const* x, float* const* outs,
                     int64_t r) {
-      using T = typename L::T;
       const T* wr[R];
       __m512 acc01[R][A], acc23[R][A];
       STRATA_TILE_UNROLL
@@ -72,15 +95,8 @@ struct Tiles {
       }
       int64_t i = 0;
       for (; i + 32 <= n; i += 32) {
-        STRATA_TILE_UNROLL
-        for (int k = 0; k < R; ++k) {
-          const __m512 w0 = L::load16(wr[k] + i), w1 = L::load16(wr[k] + i + 16);
-          STRATA_TILE_UNROLL
-          for (int a = 0; a < A; ++a) {
-            acc01[k][a] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[a] + i), acc01[k][a]);
-            acc23[k][a] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[a] + i + 16), acc23[k][a]);
-          }
-        }
+        half(wr, x, i, acc01);
+        half(wr, x, i + 16, acc23);
       }
       for (; i + 8 <= n; i += 8) {
         STRATA_TILE_UNROLL
@@ -100,7 +116,9 @@ struct Tiles {
   };
 };
 
-// Four rows per tile for one activation (8 chains); 4 x 3 for several.
+// Four rows per tile for one activation (8 chains); 2 rows x 4 activations for several (of the
+// shapes tried, 4 x 3, 3 x 4, 4 x 2 and 2 x 4, the fastest at 2 and 4 activations on Zen 4:
+// docs/benchmarks.md, "Float matrices at small row counts").
 template <typename L>
 void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* x = static_cast<const float*>(act);
@@ -110,7 +128,7 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
 template <typename L>
 void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                 float* const* outs) {
-  float_rows<Tiles<L>::template Tile, 4, 3>(n, w, stride, nrows, reinterpret_cast<const float* const*>(acts), nact,
+  float_rows<Tiles<L>::template Tile, 2, 4>(n, w, stride, nrows, reinterpret_cast<const float* const*>(acts), nact,
                                             outs);
 }
 
