@@ -3,12 +3,14 @@
 // [16 x 384], at 1..4 activation rows (a decode step, 2- and 4-row verification windows) per
 // kernel path (docs/benchmarks.md, "Float matrices at small row counts").
 //
-//   float_rows_bench [--reps N] [--isas avx2,avx512]
+//   float_rows_bench [--reps N] [--isas avx2,avx512] [--l3]
 //
 // Each (shape, activations, path) runs cpu::dot_rows_acts — the call the engine's linear maps make —
 // in batches of calls that take about a millisecond; the median batch gives ns per call. The
-// weights stay in cache (as they do between the decode step's blocks on a model this small): the
-// figure is the kernel's compute speed. Cases are interleaved per repetition so load from other
+// weights stay in L1/L2: the figure is the kernel's compute speed. With --l3 each call takes the
+// next of several copies of the matrix (4 MiB in all, beyond the L2, within the L3; in a shuffled
+// order, so that no call continues the previous one's sequential stream), as in a forward pass
+// where other work evicts a small matrix between its uses. Cases are interleaved per repetition so load from other
 // processes falls on all alike. Measures only; it never fails on speed.
 #include <algorithm>
 #include <chrono>
@@ -34,10 +36,12 @@ struct Case {
   cpu::Isa isa;
   int64_t rows, cols;
   int nact;
-  std::vector<uint8_t> w;
+  std::vector<uint8_t> w;  // `copies` copies of the matrix, back to back
   std::vector<float> x;
   std::vector<float> y;
   long calls = 1;  // per batch
+  int copies = 1;
+  std::vector<int> order{0};  // the copies in a shuffled order: no call continues the last one's stream
   std::vector<double> ns;
 };
 
@@ -65,7 +69,11 @@ void run(Case& c, long calls) {
     outs[a] = c.y.data() + a * c.rows;
   }
   const std::size_t stride = quant::row_bytes(c.type, c.cols);
-  for (long i = 0; i < calls; ++i) cpu::dot_rows_acts(k, c.cols, c.w.data(), stride, c.rows, acts, c.nact, outs);
+  const std::size_t bytes = stride * static_cast<std::size_t>(c.rows);
+  for (long i = 0; i < calls; ++i)
+    cpu::dot_rows_acts(k, c.cols,
+                       c.w.data() + static_cast<std::size_t>(c.order[static_cast<std::size_t>(i % c.copies)]) * bytes,
+                       stride, c.rows, acts, c.nact, outs);
 }
 
 double median(std::vector<double> v) {
@@ -78,11 +86,14 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int reps = 21;
+  bool l3 = false;
   std::vector<cpu::Isa> isas;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--l3") {
+      l3 = true;
     } else if (a == "--isas" && i + 1 < argc) {
       std::string list = argv[++i];
       for (std::size_t p = 0; p <= list.size();) {
@@ -101,7 +112,7 @@ int main(int argc, char** argv) {
         p = e + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: float_rows_bench [--reps N] [--isas avx2,avx512]\n");
+      std::fprintf(stderr, "usage: float_rows_bench [--reps N] [--isas avx2,avx512] [--l3]\n");
       return 2;
     }
   }
@@ -114,7 +125,17 @@ int main(int argc, char** argv) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{24, 1536}, {16, 384}})
       for (int nact : {1, 2, 4})
         for (cpu::Isa isa : isas) {
-          Case c{type, isa, rows, cols, nact, random_weights(type, rows * cols, rng), {}, {}, 1, {}};
+          Case c{type, isa, rows, cols, nact, random_weights(type, rows * cols, rng), {}, {}, 1, 1, {0}, {}};
+          if (l3) {
+            const std::size_t bytes = c.w.size();
+            c.copies = static_cast<int>((std::size_t{4} << 20) / bytes + 1);
+            c.w.resize(bytes * static_cast<std::size_t>(c.copies));
+            for (int k = 1; k < c.copies; ++k)
+              std::memcpy(c.w.data() + static_cast<std::size_t>(k) * bytes, c.w.data(), bytes);
+            c.order.resize(static_cast<std::size_t>(c.copies));
+            for (int k = 0; k < c.copies; ++k) c.order[static_cast<std::size_t>(k)] = k;
+            std::shuffle(c.order.begin(), c.order.end(), rng);
+          }
           c.x.resize(static_cast<std::size_t>(nact * cols));
           std::normal_distribution<float> normal(0.0f, 1.0f);
           for (float& v : c.x) v = normal(rng);
