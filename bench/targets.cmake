@@ -18,6 +18,11 @@ target_compile_options(repack_k_bench PRIVATE ${STRATA_WARNINGS})
 add_executable(amx_bench ${CMAKE_CURRENT_LIST_DIR}/amx_bench.cpp)
 target_link_libraries(amx_bench PRIVATE strata_core)
 target_compile_options(amx_bench PRIVATE ${STRATA_WARNINGS})
+# float_rows_bench: single-thread F32 / F16 / BF16 dots of decode-step-sized matrices at 1..4 activation
+# rows per kernel path (docs/benchmarks.md, "Float matrices at small row counts").
+add_executable(float_rows_bench ${CMAKE_CURRENT_LIST_DIR}/float_rows_bench.cpp)
+target_link_libraries(float_rows_bench PRIVATE strata_core)
+target_compile_options(float_rows_bench PRIVATE ${STRATA_WARNINGS})
 # attention_core_bench: attend_group and the attention kernels of one GQA group per ISA path
 # (docs/benchmarks.md, "Attention core").
 add_executable(attention_core_bench ${CMAKE_CURRENT_LIST_DIR}/attention_core_bench.cpp)

@@ -1,7 +1,8 @@
 // ISA dispatch and the CPU settings: the detected paths are consistent (AVX-512 implies AVX2, the
 // best path is runnable), STRATA_ISA / STRATA_REPACK parse as documented with one diagnostic per
 // bad value and the group falling back to auto, and the AVX-512 activation quantizers (when this
-// CPU runs them) are bitwise the scalar ones on awkward inputs (halves, zeros, huge values).
+// CPU runs them) are bitwise the scalar ones on awkward inputs (halves, zeros, huge values), and the
+// x86 float kernels follow their documented accumulation order bitwise on every tile shape.
 // AArch64: the NEON paths are ordered (i8mm implies dotprod), each has its own kernels, and the
 // detected best path is the one the runner expects (tests/cross/run-neon.sh sets
 // STRATA_TEST_EXPECT_ISA per qemu CPU model).
@@ -10,6 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "strata/config/settings.h"
@@ -18,6 +20,7 @@
 #include "strata/cpu/kernels.h"
 #include "strata/cpu/prefetch.h"
 #include "strata/quant/types.h"
+#include "strata/util/fp16.h"
 #include "test_quant_util.h"
 
 namespace cpu = strata::cpu;
@@ -149,26 +152,119 @@ TEST(prefetch_defaults_follow_the_vendor) {
   CHECK(cpu::gemv_prefetch_bytes(GGMLType::Q8_0_R16) == want);
 }
 
-// The AVX-512 float kernels keep the AVX2 kernels' accumulation order: bitwise the same results
-// for rows of a multiple of 8 elements (every model width), so switching between the two paths
-// does not move an F32/F16/BF16 model's logits. (A shorter tail is a scalar loop whose FMA
-// contraction is the compiler's choice per translation unit.)
-TEST(avx512_float_dots_are_bitwise_the_avx2_ones) {
-  if (!cpu::isa_supported(Isa::Avx512)) {
-    std::printf("avx512 not runnable here: skipped\n");
-    return;
+namespace {
+
+using FloatType = quant_test::GGMLType;
+constexpr FloatType kFloatTypes[] = {FloatType::F32, FloatType::F16, FloatType::BF16};
+
+float decoded(FloatType type, const std::vector<uint8_t>& w, int64_t i) {
+  if (type == FloatType::F32) {
+    float f;
+    std::memcpy(&f, w.data() + 4 * i, 4);
+    return f;
   }
+  uint16_t h;
+  std::memcpy(&h, w.data() + 2 * i, 2);
+  return type == FloatType::F16 ? strata::fp16_to_fp32(h) : strata::bf16_to_fp32(h);
+}
+
+// The order the AVX2 and AVX-512 float kernels promise for one (row, activation), in plain C++:
+// four 8-lane chains of fused multiply-adds over each 32-element step (lane l of chain j takes
+// element 32t + 8j + l), chain 0 alone over the 8-element steps, a scalar tail of fused
+// multiply-adds, then (a0 + a1) + (a2 + a3) per lane and the reduction of the 8 lanes as
+// (l + l+4), then (0 + 2, 1 + 3), then their sum; the tail is added last.
+float documented_float_dot(FloatType type, const std::vector<uint8_t>& w, int64_t row, int64_t n, const float* x) {
+  float acc[4][8] = {};
+  int64_t i = 0;
+  auto wv = [&](int64_t j) { return decoded(type, w, row * n + j); };
+  for (; i + 32 <= n; i += 32)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 8; ++l) acc[j][l] = std::fma(wv(i + 8 * j + l), x[i + 8 * j + l], acc[j][l]);
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[0][l] = std::fma(wv(i + l), x[i + l], acc[0][l]);
+  float tail = 0.0f;
+  for (; i < n; ++i) tail = std::fma(wv(i), x[i], tail);
+  float v[8], r[4];
+  for (int l = 0; l < 8; ++l) v[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+  for (int l = 0; l < 4; ++l) r[l] = v[l] + v[l + 4];
+  return ((r[0] + r[2]) + (r[1] + r[3])) + tail;
+}
+
+const int64_t kFloatWidths[] = {1, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 63, 64, 100, 257, 384, 1000};
+
+}  // namespace
+
+// The x86 float kernels (rows interleaved 3 or 4 per pass, several activations per pass) give
+// every (row, activation) exactly the documented order above, whatever the row count, the
+// interleave remainder and the length's tail: AVX2 and AVX-512 are bitwise the same for every n,
+// so switching between the two paths does not move an F32/F16/BF16 model's logits.
+TEST(x86_float_dots_follow_the_documented_order_bitwise) {
   std::mt19937 rng(9);
-  for (auto type : {quant_test::GGMLType::F32, quant_test::GGMLType::F16, quant_test::GGMLType::BF16}) {
-    for (int64_t n : {8, 16, 24, 64, 96, 1000, 4096}) {
-      const auto w = quant_test::random_rows(type, 3, n, rng);
-      const auto x = quant_test::random_floats(n, rng);
-      float a[3], b[3];
-      const std::size_t stride = strata::quant::row_bytes(type, n);
-      cpu::dot_kernel(type, Isa::Avx2).dot_rows(n, w.data(), stride, 3, x.data(), a);
-      cpu::dot_kernel(type, Isa::Avx512).dot_rows(n, w.data(), stride, 3, x.data(), b);
-      CHECK_MSG(std::memcmp(a, b, sizeof a) == 0,
-                std::string(strata::quant::type_name(type)) + " n=" + std::to_string(n));
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!cpu::isa_supported(isa)) {
+      std::printf("%s not runnable here: skipped\n", cpu::isa_name(isa));
+      continue;
+    }
+    for (auto type : kFloatTypes) {
+      const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
+      for (int64_t n : kFloatWidths) {
+        const int64_t rows = 9;  // two full groups of 4 (AVX-512) / three of 3 (AVX2) and remainders
+        const auto w = quant_test::random_rows(type, rows, n, rng);
+        const auto x = quant_test::random_floats(n, rng);
+        const std::size_t stride = strata::quant::row_bytes(type, n);
+        const std::string what =
+            std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(type) + " n=" + std::to_string(n);
+        float want[rows];
+        for (int64_t r = 0; r < rows; ++r) want[r] = documented_float_dot(type, w, r, n, x.data());
+        for (int64_t first = 0; first < rows; ++first)
+          for (int64_t nr = 1; first + nr <= rows; ++nr) {
+            float got[rows];
+            k.dot_rows(n, w.data() + static_cast<std::size_t>(first) * stride, stride, nr, x.data(), got);
+            CHECK_MSG(std::memcmp(got, want + first, static_cast<std::size_t>(nr) * 4) == 0,
+                      what + " rows " + std::to_string(first) + "+" + std::to_string(nr));
+          }
+      }
+    }
+  }
+}
+
+// The multi-activation float kernels (verification windows, gemm): every activation count 1..16
+// against row counts that leave every tile remainder: each (row, activation) bitwise the
+// single-activation dot_rows.
+TEST(x86_float_multi_activation_dots_equal_single_bitwise) {
+  std::mt19937 rng(10);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!cpu::isa_supported(isa)) continue;
+    for (auto type : kFloatTypes) {
+      const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
+      CHECK(k.dot_rows_multi != nullptr);
+      if (k.dot_rows_multi == nullptr) continue;
+      for (int64_t n : {int64_t{7}, int64_t{33}, int64_t{100}, int64_t{384}}) {
+        constexpr int64_t kRows = 13;
+        constexpr int kActs = 16;
+        const auto w = quant_test::random_rows(type, kRows, n, rng);
+        const auto X = quant_test::random_floats(kActs * n, rng);
+        const std::size_t stride = strata::quant::row_bytes(type, n);
+        for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{7}, kRows}) {
+          std::vector<float> single(static_cast<std::size_t>(kActs * rows));
+          for (int a = 0; a < kActs; ++a) k.dot_rows(n, w.data(), stride, rows, X.data() + a * n, &single[a * rows]);
+          for (int na = 1; na <= kActs; ++na) {
+            const void* acts[kActs];
+            float* outs[kActs];
+            std::vector<float> multi(static_cast<std::size_t>(na * rows), -1.0f);
+            for (int a = 0; a < na; ++a) {
+              acts[a] = X.data() + (kActs - 1 - a) * n;  // any order
+              outs[a] = multi.data() + a * rows;
+            }
+            k.dot_rows_multi(n, w.data(), stride, rows, acts, na, outs);
+            for (int a = 0; a < na; ++a)
+              CHECK_MSG(std::memcmp(outs[a], &single[(kActs - 1 - a) * rows], static_cast<std::size_t>(rows) * 4) == 0,
+                        std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(type) +
+                            " n=" + std::to_string(n) + " rows=" + std::to_string(rows) + " " + std::to_string(na) +
+                            " activations, #" + std::to_string(a));
+          }
+        }
+      }
     }
   }
 }

@@ -53,10 +53,11 @@ const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLT
 bool super_block(GGMLType t) { return strata::quant::block_size(t) == 256; }
 
 // Column counts to test: with and without a tail of the kernels' unrolled loops (an odd block count:
-// the Q4_0 / Q8_0 layout's lone last block).
+// the Q4_0 / Q8_0 layout's lone last block), and rows longer than the 256 blocks whose activation
+// terms the AVX-512 kernels prepare once per call (8224 columns: computed per group instead).
 std::vector<int64_t> test_cols(GGMLType t) {
   if (super_block(t)) return {256, 512, 1280};
-  return {32, 96, 256, 1056};
+  return {32, 96, 256, 1056, 8224};
 }
 
 }  // namespace
@@ -96,7 +97,7 @@ TEST(repacked_paths_under_test) {
 }
 
 // Every (row, activation) of every path equals the plain scalar kernel bitwise, for block counts
-// with and without a tail of the kernels' unrolled loops, and 1..9 activations.
+// with and without a tail of the kernels' unrolled loops, and 1..18 activations.
 TEST(repacked_dots_equal_the_plain_scalar_kernel_bitwise) {
   std::mt19937 rng(21);
   for (GGMLType t : kPlain) {
@@ -106,7 +107,7 @@ TEST(repacked_dots_equal_the_plain_scalar_kernel_bitwise) {
         const auto w = random_rows(t, rows, cols, rng);
         const auto wr = repacked(t, w, rows, cols);
         const std::size_t stride = strata::quant::row_bytes(t, cols);
-        const int nx = 9;
+        const int nx = 18;  // > 16: the AVX-512 kernels take 16 activations at a time
         const auto X = random_floats(nx * cols, rng);
         const cpu::DotKernel& ref = cpu::dot_kernel(t, Isa::Scalar);
         const std::size_t ab = cpu::activation_row_bytes(t, cols);
@@ -131,8 +132,8 @@ TEST(repacked_dots_equal_the_plain_scalar_kernel_bitwise) {
                       label(rt, isa, rows, cols) + " second group");
           }
           for (int na = 1; na <= nx; ++na) {
-            const void* acts[9];
-            float* outs[9];
+            const void* acts[nx];
+            float* outs[nx];
             std::vector<float> multi(static_cast<std::size_t>(na * rows), -1.0f);
             for (int a = 0; a < na; ++a) {
               acts[a] = act.data() + static_cast<std::size_t>(nx - 1 - a) * ab;

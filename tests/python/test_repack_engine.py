@@ -91,3 +91,24 @@ def test_output_head_is_repacked_and_bitwise_on_the_scalar_path(tmp_path: Path, 
             assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     assert counts[(304, "on")] == counts[(300, "on")] + 1
     assert counts[(304, "off")] == counts[(300, "off")] == 0
+
+
+def test_gathered_drafter_head_is_repacked_without_changing_drafts(tmp_path: Path, restore_cpu: None) -> None:
+    """A drafter vocabulary that is not one run of ids (the demo model's most frequent tokens) is a
+    gathered copy of the head's rows, repacked like the main head when that one is: the chained draft
+    logits stay bitwise the unrepacked ones on the scalar path (every repacked kernel reproduces the
+    plain scalar kernel's bits; test_cpu_repack checks each ISA's repacked kernels against it)."""
+    ids = sorted({int(i) for i in np.random.default_rng(5).choice(304, size=64, replace=False)})[:48]
+    cfg = {**CFG, "vocab_size": 304, "mtp": True, "mtp_vocab_ids": ids}
+    p = make_random_strata(cfg, seed=4, path=tmp_path / "gathered.gguf", weight_type="Q8_0",
+                           expert_type="Q8_0")
+    _strata.force_isa("scalar")
+    out = {}
+    for repack in ("off", "on"):
+        eng = engine(p, n_threads=2, max_ctx=64, max_rows=16, repack=repack)
+        logits = np.asarray(eng.eval(PROMPT, logits="all"))
+        draft, got = eng.mtp_draft(int(np.argmax(logits[-1])), n_steps=3)
+        out[repack] = (np.asarray(draft), np.asarray(got))
+    assert out["on"][0].shape == (3, len(ids))
+    for a, b in zip(out["off"], out["on"], strict=True):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))

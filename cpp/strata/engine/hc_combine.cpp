@@ -96,15 +96,32 @@ void check_args(const CombineArgs& a) {
     throw_error(ErrorKind::Internal, "hc_combine: bad shape");
 }
 
+// Stream counts of the models we run get compile-time shapes (whole tiles as straight SIMD code, the
+// tail through combine_tile); other counts take the runtime-shaped tile. Every shape does the same
+// operations in the same order, so all of them are bitwise equal.
+template <int N>
+void combine_rows(const CombineArgs& a) {
+  for (int t = 0; t < a.n_tok; ++t) {
+    int64_t i0 = 0;
+    if constexpr (N > 0)
+      for (; i0 + kTile <= a.d; i0 += kTile) combine_full_tile<N>(a, t, i0);
+    for (; i0 < a.d; i0 += kTile) {
+      const int len = static_cast<int>(a.d - i0 < kTile ? a.d - i0 : kTile);
+      combine_tile<N>(a, a.n, t, i0, len);
+    }
+  }
+}
+
 }  // namespace
 
 void hc_combine_generic(const CombineArgs& a) {
   check_args(a);
-  for (int t = 0; t < a.n_tok; ++t)
-    for (int64_t i0 = 0; i0 < a.d; i0 += kTile) {
-      const int len = static_cast<int>(a.d - i0 < kTile ? a.d - i0 : kTile);
-      combine_tile<0>(a, a.n, t, i0, len);
-    }
+  switch (a.n) {
+    case 1: combine_rows<1>(a); break;
+    case 2: combine_rows<2>(a); break;
+    case 4: combine_rows<4>(a); break;
+    default: combine_rows<0>(a); break;
+  }
 }
 
 bool hc_combine_has_fast_path(int64_t d, int n) { return d == 2560 && n == 4; }

@@ -30,6 +30,9 @@ STRATA_AVX2_DOT(dot_rows_iq3_xxs);     // dot_iq2_iq3_avx2.cpp
 #define STRATA_AVX2_DOT_MULTI(name)                                                                         \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
             float* const* outs)
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_f32);  // dot_float_avx2.cpp
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_f16);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_bf16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_0);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_0);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0);

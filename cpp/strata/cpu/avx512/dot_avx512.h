@@ -27,6 +27,9 @@ STRATA_AVX512_DOT(dot_rows_iq4_xs_r16);  // dot_repacked_iq4_xs_avx512.cpp
 #define STRATA_AVX512_DOT_MULTI(name)                                                                       \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
             float* const* outs)
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_f32);  // dot_float_avx512.cpp
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_f16);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_bf16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_0);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q5_0);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q8_0);

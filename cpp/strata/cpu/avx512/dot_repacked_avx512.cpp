@@ -56,12 +56,45 @@ inline int block_sum(const BlockQ8_0& y) {
   return _mm_cvtsi128_si32(r);
 }
 
+// The activation-side terms of a block that every row group repeats: the accumulator's start
+// −kBias·Σy and the scale dy as a float. A call over several groups computes them once per
+// activation (a 384-row matrix has 24 groups) when its rows are at most kPrepBlocks blocks long;
+// longer rows compute them per group. Integer sums and the
+// same float conversion: the results do not change.
+constexpr int64_t kPrepBlocks = 256;
+constexpr int kPrepActs = 16;
+
+struct ActTerms {
+  const BlockQ8_0* y = nullptr;
+  const int32_t* start = nullptr;  // nullptr: computed in place
+  const float* dy = nullptr;
+  int kBias = 0;
+  int32_t start_at(int64_t b) const { return start ? start[b] : -kBias * block_sum(y[b]); }
+  float dy_at(int64_t b) const { return dy ? dy[b] : fp16(y[b].d); }
+};
+
+// Fills the terms of act `a` into start/dy when the call qualifies, else leaves them in-place.
+inline ActTerms act_terms(const BlockQ8_0* y, int64_t nb, int64_t nrows, int kBias, int32_t* start, float* dy) {
+  ActTerms t;
+  t.y = y;
+  t.kBias = kBias;
+  if (nb > kPrepBlocks || nrows <= repack::kRows) return t;
+  for (int64_t b = 0; b < nb; ++b) {
+    start[b] = -kBias * block_sum(y[b]);
+    dy[b] = fp16(y[b].d);
+  }
+  t.start = start;
+  t.dy = dy;
+  return t;
+}
+
 // One group (16 rows from grp) against one activation: out[0 .. n_valid). With pf > 0 each block
 // pair first prefetches the pair's bytes pf further on (cpu/prefetch.h: on some CPUs one core's
 // stream of weights needs it to reach the memory's bandwidth).
 template <typename Ops>
-void group_one_act(int64_t nb, const uint8_t* grp, const BlockQ8_0* y, float* out, int n_valid, std::size_t pf) {
+void group_one_act(int64_t nb, const uint8_t* grp, const ActTerms& t, float* out, int n_valid, std::size_t pf) {
   using L = typename Ops::L;
+  const BlockQ8_0* y = t.y;
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     if (pf != 0 && (b & 1) == 0) prefetch_lines(grp + L::pair(b) + pf, 2 * L::kBlockBytes);
@@ -71,22 +104,22 @@ void group_one_act(int64_t nb, const uint8_t* grp, const BlockQ8_0* y, float* ou
     Ops::steps(grp + L::qs_off(b, nb), st);
     // Two independent vpdpbusd chains (steps 0..3, 4..7): one chain of eight would wait on the
     // instruction's latency at every step. Integer sums: the order changes nothing.
-    __m512i lo = _mm512_set1_epi32(-Ops::kBias * block_sum(y[b])), hi = _mm512_setzero_si512();
+    __m512i lo = _mm512_set1_epi32(t.start_at(b)), hi = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
       lo = _mm512_dpbusd_epi32(lo, st[k], bc[k]);
       hi = _mm512_dpbusd_epi32(hi, st[k + 4], bc[k + 4]);
     }
     const __m512i isum = _mm512_add_epi32(lo, hi);
-    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))), _mm512_set1_ps(fp16(y[b].d)));
+    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))), _mm512_set1_ps(t.dy_at(b)));
     acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
   }
   store_rows(out, acc, n_valid);
 }
 
-// One group against A activations: outs[a][0 .. 16).
+// One group against A activations: outs[a][0 .. 16). Each activation keeps two vpdpbusd chains, as
+// above (with one chain of eight, two activations ran no faster per activation than one).
 template <typename Ops, int A>
-void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0,
-                int n_valid) {
+void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const* outs, int64_t r0, int n_valid) {
   using L = typename Ops::L;
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
@@ -94,12 +127,19 @@ void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float
     __m512i st[8];
     Ops::steps(grp + L::qs_off(b, nb), st);
     const __m512 dw = _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb)));
+    __m512i lo[A], hi[A];
     for (int a = 0; a < A; ++a) {
-      const BlockQ8_0& yb = y[a][b];
-      __m512i isum = _mm512_set1_epi32(-Ops::kBias * block_sum(yb));
-      for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, st[k], bcast_word(yb.qs + 4 * k));
-      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(yb.d)));
-      acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+      lo[a] = _mm512_set1_epi32(t[a].start_at(b));
+      hi[a] = _mm512_setzero_si512();
+    }
+    for (int k = 0; k < 4; ++k)
+      for (int a = 0; a < A; ++a) {
+        lo[a] = _mm512_dpbusd_epi32(lo[a], st[k], bcast_word(t[a].y[b].qs + 4 * k));
+        hi[a] = _mm512_dpbusd_epi32(hi[a], st[k + 4], bcast_word(t[a].y[b].qs + 16 + 4 * k));
+      }
+    for (int a = 0; a < A; ++a) {
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(t[a].dy_at(b)));
+      acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[a], hi[a])), s));
     }
   }
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
@@ -107,22 +147,33 @@ void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float
 
 template <typename Ops>
 void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_0*>(act);
   const int64_t nb = n / quant::kQK32;
   const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
+  alignas(64) int32_t start[kPrepBlocks];
+  alignas(64) float dy[kPrepBlocks];
+  const ActTerms t = act_terms(static_cast<const BlockQ8_0*>(act), nb, nrows, Ops::kBias, start, dy);
   repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    group_one_act<Ops>(nb, grp, y, out + r, nv, pf);
+    group_one_act<Ops>(nb, grp, t, out + r, nv, pf);
   });
 }
 
+// Group-major: each group's weights are unpacked once for all activations of a chunk (the engine
+// hands at most kPrepActs per call; more are taken kPrepActs at a time).
 template <typename Ops>
 void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                 float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
   const int64_t nb = n / quant::kQK32;
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, y + a, outs + a, r, nv); });
-  });
+  alignas(64) int32_t start[kPrepActs][kPrepBlocks];
+  alignas(64) float dy[kPrepActs][kPrepBlocks];
+  ActTerms t[kPrepActs];
+  for (int c0 = 0; c0 < nact; c0 += kPrepActs) {
+    const int nc = std::min(kPrepActs, nact - c0);
+    for (int a = 0; a < nc; ++a) t[a] = act_terms(y[c0 + a], nb, nrows, Ops::kBias, start[a], dy[a]);
+    repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+      repack::for_each_act_pass<4>(nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv); });
+    });
+  }
 }
 
 }  // namespace

@@ -7,9 +7,9 @@ namespace {
 
 using quant::GGMLType;
 
-constexpr DotKernel kF32{GGMLType::F32, nullptr, dot_rows_f32, nullptr};
-constexpr DotKernel kF16{GGMLType::F32, nullptr, dot_rows_f16, nullptr};
-constexpr DotKernel kBF16{GGMLType::F32, nullptr, dot_rows_bf16, nullptr};
+constexpr DotKernel kF32{GGMLType::F32, nullptr, dot_rows_f32, dot_rows_multi_f32};
+constexpr DotKernel kF16{GGMLType::F32, nullptr, dot_rows_f16, dot_rows_multi_f16};
+constexpr DotKernel kBF16{GGMLType::F32, nullptr, dot_rows_bf16, dot_rows_multi_bf16};
 constexpr DotKernel kQ4_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0, dot_rows_multi_q4_0};
 constexpr DotKernel kQ5_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_0, dot_rows_multi_q5_0};
 constexpr DotKernel kQ8_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0, dot_rows_multi_q8_0};
