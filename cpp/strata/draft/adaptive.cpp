@@ -30,14 +30,23 @@ double RecentMedian::value() const {
   return 0.5 * (*mid + *std::max_element(v.begin(), mid));
 }
 
+double RecentMedian::min() const {
+  if (n_ == 0) return 0.0;
+  return *std::min_element(buf_.begin(), buf_.begin() + n_);
+}
+
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts) : k_(max_drafts) {
   if (max_drafts < 1 || max_drafts > kAdaptiveMaxDrafts)
     throw_error(ErrorKind::Value, "adaptive speculation: max_drafts " + std::to_string(max_drafts) +
                                       " is outside [1, " + std::to_string(kAdaptiveMaxDrafts) + "]");
 }
 
-double AdaptiveDrafts::verify_cost(int rows) const {
-  if (!verify_[static_cast<std::size_t>(rows)].empty()) return verify_[static_cast<std::size_t>(rows)].value();
+double AdaptiveDrafts::window_cost(int rows, bool fastest) const {
+  auto cost = [&](int m) {
+    const RecentMedian& v = verify_[static_cast<std::size_t>(m)];
+    return fastest ? v.min() : v.value();
+  };
+  if (!verify_[static_cast<std::size_t>(rows)].empty()) return cost(rows);
   // Unmeasured: a line through the smallest and the largest measured sizes (one row per step when
   // only one size is known; 1 s per row before anything is measured).
   int lo = 0, hi = 0;
@@ -47,13 +56,13 @@ double AdaptiveDrafts::verify_cost(int rows) const {
       hi = m;
     }
   if (lo == 0) return static_cast<double>(rows);
-  const double clo = verify_[static_cast<std::size_t>(lo)].value();
+  const double clo = cost(lo);
   if (hi == lo) return clo * static_cast<double>(rows) / static_cast<double>(lo);
-  const double slope = (verify_[static_cast<std::size_t>(hi)].value() - clo) / static_cast<double>(hi - lo);
+  const double slope = (cost(hi) - clo) / static_cast<double>(hi - lo);
   return std::max(clo + slope * static_cast<double>(rows - lo), 0.0);
 }
 
-double AdaptiveDrafts::base_cost() const { return plain_.empty() ? verify_cost(1) : plain_.value(); }
+double AdaptiveDrafts::base_cost() const { return plain_.empty() ? window_cost(1) : plain_.value(); }
 
 double AdaptiveDrafts::expected_tokens(int n) const {
   double r = 1.0, all = 1.0;
@@ -66,21 +75,25 @@ double AdaptiveDrafts::expected_tokens(int n) const {
 }
 
 double AdaptiveDrafts::expected_cost(int n) const {
-  if (n == 0) return std::min(verify_cost(1), base_cost());
-  return static_cast<double>(n) * draft_.value() + verify_cost(n + 1);
+  if (n == 0) return std::min(window_cost(1), base_cost());
+  return static_cast<double>(n) * draft_.value() + window_cost(n + 1);
 }
 
 int64_t AdaptiveDrafts::warmup_rounds() const { return kProbeRounds + static_cast<int64_t>(warmup_passes_) * (k_ + 1); }
 
 bool AdaptiveDrafts::warm() const { return rounds_ > warmup_rounds(); }
 
+bool AdaptiveDrafts::viable(int n) const {
+  // Even if every draft were accepted, n drafts would commit n + 1 tokens for C_n: they can pay only
+  // when that is faster than n + 1 plain steps. Every time at its fastest recent sample.
+  if (plain_.empty()) return true;
+  return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) < static_cast<double>(n + 1) * plain_.min();
+}
+
 bool AdaptiveDrafts::hopeless() const {
-  // Even if every draft were accepted, n drafts would commit n + 1 tokens for C_n: drafting cannot pay
-  // when that is no faster than n + 1 plain steps, for every n.
   if (plain_.empty()) return false;
-  const double plain = plain_.value();
   for (int n = 1; n <= k_; ++n)
-    if (expected_cost(n) < static_cast<double>(n + 1) * plain) return false;
+    if (viable(n)) return false;
   return true;
 }
 
@@ -90,21 +103,27 @@ int AdaptiveDrafts::choose(int k_cap) {
   exploring_ = false;
   const int64_t pass_len = static_cast<int64_t>(k_) + 1;
   if (rounds_ >= kProbeRounds && rounds_ < warmup_rounds() && (rounds_ - kProbeRounds) % pass_len == 0 && hopeless()) {
-    // The probe (one draft, then a bare plain step) or a warm-up pass found that no draft count can
+    // The probe (one draft twice, then a bare plain step) or a warm-up pass found that no draft count can
     // beat plain decoding: the warm-up ends, and exploration starts at its longest interval.
     warmup_passes_ = static_cast<int>((rounds_ - kProbeRounds) / pass_len);
     explore_every_ = kExploreMax;
   }
   if (rounds_ < kProbeRounds) {
-    n = rounds_ == 0 ? std::min(k_cap, 1) : 0;
+    n = rounds_ < kProbeRounds - 1 ? std::min(k_cap, 1) : 0;
   } else if (rounds_ < warmup_rounds()) {
     n = std::min(k_cap, k_ - static_cast<int>((rounds_ - kProbeRounds) % pass_len));
+    if (n > 0 && !viable(n)) n = 0;
   } else if (since_explore_ >= explore_every_ - 1) {
-    // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live.
+    // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live;
+    // among the viable ones unless none is (then any: costs measured under load must not rule
+    // drafting out for good).
     exploring_ = true;
     explored_ = true;
+    const bool any = hopeless();
     for (int i = 0; i <= k_cap; ++i)
-      if (last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)]) n = i;
+      if ((i == 0 || any || viable(i)) &&
+          last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)])
+        n = i;
   } else {
     double best = -1.0;
     for (int i = 0; i <= k_cap; ++i) {

@@ -11,11 +11,18 @@
 //
 // Estimates: every time is the median of its last 8 samples (RecentMedian) (robust to a cold first call and to
 // other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
-// with a prior of one half-accepted draft per step. Probe: round 0 verifies one draft, round 1 is a
-// plain step without the drafter's encoding (c_plain). Hopeless: when even perfect acceptance would not
-// pay (C_n >= (n + 1)·c_plain for every n, n drafts committing at most n + 1 tokens; sizes not yet
+// with a prior of one half-accepted draft per step. Probe: rounds 0 and 1 verify one draft each, round 2
+// is a plain step without the drafter's encoding (c_plain). Hopeless: when even perfect acceptance would
+// not pay (C_n >= (n + 1)·c_plain for every n, n drafts committing at most n + 1 tokens; sizes not yet
 // measured extrapolated), as on a small cache-resident model where every window row costs a whole
-// step, there is no warm-up and exploration runs at its longest interval. Otherwise the warm-up
+// step, there is no warm-up and exploration runs at its longest interval. Viable: a draft count n
+// that could pay at all, n·c_draft + c_verify(n + 1) < (n + 1)·c_plain, each time at its fastest
+// recent sample (noise only ever adds time, and a session's first draft step and first window are
+// slower than the rest — measured on the demo model: 0.67 ms against 0.1-0.25 ms, and 1.9 ms against
+// 1.1-1.4 ms — so one probe round alone made drafting look hopeless where it pays; unmeasured sizes
+// extrapolated as below). The warm-up runs plain steps in place of counts that are not viable, and
+// exploration skips them unless none is viable (hopeless: then every count stays explored, at the
+// longest interval, so costs measured under a passing load cannot rule drafting out for good). Otherwise the warm-up
 // rounds cycle n = k, k-1, .., 0 (kWarmupPasses times) so every window size 1..k+1 and the draft step
 // have measurements; the hopeless test runs again before each pass (a noisy probe ends it later).
 // Exploration: every interval-th round runs the draft count chosen longest ago instead of the best
@@ -60,6 +67,7 @@ class RecentMedian {
   static constexpr int kRecent = 8;
   void add(double x);
   double value() const;
+  double min() const;  // the fastest of the last kRecent samples (0 before any)
   bool empty() const { return n_ == 0; }
 
  private:
@@ -69,7 +77,7 @@ class RecentMedian {
 
 class AdaptiveDrafts {
  public:
-  static constexpr int kProbeRounds = 2;
+  static constexpr int kProbeRounds = 3;
   static constexpr int kWarmupPasses = 2;
   static constexpr int kExploreEvery = 32;
   static constexpr int kExploreMax = 256;
@@ -94,12 +102,16 @@ class AdaptiveDrafts {
   double expected_cost(int n) const;    // C_n in seconds (unmeasured sizes are extrapolated)
   // The round just chosen is one of the probe's (its draft needs no shadow draft).
   bool probing() const { return rounds_ <= kProbeRounds; }
-  // No draft count could beat a plain step even with every draft accepted (false until c_plain is measured).
+  // n drafts could beat plain steps if every one were accepted (true until c_plain is measured).
+  bool viable(int n) const;
+  // No draft count is viable.
   bool hopeless() const;
   AdaptiveStats stats() const;
 
  private:
-  double verify_cost(int rows) const;
+  // c_verify(rows): the median of its recent samples, or the fastest (the viability test); sizes not
+  // yet measured extrapolated from the measured ones.
+  double window_cost(int rows, bool fastest = false) const;
   double base_cost() const;  // c_plain when measured, else c_verify(1)
   bool warm() const;         // the round being recorded came after the warm-up
   int64_t warmup_rounds() const;
