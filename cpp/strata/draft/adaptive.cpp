@@ -86,8 +86,13 @@ bool AdaptiveDrafts::warm() const { return rounds_ > warmup_rounds(); }
 bool AdaptiveDrafts::viable(int n) const {
   // Even if every draft were accepted, n drafts would commit n + 1 tokens for C_n: they can pay only
   // when that is faster than n + 1 plain steps. Every time at its fastest recent sample.
+  // c_plain's floor: a step with the drafter's encoding (c_verify(1), the warm-up's plain steps) is never
+  // cheaper than one without, so the fastest of either bounds the bare step from above — one slow bare
+  // sample must not keep drafting viable for a whole warm-up.
   if (plain_.empty()) return true;
-  return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) < static_cast<double>(n + 1) * plain_.min();
+  double plain = plain_.min();
+  if (!verify_[1].empty()) plain = std::min(plain, verify_[1].min());
+  return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) < static_cast<double>(n + 1) * plain;
 }
 
 bool AdaptiveDrafts::hopeless() const {
