@@ -10,6 +10,7 @@
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/cpu/prefetch.h"
+#include "strata/cpu/repack/act_terms.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
 
@@ -28,7 +29,8 @@ inline int block_sum(const BlockQ8_0& y) {
 struct Q4Ops {
   using L = repack::Q4Layout;
   static constexpr quant::GGMLType kType = quant::GGMLType::Q4_0_R16;
-  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int ysum) {
+  static constexpr int kBias = 8;
+  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int32_t start) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i p = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -36,15 +38,15 @@ struct Q4Ops {
       p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(w, m4), bc[c]));
       p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bc[c + 4]));
     }
-    return _mm256_sub_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * ysum));
+    return _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(start));
   }
-  static constexpr bool kNeedsSum = true;
 };
 
 struct Q8Ops {
   using L = repack::Q8Layout;
   static constexpr quant::GGMLType kType = quant::GGMLType::Q8_0_R16;
-  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int) {
+  static constexpr int kBias = 0;  // x + 128 flipped back: no Σy term
+  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int32_t) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s = _mm256_setzero_si256();
@@ -55,13 +57,17 @@ struct Q8Ops {
     }
     return s;
   }
-  static constexpr bool kNeedsSum = false;
 };
+
+// The activation terms (−8·Σy for Q4_0, dy) formed once per call: cpu/repack/act_terms.h.
+using ActTerms = repack::ActTerms<block_sum, fp16>;
+using repack::kPrepActs;
+using repack::kPrepBlocks;
 
 // One group against A activations: outs[a][r0 .. r0 + n_valid). With pf > 0 each block pair first
 // prefetches the pair's bytes pf further on (cpu/prefetch.h; the decode GEMV passes it).
 template <typename Ops, int A>
-void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float* const* outs, int64_t r0, int n_valid,
+void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const* outs, int64_t r0, int n_valid,
                 std::size_t pf = 0) {
   using L = typename Ops::L;
   __m256 acc[A][2];
@@ -72,16 +78,16 @@ void group_acts(int64_t nb, const uint8_t* grp, const BlockQ8_0* const* y, float
     const uint8_t* qs = grp + L::qs_off(b, nb);
     const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(d)), _mm256_cvtph_ps(loadu128(d + 16))};
     for (int a = 0; a < A; ++a) {
-      const BlockQ8_0& yb = y[a][b];
+      const BlockQ8_0& yb = t[a].y[b];
       __m256i bc[8];
       for (int k = 0; k < 4; ++k) {
         bc[k] = bcast_word(yb.qs + 4 * k);
         bc[k + 4] = bcast_word(yb.qs + 16 + 4 * k);
       }
-      const int ysum = Ops::kNeedsSum ? block_sum(yb) : 0;
-      const __m256 dy = _mm256_set1_ps(fp16(yb.d));
+      const int32_t start = t[a].start_at(b);
+      const __m256 dy = _mm256_set1_ps(t[a].dy_at(b));
       for (int h = 0; h < 2; ++h) {
-        const __m256i isum = Ops::half_sums(qs, h, bc, ysum);
+        const __m256i isum = Ops::half_sums(qs, h, bc, start);
         acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw[h], dy)));
       }
     }
@@ -99,18 +105,27 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
                 float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
   const int64_t nb = n / quant::kQK32;
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<2>(nact, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, y + a, outs + a, r, nv); });
-  });
+  alignas(32) int32_t start[kPrepActs][kPrepBlocks];
+  alignas(32) float dy[kPrepActs][kPrepBlocks];
+  ActTerms t[kPrepActs];
+  for (int c0 = 0; c0 < nact; c0 += kPrepActs) {
+    const int nc = std::min(kPrepActs, nact - c0);
+    for (int a = 0; a < nc; ++a) t[a] = ActTerms::make(y[c0 + a], nb, nrows, Ops::kBias, start[a], dy[a]);
+    repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+      repack::for_each_act_pass<2>(nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv); });
+    });
+  }
 }
 
 template <typename Ops>
 void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_0*>(act);
   const int64_t nb = n / quant::kQK32;
   const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
+  alignas(32) int32_t start[kPrepBlocks];
+  alignas(32) float dy[kPrepBlocks];
+  const ActTerms t = ActTerms::make(static_cast<const BlockQ8_0*>(act), nb, nrows, Ops::kBias, start, dy);
   repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    group_acts<Ops, 1>(nb, grp, &y, &out, r, nv, pf);
+    group_acts<Ops, 1>(nb, grp, &t, &out, r, nv, pf);
   });
 }
 

@@ -13,6 +13,7 @@
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/prefetch.h"
+#include "strata/cpu/repack/act_terms.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
 
@@ -56,37 +57,10 @@ inline int block_sum(const BlockQ8_0& y) {
   return _mm_cvtsi128_si32(r);
 }
 
-// The activation-side terms of a block that every row group repeats: the accumulator's start
-// −kBias·Σy and the scale dy as a float. A call over several groups computes them once per
-// activation (a 384-row matrix has 24 groups) when its rows are at most kPrepBlocks blocks long;
-// longer rows compute them per group. Integer sums and the
-// same float conversion: the results do not change.
-constexpr int64_t kPrepBlocks = 256;
-constexpr int kPrepActs = 16;
-
-struct ActTerms {
-  const BlockQ8_0* y = nullptr;
-  const int32_t* start = nullptr;  // nullptr: computed in place
-  const float* dy = nullptr;
-  int kBias = 0;
-  int32_t start_at(int64_t b) const { return start ? start[b] : -kBias * block_sum(y[b]); }
-  float dy_at(int64_t b) const { return dy ? dy[b] : fp16(y[b].d); }
-};
-
-// Fills the terms of act `a` into start/dy when the call qualifies, else leaves them in-place.
-inline ActTerms act_terms(const BlockQ8_0* y, int64_t nb, int64_t nrows, int kBias, int32_t* start, float* dy) {
-  ActTerms t;
-  t.y = y;
-  t.kBias = kBias;
-  if (nb > kPrepBlocks || nrows <= repack::kRows) return t;
-  for (int64_t b = 0; b < nb; ++b) {
-    start[b] = -kBias * block_sum(y[b]);
-    dy[b] = fp16(y[b].d);
-  }
-  t.start = start;
-  t.dy = dy;
-  return t;
-}
+// The activation terms (−kBias·Σy, dy) formed once per call: cpu/repack/act_terms.h.
+using ActTerms = repack::ActTerms<block_sum, fp16>;
+using repack::kPrepActs;
+using repack::kPrepBlocks;
 
 // One group (16 rows from grp) against one activation: out[0 .. n_valid). With pf > 0 each block
 // pair first prefetches the pair's bytes pf further on (cpu/prefetch.h: on some CPUs one core's
@@ -151,7 +125,7 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
   alignas(64) int32_t start[kPrepBlocks];
   alignas(64) float dy[kPrepBlocks];
-  const ActTerms t = act_terms(static_cast<const BlockQ8_0*>(act), nb, nrows, Ops::kBias, start, dy);
+  const ActTerms t = ActTerms::make(static_cast<const BlockQ8_0*>(act), nb, nrows, Ops::kBias, start, dy);
   repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
     group_one_act<Ops>(nb, grp, t, out + r, nv, pf);
   });
@@ -169,7 +143,7 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
   ActTerms t[kPrepActs];
   for (int c0 = 0; c0 < nact; c0 += kPrepActs) {
     const int nc = std::min(kPrepActs, nact - c0);
-    for (int a = 0; a < nc; ++a) t[a] = act_terms(y[c0 + a], nb, nrows, Ops::kBias, start[a], dy[a]);
+    for (int a = 0; a < nc; ++a) t[a] = ActTerms::make(y[c0 + a], nb, nrows, Ops::kBias, start[a], dy[a]);
     repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
       repack::for_each_act_pass<4>(nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv); });
     });
