@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "strata/draft/retention.h"
+#include "strata/engine/vec_dot.h"
 #include "strata/sampling/verify.h"
 #include "strata/util/error.h"
 
@@ -63,17 +64,23 @@ Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
                                       std::to_string(kMaxDraftSteps) + "]");
   logits_.resize(static_cast<std::size_t>(max_drafts + 1) * static_cast<std::size_t>(V_));
   dlogits_.resize(static_cast<std::size_t>(max_drafts) * static_cast<std::size_t>(std::max(Vr_, 1)));
+  exps_.resize(static_cast<std::size_t>(std::max(Vr_, 1)));
   window_.resize(static_cast<std::size_t>(max_drafts + 1));
   one_.resize(1);
 }
 
 float Speculator::draft_prob(int step) const {
-  // The softmax probability of the step's argmax (its draft), in double.
+  // The softmax probability of the step's argmax (its draft): the exponentials through the engine's
+  // vectorised exp_f32 (<= 2 ulp; bitwise the same on every ISA), summed in double. With std::exp in
+  // double this loop was ~40 % of a draft step on the demo model (4096 exponentials per step).
   const float* l = dlogits_.data() + static_cast<std::size_t>(step) * static_cast<std::size_t>(Vr_);
   float mx = l[0];
   for (int i = 1; i < Vr_; ++i) mx = std::max(mx, l[i]);
+  float* e = exps_.data();
+  for (int i = 0; i < Vr_; ++i) e[i] = l[i] - mx;
+  engine::vec_kernels().exp(e, e, Vr_);
   double z = 0.0;
-  for (int i = 0; i < Vr_; ++i) z += std::exp(static_cast<double>(l[i]) - static_cast<double>(mx));
+  for (int i = 0; i < Vr_; ++i) z += static_cast<double>(e[i]);
   return static_cast<float>(1.0 / z);
 }
 

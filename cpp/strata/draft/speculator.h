@@ -80,10 +80,11 @@ class Speculator {
   engine::DecodeTarget& target_;
   int max_drafts_;
   int V_, Vr_;
-  std::vector<float> logits_;    // [(max_drafts+1)][V] verification logits
-  std::vector<float> dlogits_;   // [max_drafts][Vr] draft logits
-  std::vector<int32_t> window_;  // [max_drafts+1] the window's input tokens
-  std::vector<int32_t> one_;     // history fallback: [t]
+  std::vector<float> logits_;        // [(max_drafts+1)][V] verification logits
+  std::vector<float> dlogits_;       // [max_drafts][Vr] draft logits
+  mutable std::vector<float> exps_;  // [Vr] draft_prob's exponentials
+  std::vector<int32_t> window_;      // [max_drafts+1] the window's input tokens
+  std::vector<int32_t> one_;         // history fallback: [t]
   sampling::SampleWorkspace ws_;
   AdaptiveDrafts adaptive_;
 };
