@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <string>
 
 #include "strata/config/settings.h"
 #include "strata/util/error.h"
@@ -115,8 +116,10 @@ pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mute
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu);
-    if (!state.spec || (max_drafts > 0 && state.spec->max_drafts() < max_drafts))
+    if (!state.spec || (max_drafts > 0 && state.spec->max_drafts() < max_drafts)) {
       state.spec = std::make_unique<draft::Speculator>(target, std::max(max_drafts, 1));
+      if (state.seed) state.spec->seed_adaptive(*state.seed);
+    }
     r = state.spec->round(token, history, opt, rng);
   }
   py::list toks, probs;
@@ -147,7 +150,29 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
   d["acceptance"] = accept;
   d["estimated_gain"] = a.estimated_gain;
   d["measured_gain"] = a.measured_gain;
+  d["seeded"] = a.seeded;
   return d;
+}
+
+void spec_adaptive_seed(SpecState& state, std::mutex& mu, const pybind11::dict& stats) {
+  namespace py = pybind11;
+  draft::AdaptiveStats a;
+  auto seconds = [](const py::handle& v, const char* what) {
+    const double x = v.cast<double>();
+    if (!(x >= 0.0 && x < 3600.0))
+      throw_error(ErrorKind::Value, std::string("spec_adaptive_seed: ") + what + " must be in [0, 3600) seconds");
+    return x;
+  };
+  const py::list verify = stats["verify_seconds"].cast<py::list>();
+  if (py::len(verify) > static_cast<std::size_t>(draft::kAdaptiveMaxDrafts) + 1)
+    throw_error(ErrorKind::Value, "spec_adaptive_seed: more verify_seconds than window sizes");
+  a.max_drafts = static_cast<int>(py::len(verify)) - 1;
+  for (std::size_t m = 1; m <= py::len(verify); ++m) a.verify_s[m] = seconds(verify[m - 1], "verify_seconds");
+  a.draft_step_s = seconds(stats["draft_step_seconds"], "draft_step_seconds");
+  a.plain_s = seconds(stats["plain_seconds"], "plain_seconds");
+  std::lock_guard<std::mutex> lock(mu);
+  if (state.spec) throw_error(ErrorKind::Value, "spec_adaptive_seed: the engine has run speculative rounds already");
+  state.seed = a;
 }
 
 }  // namespace strata::bindings

@@ -40,6 +40,7 @@ pybind11::array_t<int32_t> draft_vocab_array(const engine::Sequence& target);
 // engine's decode settings (given once, when the engine is made).
 struct SpecState {
   std::unique_ptr<draft::Speculator> spec;
+  std::optional<draft::AdaptiveStats> seed;  // an earlier run's costs for the speculator made next
   config::RetentionSettings retention;
   sampling::SpecSample mode = sampling::SpecSample::Exact;
 };
@@ -51,6 +52,9 @@ pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mute
                            const sampling::SamplingPolicy& policy, sampling::Rng& rng, bool adaptive = false);
 // Adaptive speculation's estimates (draft/adaptive.h) as a dict; None before any round.
 pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu);
+// Seeds the speculator's costs from such a dict (verify_seconds, draft_step_seconds, plain_seconds):
+// applied when the speculator is made, so only before the first round.
+void spec_adaptive_seed(SpecState& state, std::mutex& mu, const pybind11::dict& stats);
 
 // Adds `spec_round` to a pybind11 class whose C++ type T has `engine::Sequence& seq()`, `SpecState&
 // spec_state()` and `std::mutex& mutex()`. The retention settings and the verification rule are the
@@ -75,6 +79,13 @@ void def_spec_round(Class& cls) {
       "verified, accepted, draft_probs). policy, rng and adaptive are keyword arguments. adaptive: verify only "
       "as many of max_drafts drafts as the measured costs and acceptance say pay (0 = a plain step; "
       "docs/drafting.md).");
+  cls.def(
+      "spec_adaptive_seed",
+      [](T& self, const py::dict& stats) { spec_adaptive_seed(self.spec_state(), self.mutex(), stats); },
+      py::arg("stats"),
+      "Before the first round: start adaptive speculation from the costs of an earlier run on the same model and "
+      "settings (a spec_adaptive_stats() dict: verify_seconds, draft_step_seconds, plain_seconds). When they say "
+      "drafting cannot pay, the probe's rounds are plain steps (docs/drafting.md).");
   cls.def(
       "spec_adaptive_stats", [](T& self) { return spec_adaptive_stats(self.spec_state(), self.mutex()); },
       "Adaptive speculation's state: chosen draft counts, measured window and draft-step seconds, per-step "

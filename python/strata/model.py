@@ -154,6 +154,7 @@ class Model:
         if self._mtp_model:
             probe = _strata.inspect_model(self._path, mtp_model=self._mtp_model)
         self._hparams: dict[str, Any] = dict(probe["hparams"])
+        self._adaptive_costs: dict[str, dict[str, Any]] = {}
         self._has_mtp = bool(probe["has_mtp"])
         self._metadata: dict[str, Any] = dict(gguf.metadata)
         self._file_size = gguf.file_size
@@ -206,6 +207,12 @@ class Model:
     def has_mtp(self) -> bool:
         """Whether the model has an MTP layer (speculative decoding is available)."""
         return self._has_mtp
+
+    @property
+    def adaptive_costs(self) -> dict[str, dict[str, Any]]:
+        """Adaptive speculation's latest measured costs (``Engine.spec_adaptive_stats()``) per
+        ``repr(Config)``: a new session with the same settings starts from them (docs/drafting.md)."""
+        return self._adaptive_costs
 
     @property
     def mtp_model(self) -> str:

@@ -66,6 +66,10 @@ class SessionModel(Protocol):
     def vocab_size(self) -> int: ...
     @property
     def tokenizer(self) -> Tokenizer: ...
+    @property
+    def adaptive_costs(self) -> dict[str, dict[str, Any]]:
+        """Adaptive speculation's latest measured costs per ``repr(Config)`` (shared by the sessions)."""
+        ...
 
 
 class Session:
@@ -87,6 +91,12 @@ class Session:
         self._adaptive = self._speculative and config.speculative is None
         self._engine: Any = open_engine(model.path, config, has_mtp=model.has_mtp,
                                         encode_mtp=self._speculative, mtp_model=model.mtp_model)
+        # Costs an earlier session measured with the same settings: where they say drafting cannot
+        # pay, this session skips the probe's drafts (docs/drafting.md, "Seeded sessions").
+        self._costs_key = repr(config)
+        prior = model.adaptive_costs.get(self._costs_key) if self._adaptive else None
+        if prior is not None:
+            self._engine.spec_adaptive_seed(prior)
         self._n_ctx = int(self._engine.max_ctx)
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)
@@ -475,7 +485,9 @@ class _Run:
         if s._speculative:
             self.stats.record_step(int(verified))
             if s._adaptive:
-                self.stats.record_adaptive(self.engine.spec_adaptive_stats())
+                costs = self.engine.spec_adaptive_stats()
+                self.stats.record_adaptive(costs)
+                s._model.adaptive_costs[s._costs_key] = costs
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         self.record_experts()

@@ -297,3 +297,28 @@ TEST(counts_that_cannot_pay_are_left_out_of_warmup_and_exploration) {
   for (std::size_t i = 11; i < ns.size(); ++i) one += ns[i] == 1;
   CHECK(one > 350);  // all-accepted single drafts pay: 2 tokens for 2.02 against 1.1 per plain step
 }
+
+TEST(seeded_with_hopeless_costs_the_probe_drafts_nothing) {
+  // An earlier run measured every window row at a whole step: drafting cannot pay.
+  AdaptiveDrafts first(3);
+  for (int i = 0; i < 40; ++i) feed(first, 3, linear, 0.1, 3, 0.9);
+  CHECK(first.hopeless());
+  AdaptiveDrafts a(3);
+  a.seed(first.stats());
+  CHECK(a.stats().seeded);
+  CHECK(a.hopeless());
+  std::vector<int> ns;
+  for (int i = 0; i < 300; ++i) ns.push_back(feed(a, 3, linear, 0.1, 3, 0.9));
+  for (int i = 0; i < AdaptiveDrafts::kExploreMax - 1; ++i) CHECK_EQ(ns[static_cast<std::size_t>(i)], 0);
+  int drafted = 0;
+  for (int n : ns) drafted += n > 0;
+  CHECK_EQ(drafted, 1);  // one exploring round, at the longest interval
+  // Costs that can pay: the probe still drafts (it measures this session's acceptance too).
+  AdaptiveDrafts good(3);
+  for (int i = 0; i < 40; ++i) feed(good, 3, flat, 0.05, 3);
+  AdaptiveDrafts b(3);
+  b.seed(good.stats());
+  CHECK(!b.hopeless());
+  CHECK_EQ(b.choose(3), 1);
+  CHECK_THROWS(b.seed(good.stats()));  // only before the first round
+}

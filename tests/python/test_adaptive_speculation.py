@@ -36,6 +36,7 @@ def test_temperature_zero_text_is_plain_decoding(model: strata.Model) -> None:
 
 
 def test_auto_reports_its_choices_and_gains(model: strata.Model) -> None:
+    model.adaptive_costs.clear()  # a fresh start: no costs of the earlier tests' sessions
     _, st = _run(model, None, tokens=160)
     assert sum(st.draft_counts) == st.steps
     # Round 0 is the probe: one draft verified. Whether warm-up passes through every count follows
@@ -76,8 +77,31 @@ def test_sampling_with_auto_is_plain_sampling_with_the_same_seed(model: strata.M
     # Round 0 is always the probe (one draft, draft/adaptive.h), whatever the timings; with seed 10
     # its draft is accepted, so the texts agree with drafts accepted, not only over plain steps.
     plain, _ = _run(model, False, temperature=0.7, tokens=96, seed=10)
+    model.adaptive_costs.clear()  # unseeded: the probe drafts (a seeded one may not)
     auto, st = _run(model, None, temperature=0.7, tokens=96, seed=10)
     again, _ = _run(model, None, temperature=0.7, tokens=96, seed=10)
     assert auto == plain == again
     assert st.rounds > 0 and sum(st.draft_counts) == st.steps
     assert sum(st.accepted) > 0
+
+
+def test_sessions_with_the_same_settings_start_from_the_costs_measured_before(model: strata.Model) -> None:
+    """A session records its measured costs on the Model, keyed by its Config; the next session with the
+    same settings seeds its engine with them (a probe whose drafts cannot pay is then skipped), one with
+    other settings does not, and the temperature-0 text stays plain decoding's."""
+    model.adaptive_costs.clear()
+    plain, _ = _run(model, False)
+    first, _ = _run(model, None)
+    key = repr(strata.Config(speculative=None, threads=1))
+    costs = model.adaptive_costs[key]
+    assert costs["seeded"] is False and costs["plain_seconds"] > 0
+    s = model.session(config=strata.Config(speculative=None, threads=1))
+    again = "".join(s.generate(PROMPT, max_tokens=96))
+    assert s._engine.spec_adaptive_stats()["seeded"] is True
+    assert again == first == plain
+    other = model.session(config=strata.Config(speculative=None, threads=2))
+    "".join(other.generate(PROMPT, max_tokens=8))
+    assert other._engine.spec_adaptive_stats()["seeded"] is False
+    eng = _strata.Engine(str(model.path), n_threads=1, max_ctx=64, encode_mtp=True)
+    with pytest.raises(_strata.InvalidArgument):
+        eng.spec_adaptive_seed({**costs, "plain_seconds": -1.0})

@@ -102,6 +102,16 @@ bool AdaptiveDrafts::hopeless() const {
   return true;
 }
 
+void AdaptiveDrafts::seed(const AdaptiveStats& prior) {
+  if (rounds_ != 0) throw_error(ErrorKind::Value, "adaptive speculation: seed before the first round");
+  for (int m = 1; m <= std::min(k_, prior.max_drafts) + 1; ++m)
+    if (prior.verify_s[static_cast<std::size_t>(m)] > 0.0)
+      verify_[static_cast<std::size_t>(m)].add(prior.verify_s[static_cast<std::size_t>(m)]);
+  if (prior.draft_step_s > 0.0) draft_.add(prior.draft_step_s);
+  if (prior.plain_s > 0.0) plain_.add(prior.plain_s);
+  seeded_ = true;
+}
+
 int AdaptiveDrafts::choose(int k_cap) {
   k_cap = std::clamp(k_cap, 0, k_);
   int n = 0;
@@ -114,7 +124,8 @@ int AdaptiveDrafts::choose(int k_cap) {
     explore_every_ = kExploreMax;
   }
   if (rounds_ < kProbeRounds) {
-    n = rounds_ < kProbeRounds - 1 ? std::min(k_cap, 1) : 0;
+    // Seeded with costs that say drafting cannot pay: the probe's drafts become plain steps.
+    n = rounds_ < kProbeRounds - 1 && !(seeded_ && hopeless()) ? std::min(k_cap, 1) : 0;
   } else if (rounds_ < warmup_rounds()) {
     n = std::min(k_cap, k_ - static_cast<int>((rounds_ - kProbeRounds) % pass_len));
     if (n > 0 && !viable(n)) n = 0;
@@ -208,6 +219,7 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
 AdaptiveStats AdaptiveDrafts::stats() const {
   AdaptiveStats s;
   s.max_drafts = k_;
+  s.seeded = seeded_;
   s.rounds = rounds_;
   s.chosen = chosen_;
   for (int m = 1; m <= k_ + 1; ++m)

@@ -59,6 +59,7 @@ struct AdaptiveStats {
   // Measured: tokens committed per second of the rounds' drafting, verification and plain steps, times
   // the current base (so 1.0 = plain decoding's speed as measured inside the same run).
   double measured_gain = 0.0;
+  bool seeded = false;  // started from an earlier run's costs (AdaptiveDrafts::seed)
 };
 
 // The median of the last kRecent samples of a time (0 before any).
@@ -86,6 +87,12 @@ class AdaptiveDrafts {
 
   explicit AdaptiveDrafts(int max_drafts);
 
+  // Before the first round: start from the costs an earlier run measured on the same model and
+  // settings (its verify_s, draft_step_s, plain_s; zeros are skipped), each as one recent sample.
+  // When they say drafting is hopeless, the probe's rounds are plain steps instead of drafts, so a
+  // later session on a model where drafting cannot pay does not pay the probe again (its first
+  // draft step and window are the session's slowest); exploration still re-measures every count.
+  void seed(const AdaptiveStats& prior);
   // Drafts to run this round, 0..k_cap (k_cap <= max_drafts: what fits this round).
   int choose(int k_cap);
   // Measurements of the round just chosen.
@@ -117,6 +124,7 @@ class AdaptiveDrafts {
   int64_t warmup_rounds() const;
 
   int k_;
+  bool seeded_ = false;
   int warmup_passes_ = kWarmupPasses;  // fewer once drafting was found hopeless
   int64_t rounds_ = 0;
   int since_explore_ = 0;

@@ -69,6 +69,7 @@ class Speculator {
   int max_drafts() const { return max_drafts_; }
   // Adaptive speculation's estimates and choices (rounds with opt.adaptive).
   const AdaptiveDrafts& adaptive() const { return adaptive_; }
+  void seed_adaptive(const AdaptiveStats& prior) { adaptive_.seed(prior); }
   // The draft logits of the last round's drafted steps ([drafted][Vr]).
   const float* draft_logits() const { return dlogits_.data(); }
 

@@ -161,6 +161,10 @@ class Engine:
         """
         Record, per MoE layer of the last window, the router's probabilities, residency map and chosen ids (tests)
         """
+    def spec_adaptive_seed(self, stats: dict) -> None:
+        """
+        Before the first round: start adaptive speculation from the costs of an earlier run on the same model and settings (a spec_adaptive_stats() dict: verify_seconds, draft_step_seconds, plain_seconds). When they say drafting cannot pay, the probe's rounds are plain steps (docs/drafting.md).
+        """
     def spec_adaptive_stats(self) -> typing.Any:
         """
         Adaptive speculation's state: chosen draft counts, measured window and draft-step seconds, per-step acceptance, estimated and measured gain over plain decoding; None before the first round.
