@@ -52,6 +52,16 @@ inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
+// One 8-column step of dots4: the G query chunks against each of the four cells' chunk, added
+// into the cell's accumulators (multiply, then add: the documented order).
+template <int G>
+inline void add_step(const __m256* qv, const __m256* kv, __m256 (*acc)[G]) {
+#pragma GCC unroll 16
+  for (int c = 0; c < kCells; ++c)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv[c]));
+}
+
 // Lane c of out[g] = vec_dot.h's dot of q[g][o, o+len) with k[c][o, o+len): 8 interleaved sums,
 // the tail continuing lanes 0, 1, ... (the other lanes get +0 products, which leave them unchanged:
 // a sum that starts at +0 is never −0).
@@ -66,15 +76,12 @@ inline void dots4_fixed(const float* const* q, const T* const* k, int64_t o, __m
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
   for (int j = 0; j < 8 * NCH; j += 8) {
-    __m256 qv[G];
+    __m256 qv[G], kv[kCells];
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
 #pragma GCC unroll 16
-    for (int c = 0; c < kCells; ++c) {
-      const __m256 kv = load8(k[c] + o + j);
-#pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
-    }
+    for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + o + j);
+    add_step<G>(qv, kv, acc);
   }
 #pragma GCC unroll 16
   for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
@@ -89,28 +96,22 @@ inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int l
     for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
   int j = 0;
   for (; j + 8 <= len; j += 8) {
-    __m256 qv[G];
+    __m256 qv[G], kv[kCells];
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
 #pragma GCC unroll 16
-    for (int c = 0; c < kCells; ++c) {
-      const __m256 kv = load8(k[c] + o + j);
-#pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
-    }
+    for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + o + j);
+    add_step<G>(qv, kv, acc);
   }
   if (j < len) {
     const int t = len - j;
     const __m256i m = tail_mask(t);
-    __m256 qv[G];
+    __m256 qv[G], kv[kCells];
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) qv[g] = _mm256_maskload_ps(q[g] + o + j, m);
 #pragma GCC unroll 16
-    for (int c = 0; c < kCells; ++c) {
-      const __m256 kv = load_tail(k[c] + o + j, t, m);
-#pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
-    }
+    for (int c = 0; c < kCells; ++c) kv[c] = load_tail(k[c] + o + j, t, m);
+    add_step<G>(qv, kv, acc);
   }
 #pragma GCC unroll 16
   for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
