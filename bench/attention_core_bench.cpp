@@ -4,8 +4,8 @@
 //   Dh 64) over a decode row's list at position 256 (4 sinks, 64 indexer picks with gaps, a window
 //   of 128), and the score and value kernels by themselves;
 // - the Qwen3-MoE shape (bench llama's model: 4 query heads per KV head, Dh 128, f32 cells, the
-//   implicit list of all cells) at 144 and 1024 cells, warm (the cells in cache from the call
-//   before) and cold (a 64 MiB buffer touched before each call, as a decode step's streamed expert
+//   implicit list of all cells) at 144 and 1024 cells (and int8 cells at 1024), warm (the cells in cache from the call
+//   before) and cold (a 64 MiB buffer read before each call, as a decode step's streamed expert
 //   weights evict the KV cells).
 //   attention_core_bench [--reps N]
 #include <algorithm>
@@ -41,16 +41,22 @@ double time_us(int iters, F&& f) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
 }
 
-// Reads and writes every line of a 64 MiB buffer: the caches then hold none of the KV cells.
+// Reads every line of a 64 MiB buffer (clean lines, like a decode step's streamed weights): the
+// caches then hold none of the KV cells.
 void evict_caches() {
-  static std::vector<char> junk(64u << 20, 1);
-  for (std::size_t i = 0; i < junk.size(); i += 64) junk[i] = static_cast<char>(junk[i] + 1);
+  static const std::vector<char> junk(64u << 20, 1);
+  static volatile char sink = 0;
+  char s = 0;
+  for (std::size_t i = 0; i < junk.size(); i += 64) s = static_cast<char>(s + junk[i]);
+  sink = static_cast<char>(sink + s);
 }
 
 // One GQA group of the Qwen3-MoE shape over n cells; cold: the caches emptied before each call.
-void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t n, bool cold) {
+void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t n, bool cold,
+                    strata::model::KvType type) {
   constexpr int kDh = 128, kG = 4;
-  KvCells kv(1, static_cast<int>(n), 1, kDh, strata::model::KvType::F32, 0);
+  KvCells kv(1, static_cast<int>(n), 1, kDh, type, 0);
+  const bool int8 = type == strata::model::KvType::Int8;
   kv.prepare_write(0, 0, static_cast<int>(n));
   std::mt19937 gen(2);
   std::normal_distribution<float> nd;
@@ -84,23 +90,30 @@ void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t
       const AttnKernels& ak = attn_kernels();
       for (int it = 0; it < (cold ? 10 : 1); ++it) {
         group[j].us.push_back(sample([&] { attend_group(kv, 0, 0, qs, kG, nullptr, n, sc.data(), ch.data(), outs); }));
-        scores[j].us.push_back(sample([&] { ak.scores_f32(hd, qs, kG, nullptr, n, 11.3f, sc.data(), n); }));
+        scores[j].us.push_back(
+            sample([&] { (int8 ? ak.scores_i8 : ak.scores_f32)(hd, qs, kG, nullptr, n, 11.3f, sc.data(), n); }));
         values[j].us.push_back(sample([&] {
           for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
             KvHeadData h = hd;
-            h.vf += c0 * kDh;
-            ak.values_f32(h, e.data(), kSoftmaxChunk, kG, nullptr, std::min<int64_t>(kSoftmaxChunk, n - c0), cos);
+            if (int8) {
+              h.v8 += c0 * kDh;
+              h.vs += c0 * (kDh / 64);
+            } else {
+              h.vf += c0 * kDh;
+            }
+            (int8 ? ak.values_i8 : ak.values_f32)(h, e.data(), kSoftmaxChunk, kG, nullptr,
+                                                  std::min<int64_t>(kSoftmaxChunk, n - c0), cos);
           }
         }));
       }
     }
-  std::printf("qwen3moe shape: G %d, %ld cells, Dh %d, f32 K/V, %s\n", kG, static_cast<long>(n), kDh,
-              cold ? "cold (64 MiB touched before each call)" : "warm");
+  std::printf("qwen3moe shape: G %d, %ld cells, Dh %d, %s K/V, %s\n", kG, static_cast<long>(n), kDh,
+              int8 ? "int8" : "f32", cold ? "cold (64 MiB read before each call)" : "warm");
   for (std::size_t j = 0; j < isas.size(); ++j) {
     const char* name = strata::cpu::isa_name(isas[j]);
     group[j].print(name, "attend_group");
-    scores[j].print(name, "scores_f32 (all cells)");
-    values[j].print(name, "values_f32 (all chunks)");
+    scores[j].print(name, "scores (all cells)");
+    values[j].print(name, "values (all chunks)");
   }
 }
 
@@ -163,6 +176,8 @@ int main(int argc, char** argv) {
   for (strata::cpu::Isa isa : isas)
     if (isa != strata::cpu::Isa::Scalar) simd.push_back(isa);
   for (int64_t cells : {144, 1024})
-    for (bool cold : {false, true}) qwen3moe_shape(simd, reps, cells, cold);
+    for (bool cold : {false, true}) qwen3moe_shape(simd, reps, cells, cold, strata::model::KvType::F32);
+  // The same group over int8 cells (the engine's --kv-type int8).
+  for (bool cold : {false, true}) qwen3moe_shape(simd, reps, 1024, cold, strata::model::KvType::Int8);
   return 0;
 }
