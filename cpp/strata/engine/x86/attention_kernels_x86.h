@@ -212,7 +212,7 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
 
 template <int G>
 void scores_f32_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
-                  float* scores, int64_t stride) {
+                  float* scores, int64_t stride, bool ask_ahead) {
   const int dh = h.dh;
   const __m128 vsq = _mm_set1_ps(sqrt_dh);
   for (int64_t i = 0; i < n; i += kCells) {
@@ -220,7 +220,7 @@ void scores_f32_g(const KvHeadData& h, const float* const* q, const int32_t* cel
     batch_cells(cells, i, n, c);
     const float* k[kCells];
     for (int j = 0; j < kCells; ++j) k[j] = h.kf + c[j] * dh;
-    for (int64_t j = i + kPrefetchCells; j < std::min(n, i + kPrefetchCells + kCells); ++j)
+    for (int64_t j = i + kPrefetchCells; ask_ahead && j < std::min(n, i + kPrefetchCells + kCells); ++j)
       prefetch_span(h.kf + (cells ? cells[j] : j) * dh, int64_t{4} * dh);
     __m128 part[G];
     dots4<float, G>(q, k, 0, dh, part);
@@ -229,7 +229,8 @@ void scores_f32_g(const KvHeadData& h, const float* const* q, const int32_t* cel
   }
 }
 
-// G > MaxG: passes of MaxG heads (each head's scores and outputs are independent of the others').
+// G > MaxG: passes of MaxG heads (each head's scores and outputs are independent of the others');
+// only the first pass prefetches, the later ones find the cells in cache.
 template <int MaxG>
 void scores_i8(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
                float* scores, int64_t stride) {
@@ -242,8 +243,9 @@ template <int MaxG>
 void scores_f32(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
                 float* scores, int64_t stride) {
   for (int g0 = 0; g0 < G; g0 += MaxG)
-    with_heads<MaxG>(
-        G - g0, [&](auto gs) { scores_f32_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride); });
+    with_heads<MaxG>(G - g0, [&](auto gs) {
+      scores_f32_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
+    });
 }
 
 template <typename T>
@@ -302,12 +304,12 @@ constexpr int slab_width() {
 // for the Dh % 8 past the last full 8.
 template <typename T, int G, int Regs>
 void values_cols(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int c0, int c1, bool first,
-                 float* const* co) {
+                 bool ask_ahead, float* const* co) {
   constexpr int NV = slab_width<G, Regs>();
   int col = c0;
   // f32: the first slab asks for the columns [c0, c1) of the cells ahead, the later slabs find them
   // in cache (int8 rows are left to the hardware prefetchers: see kPrefetchCells).
-  const int ahead = std::is_same_v<T, float> ? c1 - c0 : 0;
+  const int ahead = std::is_same_v<T, float> && ask_ahead ? c1 - c0 : 0;
   for (; col + 8 * NV <= c1; col += 8 * NV)
     values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
   for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
@@ -326,7 +328,8 @@ void values_cols(const T* base, int dh, const float* w, const int32_t* cells, in
 // Pieces of kPiece cells; per piece and scale block the weights w·scale (int8: kv_axpy's per-block
 // weight) or w (f32) are formed once.
 template <typename T, int G, int Regs>
-void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, float* const* co) {
+void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, float* const* co,
+              bool ask_ahead) {
   const int dh = h.dh;
   const T* base = values_of<T>(h);
   alignas(32) float w[G * kPiece];
@@ -343,13 +346,13 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
 #pragma GCC unroll 16
           for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
         }
-        values_cols<T, G, Regs>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, co);
+        values_cols<T, G, Regs>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, ask_ahead, co);
       }
     } else {
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
-      values_cols<T, G, Regs>(pb, dh, w, pc, pn, 0, dh, p0 == 0, co);
+      values_cols<T, G, Regs>(pb, dh, w, pc, pn, 0, dh, p0 == 0, ask_ahead, co);
     }
   }
 }
@@ -362,7 +365,8 @@ void values(const KvHeadData& h, const float* e, int64_t es, int G, const int32_
     return;
   }
   for (int g0 = 0; g0 < G; g0 += MaxG)
-    with_heads<MaxG>(G - g0, [&](auto gs) { values_g<T, gs.value, Regs>(h, e + g0 * es, es, cells, n, co + g0); });
+    with_heads<MaxG>(G - g0,
+                     [&](auto gs) { values_g<T, gs.value, Regs>(h, e + g0 * es, es, cells, n, co + g0, g0 == 0); });
 }
 
 // indexer_score per cell: the heads' dots in passes of MaxG over four cells at a time, then
