@@ -59,7 +59,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stats", action="store_true",
                    help="print to stderr afterwards: token counts, prefill and decode tok/s (decode: "
                    "the tokens after the first, which the prefill gives, per second after it), "
-                   "speculative rounds, acceptance per draft step, the draft counts chosen, adaptive speculation's estimated and "
+                   "speculative rounds, acceptance per draft step, the draft counts chosen, adaptive "
+                   "speculation's estimated and "
                    "measured gain over a plain step and whether it started from costs measured before "
                    "(seeded), and expert hits/misses")
     p.add_argument("--load", type=Path, default=None, metavar="FILE",
