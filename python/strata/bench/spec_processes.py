@@ -29,6 +29,7 @@ MODES = ("off", "auto-cold", "auto-warm")
 PROMPT = ("import os\nimport sys\n\n\ndef parse_args(argv):\n    \"\"\"Parse the command line.\"\"\"\n"
           "    import argparse\n    p = argparse.ArgumentParser(description=__doc__)\n")
 _GENERATED = re.compile(r"^generated: (\d+) tokens in ([0-9.]+) s \(([0-9.]+) tok/s\)", re.M)
+_ROUNDS = re.compile(r"^speculative: (\d+) rounds", re.M)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ModeRuns:
     wall_s: list[float] = field(default_factory=list)
     cpu_s: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)  # drafting rounds per run (0 = plain steps only)
     seeded: int = 0
 
     def median(self, what: str) -> float:
@@ -59,17 +61,19 @@ class Case:
         return b / a if a > 0 else 0.0
 
 
-def parse_stats(stderr: str) -> tuple[int, float, bool]:
-    """(generated tokens, decode tok/s, seeded) from ``generate --stats`` output."""
+def parse_stats(stderr: str) -> tuple[int, float, bool, int]:
+    """(generated tokens, decode tok/s, seeded, drafting rounds) from ``generate --stats`` output."""
     m = _GENERATED.search(stderr)
     if m is None:
         raise RuntimeError(f"no 'generated: ...' line in the --stats output:\n{stderr[-2000:]}")
-    return int(m.group(1)), float(m.group(3)), "seeded with earlier costs" in stderr
+    r = _ROUNDS.search(stderr)
+    rounds = int(r.group(1)) if r else 0
+    return int(m.group(1)), float(m.group(3)), "seeded with earlier costs" in stderr, rounds
 
 
 def generate_once(model: str | None, mode: str, temperature: float, threads: int, max_tokens: int,
-                  cache: Path) -> tuple[int, float, bool, float, float]:
-    """One ``generate`` process: (tokens, decode tok/s, seeded, wall s, CPU s)."""
+                  cache: Path) -> tuple[int, float, bool, int, float, float]:
+    """One ``generate`` process: (tokens, decode tok/s, seeded, drafting rounds, wall s, CPU s)."""
     cmd = [sys.executable, "-m", "strata.cli", "generate", "--temp", str(temperature), "--seed", "1",
            "-n", str(max_tokens), "-t", str(threads), "--stats",
            "--speculative", "off" if mode == "off" else "auto"]
@@ -84,8 +88,7 @@ def generate_once(model: str | None, mode: str, temperature: float, threads: int
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    tokens, tok_s, seeded = parse_stats(r.stderr)
-    return tokens, tok_s, seeded, wall, cpu
+    return (*parse_stats(r.stderr), wall, cpu)
 
 
 def run(model: str | None, temperatures: list[float], threads: list[int], runs: int, max_tokens: int,
@@ -105,10 +108,11 @@ def run(model: str | None, temperatures: list[float], threads: list[int], runs: 
                     folder = folders[(c.temperature, c.threads, m)]
                     if m != "auto-warm":
                         (folder / FILE_NAME).unlink(missing_ok=True)
-                    tokens, tok_s, seeded, wall, cpu = generate_once(model, m, c.temperature, c.threads,
-                                                                     max_tokens, folder)
+                    tokens, tok_s, seeded, rounds, wall, cpu = generate_once(model, m, c.temperature,
+                                                                             c.threads, max_tokens, folder)
                     res = c.modes[m]
                     res.tokens.append(tokens)
+                    res.rounds.append(rounds)
                     res.tok_s.append(tok_s)
                     res.wall_s.append(wall)
                     res.cpu_s.append(cpu)
@@ -117,14 +121,16 @@ def run(model: str | None, temperatures: list[float], threads: list[int], runs: 
 
 
 def render(cases: list[Case]) -> str:
-    lines = ["temp  threads  mode        decode tok/s  x off   wall s  x off   CPU s  x off  seeded  tokens"]
+    lines = ["temp  threads  mode        decode tok/s  x off   wall s  x off   CPU s  x off  seeded  tokens  "
+             "drafting rounds"]
     for c in cases:
         for m, res in c.modes.items():
             lines.append(
                 f"{c.temperature:<5g} {c.threads:>7}  {m:<10} {res.median('tok_s'):>13.1f} "
                 f"{c.ratio(m, 'tok_s'):>6.3f} {res.median('wall_s'):>8.3f} {c.ratio(m, 'wall_s'):>6.3f} "
                 f"{res.median('cpu_s'):>7.3f} {c.ratio(m, 'cpu_s'):>6.3f} "
-                f"{res.seeded:>3}/{len(res.tok_s):<3} {min(res.tokens, default=0):>6}")
+                f"{res.seeded:>3}/{len(res.tok_s):<3} {min(res.tokens, default=0):>6}  "
+                f"{min(res.rounds, default=0)}-{max(res.rounds, default=0)}")
     lines.append("x off: tok/s over off's; for seconds off's over the mode's (> 1 = faster than off); "
                  "medians of alternated runs, one process per run")
     return "\n".join(lines)
@@ -133,6 +139,7 @@ def render(cases: list[Case]) -> str:
 def as_json(cases: list[Case]) -> list[dict[str, object]]:
     return [{"temperature": c.temperature, "threads": c.threads,
              "modes": {m: {"tok_s": r.tok_s, "wall_s": r.wall_s, "cpu_s": r.cpu_s, "tokens": r.tokens,
+                           "drafting_rounds": r.rounds,
                            "seeded_runs": r.seeded, "median_tok_s": r.median("tok_s"),
                            "tok_s_vs_off": c.ratio(m, "tok_s"), "wall_vs_off": c.ratio(m, "wall_s")}
                        for m, r in c.modes.items()}}
