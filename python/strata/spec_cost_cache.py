@@ -5,7 +5,11 @@ of paying the probe (docs/drafting.md, "Costs across processes").
 An entry is keyed by what makes costs comparable: the model file (absolute path, size, modification
 time; the separate MTP file's too), ``repr(Config)`` (threads, ISA choice, store mode and residency,
 drafting settings, ...), the CPU's model name and logical CPU count, and the strata version. Only the
-costs the engine is seeded with are stored (window, draft-step and plain-step seconds), never text.
+costs the engine is seeded with are stored (window, draft-step and plain-step seconds), never text: those
+of the last ``RUNS_KEPT`` runs, and a new session is seeded with each cost at the fastest of them (each
+is already a run's median of its recent samples; other processes only ever add time, so one run
+measured under a passing load must not decide whether the next one drafts — the engine's viability
+test judges its own samples the same way, draft/adaptive.h).
 
 The file is a cache: a missing, unreadable, corrupt, oversized or foreign file, or an entry with wrong
 types or values, is ignored (a broken file: one warning through ``logging``, printed to stderr when the
@@ -47,6 +51,7 @@ FILE_NAME = "spec-costs.json"
 FORMAT = "strata-spec-costs"
 FORMAT_VERSION = 1
 MAX_ENTRIES = 32  # (model, settings, machine, version) keys kept, the most recently used first
+RUNS_KEPT = 4  # runs' costs kept per key; the seed takes each cost's fastest
 MAX_FILE_BYTES = 256 << 10  # a file this large is not one this module wrote (32 entries are ~20 KB)
 MAX_SECONDS = 3600.0  # the engine's bound on a seeded cost (Engine.spec_adaptive_seed)
 MAX_WINDOW_SIZES = 17  # windows of 1..kAdaptiveMaxDrafts + 1 rows (draft/adaptive.h)
@@ -126,7 +131,7 @@ class SpecCostCache:
         out: dict[str, dict[str, Any]] = {}
         for entry in self._entries(warn=True):
             if entry["where"] == self.where:
-                out[entry["config"]] = entry["costs"]
+                out[entry["config"]] = fastest(entry["runs"])
         return out
 
     def _entries(self, warn: bool) -> list[dict[str, Any]]:
@@ -172,18 +177,24 @@ class SpecCostCache:
     # ------------------------------------------------------------------------------------ writing
     def save(self, config_key: str, stats: Mapping[str, Any]) -> bool:
         """Store an engine's ``spec_adaptive_stats()`` for ``config_key``: re-read the file, put this
-        entry first, keep the ``MAX_ENTRIES`` most recent valid ones and replace the file atomically.
-        False (and a debug message) when the folder cannot be written or the costs are not valid."""
+        run's costs first in the key's entry (with its ``RUNS_KEPT - 1`` previous runs) and that entry
+        first in the file, keep the ``MAX_ENTRIES`` most recent valid entries and replace the file
+        atomically. False (and a debug message) when the folder cannot be written or the costs are not
+        valid."""
+        verify = [float(x) for x in stats["verify_seconds"]]
+        run = {"verify_seconds": verify, "draft_step_seconds": float(stats["draft_step_seconds"]),
+               "plain_seconds": float(stats["plain_seconds"])}
+        entries = self._entries(warn=False)
+        mine = [e for e in entries if e["where"] == self.where and e["config"] == config_key]
+        # Earlier runs with another number of window sizes (another draft_steps) are not comparable.
+        before = [r for r in mine[0]["runs"] if len(r["verify_seconds"]) == len(verify)] if mine else []
         entry = {"where": self.where, "config": config_key, "used": time.time(),
-                 "costs": {"verify_seconds": [float(x) for x in stats["verify_seconds"]],
-                           "draft_step_seconds": float(stats["draft_step_seconds"]),
-                           "plain_seconds": float(stats["plain_seconds"])}}
+                 "runs": [run, *before][:RUNS_KEPT]}
         why = _entry_problem(entry)
         if why:
             log.debug("strata: speculation costs not cached: %s", why)
             return False
-        kept = [e for e in self._entries(warn=False)
-                if not (e["where"] == self.where and e["config"] == config_key)]
+        kept = [e for e in entries if not (e["where"] == self.where and e["config"] == config_key)]
         doc = {"format": FORMAT, "version": FORMAT_VERSION, "entries": [entry, *kept][:MAX_ENTRIES]}
         folder = self.path.parent
         tmp = ""
@@ -204,6 +215,18 @@ class SpecCostCache:
         return True
 
 
+def fastest(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each cost at its fastest measured value over ``runs`` (0 = never measured; one window-size list)."""
+    def low(values: list[float]) -> float:
+        measured = [v for v in values if v > 0.0]
+        return min(measured) if measured else 0.0
+
+    sizes = len(runs[0]["verify_seconds"])
+    return {"verify_seconds": [low([r["verify_seconds"][m] for r in runs]) for m in range(sizes)],
+            "draft_step_seconds": low([r["draft_step_seconds"] for r in runs]),
+            "plain_seconds": low([r["plain_seconds"] for r in runs])}
+
+
 def _seconds(x: object) -> bool:
     return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
             and 0.0 <= x < MAX_SECONDS)
@@ -213,11 +236,26 @@ def _entry_problem(e: object) -> str:
     """Why an entry cannot seed an engine ("" when it can)."""
     if not isinstance(e, dict):
         return "not an object"
-    where, config, used, costs = e.get("where"), e.get("config"), e.get("used"), e.get("costs")
-    if not isinstance(where, dict) or not isinstance(config, str) or not isinstance(costs, dict):
-        return "missing or mistyped where/config/costs"
+    where, config, used, runs = e.get("where"), e.get("config"), e.get("used"), e.get("runs")
+    if not isinstance(where, dict) or not isinstance(config, str) or not isinstance(runs, list):
+        return "missing or mistyped where/config/runs"
     if not isinstance(used, (int, float)) or isinstance(used, bool) or not math.isfinite(used):
         return "missing or mistyped 'used'"
+    if not 1 <= len(runs) <= RUNS_KEPT:
+        return f"runs must hold 1..{RUNS_KEPT} runs' costs"
+    for costs in runs:
+        why = _costs_problem(costs)
+        if why:
+            return why
+    if len({len(r["verify_seconds"]) for r in runs}) != 1:
+        return "the runs' verify_seconds differ in length"
+    return ""
+
+
+def _costs_problem(costs: object) -> str:
+    """Why one run's costs cannot seed an engine ("" when they can)."""
+    if not isinstance(costs, dict):
+        return "a run's costs are not an object"
     verify = costs.get("verify_seconds")
     if not isinstance(verify, list) or not 1 <= len(verify) <= MAX_WINDOW_SIZES:
         return f"verify_seconds must be a list of 1..{MAX_WINDOW_SIZES} costs"

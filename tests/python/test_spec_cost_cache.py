@@ -59,7 +59,8 @@ def test_a_new_model_with_the_same_settings_starts_seeded(cache_folder: Path) ->
     assert not st.seeded
     (entry,) = _entries(cache_folder)
     assert entry["config"] == KEY
-    assert set(entry["costs"]) == {"verify_seconds", "draft_step_seconds", "plain_seconds"}  # type: ignore[arg-type]
+    (run,) = entry["runs"]  # type: ignore[misc]
+    assert set(run) == {"verify_seconds", "draft_step_seconds", "plain_seconds"}
 
     again = strata.Model()  # what the next process does
     assert KEY in again.adaptive_costs
@@ -125,17 +126,21 @@ def test_a_broken_file_is_ignored_with_one_warning_then_rewritten(
 def test_bad_entries_are_dropped_and_good_ones_kept(cache_folder: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     where = _where()
-    good_other = {"where": where, "config": "Config(other)", "used": 1.0, "costs": _GOOD_COSTS}
+    good_other = {"where": where, "config": "Config(other)", "used": 1.0, "runs": [_GOOD_COSTS]}
     bad = [
         "not an entry",
-        {"where": where, "config": KEY, "used": 2.0, "costs": {**_GOOD_COSTS, "plain_seconds": -1.0}},
-        {"where": where, "config": KEY, "used": 2.0, "costs": {**_GOOD_COSTS, "draft_step_seconds": "fast"}},
-        {"where": where, "config": KEY, "used": 2.0, "costs": {**_GOOD_COSTS, "verify_seconds": []}},
-        {"where": where, "config": KEY, "used": 2.0, "costs": {**_GOOD_COSTS, "verify_seconds": [1e9]}},
-        {"where": where, "config": 7, "used": 2.0, "costs": _GOOD_COSTS},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "plain_seconds": -1.0}]},
+        {"where": where, "config": KEY, "used": 2.0,
+         "runs": [{**_GOOD_COSTS, "draft_step_seconds": "fast"}]},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "verify_seconds": []}]},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "verify_seconds": [1e9]}]},
+        {"where": where, "config": 7, "used": 2.0, "runs": [_GOOD_COSTS]},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [_GOOD_COSTS] * (scc.RUNS_KEPT + 1)},
+        {"where": where, "config": KEY, "used": 2.0,
+         "runs": [_GOOD_COSTS, {**_GOOD_COSTS, "verify_seconds": [0.001]}]},
     ]
     text = json.dumps({"format": scc.FORMAT, "version": scc.FORMAT_VERSION, "entries": [*bad, good_other]})
-    nan = {"where": where, "config": KEY, "used": 2.0, "costs": {**_GOOD_COSTS, "plain_seconds": 0.0}}
+    nan = {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "plain_seconds": 0.0}]}
     text = text[:-2] + ", " + json.dumps(nan).replace('"plain_seconds": 0.0', '"plain_seconds": NaN') + "]}"
     cache_folder.mkdir(parents=True)
     (cache_folder / scc.FILE_NAME).write_text(text)
@@ -156,6 +161,22 @@ def test_the_file_keeps_the_most_recent_entries(cache_folder: Path) -> None:
     assert configs == [f"Config({i})" for i in reversed(range(5, scc.MAX_ENTRIES + 5))]
     assert cache.load()["Config(6)"] == _GOOD_COSTS  # only what seeds an engine is stored
     assert not cache.save("Config(x)", {**_GOOD_COSTS, "plain_seconds": float("inf")})
+
+
+def test_a_key_is_seeded_with_each_cost_at_its_fastest_of_the_last_runs(cache_folder: Path) -> None:
+    cache = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 2]})
+    runs = [([0.0, 0.003, 0.0, 0.0], 0.0009, 0.0004),  # oldest: falls out of the last RUNS_KEPT
+            ([0.0, 0.002, 0.0, 0.004], 0.0007, 0.0009),
+            ([0.0, 0.0025, 0.0, 0.0], 0.0005, 0.0008),
+            ([0.001, 0.0021, 0.0, 0.0], 0.0008, 0.0007),
+            ([0.0, 0.0022, 0.0, 0.0], 0.0006, 0.0006)]
+    for verify, draft, plain in runs:
+        assert cache.save("Config(k)", {"verify_seconds": verify, "draft_step_seconds": draft,
+                                        "plain_seconds": plain})
+    (entry,) = _entries(cache_folder)
+    assert len(entry["runs"]) == scc.RUNS_KEPT  # type: ignore[arg-type]
+    assert cache.load()["Config(k)"] == {"verify_seconds": [0.001, 0.002, 0.0, 0.004],
+                                         "draft_step_seconds": 0.0005, "plain_seconds": 0.0006}
 
 
 def test_an_unwritable_folder_is_no_cache_and_no_error(tmp_path: Path,
