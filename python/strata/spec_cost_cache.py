@@ -114,16 +114,17 @@ class SpecCostCache:
     @classmethod
     def for_model(cls, model_path: str, mtp_path: str, version: str, on: bool | None = None,
                   environ: Mapping[str, str] | None = None) -> SpecCostCache | None:
-        """The cache of a model file, or None when it is off (``on``; None = ``STRATA_SPEC_CACHE``) or
-        the file cannot be stat'ed."""
+        """The cache of a model file, or None when it is off (``on``; None = ``STRATA_SPEC_CACHE``), the
+        file cannot be stat'ed or there is no folder for it (no home folder)."""
         if not (enabled(environ) if on is None else on):
             return None
         try:
             files = {"model": file_identity(model_path), "mtp": file_identity(mtp_path)}
-        except OSError:
+            folder = cache_dir(environ)
+        except (OSError, RuntimeError, KeyError):  # RuntimeError/KeyError: no home folder to be found
             return None
         where = {**files, "cpu": cpu_name(), "cpus": os.cpu_count() or 0, "strata": version}
-        return cls(cache_dir(environ), where)
+        return cls(folder, where)
 
     # ------------------------------------------------------------------------------------ reading
     def load(self) -> dict[str, dict[str, Any]]:
