@@ -159,11 +159,12 @@ class Model:
         if spec_cost_cache is not None and not isinstance(spec_cost_cache, bool):
             raise InvalidArgument(f"Model(spec_cost_cache=...): expected True, False or None, got "
                                   f"{type(spec_cost_cache).__name__}")
+        self._has_mtp = bool(probe["has_mtp"])
+        # Only a model with a drafter has adaptive speculation's costs to keep.
         self._cost_cache = SpecCostCache.for_model(self._path, self._mtp_model, _strata.__version__,
-                                                   on=spec_cost_cache)
+                                                   on=spec_cost_cache) if self._has_mtp else None
         self._adaptive_costs: dict[str, dict[str, Any]] = (
             self._cost_cache.load() if self._cost_cache is not None else {})
-        self._has_mtp = bool(probe["has_mtp"])
         self._metadata: dict[str, Any] = dict(gguf.metadata)
         self._file_size = gguf.file_size
         self._parameters = sum(t.n_elements for t in gguf.tensors if t.type != "I32")
@@ -232,7 +233,8 @@ class Model:
 
     @property
     def spec_cost_cache(self) -> str | None:
-        """The file adaptive speculation's costs are kept in across processes, or None when off."""
+        """The file adaptive speculation's costs are kept in across processes, or None when off (or
+        the model has no MTP layer to draft with)."""
         return None if self._cost_cache is None else str(self._cost_cache.path)
 
     @property

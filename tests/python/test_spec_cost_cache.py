@@ -16,7 +16,9 @@ import pytest
 
 import strata
 from strata import spec_cost_cache as scc
+from strata.convert import make_random_strata
 from strata.model import DEMO_MODEL_PATH
+from test_cli_options import TINY
 
 PROMPT = "import os\n\ndef read_config(path):\n    "
 CONFIG = strata.Config(speculative=None, threads=1)
@@ -204,6 +206,14 @@ def test_off_reads_and_writes_nothing(cache_folder: Path, monkeypatch: pytest.Mo
     assert strata.Model(spec_cost_cache=False).spec_cost_cache is None
     with pytest.raises(strata.InvalidArgument):
         strata.Model(spec_cost_cache="off")  # type: ignore[arg-type]
+
+
+def test_a_model_without_a_drafter_has_no_cache(tmp_path: Path, cache_folder: Path) -> None:
+    path = make_random_strata({**TINY, "mtp": False}, seed=22, path=tmp_path / "nomtp.gguf")
+    model = strata.Model(path, spec_cost_cache=True)
+    assert model.spec_cost_cache is None and not model.has_mtp
+    "".join(model.session(config=CONFIG).generate([1, 2, 3], max_tokens=4))
+    assert not cache_folder.exists()
 
 
 def test_settings_and_folder() -> None:
