@@ -70,6 +70,9 @@ class SessionModel(Protocol):
     def adaptive_costs(self) -> dict[str, dict[str, Any]]:
         """Adaptive speculation's latest measured costs per ``repr(Config)`` (shared by the sessions)."""
         ...
+    def save_adaptive_costs(self, config_key: str) -> None:
+        """Keep the costs of ``config_key`` beyond this process (the cost cache; may do nothing)."""
+        ...
 
 
 class Session:
@@ -491,6 +494,8 @@ class _Run:
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         self.record_experts()
+        if self.done and s._adaptive:  # outside the timed decode: the costs for the next process
+            s._model.save_adaptive_costs(s._costs_key)
         return out
 
 
