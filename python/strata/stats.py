@@ -38,7 +38,8 @@ class GenerationStats:
         estimated_gain, measured_gain: adaptive speculation's expected speed-up over plain decoding
             from its cost and acceptance estimates, and the measured one (tokens per second of the
             rounds times the measured plain-step time), over the session's engine so far; 0 when
-            not adaptive or still warming up (docs/drafting.md).
+            not adaptive or still warming up (docs/drafting.md). While a call streams they are
+            refreshed every 32 rounds, and at its end.
         seeded: whether adaptive speculation started from costs measured before (by an earlier session
             of the model, or an earlier process through the cost cache) instead of probing first.
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
