@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from strata.errors import ConfigError
+from strata.spec_cost_cache import switch_problem
 
 __all__ = ["SETTINGS", "Config", "ConfigWarning", "Setting", "server_env"]
 
@@ -131,6 +132,9 @@ SERVER_ENVS = ("STRATA_API_KEY", "STRATA_MAX_BODY")
 # Read once per process by the C++ kernels (docs/settings.md), validated with the cpu group; not Config
 # fields: STRATA_PREFETCH = auto | off | bytes, the decode GEMVs' software-prefetch distance.
 PROCESS_ENVS = ("STRATA_PREFETCH",)
+# Read when a strata.Model is made (strata.spec_cost_cache), not Config fields: STRATA_SPEC_CACHE = on |
+# off, the cross-process cache of adaptive speculation's costs; STRATA_CACHE_DIR = its folder.
+MODEL_ENVS = ("STRATA_SPEC_CACHE", "STRATA_CACHE_DIR")
 
 
 
@@ -332,7 +336,11 @@ class Config:
         if "cpu" not in _rejected_groups(diagnostics):
             values["isa"] = native["cpu"]["isa"]
             values["repack"] = native["cpu"]["repack"]
-        known_elsewhere = SERVER_ENVS + PROCESS_ENVS
+        if "STRATA_SPEC_CACHE" in env:
+            why = switch_problem(env["STRATA_SPEC_CACHE"])
+            if why:
+                diagnostics.append(f"STRATA_SPEC_CACHE: {why} — the speculation cost cache stays on")
+        known_elsewhere = SERVER_ENVS + PROCESS_ENVS + MODEL_ENVS
         unknown = sorted(k for k in env if k not in _BY_ENV and k not in known_elsewhere)
         if unknown:
             diagnostics.append(_unknown_message(unknown))

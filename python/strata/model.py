@@ -23,6 +23,7 @@ from strata.errors import InvalidArgument, IOFailure
 from strata.native_engine import open_engine
 from strata.sampling import SamplingPolicy
 from strata.session import Session
+from strata.spec_cost_cache import SpecCostCache
 
 if TYPE_CHECKING:
     from strata.tokenizer import Tokenizer
@@ -133,7 +134,8 @@ class Model:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None,
-                 mtp_model: str | os.PathLike[str] | None = None) -> None:
+                 mtp_model: str | os.PathLike[str] | None = None,
+                 spec_cost_cache: bool | None = None) -> None:
         if path is None:
             if not DEMO_MODEL_PATH.is_file():
                 raise IOFailure(
@@ -154,8 +156,15 @@ class Model:
         if self._mtp_model:
             probe = _strata.inspect_model(self._path, mtp_model=self._mtp_model)
         self._hparams: dict[str, Any] = dict(probe["hparams"])
-        self._adaptive_costs: dict[str, dict[str, Any]] = {}
+        if spec_cost_cache is not None and not isinstance(spec_cost_cache, bool):
+            raise InvalidArgument(f"Model(spec_cost_cache=...): expected True, False or None, got "
+                                  f"{type(spec_cost_cache).__name__}")
         self._has_mtp = bool(probe["has_mtp"])
+        # Only a model with a drafter has adaptive speculation's costs to keep.
+        self._cost_cache = SpecCostCache.for_model(self._path, self._mtp_model, _strata.__version__,
+                                                   on=spec_cost_cache) if self._has_mtp else None
+        self._adaptive_costs: dict[str, dict[str, Any]] = (
+            self._cost_cache.load() if self._cost_cache is not None else {})
         self._metadata: dict[str, Any] = dict(gguf.metadata)
         self._file_size = gguf.file_size
         self._parameters = sum(t.n_elements for t in gguf.tensors if t.type != "I32")
@@ -211,8 +220,22 @@ class Model:
     @property
     def adaptive_costs(self) -> dict[str, dict[str, Any]]:
         """Adaptive speculation's latest measured costs (``Engine.spec_adaptive_stats()``) per
-        ``repr(Config)``: a new session with the same settings starts from them (docs/drafting.md)."""
+        ``repr(Config)``: a new session with the same settings starts from them (docs/drafting.md).
+        Starts with what the cross-process cost cache holds for this model file on this machine."""
         return self._adaptive_costs
+
+    def save_adaptive_costs(self, config_key: str) -> None:
+        """Write the costs kept for ``config_key`` (a ``repr(Config)``) to the cross-process cost cache
+        (nothing when it is off or there are none; a folder that cannot be written is no error)."""
+        costs = self._adaptive_costs.get(config_key)
+        if self._cost_cache is not None and costs is not None:
+            self._cost_cache.save(config_key, costs)
+
+    @property
+    def spec_cost_cache(self) -> str | None:
+        """The file adaptive speculation's costs are kept in across processes, or None when off (or
+        the model has no MTP layer to draft with)."""
+        return None if self._cost_cache is None else str(self._cost_cache.path)
 
     @property
     def mtp_model(self) -> str:

@@ -70,6 +70,9 @@ class SessionModel(Protocol):
     def adaptive_costs(self) -> dict[str, dict[str, Any]]:
         """Adaptive speculation's latest measured costs per ``repr(Config)`` (shared by the sessions)."""
         ...
+    def save_adaptive_costs(self, config_key: str) -> None:
+        """Keep the costs of ``config_key`` beyond this process (the cost cache; may do nothing)."""
+        ...
 
 
 class Session:
@@ -360,6 +363,11 @@ class Session:
             yield from pieces
 
 
+# Adaptive rounds between two snapshots of the engine's measured costs (stats and the seed of later
+# sessions); the last round of a call always takes one.
+_COSTS_EVERY = 32
+
+
 class _Run:
     """The state of one generate/chat call; every method runs under the session's lock and leaves the
     session consistent (tokens and engine agree) when it returns."""
@@ -381,6 +389,7 @@ class _Run:
         self.expert_mode = session._config.expert_mode
         self.experts_start = self.engine.expert_totals()
         self.experts_after_prefill: dict[str, Any] | None = None
+        self.rounds_since_costs = 0
 
     # ------------------------------------------------------------------------------------ helpers
     def history(self) -> list[int]:
@@ -485,12 +494,20 @@ class _Run:
         if s._speculative:
             self.stats.record_step(int(verified))
             if s._adaptive:
-                costs = self.engine.spec_adaptive_stats()
-                self.stats.record_adaptive(costs)
-                s._model.adaptive_costs[s._costs_key] = costs
+                # The costs snapshot (a dict built by the engine, ~3 us) every _COSTS_EVERY rounds and at
+                # the end, not every round: on a small model a round is a few hundred microseconds and
+                # plain decoding pays nothing of the kind.
+                self.rounds_since_costs += 1
+                if self.done or self.rounds_since_costs >= _COSTS_EVERY:
+                    self.rounds_since_costs = 0
+                    costs = self.engine.spec_adaptive_stats()
+                    self.stats.record_adaptive(costs)
+                    s._model.adaptive_costs[s._costs_key] = costs
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         self.record_experts()
+        if self.done and s._adaptive:  # outside the timed decode: the costs for the next process
+            s._model.save_adaptive_costs(s._costs_key)
         return out
 
 

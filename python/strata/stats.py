@@ -38,7 +38,10 @@ class GenerationStats:
         estimated_gain, measured_gain: adaptive speculation's expected speed-up over plain decoding
             from its cost and acceptance estimates, and the measured one (tokens per second of the
             rounds times the measured plain-step time), over the session's engine so far; 0 when
-            not adaptive or still warming up (docs/drafting.md).
+            not adaptive or still warming up (docs/drafting.md). While a call streams they are
+            refreshed every 32 rounds, and at its end.
+        seeded: whether adaptive speculation started from costs measured before (by an earlier session
+            of the model, or an earlier process through the cost cache) instead of probing first.
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
         expert_hits, expert_misses: routed-expert uses of this call found resident / not resident
             (prefill and decode; in mmap mode misses are counted only with the page-cache probe).
@@ -66,6 +69,7 @@ class GenerationStats:
     draft_counts: list[int] = field(default_factory=list)
     estimated_gain: float = 0.0
     measured_gain: float = 0.0
+    seeded: bool = False
     expert_mode: str = "mmap"
     expert_hits: int = 0
     expert_misses: int = 0
@@ -131,6 +135,7 @@ class GenerationStats:
         if snapshot is not None:
             self.estimated_gain = float(snapshot["estimated_gain"])
             self.measured_gain = float(snapshot["measured_gain"])
+            self.seeded = bool(snapshot["seeded"])
 
     def record_round(self, n_drafts: int, n_accepted: int, committed: int) -> None:
         """One speculative round: n_drafts verified, the first n_accepted accepted, `committed` tokens
@@ -171,6 +176,7 @@ class GenerationStats:
             "draft_counts": list(self.draft_counts),
             "estimated_gain": self.estimated_gain,
             "measured_gain": self.measured_gain,
+            "seeded": self.seeded,
             "expert_mode": self.expert_mode,
             "expert_hits": self.expert_hits,
             "expert_misses": self.expert_misses,
@@ -201,7 +207,8 @@ class GenerationStats:
             line = f"drafts verified per step {{{counts}}}"
             if self.adaptive:
                 line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, "
-                         f"measured {self.measured_gain:.2f}x over a plain step")
+                         f"measured {self.measured_gain:.2f}x over a plain step; "
+                         + ("seeded with earlier costs" if self.seeded else "costs measured from scratch"))
             lines.append(line)
         else:
             lines.append("speculative: off")

@@ -254,6 +254,62 @@ TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
   }
 }
 
+// Q4_0 / Q4_K extremes: the AVX-512 kernels sum the high nibbles as 16·q in a chain of their own
+// and shift it back, so the largest sums (every nibble 15, every activation byte ±127, one sign or
+// alternating) must still come out exact. Each row is a different pattern of quant bytes.
+TEST(repacked_q4_extreme_nibbles_equal_the_plain_scalar_kernel_bitwise) {
+  std::mt19937 rng(25);
+  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q4_K}) {
+    const int64_t rows = 48, cols = 512;
+    const std::size_t stride = strata::quant::row_bytes(t, cols);
+    const std::size_t bs = strata::quant::type_size(t);
+    const std::size_t qs_off = t == GGMLType::Q4_0 ? 2 : 16;  // after d (Q4_0) / d, dmin, scales (Q4_K)
+    auto w = random_rows(t, rows, cols, rng);
+    const uint8_t fills[] = {0xFF, 0xF0, 0x0F, 0x00, 0x8F};
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r % 6 == 5) continue;  // keep some random rows
+      for (std::size_t b = 0; b < stride / bs; ++b) {
+        uint8_t* blk = w.data() + static_cast<std::size_t>(r) * stride + b * bs;
+        std::memset(blk + qs_off, fills[r % 5], bs - qs_off);
+      }
+    }
+    std::vector<float> X(static_cast<std::size_t>(4 * cols));
+    for (int64_t i = 0; i < cols; ++i) {
+      X[i] = 1.0f;                                         // every byte +127
+      X[cols + i] = -1.0f;                                 // every byte -127
+      X[2 * cols + i] = (i % 2 == 0) ? 1.0f : -1.0f;       // alternating
+      X[3 * cols + i] = (i / 16 % 2 == 0) ? 1.0f : -1.0f;  // low-nibble columns one sign, high the other
+    }
+    const int nx = 4;
+    const cpu::DotKernel& ref = cpu::dot_kernel(t, Isa::Scalar);
+    const std::size_t ab = cpu::activation_row_bytes(t, cols);
+    std::vector<uint8_t> act(nx * ab);
+    for (int i = 0; i < nx; ++i) ref.quantize_act(X.data() + i * cols, act.data() + i * ab, cols);
+    std::vector<float> want(static_cast<std::size_t>(nx * rows));
+    for (int i = 0; i < nx; ++i)
+      ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
+    const GGMLType rt = cpu::repacked_type(t);
+    const auto wr = repacked(t, w, rows, cols);
+    for (Isa isa : runnable_isas()) {
+      const cpu::DotKernel& k = cpu::dot_kernel(rt, isa);
+      const std::string l = label(rt, isa, rows, cols);
+      std::vector<float> got(want.size(), -1.0f);
+      for (int i = 0; i < nx; ++i)
+        k.dot_rows(cols, wr.data(), stride, rows, act.data() + i * ab, got.data() + i * rows);
+      CHECK_MSG(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, l + " dot_rows");
+      const void* acts[nx];
+      float* outs[nx];
+      std::vector<float> multi(want.size(), -1.0f);
+      for (int a = 0; a < nx; ++a) {
+        acts[a] = act.data() + a * ab;
+        outs[a] = multi.data() + a * rows;
+      }
+      cpu::dot_rows_acts(k, cols, wr.data(), stride, rows, acts, nx, outs);
+      CHECK_MSG(std::memcmp(multi.data(), want.data(), want.size() * 4) == 0, l + " multi");
+    }
+  }
+}
+
 TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
   std::mt19937 rng(23);
   for (GGMLType t : kPlain) {

@@ -29,6 +29,10 @@ _TRAIN_ONLY = Path(tempfile.mkdtemp(prefix="strata-train-path-"))
 (_TRAIN_ONLY / "strata_train").symlink_to(_SOURCE / "strata_train", target_is_directory=True)
 SUBPROCESS_PYTHONPATH = os.pathsep.join([str(Path(strata.__file__).resolve().parents[1]), str(_TRAIN_ONLY)])
 os.environ["PYTHONPATH"] = SUBPROCESS_PYTHONPATH
+# The cross-process cost cache of adaptive speculation (strata.spec_cost_cache) would write to the real
+# home and make a test's first session seeded or not by what earlier tests ran; off for the suite
+# (subprocesses too), on in tests/python/test_spec_cost_cache.py, which uses a temporary folder.
+os.environ["STRATA_SPEC_CACHE"] = "off"
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,7 @@ def run_strata(*args: str, stdin: str = "",
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``strata ARGS`` importing the strata package under test (PYTHONPATH = where it was imported from)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    full["STRATA_SPEC_CACHE"] = "off"  # never the real home's speculation cost cache (conftest.py)
     full["PYTHONPATH"] = str(Path(strata.__file__).resolve().parents[1])
     full.update(env or {})
     return subprocess.run([strata_script(), *args], input=stdin, capture_output=True, text=True, env=full,

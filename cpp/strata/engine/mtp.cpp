@@ -93,15 +93,23 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
     head_ = out.rows_slice(ids[0], Vr);
   } else {
     const std::size_t rb = out.row_stride;
-    head_copy_.resize(rb * static_cast<std::size_t>(Vr));
-    for (int64_t i = 0; i < Vr; ++i)
-      std::memcpy(head_copy_.data() + rb * static_cast<std::size_t>(i), out.row(ids[i]), rb);
+    const std::size_t bytes = rb * static_cast<std::size_t>(Vr);
+    auto gather = [&](uint8_t* dst) {
+      for (int64_t i = 0; i < Vr; ++i) std::memcpy(dst + rb * static_cast<std::size_t>(i), out.row(ids[i]), rb);
+    };
+    head_copy_.resize(bytes);
     head_ = model::Weight{out.type, head_copy_.data(), Vr, out.cols, rb};
     // Repacked like the main head when that one was (the gathered rows are a matrix of their own):
     // a draft step on the demo model spent ~40 % of its time in the plain Q8_0 kernel over this copy.
+    // The plain rows go through a temporary freed here (repack_rows_in_place would keep a
+    // head-sized scratch on this thread for the life of the process).
     if (cpu::is_repacked(packed.type) && cpu::plain_type(packed.type) == out.type && cpu::can_repack(out.type, Vr)) {
-      cpu::repack_rows_in_place(out.type, head_copy_.data(), Vr, out.cols);
+      std::vector<uint8_t> plain(bytes);
+      gather(plain.data());
+      cpu::repack_rows(out.type, plain.data(), Vr, out.cols, head_copy_.data());
       head_.type = cpu::repacked_type(out.type);
+    } else {
+      gather(head_copy_.data());
     }
   }
 

@@ -22,6 +22,7 @@ from strata.cli import (
     bench_ds4_model_cmd,
     bench_experts_cmd,
     bench_spec_cmd,
+    bench_spec_processes_cmd,
     bench_spec_speed_cmd,
     bench_stream_cmd,
     bench_wide_model_cmd,
@@ -163,4 +164,5 @@ BENCH_TOOLS: list[BenchRegister] = [register_retention, bench_experts_cmd.regist
                                      bench_drafter_quant_cmd.register, bench_spec_cmd.register,
                                      llama_compare.register, bench_wide_model_cmd.register,
                                      bench_spec_speed_cmd.register, bench_stream_cmd.register,
-                                     bench_window_routing_cmd.register, bench_ds4_model_cmd.register]
+                                     bench_window_routing_cmd.register, bench_ds4_model_cmd.register,
+                                     bench_spec_processes_cmd.register]

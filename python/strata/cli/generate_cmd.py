@@ -42,7 +42,10 @@ def register(subparsers: Any) -> None:
         "MTP layer decode speculatively: by default each round drafts only as many tokens as the\n"
         "measured draft and verification costs and the live acceptance say pay (none when they\n"
         "do not), and the text is the one plain decoding gives with the same seed (--stats shows\n"
-        "the draft counts chosen and the estimated and measured gain).",
+        "the draft counts chosen and the estimated and measured gain). Those costs are kept in\n"
+        "the user's cache folder ($STRATA_CACHE_DIR, else $XDG_CACHE_HOME/strata or\n"
+        "~/.cache/strata), so the next run with the same model and settings starts from them\n"
+        "instead of probing (STRATA_SPEC_CACHE=off: never read or written).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -54,7 +57,12 @@ def register(subparsers: Any) -> None:
                    help="stop when TEXT is generated (not printed); repeat for several")
     p.add_argument("--echo", action="store_true", help="print the prompt before the generated text")
     p.add_argument("--stats", action="store_true",
-                   help="print token counts, speeds and speculative acceptance to stderr afterwards")
+                   help="print to stderr afterwards: token counts, prefill and decode tok/s (decode: "
+                   "the tokens after the first, which the prefill gives, per second after it), "
+                   "speculative rounds, acceptance per draft step, the draft counts chosen, adaptive "
+                   "speculation's estimated and "
+                   "measured gain over a plain step and whether it started from costs measured before "
+                   "(seeded), and expert hits/misses")
     p.add_argument("--load", type=Path, default=None, metavar="FILE",
                    help="continue the session saved in FILE (its tokens, RNG, sampling and engine "
                    "settings; the flags for those are ignored); without PROMPT it just continues")

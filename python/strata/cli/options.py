@@ -84,7 +84,10 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
                    help="context length in tokens (0 = the model's)")
     g.add_argument("--speculative", choices=("auto", "on", "off"), default=None,
                    help="MTP speculative decoding: auto = adaptive draft count per round (0..--draft-steps, "
-                        "from measured costs and acceptance), on = always --draft-steps, off = never")
+                        "from the window and draft-step costs measured while running and the live "
+                        "acceptance; the costs are kept per model file and settings in the user's cache "
+                        "folder, so the next run starts from them: STRATA_SPEC_CACHE=off turns that off), "
+                        "on = always --draft-steps, off = never")
     g.add_argument("--draft-steps", type=int, default=None, metavar="K",
                    help="drafts per speculative round (1..16, default 3)")
     g.add_argument("--draft-min-p", default=None, metavar="P0[,P1,...]",

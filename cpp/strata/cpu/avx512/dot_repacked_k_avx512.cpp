@@ -44,7 +44,7 @@ inline void unpack6(const uint8_t* p, __m512i* u) {
 template <int A>
 void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
            std::size_t pf = 0) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), h4 = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -67,7 +67,7 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
       for (int s = 0; s < 8; ++s) {
         const __m512i w = loadu512(qs + 64 * s);
         lo[s] = _mm512_and_si512(w, m4);
-        hi[s] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        hi[s] = _mm512_and_si512(w, h4);  // 16 × the high nibble: its chains are shifted back below
       }
       const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j)));
       const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j + 16)));
@@ -82,8 +82,10 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
           q0 = _mm512_dpbusd_epi32(q0, hi[s], bcast_word(q8 + 32 + 4 * s));
           q1 = _mm512_dpbusd_epi32(q1, hi[s + 1], bcast_word(q8 + 32 + 4 * s + 4));
         }
+        // q0 + q1 is 16× the high sub-block's sum (|16·15·127·32| fits int32; vpdpbusd does not
+        // saturate), so one arithmetic shift returns it exactly.
         const __m512i t = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc_lo),
-                                           _mm512_mullo_epi32(_mm512_add_epi32(q0, q1), sc_hi));
+                                           _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_add_epi32(q0, q1), 4), sc_hi));
         isum[a] = _mm512_add_epi32(isum[a], t);
       }
     }

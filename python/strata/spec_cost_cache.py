@@ -1,0 +1,268 @@
+"""Adaptive speculation's measured costs kept across processes: a small JSON file in the user's cache
+folder, so that the first session of a new process (every ``strata generate`` run) starts seeded instead
+of paying the probe (docs/drafting.md, "Costs across processes").
+
+An entry is keyed by what makes costs comparable: the model file (absolute path, size, modification
+time; the separate MTP file's too), ``repr(Config)`` (threads, ISA choice, store mode and residency,
+drafting settings, ...), the CPU's model name and logical CPU count, and the strata version. Only the
+costs the engine is seeded with are stored (window, draft-step and plain-step seconds), never text: those
+of the last ``RUNS_KEPT`` runs, and a new session is seeded with each cost at the fastest of them (each
+is already a run's median of its recent samples; other processes only ever add time, so one run
+measured under a passing load must not decide whether the next one drafts — the engine's viability
+test judges its own samples the same way, draft/adaptive.h).
+
+The file is a cache: a missing, unreadable, corrupt, oversized or foreign file, or an entry with wrong
+types or values, is ignored (a broken file: one warning through ``logging``, printed to stderr when the
+application configured no logging; a bad entry: a debug message) and the next save rewrites the file
+atomically (a temporary file, then ``os.replace``) with the valid entries only, the ``MAX_ENTRIES`` most
+recently used. A folder that cannot be created or written means no cache and no error.
+
+Settings: ``STRATA_SPEC_CACHE`` = on | off (also 1/0, true/false, yes/no; default on; a malformed value
+is a ``Config.from_env`` diagnostic and leaves it on), ``STRATA_CACHE_DIR`` = the folder (default
+``$XDG_CACHE_HOME/strata``, else ``~/.cache/strata``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ENV_DIR",
+    "ENV_SWITCH",
+    "FILE_NAME",
+    "MAX_ENTRIES",
+    "SpecCostCache",
+    "cache_dir",
+    "switch_problem",
+]
+
+ENV_SWITCH = "STRATA_SPEC_CACHE"
+ENV_DIR = "STRATA_CACHE_DIR"
+FILE_NAME = "spec-costs.json"
+FORMAT = "strata-spec-costs"
+FORMAT_VERSION = 1
+MAX_ENTRIES = 32  # (model, settings, machine, version) keys kept, the most recently used first
+RUNS_KEPT = 4  # runs' costs kept per key; the seed takes each cost's fastest
+MAX_FILE_BYTES = 256 << 10  # a file this large is not one this module wrote (32 entries are ~20 KB)
+MAX_SECONDS = 3600.0  # the engine's bound on a seeded cost (Engine.spec_adaptive_seed)
+MAX_WINDOW_SIZES = 17  # windows of 1..kAdaptiveMaxDrafts + 1 rows (draft/adaptive.h)
+
+_ON = {"1", "true", "on", "yes"}
+_OFF = {"0", "false", "off", "no"}
+
+log = logging.getLogger(__name__)
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's cache folder for strata: ``$STRATA_CACHE_DIR``, else ``$XDG_CACHE_HOME/strata``, else
+    ``~/.cache/strata`` (empty variables count as unset)."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_DIR):
+        return Path(env[ENV_DIR])
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "strata"
+
+
+def switch_problem(value: str) -> str:
+    """Why a ``STRATA_SPEC_CACHE`` value is malformed ("" when it is on/off or one of their spellings)."""
+    v = value.strip().lower()
+    return "" if v in _ON or v in _OFF else f'expected on or off, got "{value[:80]}"'
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``STRATA_SPEC_CACHE`` lets the cache be used (on unless set to an off spelling)."""
+    env = os.environ if environ is None else environ
+    return env.get(ENV_SWITCH, "on").strip().lower() not in _OFF
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else what ``platform`` says)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "Hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def file_identity(path: str) -> list[Any]:
+    """[absolute path, size, mtime in ns] of a file (["", 0, 0] for none)."""
+    if not path:
+        return ["", 0, 0]
+    st = os.stat(path)
+    return [os.path.realpath(path), st.st_size, st.st_mtime_ns]
+
+
+class SpecCostCache:
+    """The cost entries of one model on this machine and strata version, in ``folder / FILE_NAME``."""
+
+    def __init__(self, folder: Path, where: dict[str, Any]) -> None:
+        self.path = folder / FILE_NAME
+        self.where = where
+
+    @classmethod
+    def for_model(cls, model_path: str, mtp_path: str, version: str, on: bool | None = None,
+                  environ: Mapping[str, str] | None = None) -> SpecCostCache | None:
+        """The cache of a model file, or None when it is off (``on``; None = ``STRATA_SPEC_CACHE``), the
+        file cannot be stat'ed or there is no folder for it (no home folder)."""
+        if not (enabled(environ) if on is None else on):
+            return None
+        try:
+            files = {"model": file_identity(model_path), "mtp": file_identity(mtp_path)}
+            folder = cache_dir(environ)
+        except (OSError, RuntimeError, KeyError):  # RuntimeError/KeyError: no home folder to be found
+            return None
+        where = {**files, "cpu": cpu_name(), "cpus": os.cpu_count() or 0, "strata": version}
+        return cls(folder, where)
+
+    # ------------------------------------------------------------------------------------ reading
+    def load(self) -> dict[str, dict[str, Any]]:
+        """Costs per ``repr(Config)`` stored for this model, machine and version ({} when none)."""
+        out: dict[str, dict[str, Any]] = {}
+        for entry in self._entries(warn=True):
+            if entry["where"] == self.where:
+                out[entry["config"]] = fastest(entry["runs"])
+        return out
+
+    def _entries(self, warn: bool) -> list[dict[str, Any]]:
+        """The file's valid entries, most recently used first (a broken file: none)."""
+        problem, raw = self._read()
+        if problem:
+            if warn:
+                log.warning("strata: speculation cost cache %s %s; ignored (it is rewritten at the next "
+                            "save; STRATA_SPEC_CACHE=off turns the cache off)", self.path, problem)
+            return []
+        entries = []
+        for i, e in enumerate(raw):
+            why = _entry_problem(e)
+            if why:
+                log.debug("strata: %s: entry %d ignored: %s", self.path, i, why)
+            else:
+                entries.append(e)
+        entries.sort(key=lambda e: -float(e["used"]))
+        return entries
+
+    def _read(self) -> tuple[str, list[Any]]:
+        """("", entries) or (what is wrong, [])."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            return "", []
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or exc})", []
+        if len(data) > MAX_FILE_BYTES:
+            return f"is larger than {MAX_FILE_BYTES >> 10} KiB", []
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            return f"is not valid JSON ({str(exc)[:80]})", []
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            return f'is not a strata cost cache (no "format": "{FORMAT}")', []
+        if doc.get("version") != FORMAT_VERSION or not isinstance(doc.get("entries"), list):
+            version = str(doc.get("version"))[:20]
+            return f"has format version {version} (this strata reads {FORMAT_VERSION})", []
+        return "", list(doc["entries"])
+
+    # ------------------------------------------------------------------------------------ writing
+    def save(self, config_key: str, stats: Mapping[str, Any]) -> bool:
+        """Store an engine's ``spec_adaptive_stats()`` for ``config_key``: re-read the file, put this
+        run's costs first in the key's entry (with its ``RUNS_KEPT - 1`` previous runs) and that entry
+        first in the file, keep the ``MAX_ENTRIES`` most recent valid entries and replace the file
+        atomically. False (and a debug message) when the folder cannot be written or the costs are not
+        valid."""
+        verify = [float(x) for x in stats["verify_seconds"]]
+        run = {"verify_seconds": verify, "draft_step_seconds": float(stats["draft_step_seconds"]),
+               "plain_seconds": float(stats["plain_seconds"])}
+        entries = self._entries(warn=False)
+        mine = [e for e in entries if e["where"] == self.where and e["config"] == config_key]
+        # Earlier runs with another number of window sizes (another draft_steps) are not comparable.
+        before = [r for r in mine[0]["runs"] if len(r["verify_seconds"]) == len(verify)] if mine else []
+        entry = {"where": self.where, "config": config_key, "used": time.time(),
+                 "runs": [run, *before][:RUNS_KEPT]}
+        why = _entry_problem(entry)
+        if why:
+            log.debug("strata: speculation costs not cached: %s", why)
+            return False
+        kept = [e for e in entries if not (e["where"] == self.where and e["config"] == config_key)]
+        doc = {"format": FORMAT, "version": FORMAT_VERSION, "entries": [entry, *kept][:MAX_ENTRIES]}
+        folder = self.path.parent
+        tmp = ""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".spec-costs-", suffix=".tmp", dir=folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, separators=(",", ":"), allow_nan=False)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.debug("strata: speculation cost cache %s not written: %s", self.path, exc)
+            if tmp:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            return False
+        return True
+
+
+def fastest(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each cost at its fastest measured value over ``runs`` (0 = never measured; one window-size list)."""
+    def low(values: list[float]) -> float:
+        measured = [v for v in values if v > 0.0]
+        return min(measured) if measured else 0.0
+
+    sizes = len(runs[0]["verify_seconds"])
+    return {"verify_seconds": [low([r["verify_seconds"][m] for r in runs]) for m in range(sizes)],
+            "draft_step_seconds": low([r["draft_step_seconds"] for r in runs]),
+            "plain_seconds": low([r["plain_seconds"] for r in runs])}
+
+
+def _seconds(x: object) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and 0.0 <= x < MAX_SECONDS)
+
+
+def _entry_problem(e: object) -> str:
+    """Why an entry cannot seed an engine ("" when it can)."""
+    if not isinstance(e, dict):
+        return "not an object"
+    where, config, used, runs = e.get("where"), e.get("config"), e.get("used"), e.get("runs")
+    if not isinstance(where, dict) or not isinstance(config, str) or not isinstance(runs, list):
+        return "missing or mistyped where/config/runs"
+    if not isinstance(used, (int, float)) or isinstance(used, bool) or not math.isfinite(used):
+        return "missing or mistyped 'used'"
+    if not 1 <= len(runs) <= RUNS_KEPT:
+        return f"runs must hold 1..{RUNS_KEPT} runs' costs"
+    for costs in runs:
+        why = _costs_problem(costs)
+        if why:
+            return why
+    if len({len(r["verify_seconds"]) for r in runs}) != 1:
+        return "the runs' verify_seconds differ in length"
+    return ""
+
+
+def _costs_problem(costs: object) -> str:
+    """Why one run's costs cannot seed an engine ("" when they can)."""
+    if not isinstance(costs, dict):
+        return "a run's costs are not an object"
+    verify = costs.get("verify_seconds")
+    if not isinstance(verify, list) or not 1 <= len(verify) <= MAX_WINDOW_SIZES:
+        return f"verify_seconds must be a list of 1..{MAX_WINDOW_SIZES} costs"
+    if not all(_seconds(x) for x in verify):
+        return f"verify_seconds must be seconds in [0, {MAX_SECONDS:g})"
+    for name in ("draft_step_seconds", "plain_seconds"):
+        if not _seconds(costs.get(name)):
+            return f"{name} must be seconds in [0, {MAX_SECONDS:g})"
+    return ""

@@ -1,0 +1,242 @@
+"""The cross-process cache of adaptive speculation's costs (strata.spec_cost_cache, docs/drafting.md):
+a fresh Model (as a new process makes) with the same settings starts seeded from the file, other settings
+do not, broken files are ignored and repaired, the off switch reads and writes nothing, and the
+temperature-0 text stays plain decoding's. Every test keeps the cache in a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import strata
+from strata import spec_cost_cache as scc
+from strata.convert import make_random_strata
+from strata.model import DEMO_MODEL_PATH
+from test_cli_options import TINY
+
+PROMPT = "import os\n\ndef read_config(path):\n    "
+CONFIG = strata.Config(speculative=None, threads=1)
+KEY = repr(CONFIG)
+
+
+@pytest.fixture(autouse=True)
+def cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(folder))
+    monkeypatch.setenv("STRATA_SPEC_CACHE", "on")
+    return folder
+
+
+def _generate(model: strata.Model, config: strata.Config = CONFIG,
+              tokens: int = 48) -> tuple[str, strata.GenerationStats]:
+    s = model.session(config=config, sampling=strata.SamplingPolicy(temperature=0.0))
+    text = "".join(s.generate(PROMPT, max_tokens=tokens))
+    return text, s.stats
+
+
+def _where() -> dict[str, object]:
+    """The key part of the demo model on this machine and version."""
+    cache = scc.SpecCostCache.for_model(str(DEMO_MODEL_PATH), "", strata.__version__)
+    assert cache is not None
+    return cache.where
+
+
+def _entries(folder: Path) -> list[dict[str, object]]:
+    doc = json.loads((folder / scc.FILE_NAME).read_text())
+    assert doc["format"] == scc.FORMAT and doc["version"] == scc.FORMAT_VERSION
+    return list(doc["entries"])
+
+
+def test_a_new_model_with_the_same_settings_starts_seeded(cache_folder: Path) -> None:
+    first = strata.Model()
+    assert first.spec_cost_cache == str(cache_folder / scc.FILE_NAME)
+    assert first.adaptive_costs == {}
+    text, st = _generate(first)
+    assert not st.seeded
+    (entry,) = _entries(cache_folder)
+    assert entry["config"] == KEY
+    (run,) = entry["runs"]  # type: ignore[misc]
+    assert set(run) == {"verify_seconds", "draft_step_seconds", "plain_seconds"}
+
+    again = strata.Model()  # what the next process does
+    assert KEY in again.adaptive_costs
+    seeded_text, st2 = _generate(again)
+    assert st2.seeded and st2.as_dict()["seeded"] is True
+    assert "seeded with earlier costs" in st2.summary()
+    plain, _ = _generate(strata.Model(spec_cost_cache=False), strata.Config(speculative=False, threads=1))
+    assert seeded_text == text == plain
+
+    # Other settings are other costs: not seeded, and stored beside the first entry.
+    _, st3 = _generate(strata.Model(), CONFIG.replace(threads=2), tokens=8)
+    assert not st3.seeded
+    assert {e["config"] for e in _entries(cache_folder)} == {KEY, repr(CONFIG.replace(threads=2))}
+
+
+def test_entries_of_another_version_or_model_file_are_not_used(cache_folder: Path) -> None:
+    _generate(strata.Model(), tokens=8)
+    doc = json.loads((cache_folder / scc.FILE_NAME).read_text())
+    other_version = json.loads(json.dumps(doc["entries"][0]))
+    other_version["where"]["strata"] = "0.0.0-other"
+    other_file = json.loads(json.dumps(doc["entries"][0]))
+    other_file["where"]["model"][2] += 1  # the same path, modified since
+    doc["entries"] = [other_version, other_file]
+    (cache_folder / scc.FILE_NAME).write_text(json.dumps(doc))
+    model = strata.Model()
+    assert model.adaptive_costs == {}
+    _, st = _generate(model, tokens=8)
+    assert not st.seeded
+    entries = _entries(cache_folder)  # the foreign entries stay (another install may use them)
+    assert len(entries) == 3 and entries[0]["where"] == _where()
+
+
+_GOOD_COSTS = {"verify_seconds": [0.0, 0.002, 0.0, 0.0], "draft_step_seconds": 0.0005,
+               "plain_seconds": 0.0005}
+_BROKEN_FILES: dict[str, bytes] = {
+    "empty": b"",
+    "truncated": b'{"format": "strata-spec-costs", "version": 1, "entries": [{"where"',
+    "not utf-8": b"\xff\xfe\x00garbage",
+    "a list": b"[]",
+    "alien json": b'{"hello": "world"}',
+    "future version": json.dumps({"format": scc.FORMAT, "version": 99, "entries": []}).encode(),
+    "deeply nested": b"[" * 50_000 + b"]" * 50_000,
+    "oversized": b" " * (scc.MAX_FILE_BYTES + 1),
+}
+
+
+@pytest.mark.parametrize("name", list(_BROKEN_FILES))
+def test_a_broken_file_is_ignored_with_one_warning_then_rewritten(
+        name: str, cache_folder: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache_folder.mkdir(parents=True)
+    (cache_folder / scc.FILE_NAME).write_bytes(_BROKEN_FILES[name])
+    with caplog.at_level(logging.WARNING, logger="strata.spec_cost_cache"):
+        model = strata.Model()
+    warned = [r for r in caplog.records if r.name == "strata.spec_cost_cache"]
+    assert len(warned) == 1 and str(cache_folder / scc.FILE_NAME) in warned[0].getMessage()
+    assert model.adaptive_costs == {}
+    _, st = _generate(model, tokens=8)
+    assert not st.seeded
+    assert [e["config"] for e in _entries(cache_folder)] == [KEY]  # repaired: valid, ours only
+    assert not [p for p in cache_folder.iterdir() if p.name != scc.FILE_NAME]  # no temporary left
+
+
+def test_bad_entries_are_dropped_and_good_ones_kept(cache_folder: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    where = _where()
+    good_other = {"where": where, "config": "Config(other)", "used": 1.0, "runs": [_GOOD_COSTS]}
+    bad = [
+        "not an entry",
+        {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "plain_seconds": -1.0}]},
+        {"where": where, "config": KEY, "used": 2.0,
+         "runs": [{**_GOOD_COSTS, "draft_step_seconds": "fast"}]},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "verify_seconds": []}]},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "verify_seconds": [1e9]}]},
+        {"where": where, "config": 7, "used": 2.0, "runs": [_GOOD_COSTS]},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [_GOOD_COSTS] * (scc.RUNS_KEPT + 1)},
+        {"where": where, "config": KEY, "used": 2.0,
+         "runs": [_GOOD_COSTS, {**_GOOD_COSTS, "verify_seconds": [0.001]}]},
+    ]
+    text = json.dumps({"format": scc.FORMAT, "version": scc.FORMAT_VERSION, "entries": [*bad, good_other]})
+    nan = {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "plain_seconds": 0.0}]}
+    text = text[:-2] + ", " + json.dumps(nan).replace('"plain_seconds": 0.0', '"plain_seconds": NaN') + "]}"
+    cache_folder.mkdir(parents=True)
+    (cache_folder / scc.FILE_NAME).write_text(text)
+    with caplog.at_level(logging.WARNING, logger="strata.spec_cost_cache"):
+        model = strata.Model()
+    assert not [r for r in caplog.records if r.name == "strata.spec_cost_cache"]  # entries: debug only
+    assert list(model.adaptive_costs) == ["Config(other)"]  # none of the bad ones seeds KEY
+    _, st = _generate(model, tokens=8)
+    assert not st.seeded
+    assert [e["config"] for e in _entries(cache_folder)] == [KEY, "Config(other)"]
+
+
+def test_the_file_keeps_the_most_recent_entries(cache_folder: Path) -> None:
+    cache = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 2]})
+    for i in range(scc.MAX_ENTRIES + 5):
+        assert cache.save(f"Config({i})", {**_GOOD_COSTS, "rounds": i, "seeded": False})
+    configs = [e["config"] for e in _entries(cache_folder)]
+    assert configs == [f"Config({i})" for i in reversed(range(5, scc.MAX_ENTRIES + 5))]
+    assert cache.load()["Config(6)"] == _GOOD_COSTS  # only what seeds an engine is stored
+    assert not cache.save("Config(x)", {**_GOOD_COSTS, "plain_seconds": float("inf")})
+
+
+def test_a_key_is_seeded_with_each_cost_at_its_fastest_of_the_last_runs(cache_folder: Path) -> None:
+    cache = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 2]})
+    runs = [([0.0, 0.003, 0.0, 0.0], 0.0009, 0.0004),  # oldest: falls out of the last RUNS_KEPT
+            ([0.0, 0.002, 0.0, 0.004], 0.0007, 0.0009),
+            ([0.0, 0.0025, 0.0, 0.0], 0.0005, 0.0008),
+            ([0.001, 0.0021, 0.0, 0.0], 0.0008, 0.0007),
+            ([0.0, 0.0022, 0.0, 0.0], 0.0006, 0.0006)]
+    for verify, draft, plain in runs:
+        assert cache.save("Config(k)", {"verify_seconds": verify, "draft_step_seconds": draft,
+                                        "plain_seconds": plain})
+    (entry,) = _entries(cache_folder)
+    assert len(entry["runs"]) == scc.RUNS_KEPT  # type: ignore[arg-type]
+    assert cache.load()["Config(k)"] == {"verify_seconds": [0.001, 0.002, 0.0, 0.004],
+                                         "draft_step_seconds": 0.0005, "plain_seconds": 0.0006}
+
+
+def test_an_unwritable_folder_is_no_cache_and_no_error(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(blocker / "strata"))  # a folder inside a file: never creatable
+    model = strata.Model()
+    text, st = _generate(model, tokens=8)
+    assert text and not st.seeded
+    assert blocker.read_text() == ""
+
+
+def test_off_reads_and_writes_nothing(cache_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _generate(strata.Model(), tokens=8)
+    before = (cache_folder / scc.FILE_NAME).read_bytes()
+    monkeypatch.setenv("STRATA_SPEC_CACHE", "off")
+    model = strata.Model()
+    assert model.spec_cost_cache is None and model.adaptive_costs == {}
+    _, st = _generate(model, CONFIG.replace(threads=2), tokens=8)
+    assert not st.seeded
+    assert (cache_folder / scc.FILE_NAME).read_bytes() == before
+    assert strata.Model(spec_cost_cache=True).adaptive_costs  # the argument overrides the environment
+    monkeypatch.setenv("STRATA_SPEC_CACHE", "on")
+    assert strata.Model(spec_cost_cache=False).spec_cost_cache is None
+    with pytest.raises(strata.InvalidArgument):
+        strata.Model(spec_cost_cache="off")  # type: ignore[arg-type]
+
+
+def test_a_model_without_a_drafter_has_no_cache(tmp_path: Path, cache_folder: Path) -> None:
+    path = make_random_strata({**TINY, "mtp": False}, seed=22, path=tmp_path / "nomtp.gguf")
+    model = strata.Model(path, spec_cost_cache=True)
+    assert model.spec_cost_cache is None and not model.has_mtp
+    "".join(model.session(config=CONFIG).generate([1, 2, 3], max_tokens=4))
+    assert not cache_folder.exists()
+
+
+def test_settings_and_folder() -> None:
+    assert scc.cache_dir({"STRATA_CACHE_DIR": "/x/y", "XDG_CACHE_HOME": "/z"}) == Path("/x/y")
+    assert scc.cache_dir({"STRATA_CACHE_DIR": "", "XDG_CACHE_HOME": "/z"}) == Path("/z/strata")
+    assert scc.cache_dir({}) == Path.home() / ".cache" / "strata"
+    for off in ("off", "0", "False", " no "):
+        assert not scc.enabled({"STRATA_SPEC_CACHE": off})
+    assert scc.enabled({}) and scc.enabled({"STRATA_SPEC_CACHE": "yes"})
+    assert scc.enabled({"STRATA_SPEC_CACHE": "maybe"})  # malformed: the default, with a diagnostic
+    _, diagnostics = strata.Config.parse_env({"STRATA_SPEC_CACHE": "maybe", "STRATA_CACHE_DIR": "/tmp"})
+    assert diagnostics == ['STRATA_SPEC_CACHE: expected on or off, got "maybe" — the speculation cost '
+                           "cache stays on"]
+    assert strata.Config.parse_env({"STRATA_SPEC_CACHE": "off"})[1] == []
+
+
+def test_generate_twice_from_the_command_line_the_second_run_is_seeded(cache_folder: Path) -> None:
+    env = {**os.environ, "STRATA_CACHE_DIR": str(cache_folder), "STRATA_SPEC_CACHE": "on"}
+    cmd = [sys.executable, "-m", "strata.cli", "generate", "--temp", "0", "-n", "24", "-t", "1", "--stats",
+           PROMPT]
+    runs = [subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert "costs measured from scratch" in runs[0].stderr
+    assert "seeded with earlier costs" in runs[1].stderr
+    assert runs[0].stdout == runs[1].stdout
