@@ -1,7 +1,12 @@
-// The attention core alone (docs/benchmarks.md, "Attention core"): attend_group of one GQA group
-// (3 query heads on one int8 KV head, Dh 64: the demo model's shape) over a decode row's list at
-// position 256 (4 sinks, 64 indexer picks with gaps, a window of 128), and the score and value
-// kernels by themselves, per ISA path, the paths interleaved; min and median per call.
+// The attention core alone (docs/benchmarks.md, "Attention core"), per ISA path, the paths
+// interleaved; min and median per call.
+// - the demo model's shape: attend_group of one GQA group (3 query heads on one int8 KV head,
+//   Dh 64) over a decode row's list at position 256 (4 sinks, 64 indexer picks with gaps, a window
+//   of 128), and the score and value kernels by themselves;
+// - the Qwen3-MoE shape (bench llama's model: 4 query heads per KV head, Dh 128, f32 cells, the
+//   implicit list of all cells) at 144 and 1024 cells (and int8 cells at 1024), warm (the cells in cache from the call
+//   before) and cold (a 64 MiB buffer read before each call, as a decode step's streamed expert
+//   weights evict the KV cells).
 //   attention_core_bench [--reps N]
 #include <algorithm>
 #include <chrono>
@@ -34,6 +39,82 @@ double time_us(int iters, F&& f) {
   const auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) f();
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+}
+
+// Reads every line of a 64 MiB buffer (clean lines, like a decode step's streamed weights): the
+// caches then hold none of the KV cells.
+void evict_caches() {
+  static const std::vector<char> junk(64u << 20, 1);
+  static volatile char sink = 0;
+  char s = 0;
+  for (std::size_t i = 0; i < junk.size(); i += 64) s = static_cast<char>(s + junk[i]);
+  sink = static_cast<char>(sink + s);
+}
+
+// One GQA group of the Qwen3-MoE shape over n cells; cold: the caches emptied before each call.
+void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t n, bool cold,
+                    strata::model::KvType type) {
+  constexpr int kDh = 128, kG = 4;
+  KvCells kv(1, static_cast<int>(n), 1, kDh, type, 0);
+  const bool int8 = type == strata::model::KvType::Int8;
+  kv.prepare_write(0, 0, static_cast<int>(n));
+  std::mt19937 gen(2);
+  std::normal_distribution<float> nd;
+  std::vector<float> k(kDh), v(kDh);
+  for (int64_t c = 0; c < n; ++c) {
+    for (auto& x : k) x = nd(gen);
+    for (auto& x : v) x = nd(gen);
+    kv.write(0, static_cast<int>(c), k.data(), v.data());
+  }
+  std::vector<float> q(kG * kDh), sc(static_cast<std::size_t>(kG * n)), ch(kG * kDh), out(kG * kDh);
+  std::vector<float> e(kG * kSoftmaxChunk, 0.5f);
+  for (auto& x : q) x = nd(gen);
+  const float* qs[kG];
+  float *outs[kG], *cos[kG];
+  for (int g = 0; g < kG; ++g) {
+    qs[g] = q.data() + g * kDh;
+    outs[g] = out.data() + g * kDh;
+    cos[g] = ch.data() + g * kDh;
+  }
+  const KvHeadData hd = kv.head_data(0, 0);
+  std::vector<Stat> group(isas.size()), scores(isas.size()), values(isas.size());
+  // Warm: many calls per sample; cold: one call per sample, the eviction untimed.
+  const int calls = cold ? 1 : 50;
+  auto sample = [&](auto&& f) {
+    if (cold) evict_caches();
+    return time_us(calls, f);
+  };
+  for (int rep = 0; rep < reps; ++rep)
+    for (std::size_t j = 0; j < isas.size(); ++j) {
+      strata::cpu::force_isa(isas[j]);
+      const AttnKernels& ak = attn_kernels();
+      for (int it = 0; it < (cold ? 10 : 1); ++it) {
+        group[j].us.push_back(sample([&] { attend_group(kv, 0, 0, qs, kG, nullptr, n, sc.data(), ch.data(), outs); }));
+        scores[j].us.push_back(
+            sample([&] { (int8 ? ak.scores_i8 : ak.scores_f32)(hd, qs, kG, nullptr, n, 11.3f, sc.data(), n); }));
+        values[j].us.push_back(sample([&] {
+          for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
+            KvHeadData h = hd;
+            if (int8) {
+              h.v8 += c0 * kDh;
+              h.vs += c0 * (kDh / 64);
+            } else {
+              h.vf += c0 * kDh;
+            }
+            (int8 ? ak.values_i8 : ak.values_f32)(h, e.data(), kSoftmaxChunk, kG, nullptr,
+                                                  std::min<int64_t>(kSoftmaxChunk, n - c0), cos);
+          }
+        }));
+      }
+    }
+  std::printf("qwen3moe shape: G %d, %ld cells, Dh %d, %s K/V, %s\n", kG, static_cast<long>(n), kDh,
+              int8 ? "int8" : "f32", cold ? "cold (64 MiB read before each call)" : "warm");
+  for (std::size_t j = 0; j < isas.size(); ++j) {
+    const char* name = strata::cpu::isa_name(isas[j]);
+    group[j].print(name, "attend_group");
+    scores[j].print(name, "scores (all cells)");
+    values[j].print(name, "values (all chunks)");
+  }
 }
 
 }  // namespace
@@ -91,5 +172,12 @@ int main(int argc, char** argv) {
     scores[j].print(name, "scores_i8 (all cells)");
     values[j].print(name, "values_i8 (all chunks)");
   }
+  std::vector<strata::cpu::Isa> simd;  // the portable path is far slower and not the question here
+  for (strata::cpu::Isa isa : isas)
+    if (isa != strata::cpu::Isa::Scalar) simd.push_back(isa);
+  for (int64_t cells : {144, 1024})
+    for (bool cold : {false, true}) qwen3moe_shape(simd, reps, cells, cold, strata::model::KvType::F32);
+  // The same group over int8 cells (the engine's --kv-type int8).
+  for (bool cold : {false, true}) qwen3moe_shape(simd, reps, 1024, cold, strata::model::KvType::Int8);
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -178,6 +179,61 @@ TEST(value_kernels_bitwise_per_cell) {
             }
           }
     }
+}
+
+// The AVX-512 table's f32 entries (the 8-lane kernels with 32 registers: passes of four heads)
+// against the portable table bitwise: every group size 1..16 (whole passes of four and remainders
+// of 1-3), Dh 128, 64 and 100 (not a multiple of 8), lists not a multiple of the 4-cell batch and
+// across the 64-cell value piece, with gaps and implicit, scores and values. Skipped, with a line
+// saying so, on a CPU without AVX-512.
+TEST(avx512_f32_kernels_bitwise_portable) {
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (!strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) {
+    std::printf("avx512_f32_kernels_bitwise_portable: this CPU cannot run AVX-512: skipped\n");
+    return;
+  }
+  std::mt19937 g(59);
+  std::uniform_real_distribution<float> u01(0.0f, 1.0f);
+  const AttnKernels& ref = attn_kernels_scalar();
+  const AttnKernels& avx = attn_kernels_avx512();
+  for (int dh : {128, 64, 100}) {
+    const int n_cells = 200;
+    KvCells kv = filled_cells(g, KvType::F32, dh, 2, n_cells);
+    const KvHeadData hd = kv.head_data(0, 1);
+    const float sqrt_dh = std::sqrt(static_cast<float>(dh));
+    for (int G = 1; G <= kMaxHeadGroup; ++G)
+      for (int len : {1, 6, 67, 130})
+        for (bool implicit : {false, true}) {
+          const std::vector<int32_t> list = gapped_list(n_cells, len, implicit ? 0 : 2);
+          const int32_t* lp = implicit ? nullptr : list.data();
+          const int64_t n = static_cast<int64_t>(list.size());
+          const std::string what = "dh " + std::to_string(dh) + " G " + std::to_string(G) + " n " + std::to_string(n) +
+                                   (implicit ? " implicit" : " list");
+          auto qv = rnd(g, static_cast<std::size_t>(G * dh), 1.5f);
+          const float* q[kMaxHeadGroup];
+          for (int h = 0; h < G; ++h) q[h] = qv.data() + h * dh;
+          std::vector<float> want(static_cast<std::size_t>(G * n)), got(want.size() + 1, 9.0f);
+          ref.scores_f32(hd, q, G, lp, n, sqrt_dh, want.data(), n);
+          avx.scores_f32(hd, q, G, lp, n, sqrt_dh, got.data(), n);
+          CHECK_MSG(same_bits(got.data(), want.data(), want.size()), "scores " + what);
+          CHECK(got[want.size()] == 9.0f);
+          // Values over the whole list as one call (pieces of 64 cells inside the kernel).
+          std::vector<float> e(static_cast<std::size_t>(G * n));
+          for (std::size_t i = 0; i < e.size(); ++i) e[i] = i % 11 == 3 ? 0.0f : std::exp(-20.0f * u01(g));
+          std::vector<float> vwant(static_cast<std::size_t>(G * dh), 5.0f), vgot(vwant.size(), 5.0f);
+          float *cw[kMaxHeadGroup], *cg[kMaxHeadGroup];
+          for (int h = 0; h < G; ++h) {
+            cw[h] = vwant.data() + h * dh;
+            cg[h] = vgot.data() + h * dh;
+          }
+          ref.values_f32(hd, e.data(), n, G, lp, n, cw);
+          avx.values_f32(hd, e.data(), n, G, lp, n, cg);
+          CHECK_MSG(same_bits(vgot.data(), vwant.data(), vwant.size()), "values " + what);
+        }
+  }
+#else
+  std::printf("avx512_f32_kernels_bitwise_portable: no AVX-512 translation unit in this build: skipped\n");
+#endif
 }
 
 // Indexer scores over runs of cells: heads 1..5, dims with tails, run lengths around the batch,

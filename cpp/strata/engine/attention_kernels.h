@@ -6,7 +6,8 @@
 // V: w·scale, then one multiply and one add per element and cell) and indexer_score — but a whole
 // list is one call: each cell is converted once for the G heads, the dot accumulators of several
 // cells are reduced together, and the value accumulators stay in registers across a chunk.
-// The portable table is the reference; tests/cpp/test_attention_kernels.cpp checks AVX2 against it.
+// The portable table is the reference; tests/cpp/test_attention_kernels.cpp checks the AVX2 and
+// AVX-512 tables against it.
 #include <cstdint>
 
 namespace strata::engine {
@@ -48,7 +49,8 @@ const AttnKernels& attn_kernels_scalar();
 const AttnKernels& attn_kernels_avx2();
 #endif
 #if defined(STRATA_HAVE_AVX512_TU)
-// int8 K/V with Dh a multiple of 64 on 16 lanes; the other entries are the AVX2 kernels.
+// int8 K/V with Dh a multiple of 64 on 16 lanes; the other entries are the 8-lane kernels of
+// engine/x86/attention_kernels_x86.h with 32 ymm registers (passes of four query heads).
 const AttnKernels& attn_kernels_avx512();
 #endif
 

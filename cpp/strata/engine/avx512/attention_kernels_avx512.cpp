@@ -1,8 +1,9 @@
 // AVX-512 versions of the int8 attention kernels (engine/attention_kernels.h) for head sizes made
 // of whole 64-blocks (the strata format's Dh = 64, 128, ...); other shapes, f32 cells and the
-// indexer run the AVX2 kernels. The per-lane operations are those of the AVX2 and portable kernels
-// (multiplies and adds separate, vec_dot.h's lanes and tree), so the results are bitwise the same;
-// what 16 lanes and 32 registers buy: two cells' 8-lane dot sums share one zmm (cells c and c + 4 of
+// indexer run the 8-lane kernels of engine/x86/attention_kernels_x86.h compiled in this file
+// (32 ymm registers: passes of four query heads instead of the AVX2 table's three). The per-lane operations are those
+// of the AVX2 and portable kernels (multiplies and adds separate, vec_dot.h's lanes and tree), so the results are
+// bitwise the same; what 16 lanes and 32 registers buy: two cells' 8-lane dot sums share one zmm (cells c and c + 4 of
 // a batch of eight, so the tree below leaves the eight totals in order), and a chunk's value sums
 // cover a whole 64-column block for three heads.
 #if defined(__clang__)
@@ -24,10 +25,15 @@
 
 #include "strata/engine/attention_kernels.h"
 #include "strata/engine/kv_quant.h"
+#include "strata/engine/x86/attention_kernels_x86.h"
 #include "strata/util/fp16.h"
 
 namespace strata::engine {
 namespace {
+
+// The 8-lane kernels compiled here: -mavx512vl gives them 32 ymm registers (ymm16-31), so a pass
+// covers four query heads (a Qwen3-style GQA group of four reads each K and V line once).
+constexpr AttnKernels kEightLane = x86::table</*MaxG=*/4, /*Regs=*/32>();
 
 // The loops over heads, cells and registers are unrolled at every optimisation level (-O2 kept
 // the accumulator arrays on the stack otherwise).
@@ -128,7 +134,7 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
 void scores_i8_avx512(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
                       float* scores, int64_t stride) {
   if (h.dh % kKvBlock != 0) {
-    attn_kernels_avx2().scores_i8(h, q, G, cells, n, sqrt_dh, scores, stride);
+    kEightLane.scores_i8(h, q, G, cells, n, sqrt_dh, scores, stride);
     return;
   }
   for (int g0 = 0; g0 < G; g0 += kMaxG) {
@@ -195,7 +201,7 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
 void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n,
                       float* const* co) {
   if (h.dh % kKvBlock != 0 || n <= 0) {
-    attn_kernels_avx2().values_i8(h, e, es, G, cells, n, co);
+    kEightLane.values_i8(h, e, es, G, cells, n, co);
     return;
   }
   for (int g0 = 0; g0 < G; g0 += kMaxG) {
@@ -209,21 +215,8 @@ void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, co
   }
 }
 
-void scores_f32_avx512(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n,
-                       float sqrt_dh, float* scores, int64_t stride) {
-  attn_kernels_avx2().scores_f32(h, q, G, cells, n, sqrt_dh, scores, stride);
-}
-void values_f32_avx512(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n,
-                       float* const* co) {
-  attn_kernels_avx2().values_f32(h, e, es, G, cells, n, co);
-}
-void indexer_scores_avx512(const float* qi, const float* w, int heads, int dim, const float* keys, int64_t n,
-                           float* out) {
-  attn_kernels_avx2().indexer_scores(qi, w, heads, dim, keys, n, out);
-}
-
-const AttnKernels kAvx512{scores_i8_avx512, scores_f32_avx512, values_i8_avx512, values_f32_avx512,
-                          indexer_scores_avx512};
+const AttnKernels kAvx512{scores_i8_avx512, kEightLane.scores_f32, values_i8_avx512, kEightLane.values_f32,
+                          kEightLane.indexer_scores};
 
 }  // namespace
 

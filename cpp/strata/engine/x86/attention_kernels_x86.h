@@ -1,0 +1,405 @@
+#pragma once
+// The 8-lane attention kernels of engine/attention_kernels.h, shared by the AVX2 table (16 ymm
+// registers: passes of up to three query heads) and the AVX-512 table's f32 entries (compiled with
+// -mavx512vl, the same arithmetic gets 32 ymm registers: passes of four heads, so a GQA group of
+// four reads each K and V line once). Bitwise equal to the portable kernels: the lanes, the reduction
+// tree and the per-block / per-cell operations are vec_dot.h's and kv_quant.h's, with multiplies and
+// adds kept separate (the including file turns fp-contract off). What changes is the shape of the
+// work: a batch of four cells is converted once for up to MaxG query heads, their 8-lane dot sums
+// are reduced by one hadd tree per head, and a softmax chunk's value sums stay in registers across
+// its cells. Internal linkage: each ISA file gets its own copy, compiled with its own flags, and the
+// linker can never hand one file's code to the other.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "strata/engine/attention_kernels.h"
+#include "strata/engine/kv_quant.h"
+#include "strata/util/fp16.h"
+
+namespace strata::engine::x86 {
+namespace {
+
+// The loops over heads, cells and registers are unrolled at every optimisation level (-O2 kept
+// the accumulator arrays on the stack otherwise).
+
+constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
+
+// Software prefetch of f32 cells (a prefetch never changes a result): the score kernels ask for the
+// K rows of the next batch of four cells, the value kernels for the V row of the cell four ahead. A
+// decode step's streamed expert weights evict the KV cells from every cache level, and f32 rows
+// (Dh 128: 512 bytes, 8 lines per cell) outrun the hardware prefetchers: on Zen 4 this halves a cold
+// f32 group's time (docs/benchmarks.md, "Attention core"). int8 rows (128 bytes at Dh 128) are left
+// to the hardware, which keeps up: prefetching them measured slower.
+constexpr int kPrefetchCells = 4;
+
+// Asks for the cache lines of bytes [p, p + bytes) towards L1.
+inline void prefetch_span(const void* p, int64_t bytes) {
+  auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
+  for (; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+}
+
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+// f(Int<g>{}) for g = min(gs, MaxG) in 1..4 (MaxG <= 4): the head count of one pass as a constant.
+template <int MaxG, typename F>
+inline void with_heads(int gs, F&& f) {
+  static_assert(MaxG >= 1 && MaxG <= 4);
+  if constexpr (MaxG >= 4)
+    if (gs >= 4) return f(Int<4>{});
+  if constexpr (MaxG >= 3)
+    if (gs >= 3) return f(Int<3>{});
+  if constexpr (MaxG >= 2)
+    if (gs >= 2) return f(Int<2>{});
+  f(Int<1>{});
+}
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const int8_t* q) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+}
+
+inline __m256i tail_mask(int t) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(t), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+// Elements [0, t) of p (t < 8), zeros above; never reads past p + t.
+inline __m256 load_tail(const float* p, int, __m256i mask) { return _mm256_maskload_ps(p, mask); }
+inline __m256 load_tail(const int8_t* p, int t, __m256i) {
+  int8_t buf[8] = {};
+  std::memcpy(buf, p, static_cast<std::size_t>(t));
+  return load8(buf);
+}
+
+// Lane c = ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) of a_c: hadd(a0, a1) holds a0's and a1's pair sums,
+// the second hadd their quad sums (low 128 bits: lanes 0-3, high: lanes 4-7), the add the total.
+inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// One 8-column step of dots4: the G query chunks against each of the four cells' chunk, added
+// into the cell's accumulators (multiply, then add: the documented order).
+template <int G>
+inline void add_step(const __m256* qv, const __m256* kv, __m256 (*acc)[G]) {
+#pragma GCC unroll 16
+  for (int c = 0; c < kCells; ++c)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv[c]));
+}
+
+// Lane c of out[g] = vec_dot.h's dot of q[g][o, o+len) with k[c][o, o+len): 8 interleaved sums,
+// the tail continuing lanes 0, 1, ... (the other lanes get +0 products, which leave them unchanged:
+// a sum that starts at +0 is never −0).
+// The common lengths (a whole int8 block of 64, the indexer's 32, an f32 head of 128) with the chunk
+// count fixed: the accumulators then stay in registers (the general form below keeps a copy on the
+// stack for its tail).
+template <typename T, int G, int NCH>
+inline void dots4_fixed(const float* const* q, const T* const* k, int64_t o, __m128* out) {
+  __m256 acc[kCells][G];
+#pragma GCC unroll 16
+  for (int c = 0; c < kCells; ++c)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+  for (int j = 0; j < 8 * NCH; j += 8) {
+    __m256 qv[G], kv[kCells];
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
+#pragma GCC unroll 16
+    for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + o + j);
+    add_step<G>(qv, kv, acc);
+  }
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+}
+
+template <typename T, int G>
+inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
+  __m256 acc[kCells][G];
+#pragma GCC unroll 16
+  for (int c = 0; c < kCells; ++c)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= len; j += 8) {
+    __m256 qv[G], kv[kCells];
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
+#pragma GCC unroll 16
+    for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + o + j);
+    add_step<G>(qv, kv, acc);
+  }
+  if (j < len) {
+    const int t = len - j;
+    const __m256i m = tail_mask(t);
+    __m256 qv[G], kv[kCells];
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) qv[g] = _mm256_maskload_ps(q[g] + o + j, m);
+#pragma GCC unroll 16
+    for (int c = 0; c < kCells; ++c) kv[c] = load_tail(k[c] + o + j, t, m);
+    add_step<G>(qv, kv, acc);
+  }
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+}
+
+template <typename T, int G>
+inline void dots4(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
+  switch (len) {
+    case 32: dots4_fixed<T, G, 4>(q, k, o, out); return;
+    case 64: dots4_fixed<T, G, 8>(q, k, o, out); return;
+    case 128: dots4_fixed<T, G, 16>(q, k, o, out); return;
+    default: dots4_any<T, G>(q, k, o, len, out); return;
+  }
+}
+
+// The kCells cells from list entry i on; past n the last one repeats (computed, never stored).
+inline void batch_cells(const int32_t* cells, int64_t i, int64_t n, int64_t* c) {
+  for (int j = 0; j < kCells; ++j) {
+    const int64_t e = std::min(i + j, n - 1);
+    c[j] = cells ? cells[e] : e;
+  }
+}
+
+inline void store4(__m128 v, float* p, int64_t cnt) {
+  if (cnt >= kCells) {
+    _mm_storeu_ps(p, v);
+    return;
+  }
+  alignas(16) float t[kCells];
+  _mm_store_ps(t, v);
+  for (int64_t j = 0; j < cnt; ++j) p[j] = t[j];
+}
+
+// fp16 → f32 is exact, so F16C's conversion equals fp16_to_fp32 (util/fp16.h) for every scale
+// kv_quantize can write (finite or +inf; it never writes a NaN).
+inline __m128 scales4(const uint16_t* s, const int64_t* c, int64_t stride) {
+  return _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(s[c[0] * stride]), static_cast<short>(s[c[1] * stride]),
+                                     static_cast<short>(s[c[2] * stride]), static_cast<short>(s[c[3] * stride]), 0, 0,
+                                     0, 0));
+}
+
+template <int G>
+void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
+                 float* scores, int64_t stride) {
+  const int dh = h.dh;
+  const int64_t nb = kv_blocks(dh);
+  const __m128 vsq = _mm_set1_ps(sqrt_dh);
+  for (int64_t i = 0; i < n; i += kCells) {
+    int64_t c[kCells];
+    batch_cells(cells, i, n, c);
+    const int8_t* k[kCells];
+    for (int j = 0; j < kCells; ++j) k[j] = h.k8 + c[j] * dh;
+    __m128 tot[G];
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) tot[g] = _mm_setzero_ps();
+    for (int b0 = 0, b = 0; b0 < dh; b0 += kKvBlock, ++b) {
+      __m128 part[G];
+      dots4<int8_t, G>(q, k, b0, std::min(dh - b0, kKvBlock), part);
+      const __m128 s = scales4(h.ks + b, c, nb);
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) tot[g] = _mm_add_ps(tot[g], _mm_mul_ps(part[g], s));
+    }
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) store4(_mm_div_ps(tot[g], vsq), scores + g * stride + i, n - i);
+  }
+}
+
+template <int G>
+void scores_f32_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
+                  float* scores, int64_t stride, bool ask_ahead) {
+  const int dh = h.dh;
+  const __m128 vsq = _mm_set1_ps(sqrt_dh);
+  for (int64_t i = 0; i < n; i += kCells) {
+    int64_t c[kCells];
+    batch_cells(cells, i, n, c);
+    const float* k[kCells];
+    for (int j = 0; j < kCells; ++j) k[j] = h.kf + c[j] * dh;
+    for (int64_t j = i + kPrefetchCells; ask_ahead && j < std::min(n, i + kPrefetchCells + kCells); ++j)
+      prefetch_span(h.kf + (cells ? cells[j] : j) * dh, int64_t{4} * dh);
+    __m128 part[G];
+    dots4<float, G>(q, k, 0, dh, part);
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) store4(_mm_div_ps(part[g], vsq), scores + g * stride + i, n - i);
+  }
+}
+
+// G > MaxG: passes of MaxG heads (each head's scores and outputs are independent of the others');
+// only the first pass prefetches, the later ones find the cells in cache.
+template <int MaxG>
+void scores_i8(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+               float* scores, int64_t stride) {
+  for (int g0 = 0; g0 < G; g0 += MaxG)
+    with_heads<MaxG>(
+        G - g0, [&](auto gs) { scores_i8_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride); });
+}
+
+template <int MaxG>
+void scores_f32(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+                float* scores, int64_t stride) {
+  for (int g0 = 0; g0 < G; g0 += MaxG)
+    with_heads<MaxG>(G - g0, [&](auto gs) {
+      scores_f32_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
+    });
+}
+
+template <typename T>
+const T* values_of(const KvHeadData& h) {
+  if constexpr (std::is_same_v<T, int8_t>)
+    return h.v8;
+  else
+    return h.vf;
+}
+
+// Cells per piece of the value kernels: the weights of a piece fit a stack buffer.
+constexpr int kPiece = 64;
+
+// Columns [col, col + 8·NV) of the G outputs, summed in registers over the cells of a piece: per
+// element and cell one multiply and one add, cells in order; from +0 on the first piece (the memset
+// then axpy of the per-cell form), from the stored sums after it. w[g·kPiece + i] is cell i's weight.
+// ahead_cols > 0: also asks for that many columns from col on of the cell kPrefetchCells ahead.
+template <typename T, int G, int NV>
+void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
+                 float* const* co, int ahead_cols) {
+  __m256 acc[G][NV];
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(co[g] + col + 8 * v);
+  base += col;
+  const int64_t ahead_bytes = int64_t{sizeof(T)} * ahead_cols;
+  for (int64_t i = 0; i < n; ++i) {
+    const T* x = base + (cells ? cells[i] : i) * dh;
+    if (ahead_bytes > 0 && i + kPrefetchCells < n)
+      prefetch_span(base + (cells ? cells[i + kPrefetchCells] : i + kPrefetchCells) * dh, ahead_bytes);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      const __m256 xv = load8(x + 8 * v);
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g)
+        acc[g][v] = _mm256_add_ps(acc[g][v], _mm256_mul_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv));
+    }
+  }
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(co[g] + col + 8 * v, acc[g][v]);
+}
+
+// 8-column registers per value slab with G heads: the widest power of two up to 8 whose G·NV
+// accumulators leave room for a value, a weight and the compiler's temporaries (Regs: 16 or 32).
+template <int G, int Regs>
+constexpr int slab_width() {
+  int nv = 8;
+  while (nv > 1 && G * nv > Regs - 4) nv /= 2;
+  return nv;
+}
+
+// Columns [c0, c1) of one scale block: slabs as wide as the registers allow, then single columns
+// for the Dh % 8 past the last full 8.
+template <typename T, int G, int Regs>
+void values_cols(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int c0, int c1, bool first,
+                 bool ask_ahead, float* const* co) {
+  constexpr int NV = slab_width<G, Regs>();
+  int col = c0;
+  // f32: the first slab asks for the columns [c0, c1) of the cells ahead, the later slabs find them
+  // in cache (int8 rows are left to the hardware prefetchers: see kPrefetchCells).
+  const int ahead = std::is_same_v<T, float> && ask_ahead ? c1 - c0 : 0;
+  for (; col + 8 * NV <= c1; col += 8 * NV)
+    values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
+  for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
+  for (; col < c1; ++col)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) {
+      float a = first ? 0.0f : co[g][col];
+      for (int64_t i = 0; i < n; ++i) {
+        const float p = w[g * kPiece + i] * static_cast<float>(base[(cells ? cells[i] : i) * dh + col]);
+        a = a + p;
+      }
+      co[g][col] = a;
+    }
+}
+
+// Pieces of kPiece cells; per piece and scale block the weights w·scale (int8: kv_axpy's per-block
+// weight) or w (f32) are formed once.
+template <typename T, int G, int Regs>
+void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, float* const* co,
+              bool ask_ahead) {
+  const int dh = h.dh;
+  const T* base = values_of<T>(h);
+  alignas(32) float w[G * kPiece];
+  for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
+    const int64_t pn = std::min<int64_t>(kPiece, n - p0);
+    const int32_t* pc = cells ? cells + p0 : nullptr;
+    const T* pb = cells ? base : base + p0 * dh;
+    if constexpr (std::is_same_v<T, int8_t>) {
+      const int64_t nb = kv_blocks(dh);
+      const uint16_t* vs = cells ? h.vs : h.vs + p0 * nb;
+      for (int b0 = 0, b = 0; b0 < dh; b0 += kKvBlock, ++b) {
+        for (int64_t i = 0; i < pn; ++i) {
+          const float s = fp16_to_fp32(vs[(pc ? pc[i] : i) * nb + b]);
+#pragma GCC unroll 16
+          for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
+        }
+        values_cols<T, G, Regs>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, ask_ahead, co);
+      }
+    } else {
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g)
+        for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
+      values_cols<T, G, Regs>(pb, dh, w, pc, pn, 0, dh, p0 == 0, ask_ahead, co);
+    }
+  }
+}
+
+template <typename T, int MaxG, int Regs>
+void values(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n, float* const* co) {
+  if (n <= 0) {
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
+    return;
+  }
+  for (int g0 = 0; g0 < G; g0 += MaxG)
+    with_heads<MaxG>(G - g0,
+                     [&](auto gs) { values_g<T, gs.value, Regs>(h, e + g0 * es, es, cells, n, co + g0, g0 == 0); });
+}
+
+// indexer_score per cell: the heads' dots in passes of MaxG over four cells at a time, then
+// total = total + w_j·ReLU(dot_j) in head order (ReLU: dot > 0 ? dot : +0, NaN to +0).
+template <int MaxG>
+void indexer_scores(const float* qi, const float* w, int heads, int dim, const float* keys, int64_t n, float* out) {
+  const __m128 zero = _mm_setzero_ps();
+  for (int64_t i = 0; i < n; i += kCells) {
+    const float* k[kCells];
+    for (int j = 0; j < kCells; ++j) k[j] = keys + std::min(i + j, n - 1) * dim;
+    __m128 tot = zero;
+    for (int j0 = 0; j0 < heads; j0 += MaxG) {
+      const float* q[MaxG];
+      __m128 d[MaxG];
+      with_heads<MaxG>(heads - j0, [&](auto gs) {
+        for (int g = 0; g < gs.value; ++g) q[g] = qi + static_cast<int64_t>(j0 + g) * dim;
+        dots4<float, gs.value>(q, k, 0, dim, d);
+        for (int g = 0; g < gs.value; ++g) {
+          const __m128 relu = _mm_and_ps(d[g], _mm_cmpgt_ps(d[g], zero));
+          tot = _mm_add_ps(tot, _mm_mul_ps(_mm_set1_ps(w[j0 + g]), relu));
+        }
+      });
+    }
+    store4(tot, out + i, n - i);
+  }
+}
+
+// The table of these kernels with MaxG heads per pass and Regs vector registers.
+template <int MaxG, int Regs>
+constexpr AttnKernels table() {
+  return AttnKernels{scores_i8<MaxG>, scores_f32<MaxG>, values<int8_t, MaxG, Regs>, values<float, MaxG, Regs>,
+                     indexer_scores<MaxG>};
+}
+
+}  // namespace
+}  // namespace strata::engine::x86
