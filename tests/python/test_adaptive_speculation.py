@@ -105,3 +105,34 @@ def test_sessions_with_the_same_settings_start_from_the_costs_measured_before(mo
     eng = _strata.Engine(str(model.path), n_threads=1, max_ctx=64, encode_mtp=True)
     with pytest.raises(_strata.InvalidArgument):
         eng.spec_adaptive_seed({**costs, "plain_seconds": -1.0})
+
+
+def test_costs_are_recorded_at_a_calls_end_and_every_32_rounds_while_it_streams(model: strata.Model) -> None:
+    """The session snapshots the engine's costs every 32 rounds and at the end of a call (not every round):
+    a call shorter than 32 rounds still leaves its costs on the Model and its gains in the stats, and a
+    long call's stats are refreshed while it streams."""
+    model.adaptive_costs.clear()
+    key = repr(strata.Config(speculative=None, threads=1))
+    s = model.session(config=strata.Config(speculative=None, threads=1))
+    "".join(s.generate(PROMPT, max_tokens=6))  # at most 6 rounds
+    assert s.stats.steps <= 6
+    assert key in model.adaptive_costs
+    assert model.adaptive_costs[key]["rounds"] == s._engine.spec_adaptive_stats()["rounds"]
+    model.adaptive_costs.clear()
+    s = model.session(config=strata.Config(speculative=None, threads=1))
+    stream = s.generate(PROMPT, max_tokens=200)
+    first_seen_at = None  # the session's decode steps when the costs first appear
+    snapshots: list[dict[str, object]] = []  # held, so identities stay distinct
+    for _ in stream:
+        if key in model.adaptive_costs:
+            if first_seen_at is None:
+                first_seen_at = s.stats.steps
+            costs = model.adaptive_costs[key]
+            if not any(c is costs for c in snapshots):
+                snapshots.append(costs)
+        if s.stats.steps >= 70:
+            break
+    stream.close()
+    # Mid-stream snapshots: the first after step 32 (none before), a new one after step 64.
+    assert first_seen_at == 32
+    assert len(snapshots) == 2
