@@ -61,7 +61,6 @@ struct Q8Ops {
 
 // The activation terms (−8·Σy for Q4_0, dy) formed once per call: cpu/repack/act_terms.h.
 using ActTerms = repack::ActTerms<block_sum, fp16>;
-using repack::kPrepActs;
 using repack::kPrepBlocks;
 
 // One group against A activations: outs[a][r0 .. r0 + n_valid). With pf > 0 each block pair first
@@ -105,16 +104,11 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
                 float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
   const int64_t nb = n / quant::kQK32;
-  alignas(32) int32_t start[kPrepActs][kPrepBlocks];
-  alignas(32) float dy[kPrepActs][kPrepBlocks];
-  ActTerms t[kPrepActs];
-  for (int c0 = 0; c0 < nact; c0 += kPrepActs) {
-    const int nc = std::min(kPrepActs, nact - c0);
-    for (int a = 0; a < nc; ++a) t[a] = ActTerms::make(y[c0 + a], nb, nrows, Ops::kBias, start[a], dy[a]);
+  ActTerms::for_each_chunk(y, nact, nb, nrows, Ops::kBias, [&](const ActTerms* t, int c0, int nc) {
     repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
       repack::for_each_act_pass<2>(nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv); });
     });
-  }
+  });
 }
 
 template <typename Ops>

@@ -39,6 +39,20 @@ struct ActTerms {
     t.dy = dy;
     return t;
   }
+
+  // fn(terms, first, count) over a call's nact activations y[0 .. nact) in chunks of kPrepActs, each
+  // chunk's terms formed once (their buffers on this frame's stack) for every row group fn walks.
+  template <class Fn>
+  static void for_each_chunk(const quant::BlockQ8_0* const* y, int nact, int64_t nb, int64_t nrows, int bias, Fn&& fn) {
+    alignas(64) int32_t start[kPrepActs][kPrepBlocks];
+    alignas(64) float dy[kPrepActs][kPrepBlocks];
+    ActTerms t[kPrepActs];
+    for (int c0 = 0; c0 < nact; c0 += kPrepActs) {
+      const int nc = nact - c0 < kPrepActs ? nact - c0 : kPrepActs;
+      for (int a = 0; a < nc; ++a) t[a] = make(y[c0 + a], nb, nrows, bias, start[a], dy[a]);
+      fn(static_cast<const ActTerms*>(t), c0, nc);
+    }
+  }
 };
 
 }  // namespace strata::cpu::repack

@@ -137,15 +137,9 @@ void scores_i8_avx512(const KvHeadData& h, const float* const* q, int G, const i
     kEightLane.scores_i8(h, q, G, cells, n, sqrt_dh, scores, stride);
     return;
   }
-  for (int g0 = 0; g0 < G; g0 += kMaxG) {
-    const float* const* qg = q + g0;
-    float* sg = scores + g0 * stride;
-    switch (std::min(kMaxG, G - g0)) {
-      case 3: scores_i8_g<3>(h, qg, cells, n, sqrt_dh, sg, stride); break;
-      case 2: scores_i8_g<2>(h, qg, cells, n, sqrt_dh, sg, stride); break;
-      default: scores_i8_g<1>(h, qg, cells, n, sqrt_dh, sg, stride); break;
-    }
-  }
+  for (int g0 = 0; g0 < G; g0 += kMaxG)
+    x86::with_heads<kMaxG>(
+        G - g0, [&](auto gs) { scores_i8_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride); });
 }
 
 // One 64-column block of the G outputs summed in registers over a piece's cells (per element and
@@ -204,15 +198,8 @@ void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, co
     kEightLane.values_i8(h, e, es, G, cells, n, co);
     return;
   }
-  for (int g0 = 0; g0 < G; g0 += kMaxG) {
-    const float* eg = e + g0 * es;
-    float* const* cg = co + g0;
-    switch (std::min(kMaxG, G - g0)) {
-      case 3: values_g<3>(h, eg, es, cells, n, cg); break;
-      case 2: values_g<2>(h, eg, es, cells, n, cg); break;
-      default: values_g<1>(h, eg, es, cells, n, cg); break;
-    }
-  }
+  for (int g0 = 0; g0 < G; g0 += kMaxG)
+    x86::with_heads<kMaxG>(G - g0, [&](auto gs) { values_g<gs.value>(h, e + g0 * es, es, cells, n, co + g0); });
 }
 
 const AttnKernels kAvx512{scores_i8_avx512, kEightLane.scores_f32, values_i8_avx512, kEightLane.values_f32,

@@ -93,6 +93,31 @@ inline void add_step(const __m256* qv, const __m256* kv, __m256 (*acc)[G]) {
     for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv[c]));
 }
 
+// The 8 columns from `at` of the G query chunks and the four cells, added into the accumulators.
+template <typename T, int G>
+inline void step_at(const float* const* q, const T* const* k, int64_t at, __m256 (*acc)[G]) {
+  __m256 qv[G], kv[kCells];
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + at);
+#pragma GCC unroll 16
+  for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + at);
+  add_step<G>(qv, kv, acc);
+}
+
+template <int G>
+inline void zero_acc(__m256 (*acc)[G]) {
+#pragma GCC unroll 16
+  for (int c = 0; c < kCells; ++c)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+}
+
+template <int G>
+inline void reduce_acc(__m256 (*acc)[G], __m128* out) {
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+}
+
 // Lane c of out[g] = vec_dot.h's dot of q[g][o, o+len) with k[c][o, o+len): 8 interleaved sums,
 // the tail continuing lanes 0, 1, ... (the other lanes get +0 products, which leave them unchanged:
 // a sum that starts at +0 is never −0).
@@ -102,38 +127,17 @@ inline void add_step(const __m256* qv, const __m256* kv, __m256 (*acc)[G]) {
 template <typename T, int G, int NCH>
 inline void dots4_fixed(const float* const* q, const T* const* k, int64_t o, __m128* out) {
   __m256 acc[kCells][G];
-#pragma GCC unroll 16
-  for (int c = 0; c < kCells; ++c)
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
-  for (int j = 0; j < 8 * NCH; j += 8) {
-    __m256 qv[G], kv[kCells];
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
-#pragma GCC unroll 16
-    for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + o + j);
-    add_step<G>(qv, kv, acc);
-  }
-#pragma GCC unroll 16
-  for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+  zero_acc<G>(acc);
+  for (int j = 0; j < 8 * NCH; j += 8) step_at<T, G>(q, k, o + j, acc);
+  reduce_acc<G>(acc, out);
 }
 
 template <typename T, int G>
 inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
   __m256 acc[kCells][G];
-#pragma GCC unroll 16
-  for (int c = 0; c < kCells; ++c)
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+  zero_acc<G>(acc);
   int j = 0;
-  for (; j + 8 <= len; j += 8) {
-    __m256 qv[G], kv[kCells];
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + o + j);
-#pragma GCC unroll 16
-    for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + o + j);
-    add_step<G>(qv, kv, acc);
-  }
+  for (; j + 8 <= len; j += 8) step_at<T, G>(q, k, o + j, acc);
   if (j < len) {
     const int t = len - j;
     const __m256i m = tail_mask(t);
@@ -144,8 +148,7 @@ inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int l
     for (int c = 0; c < kCells; ++c) kv[c] = load_tail(k[c] + o + j, t, m);
     add_step<G>(qv, kv, acc);
   }
-#pragma GCC unroll 16
-  for (int g = 0; g < G; ++g) out[g] = reduce4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+  reduce_acc<G>(acc, out);
 }
 
 template <typename T, int G>
