@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from strata.user_cache import user_cache_dir
+
 __all__ = [
     "ENV_DIR",
     "ENV_SWITCH",
@@ -68,8 +70,7 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get(ENV_DIR):
         return Path(env[ENV_DIR])
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "strata"
+    return user_cache_dir(env)
 
 
 def switch_problem(value: str) -> str:

@@ -7,13 +7,13 @@ Registered in ``bench_cmd.BENCH_TOOLS``; the transformation is ``strata.bench.wi
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.bench import wide_model
 from strata.bench.files import write_atomically
+from strata.user_cache import user_cache_dir
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -21,11 +21,6 @@ if TYPE_CHECKING:
 DEFAULT_EXPERT_MULT = 4
 DEFAULT_SHARED_MULT = 32
 DEFAULT_EXTRA_LAYERS = 12
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "strata"
 
 
 def wide_model_name(expert_mult: int, shared_mult: int, extra_layers: int) -> str:
@@ -65,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print("bench wide-model: --expert-mult and --shared-mult must be >= 1, --extra-layers >= 0",
               file=sys.stderr)
         return 2
-    out: Path = args.out or default_cache_dir()
+    out: Path = args.out or user_cache_dir()
     if out.suffix != ".gguf":
         out = out / wide_model_name(args.expert_mult, args.shared_mult, args.extra_layers)
     if out.exists() and not args.force:
