@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <new>
 
 #include "strata/cpu/features.h"
@@ -193,6 +194,47 @@ TEST(gemv_and_gemm_of_repacked_weights_equal_plain_scalar_threaded_or_not) {
 // biased table's smallest byte) or 15 (113, its largest); d of 0, the largest fp16, a subnormal and
 // negative; activations at ±127 everywhere and all zero; and calls whose nrows is not a multiple of
 // 16 (the matrix's last group partly used), through dot_rows and the multi-activation form.
+// The edge-value tests' check: w (rows x cols of plain type t) repacked, against the plain scalar kernel
+// for the activations X[0 .. nx), on every path, one activation at a time and all together, over the
+// first nrows rows for each nrows given (a call never writes past nrows).
+static void check_repacked_edges(GGMLType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                                 const std::vector<float>& X, int nx, std::initializer_list<int64_t> nrows_list) {
+  const std::size_t stride = strata::quant::row_bytes(t, cols);
+  const cpu::DotKernel& ref = cpu::dot_kernel(t, Isa::Scalar);
+  const std::size_t ab = cpu::activation_row_bytes(t, cols);
+  std::vector<uint8_t> act(static_cast<std::size_t>(nx) * ab);
+  for (int i = 0; i < nx; ++i) ref.quantize_act(X.data() + i * cols, act.data() + i * ab, cols);
+  std::vector<float> want(static_cast<std::size_t>(nx * rows));
+  for (int i = 0; i < nx; ++i) ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
+  const GGMLType rt = cpu::repacked_type(t);
+  const auto wr = repacked(t, w, rows, cols);
+  for (Isa isa : runnable_isas()) {
+    const cpu::DotKernel& k = cpu::dot_kernel(rt, isa);
+    for (int64_t nrows : nrows_list) {
+      const std::string l = label(rt, isa, nrows, cols);
+      std::vector<float> got(static_cast<std::size_t>(nx * rows), -1.0f);
+      for (int i = 0; i < nx; ++i)
+        k.dot_rows(cols, wr.data(), stride, nrows, act.data() + i * ab, got.data() + i * rows);
+      for (int i = 0; i < nx; ++i) {
+        CHECK_MSG(std::memcmp(got.data() + i * rows, want.data() + i * rows, nrows * 4) == 0,
+                  l + " activation " + std::to_string(i));
+        if (nrows < rows) CHECK_MSG(got[i * rows + nrows] == -1.0f, l + " writes past nrows");
+      }
+      std::vector<const void*> acts(static_cast<std::size_t>(nx));
+      std::vector<float*> outs(static_cast<std::size_t>(nx));
+      std::vector<float> multi(got.size(), -1.0f);
+      for (int a = 0; a < nx; ++a) {
+        acts[a] = act.data() + a * ab;
+        outs[a] = multi.data() + a * rows;
+      }
+      cpu::dot_rows_acts(k, cols, wr.data(), stride, nrows, acts.data(), nx, outs.data());
+      for (int a = 0; a < nx; ++a)
+        CHECK_MSG(std::memcmp(multi.data() + a * rows, want.data() + a * rows, nrows * 4) == 0,
+                  l + " multi #" + std::to_string(a));
+    }
+  }
+}
+
 TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
   using strata::quant::BlockIQ4_XS;
   std::mt19937 rng(24);
@@ -219,39 +261,7 @@ TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
   for (int64_t i = 0; i < cols; ++i) X[cols + i] = (i % 3 == 0) ? -1.0f : 1.0f;
   for (int64_t i = 0; i < cols; ++i) X[2 * cols + i] = 0.0f;
   X[3 * cols + 5] = 1e30f;
-  const int nx = 4;
-  const cpu::DotKernel& ref = cpu::dot_kernel(GGMLType::IQ4_XS, Isa::Scalar);
-  const std::size_t ab = cpu::activation_row_bytes(GGMLType::IQ4_XS, cols);
-  std::vector<uint8_t> act(nx * ab);
-  for (int i = 0; i < nx; ++i) ref.quantize_act(X.data() + i * cols, act.data() + i * ab, cols);
-  std::vector<float> want(static_cast<std::size_t>(nx * rows));
-  for (int i = 0; i < nx; ++i) ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
-  const auto wr = repacked(GGMLType::IQ4_XS, w, rows, cols);
-  for (Isa isa : runnable_isas()) {
-    const cpu::DotKernel& k = cpu::dot_kernel(GGMLType::IQ4_XS_R16, isa);
-    for (int64_t nrows : {int64_t{48}, int64_t{40}, int64_t{7}}) {
-      const std::string l = label(GGMLType::IQ4_XS_R16, isa, nrows, cols);
-      std::vector<float> got(static_cast<std::size_t>(nx * rows), -1.0f);
-      for (int i = 0; i < nx; ++i)
-        k.dot_rows(cols, wr.data(), stride, nrows, act.data() + i * ab, got.data() + i * rows);
-      for (int i = 0; i < nx; ++i) {
-        CHECK_MSG(std::memcmp(got.data() + i * rows, want.data() + i * rows, nrows * 4) == 0,
-                  l + " activation " + std::to_string(i));
-        if (nrows < rows) CHECK_MSG(got[i * rows + nrows] == -1.0f, l + " writes past nrows");
-      }
-      const void* acts[nx];
-      float* outs[nx];
-      std::vector<float> multi(got.size(), -1.0f);
-      for (int a = 0; a < nx; ++a) {
-        acts[a] = act.data() + a * ab;
-        outs[a] = multi.data() + a * rows;
-      }
-      cpu::dot_rows_acts(k, cols, wr.data(), stride, nrows, acts, nx, outs);
-      for (int a = 0; a < nx; ++a)
-        CHECK_MSG(std::memcmp(multi.data() + a * rows, want.data() + a * rows, nrows * 4) == 0,
-                  l + " multi #" + std::to_string(a));
-    }
-  }
+  check_repacked_edges(GGMLType::IQ4_XS, w, rows, cols, X, 4, {48, 40, 7});
 }
 
 // Q4_0 / Q4_K extremes: the AVX-512 kernels sum the high nibbles as 16·q in a chain of their own
@@ -280,33 +290,7 @@ TEST(repacked_q4_extreme_nibbles_equal_the_plain_scalar_kernel_bitwise) {
       X[2 * cols + i] = (i % 2 == 0) ? 1.0f : -1.0f;       // alternating
       X[3 * cols + i] = (i / 16 % 2 == 0) ? 1.0f : -1.0f;  // low-nibble columns one sign, high the other
     }
-    const int nx = 4;
-    const cpu::DotKernel& ref = cpu::dot_kernel(t, Isa::Scalar);
-    const std::size_t ab = cpu::activation_row_bytes(t, cols);
-    std::vector<uint8_t> act(nx * ab);
-    for (int i = 0; i < nx; ++i) ref.quantize_act(X.data() + i * cols, act.data() + i * ab, cols);
-    std::vector<float> want(static_cast<std::size_t>(nx * rows));
-    for (int i = 0; i < nx; ++i)
-      ref.dot_rows(cols, w.data(), stride, rows, act.data() + i * ab, want.data() + i * rows);
-    const GGMLType rt = cpu::repacked_type(t);
-    const auto wr = repacked(t, w, rows, cols);
-    for (Isa isa : runnable_isas()) {
-      const cpu::DotKernel& k = cpu::dot_kernel(rt, isa);
-      const std::string l = label(rt, isa, rows, cols);
-      std::vector<float> got(want.size(), -1.0f);
-      for (int i = 0; i < nx; ++i)
-        k.dot_rows(cols, wr.data(), stride, rows, act.data() + i * ab, got.data() + i * rows);
-      CHECK_MSG(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, l + " dot_rows");
-      const void* acts[nx];
-      float* outs[nx];
-      std::vector<float> multi(want.size(), -1.0f);
-      for (int a = 0; a < nx; ++a) {
-        acts[a] = act.data() + a * ab;
-        outs[a] = multi.data() + a * rows;
-      }
-      cpu::dot_rows_acts(k, cols, wr.data(), stride, rows, acts, nx, outs);
-      CHECK_MSG(std::memcmp(multi.data(), want.data(), want.size() * 4) == 0, l + " multi");
-    }
+    check_repacked_edges(t, w, rows, cols, X, 4, {rows});
   }
 }
 
