@@ -2,11 +2,15 @@
 #define STRATA_TEST_MAIN
 #include "check.h"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -25,6 +29,34 @@ TEST(thread_pool_covers_every_index_once) {
       for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
     });
     for (auto& h : hits) CHECK_EQ(h.load(), 1);
+  }
+}
+
+// Claims are guided: a claim starting at b takes max(grain, ceil((n - b) / (2 * threads))) items
+// (cut at n), whichever thread makes it, so the pieces are fixed and shrink toward the end. Equal
+// pieces of n / (4 * threads) fail this: their last piece is as large as the first.
+TEST(thread_pool_claims_shrink_toward_the_end) {
+  for (int threads : {2, 3}) {
+    strata::ThreadPool pool(threads);
+    for (int64_t grain : {1, 5}) {
+      const int64_t n = 1000, parts = 2 * threads;
+      std::mutex m;
+      std::vector<std::pair<int64_t, int64_t>> got;
+      pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        std::lock_guard<std::mutex> lock(m);
+        got.emplace_back(b, e);
+      });
+      std::sort(got.begin(), got.end());
+      int64_t at = 0;
+      for (const auto& [b, e] : got) {
+        CHECK_EQ(b, at);
+        const int64_t want = std::min(n, b + std::max(grain, (n - b + parts - 1) / parts));
+        CHECK_EQ(e, want);
+        at = e;
+      }
+      CHECK_EQ(at, n);
+      CHECK(got.back().second - got.back().first <= grain);
+    }
   }
 }
 

@@ -142,10 +142,16 @@ void ThreadPool::stop_workers() {
 }
 
 void ThreadPool::run_chunks() {
+  const int64_t parts = 2 * static_cast<int64_t>(size());
   for (;;) {
-    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= n_) break;
-    const int64_t end = std::min(n_, begin + chunk_);
+    // Guided claims: a share of what is left (never under the grain), so chunks shrink toward the
+    // end and the threads finish together; equal chunks left up to one whole chunk to a single thread.
+    int64_t begin = next_.load(std::memory_order_relaxed), take = 0;
+    do {
+      if (begin >= n_) return;
+      take = std::max(chunk_, (n_ - begin + parts - 1) / parts);
+    } while (!next_.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed));
+    const int64_t end = std::min(n_, begin + take);
     try {
       (*fn_)(begin, end);
     } catch (...) {
@@ -188,11 +194,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
-  // About four chunks per thread balances uneven rows without much counter traffic.
-  const int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
   fn_ = &fn;
   n_ = n;
-  chunk_ = chunk;
+  chunk_ = grain;  // the smallest claim (run_chunks)
   next_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
   pending_.store(static_cast<int>(workers_.size()));
