@@ -114,11 +114,15 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
 }
 
+// c ? a : b in every bit: one vpternlogd (truth-table columns a = 0xF0, b = 0xCC, c = 0xAA).
+inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
+
 // One Q6_K group against A activations.
 template <int A>
 void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
               std::size_t pf = 0) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i m0F = _mm512_set1_epi8(0x0F), m3C = _mm512_set1_epi8(0x3C);
+  const __m512i m33 = _mm512_set1_epi8(0x33), mCC = _mm512_set1_epi8(static_cast<char>(0xCC));
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -126,36 +130,48 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
     if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L6::kBlockBytes + pf, L6::kBlockBytes);
     const uint8_t* qs = grp + L6::qs_off(b, nb);
     const uint8_t* meta = grp + L6::meta_off(b, nb);
-    __m512i sp[8];  // lane r: (scale 2k, scale 2k + 1) of row r as int16
-    for (int k = 0; k < 8; ++k) sp[k] = _mm512_cvtepi8_epi16(loadu256(meta + L6::kScales + 32 * k));
+    const uint8_t* scales = meta + L6::kScales;
     __m512i isum[A];
     for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       for (int sh = 0; sh < 2; ++sh) {  // steps 4sh .. 4sh + 3: sub-blocks 8h + 2p + sh, p = 0..3
-        __m512i q[4][4];                // [p][step]
+        // One vpdpbusd chain per (activation, p); each step's unpacked quants go straight into them,
+        // so the chains start while the next step is unpacked.
+        __m512i s4[A][4];
+        for (int a = 0; a < A; ++a)
+          for (int p = 0; p < 4; ++p) s4[a][p] = _mm512_setzero_si512();
         for (int t = 0; t < 4; ++t) {
           const int s = 4 * sh + t;
           const uint8_t* c3 = qs + 192 * (8 * h + s);  // layout.h: chunks m = 0, 1, 2 of (h, s)
           const __m512i la = loadu512(c3), lb = loadu512(c3 + 64), hc = loadu512(c3 + 128);
-          q[0][t] = _mm512_or_si512(_mm512_and_si512(la, m4), _mm512_and_si512(_mm512_slli_epi16(hc, 4), m30));
-          q[1][t] = _mm512_or_si512(_mm512_and_si512(lb, m4), _mm512_and_si512(_mm512_slli_epi16(hc, 2), m30));
-          q[2][t] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(la, 4), m4), _mm512_and_si512(hc, m30));
-          q[3][t] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lb, 4), m4),
-                                    _mm512_and_si512(_mm512_srli_epi16(hc, 2), m30));
-        }
-        __m512i sc[4];  // sub-block 8h + 2p + sh = 2k + sh, k = 4h + p: its int8 scale as int32
-        for (int p = 0; p < 4; ++p) {
-          const __m512i v = sp[4 * h + p];
-          sc[p] = sh == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(v, 16), 16) : _mm512_srai_epi32(v, 16);
-        }
-        for (int a = 0; a < A; ++a) {
-          const int8_t* q8 = y[a][b].qs + 128 * h + 16 * sh;
-          __m512i s4[4];
-          for (int p = 0; p < 4; ++p) {
-            s4[p] = _mm512_setzero_si512();
-            for (int t = 0; t < 4; ++t) s4[p] = _mm512_dpbusd_epi32(s4[p], q[p][t], bcast_word(q8 + 32 * p + 4 * t));
+          // Each quant is a nibble (la / lb, low or high) below its 2 top bits (hc, bits 2p .. 2p + 1).
+          // 16-bit shifts move bits across the bytes of a word, so the top bits are first masked
+          // in pairs (h02: p = 0, 2; h13: p = 1, 3) and every bit a select takes from a shifted word is
+          // either a wanted bit or a masked zero: two ops per 64 quants, one shift and one vpternlogd.
+          const __m512i h02 = _mm512_and_si512(hc, m33), h13 = _mm512_and_si512(hc, mCC);
+          __m512i q[4];
+          q[0] = select_bits(m0F, la, _mm512_slli_epi16(h02, 4));
+          q[1] = select_bits(m0F, lb, _mm512_slli_epi16(h13, 2));
+          q[2] = select_bits(m0F, _mm512_srli_epi16(la, 4), h02);
+          // p = 3 as 4·q (at most 252, still a byte): the nibble shifted to bits 2-5 under the top bits
+          // where they are (6-7); its sum is shifted back once per sub-block below.
+          q[3] = select_bits(m3C, _mm512_srli_epi16(lb, 2), h13);
+          for (int a = 0; a < A; ++a) {
+            const int8_t* q8 = y[a][b].qs + 128 * h + 16 * sh + 4 * t;
+            for (int p = 0; p < 4; ++p) s4[a][p] = _mm512_dpbusd_epi32(s4[a][p], q[p], bcast_word(q8 + 32 * p));
           }
-          for (int p = 0; p < 4; ++p) isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(s4[p], sc[p]));
+        }
+        for (int p = 0; p < 4; ++p) {
+          // Sub-block 8h + 2p + sh = 2k + sh (k = 4h + p): lane r's int16 word holds row r's scales
+          // 2k (low byte) and 2k + 1 (high byte); its int8 scale sign-extended to int32.
+          const __m512i w = _mm512_cvtepi16_epi32(loadu256(scales + 32 * (4 * h + p)));
+          const __m512i sc = sh == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24) : _mm512_srai_epi32(w, 8);
+          for (int a = 0; a < A; ++a) {
+            // s4[a][3] is 4 × the sub-block's sum (|4·63·128·16| fits int32, vpdpbusd does not
+            // saturate): the arithmetic shift returns it exactly.
+            const __m512i sum = p == 3 ? _mm512_srai_epi32(s4[a][p], 2) : s4[a][p];
+            isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(sum, sc));
+          }
         }
       }
     }
@@ -163,7 +179,8 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
     for (int a = 0; a < A; ++a) {
       const BlockQ8_K& yb = y[a][b];
       __m512i off = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k) off = _mm512_dpwssd_epi32(off, sp[k], bcast_word(yb.bsums + 2 * k));
+      for (int k = 0; k < 8; ++k)  // lane r: (scale 2k, scale 2k + 1) of row r as int16
+        off = _mm512_dpwssd_epi32(off, _mm512_cvtepi8_epi16(loadu256(scales + 32 * k)), bcast_word(yb.bsums + 2 * k));
       const __m512i is = _mm512_sub_epi32(isum[a], _mm512_slli_epi32(off, 5));
       const __m512 d = _mm512_mul_ps(_mm512_set1_ps(yb.d), xd);
       acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(d, _mm512_cvtepi32_ps(is)));
