@@ -338,3 +338,46 @@ TEST(repack_modes_decide_as_documented) {
   CHECK(!cpu::repack_pays(GGMLType::Q4_0, Isa::Scalar));
   CHECK(cpu::repack_pays(GGMLType::Q4_0, Isa::Avx512) && cpu::repack_pays(GGMLType::Q8_0, Isa::Avx512));
 }
+
+// Q6_K extremes: the AVX-512 kernel builds each 6-bit quant from masked, shifted bytes (one of the four
+// quants of a byte as 4·q, its sum shifted back), so every quant 0 or 63, the bit patterns that
+// would leak a neighbour's bits (ql 0xF0 / 0x0F under qh 0xCC / 0x33), scales 127 and −128 and
+// activations ±127 of one sign, alternating or one sign per quant position must all come out
+// exact; 5 super-blocks (an odd count: the layout's lone last block), 7 activations (passes of 4 and
+// 3), nrows not a multiple of 16.
+TEST(repacked_q6_k_extreme_quants_and_scales_equal_the_plain_scalar_kernel_bitwise) {
+  using strata::quant::BlockQ6_K;
+  std::mt19937 rng(26);
+  const int64_t rows = 48, cols = 1280;
+  const int64_t nb = cols / 256;
+  const std::size_t stride = strata::quant::row_bytes(GGMLType::Q6_K, cols);
+  auto w = random_rows(GGMLType::Q6_K, rows, cols, rng);
+  const uint8_t ql_fill[] = {0x00, 0xFF, 0xF0, 0x0F, 0xFF, 0x00};
+  const uint8_t qh_fill[] = {0x00, 0xFF, 0xCC, 0x33, 0x00, 0xFF};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      auto* x = reinterpret_cast<BlockQ6_K*>(w.data() + static_cast<std::size_t>(r) * stride) + b;
+      const int kind = static_cast<int>(r % 8);  // 6: random quants, 7: random ql under qh 0xFF
+      if (kind < 6) std::memset(x->ql, ql_fill[kind], sizeof x->ql);
+      if (kind < 6) std::memset(x->qh, qh_fill[kind], sizeof x->qh);
+      if (kind == 7) std::memset(x->qh, 0xFF, sizeof x->qh);
+      const int scales = static_cast<int>((r / 8 + b) % 4);  // 3: random
+      for (int i = 0; i < 16; ++i) {
+        if (scales == 0) x->scales[i] = 127;
+        if (scales == 1) x->scales[i] = -128;
+        if (scales == 2) x->scales[i] = static_cast<int8_t>(i % 2 == 0 ? 127 : -128);
+      }
+    }
+  const int nx = 7;
+  std::vector<float> X = random_floats(nx * cols, rng);
+  for (int64_t i = 0; i < cols; ++i) {
+    const int64_t p = i % 128 / 32;                 // which of a qh byte's four quants column i is
+    X[i] = 1.0f;                                    // every byte +127
+    X[cols + i] = -1.0f;                            // every byte -127
+    X[2 * cols + i] = (i % 2 == 0) ? 1.0f : -1.0f;  // alternating
+    X[3 * cols + i] = p == 3 ? -1.0f : 1.0f;        // the 4·q quants one sign, the others the other
+    X[4 * cols + i] = p < 2 ? 1.0f : -1.0f;         // low-nibble quants (p 0, 1) against high (p 2, 3)
+    X[5 * cols + i] = 0.0f;                         // all zero
+  }
+  check_repacked_edges(GGMLType::Q6_K, w, rows, cols, X, nx, {48, 40, 7});
+}
