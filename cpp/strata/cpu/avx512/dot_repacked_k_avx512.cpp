@@ -9,9 +9,12 @@
 // dot. A GEMV walks one row group at a time (one sequential read, as the other repacked kernels);
 // with several activations each group's unpacked quants are shared by up to four of them.
 // Q6_K_R16: the 6-bit quants (0..63, unsigned) are rebuilt from the interleaved ql / qh in 512-bit
-// steps and go through vpdpbusd the same way, one vpmulld per 16-column sub-block by its int8
-// scale; the −32 offset is 32·Σ scale·bsum, eight vpdpwssd of the scale pairs against the
-// activation's bsum pairs; then sum += (dy·dx)·isum, the scalar kernel's arithmetic.
+// steps (a masked qh pair, one 16-bit shift and one vpternlogd select per 64 quants; one quant of
+// four as 4·q, its chain shifted back per sub-block) and go through vpdpbusd the same way, one
+// vpmulld per 16-column sub-block by its int8 scale; the −32 offset is 32·Σ scale·bsum, eight
+// vpdpwssd of the scale pairs against the activation's bsum pairs; then sum += (dy·dx)·isum, the
+// scalar kernel's arithmetic. Why each step's quants go straight into the chains and the scales
+// are copied first: docs/quantization.md (Q6_K_R16).
 #include <algorithm>
 
 #include "strata/cpu/avx512/dot_avx512.h"
