@@ -133,8 +133,9 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
     if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L6::kBlockBytes + pf, L6::kBlockBytes);
     const uint8_t* qs = grp + L6::qs_off(b, nb);
     const uint8_t* meta = grp + L6::meta_off(b, nb);
-    // The meta is copied before the quants are read: reading it back between the quants' loads (a
-    // jump back of up to 3 KiB, again and again) halved the speed of a matrix streamed from memory.
+    // The scales and d are read before the quants: reading the scales from the meta between the
+    // quants' loads (a jump back of up to 3 KiB, four times per block) halved the speed of a matrix
+    // streamed from memory, so they are copied here.
     alignas(64) uint8_t scales[256];
     for (int i = 0; i < 4; ++i) _mm512_store_si512(scales + 64 * i, loadu512(meta + L6::kScales + 64 * i));
     const __m512 xd = _mm512_cvtph_ps(loadu256(meta));
