@@ -96,21 +96,18 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
 
   project(c, R, true);
   store_kv(c, R, start);
-  // Per row and head: q-norm and RoPE with the row's angles.
-  parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* cs = s.rope_cs.data() + r * std::max<int64_t>(rd, 1);
-      for (int64_t h = 0; h < hq; ++h) {
-        const float* src = s.q.data() + r * qrows + (gated ? 2 * h * dh : h * dh);
-        float* dst = s.qh.data() + (r * hq + h) * dh;
-        if (w.q_norm)
-          rms_norm(src, dh, hp.rms_eps, w.q_norm, dst);
-        else
-          std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(dh));
-        if (rd > 0) c.rope->apply(dst, cs);
-      }
-    }
-  });
+  // Query head h of row r: q-norm and RoPE with the row's angles, into s.qh. Each attention item
+  // below prepares its own heads (a decode row's 16 heads were a serial loop on the calling thread).
+  auto prepare_query = [&](int64_t r, int64_t h) {
+    const float* cs = s.rope_cs.data() + r * std::max<int64_t>(rd, 1);
+    const float* src = s.q.data() + r * qrows + (gated ? 2 * h * dh : h * dh);
+    float* dst = s.qh.data() + (r * hq + h) * dh;
+    if (w.q_norm)
+      rms_norm(src, dh, hp.rms_eps, w.q_norm, dst);
+    else
+      std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(dh));
+    if (rd > 0) c.rope->apply(dst, cs);
+  };
   const int hi = static_cast<int>(hp.indexer_heads), di = static_cast<int>(hp.indexer_dim);
 
   // Cell lists.
@@ -173,6 +170,7 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
     const float* qs[kMaxHeadGroup];
     float* outs[kMaxHeadGroup];
     for (int g = 0; g < G; ++g) {
+      prepare_query(r, h0 + g);
       qs[g] = s.qh.data() + (r * hq + h0 + g) * dh;
       outs[g] = s.att.data() + (r * hq + h0 + g) * dh;
     }

@@ -148,7 +148,9 @@ void swiglu_pass(const BlockContext& c, int R, int64_t p0, int64_t p1, bool shar
   const int64_t F = c.hp->ff_expert, Fs = c.hp->ff_shared;
   const std::size_t down_stride = activation_bytes(w.down.type, F);
   const std::size_t sh_down_stride = Fs > 0 ? activation_bytes(w.sh_down.type, Fs) : 0;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(F, 1));
+  // A few entries per piece: a decode row's 8 entries go to two threads (as one piece they were a
+  // serial gap of several microseconds between the gate/up and down regions).
+  const int64_t grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(F, 1));
   const int64_t n_shared = shared ? R : 0;
   parallel_ranges(c.pool, (p1 - p0) + n_shared, grain, [&](int64_t b, int64_t en) {
     for (int64_t q = b; q < en; ++q) {

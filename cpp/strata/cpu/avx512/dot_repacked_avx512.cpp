@@ -85,16 +85,15 @@ void group_one_act(int64_t nb, const uint8_t* grp, const ActTerms& t, float* out
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     if (pf != 0 && (b & 1) == 0) prefetch_lines(grp + L::pair(b) + pf, 2 * L::kBlockBytes);
-    __m512i bc[8];  // step k: columns 4k..4k+3
-    for (int k = 0; k < 8; ++k) bc[k] = bcast_word(y[b].qs + 4 * k);
     __m512i st[8];
     Ops::steps(grp + L::qs_off(b, nb), st);
     // Two independent vpdpbusd chains (steps 0..3, 4..7): one chain of eight would wait on the
-    // instruction's latency at every step. Integer sums: the order changes nothing.
+    // instruction's latency at every step. Integer sums: the order changes nothing. The activation's
+    // 4 bytes of step k are broadcast inside the vpdpbusd (its memory operand, {1to16}).
     __m512i lo = _mm512_set1_epi32(t.start_at(b)), hi = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
-      lo = _mm512_dpbusd_epi32(lo, st[k], bc[k]);
-      hi = _mm512_dpbusd_epi32(hi, st[k + 4], bc[k + 4]);
+      lo = dpbusd_bcast(lo, st[k], y[b].qs + 4 * k);
+      hi = dpbusd_bcast(hi, st[k + 4], y[b].qs + 16 + 4 * k);
     }
     const __m512i isum = block_isum<Ops>(lo, hi);
     const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))), _mm512_set1_ps(t.dy_at(b)));
@@ -121,8 +120,8 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
     }
     for (int k = 0; k < 4; ++k)
       for (int a = 0; a < A; ++a) {
-        lo[a] = _mm512_dpbusd_epi32(lo[a], st[k], bcast_word(t[a].y[b].qs + 4 * k));
-        hi[a] = _mm512_dpbusd_epi32(hi[a], st[k + 4], bcast_word(t[a].y[b].qs + 16 + 4 * k));
+        lo[a] = dpbusd_bcast(lo[a], st[k], t[a].y[b].qs + 4 * k);
+        hi[a] = dpbusd_bcast(hi[a], st[k + 4], t[a].y[b].qs + 16 + 4 * k);
       }
     for (int a = 0; a < A; ++a) {
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(t[a].dy_at(b)));

@@ -79,8 +79,8 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
         // Integer sums: the chains' order changes nothing.
         __m512i p0 = _mm512_set1_epi32(-128 * static_cast<int32_t>(bias[a][g])), p1 = _mm512_setzero_si512();
         for (int s = 0; s < 4; ++s) {
-          p0 = _mm512_dpbusd_epi32(p0, lo[s], bcast_word(q8 + 4 * s));
-          p1 = _mm512_dpbusd_epi32(p1, hi[s], bcast_word(q8 + 16 + 4 * s));
+          p0 = dpbusd_bcast(p0, lo[s], q8 + 4 * s);
+          p1 = dpbusd_bcast(p1, hi[s], q8 + 16 + 4 * s);
         }
         isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(_mm512_add_epi32(p0, p1), scale));
       }

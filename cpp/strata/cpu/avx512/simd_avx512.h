@@ -72,6 +72,18 @@ inline __m512i bcast_word(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
+// acc + vpdpbusd(w, bcast_word(p)) with the broadcast folded into the instruction's memory operand
+// ({1to16}): one instruction instead of a broadcast and a vpdpbusd (GCC does not fold
+// _mm512_set1_epi32 into vpdpbusd). Same integers. The Q4_0_R16 GEMV read from L2 ran ~10 % faster.
+// The memory operand is typed as 4 chars: any alignment, aliases the int8 activation bytes.
+struct Bytes4 {
+  char b[4];
+};
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const void* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const Bytes4*>(p)));
+  return acc;
+}
+
 // The first n_valid of 16 row results (a repacked group of 16 rows; fewer in the matrix's last group).
 inline void store_rows(float* out, __m512 v, int n_valid) {
   if (n_valid == 16)
