@@ -80,10 +80,10 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
         // the order changes nothing.
         __m512i p0 = _mm512_setzero_si512(), p1 = p0, q0 = p0, q1 = p0;
         for (int s = 0; s < 8; s += 2) {
-          p0 = _mm512_dpbusd_epi32(p0, lo[s], bcast_word(q8 + 4 * s));
-          p1 = _mm512_dpbusd_epi32(p1, lo[s + 1], bcast_word(q8 + 4 * s + 4));
-          q0 = _mm512_dpbusd_epi32(q0, hi[s], bcast_word(q8 + 32 + 4 * s));
-          q1 = _mm512_dpbusd_epi32(q1, hi[s + 1], bcast_word(q8 + 32 + 4 * s + 4));
+          p0 = dpbusd_bcast(p0, lo[s], q8 + 4 * s);
+          p1 = dpbusd_bcast(p1, lo[s + 1], q8 + 4 * s + 4);
+          q0 = dpbusd_bcast(q0, hi[s], q8 + 32 + 4 * s);
+          q1 = dpbusd_bcast(q1, hi[s + 1], q8 + 32 + 4 * s + 4);
         }
         // q0 + q1 is 16× the high sub-block's sum (|16·15·127·32| fits int32; vpdpbusd does not
         // saturate), so one arithmetic shift returns it exactly.
@@ -166,7 +166,7 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
           q[3] = select_bits(m3C, _mm512_srli_epi16(lb, 2), h13);
           for (int a = 0; a < A; ++a) {
             const int8_t* q8 = y[a][b].qs + 128 * h + 16 * sh + 4 * t;
-            for (int p = 0; p < 4; ++p) s4[a][p] = _mm512_dpbusd_epi32(s4[a][p], q[p], bcast_word(q8 + 32 * p));
+            for (int p = 0; p < 4; ++p) s4[a][p] = dpbusd_bcast(s4[a][p], q[p], q8 + 32 * p);
           }
         }
         for (int p = 0; p < 4; ++p) {
