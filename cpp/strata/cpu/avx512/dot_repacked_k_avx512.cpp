@@ -183,12 +183,16 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
         }
       }
     }
+    // The −32 offsets: each scale pair widened once per block for all the activations.
+    __m512i off[A];
+    for (int a = 0; a < A; ++a) off[a] = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k) {
+      const __m512i sp = _mm512_cvtepi8_epi16(loadu256(scales + 32 * k));  // lane r: row r's scales 2k, 2k + 1
+      for (int a = 0; a < A; ++a) off[a] = _mm512_dpwssd_epi32(off[a], sp, bcast_word(y[a][b].bsums + 2 * k));
+    }
     for (int a = 0; a < A; ++a) {
       const BlockQ8_K& yb = y[a][b];
-      __m512i off = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k)  // lane r: (scale 2k, scale 2k + 1) of row r as int16
-        off = _mm512_dpwssd_epi32(off, _mm512_cvtepi8_epi16(loadu256(scales + 32 * k)), bcast_word(yb.bsums + 2 * k));
-      const __m512i is = _mm512_sub_epi32(isum[a], _mm512_slli_epi32(off, 5));
+      const __m512i is = _mm512_sub_epi32(isum[a], _mm512_slli_epi32(off[a], 5));
       const __m512 d = _mm512_mul_ps(_mm512_set1_ps(yb.d), xd);
       acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(d, _mm512_cvtepi32_ps(is)));
     }
