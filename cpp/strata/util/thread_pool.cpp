@@ -149,7 +149,7 @@ void ThreadPool::run_chunks() {
     int64_t begin = next_.load(std::memory_order_relaxed), take = 0;
     do {
       if (begin >= n_) return;
-      take = std::max(chunk_, (n_ - begin + parts - 1) / parts);
+      take = std::max(grain_, (n_ - begin + parts - 1) / parts);
     } while (!next_.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed));
     const int64_t end = std::min(n_, begin + take);
     try {
@@ -196,7 +196,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
   fn_ = &fn;
   n_ = n;
-  chunk_ = grain;  // the smallest claim (run_chunks)
+  grain_ = grain;
   next_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
   pending_.store(static_cast<int>(workers_.size()));

@@ -73,7 +73,7 @@ class ThreadPool {
   // The job in flight (written before generation_ is bumped, read after it is seen).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  int64_t chunk_ = 1;  // the smallest claim (the grain)
+  int64_t grain_ = 1;  // the smallest claim (run_chunks)
   std::atomic<int64_t> next_{0};
   std::exception_ptr error_;
   std::mutex error_mutex_;
