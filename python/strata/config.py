@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from strata.errors import ConfigError
-from strata.spec_cost_cache import switch_problem
 
 __all__ = ["SETTINGS", "Config", "ConfigWarning", "Setting", "server_env"]
 
@@ -162,8 +161,9 @@ _FALLBACK = {
 }
 
 _INT_RE = re.compile(r"[+-]?[0-9]+")
-_TRUE = {"1", "true", "on", "yes"}
-_FALSE = {"0", "false", "off", "no"}
+# The spellings of a boolean setting (also read by strata.spec_cost_cache for STRATA_SPEC_CACHE).
+ON_WORDS = frozenset({"1", "true", "on", "yes"})
+OFF_WORDS = frozenset({"0", "false", "off", "no"})
 
 
 @dataclass(frozen=True)
@@ -336,10 +336,10 @@ class Config:
         if "cpu" not in _rejected_groups(diagnostics):
             values["isa"] = native["cpu"]["isa"]
             values["repack"] = native["cpu"]["repack"]
-        if "STRATA_SPEC_CACHE" in env:
-            why = switch_problem(env["STRATA_SPEC_CACHE"])
-            if why:
-                diagnostics.append(f"STRATA_SPEC_CACHE: {why} — the speculation cost cache stays on")
+        cache_switch = env.get("STRATA_SPEC_CACHE")
+        if cache_switch is not None and cache_switch.strip().lower() not in ON_WORDS | OFF_WORDS:
+            diagnostics.append(f'STRATA_SPEC_CACHE: expected on or off, got "{_clip(cache_switch)}" '
+                               "— the speculation cost cache stays on")
         known_elsewhere = SERVER_ENVS + PROCESS_ENVS + MODEL_ENVS
         unknown = sorted(k for k in env if k not in _BY_ENV and k not in known_elsewhere)
         if unknown:
@@ -548,7 +548,7 @@ def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
                    f"{v} is below the minimum of {MIN_CONTEXT} (0 = the model's)")
     if "STRATA_SPECULATIVE" in env:
         s = env["STRATA_SPECULATIVE"].strip().lower()
-        if s != "auto" and s not in _TRUE and s not in _FALSE:
+        if s != "auto" and s not in ON_WORDS and s not in OFF_WORDS:
             reject("speculation", "STRATA_SPECULATIVE",
                    f'expected auto, on or off, got "{_clip(env["STRATA_SPECULATIVE"])}"')
     if "STRATA_DRAFT_STEPS" in env:
@@ -557,7 +557,7 @@ def _python_groups(env: Mapping[str, str]) -> list[tuple[str, str]]:
             reject("speculation", "STRATA_DRAFT_STEPS", why)
     if "STRATA_DRAFT_CHAINED" in env:
         c = env["STRATA_DRAFT_CHAINED"].strip().lower()
-        if c not in _TRUE and c not in _FALSE:
+        if c not in ON_WORDS and c not in OFF_WORDS:
             reject("speculation", "STRATA_DRAFT_CHAINED",
                    f'expected on or off, got "{_clip(env["STRATA_DRAFT_CHAINED"])}"')
     order = ["threads", "backend", "context", "speculation"]
@@ -588,11 +588,11 @@ def _python_values(env: Mapping[str, str], rejected: set[str]) -> dict[str, Any]
     if "speculation" not in rejected:
         if "STRATA_SPECULATIVE" in env:
             s = env["STRATA_SPECULATIVE"].strip().lower()
-            out["speculative"] = None if s == "auto" else s in _TRUE
+            out["speculative"] = None if s == "auto" else s in ON_WORDS
         if "STRATA_DRAFT_STEPS" in env:
             out["draft_steps"] = _to_int(env["STRATA_DRAFT_STEPS"].strip())
         if "STRATA_DRAFT_CHAINED" in env:
-            out["draft_chained"] = env["STRATA_DRAFT_CHAINED"].strip().lower() in _TRUE
+            out["draft_chained"] = env["STRATA_DRAFT_CHAINED"].strip().lower() in ON_WORDS
     return out
 
 

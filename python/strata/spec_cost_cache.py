@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from strata.config import OFF_WORDS
 from strata.user_cache import user_cache_dir
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
     "MAX_ENTRIES",
     "SpecCostCache",
     "cache_dir",
-    "switch_problem",
 ]
 
 ENV_SWITCH = "STRATA_SPEC_CACHE"
@@ -58,9 +58,6 @@ MAX_FILE_BYTES = 256 << 10  # a file this large is not one this module wrote (32
 MAX_SECONDS = 3600.0  # the engine's bound on a seeded cost (Engine.spec_adaptive_seed)
 MAX_WINDOW_SIZES = 17  # windows of 1..kAdaptiveMaxDrafts + 1 rows (draft/adaptive.h)
 
-_ON = {"1", "true", "on", "yes"}
-_OFF = {"0", "false", "off", "no"}
-
 log = logging.getLogger(__name__)
 
 
@@ -73,16 +70,10 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     return user_cache_dir(env)
 
 
-def switch_problem(value: str) -> str:
-    """Why a ``STRATA_SPEC_CACHE`` value is malformed ("" when it is on/off or one of their spellings)."""
-    v = value.strip().lower()
-    return "" if v in _ON or v in _OFF else f'expected on or off, got "{value[:80]}"'
-
-
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``STRATA_SPEC_CACHE`` lets the cache be used (on unless set to an off spelling)."""
     env = os.environ if environ is None else environ
-    return env.get(ENV_SWITCH, "on").strip().lower() not in _OFF
+    return env.get(ENV_SWITCH, "on").strip().lower() not in OFF_WORDS
 
 
 def cpu_name() -> str:
