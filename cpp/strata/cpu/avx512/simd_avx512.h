@@ -20,6 +20,14 @@ namespace {
 inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
+// A load the compiler may not fold into its users: GCC folds a vector used by two instructions (a low
+// and a high nibble mask) into both as memory operands, so each 64 bytes are read twice. Zen 4 runs
+// the repacked Q4_0 kernel from L2 ~20 % faster with one load (docs/benchmarks.md, session 10).
+inline __m512i load512_once(const void* p) {
+  __m512i v = _mm512_loadu_si512(p);
+  __asm__("" : "+v"(v));
+  return v;
+}
 inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i loadu128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
