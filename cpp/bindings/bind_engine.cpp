@@ -145,6 +145,7 @@ class PyEngine {
                             : model::DrafterRequant::Off;
     spec_.retention = st.retention;
     spec_.mode = st.spec_sample;
+    spec_.window_cut = st.moce.window_cut;
     py::gil_scoped_release release;
     if (backend_ == mtl::Backend::Cpu)
       build_cpu(a);
@@ -166,8 +167,9 @@ class PyEngine {
   py::dict hparams() const { return hparams_dict(hp()); }
 
   py::object eval(const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& tokens,
-                  std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {
-    return eval_target(*seq_, mu_, tokens, start_pos, logits, draft_from_row);
+                  std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row,
+                  std::optional<int64_t> cut_from_row) {
+    return eval_target(*seq_, mu_, tokens, start_pos, logits, draft_from_row, cut_from_row);
   }
 
   py::array_t<float> final_streams(int64_t pos) {
@@ -377,6 +379,7 @@ class PyEngine {
     RunnerConfig cfg;
     cfg.experts = a.experts;
     cfg.moce = a.settings.moce.params();
+    cfg.drafter_resident = a.settings.moce.drafter_resident;
     cfg.n_threads = a.n_threads;
     cfg.max_ctx = a.max_ctx;
     cfg.max_rows = a.max_rows > 0 ? a.max_rows : 512;
@@ -511,10 +514,13 @@ void bind_engine(py::module_& m) {
            "One MTP weight as a dict: present, type, repacked, rows, cols, address, data (uint8 [rows, row_bytes] "
            "copy; a repacked weight as its plain type and bytes)")
       .def("eval", &PyEngine::eval, py::arg("tokens"), py::arg("start_pos") = py::none(), py::arg("logits") = "last",
-           py::arg("draft_from_row") = py::none(),
+           py::arg("draft_from_row") = py::none(), py::arg("cut_from_row") = py::none(),
            "Run tokens at positions start_pos.. (default n_past; start_pos <= n_past). Returns float32 logits: "
            "[V] for logits='last', [n, V] for 'all', None for 'none'. draft_from_row: rows >= it are draft rows of "
-           "a verification window (MOCE draft flag, docs/experts.md); None = no draft rows.")
+           "a verification window (MOCE draft flag, docs/experts.md); None = no draft rows. cut_from_row (>= 1, "
+           "logits='all'): an exact window cut from that row on (stream mode; docs/routing.md): the rows from the "
+           "first that would read an expert the rows before it do not are dropped, and the logits have one row per "
+           "row run.")
       .def("commit", &PyEngine::commit, py::arg("n"), "Keep exactly n cells and mark them committed")
       .def("rollback", &PyEngine::rollback, py::arg("n"), "Drop back to n cells (n <= n_past)")
       .def("checkpoint", &PyEngine::checkpoint)

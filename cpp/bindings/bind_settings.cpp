@@ -29,6 +29,8 @@ py::dict settings_dict(const config::Settings& s) {
   moce["protect"] = s.moce.protect;
   moce["draft"] = s.moce.draft;
   moce["window"] = s.moce.window_log_bonus;
+  moce["window_cut"] = s.moce.window_cut;
+  moce["drafter_resident"] = s.moce.drafter_resident;
   moce["params"] = s.moce.params();  // the engine's MoceParams (m = fl32(e^λ) computed here, once)
   py::dict mtp;
   mtp["sink"] = s.mtp.sink;

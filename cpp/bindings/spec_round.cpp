@@ -45,7 +45,8 @@ pybind11::array_t<int32_t> draft_vocab_array(const engine::Sequence& target) {
 pybind11::object eval_target(
     engine::Sequence& target, std::mutex& mu,
     const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
-    std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row) {
+    std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row,
+    std::optional<int64_t> cut_from_row) {
   using engine::LogitRows;
   LogitRows which;
   if (logits == "last")
@@ -62,6 +63,9 @@ pybind11::object eval_target(
   if (draft_from_row && *draft_from_row < 0)
     throw_error(ErrorKind::Value,
                 "eval: draft_from_row must be >= 0 (None = no draft rows), not " + std::to_string(*draft_from_row));
+  if (cut_from_row && (*cut_from_row < 1 || which != LogitRows::All))
+    throw_error(ErrorKind::Value, "eval: cut_from_row must be >= 1 and needs logits='all', got " +
+                                      std::to_string(*cut_from_row) + " with logits='" + logits + "'");
   const int64_t V = target.n_vocab();
   std::vector<int32_t> ids(static_cast<std::size_t>(n));
   const int64_t* src = tokens.data();
@@ -80,13 +84,18 @@ pybind11::object eval_target(
     out = py::array_t<float>(std::vector<py::ssize_t>{n, V});
     dst = out.mutable_data();
   }
+  int64_t ran = n;
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu);
     const int64_t start = start_pos ? *start_pos : target.n_past();
-    target.eval(ids.data(), n, start, which, dst, draft_from_row ? *draft_from_row : -1);
+    if (cut_from_row)
+      ran = target.eval_window(ids.data(), n, start, dst, draft_from_row ? *draft_from_row : -1, *cut_from_row);
+    else
+      target.eval(ids.data(), n, start, which, dst, draft_from_row ? *draft_from_row : -1);
   }
   if (which == LogitRows::None) return py::none();
+  if (ran < n) return out[py::slice(0, ran, 1)];
   return out;
 }
 
@@ -112,6 +121,7 @@ pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mute
   opt.mode = state.mode;
   opt.retention = state.retention;
   opt.adaptive = adaptive;
+  opt.window_cut = state.window_cut;
   draft::RoundResult r;
   {
     py::gil_scoped_release release;
@@ -121,6 +131,7 @@ pybind11::tuple spec_round(engine::Sequence& target, SpecState& state, std::mute
       if (state.seed) state.spec->seed_adaptive(*state.seed);
     }
     r = state.spec->round(token, history, opt, rng);
+    state.cut_drafts += r.cut;
   }
   py::list toks, probs;
   for (int i = 0; i < r.n_tokens; ++i) toks.append(r.tokens[i]);

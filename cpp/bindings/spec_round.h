@@ -23,11 +23,14 @@ namespace strata::bindings {
 sampling::SpecSample spec_mode(const std::string& s);
 
 // Engine.eval: tokens at start_pos (None = n_past); logits "last" (V floats), "all" (n x V) or "none"
-// (returns None); rows >= draft_from_row are draft rows. Locks `mu` and releases the GIL while it runs.
+// (returns None); rows >= draft_from_row are draft rows; cut_from_row (logits "all" only): an exact window
+// cut from that row on (DecodeTarget::eval_window), the logits then [rows run][V]. Locks `mu` and releases
+// the GIL while it runs.
 pybind11::object eval_target(
     engine::Sequence& target, std::mutex& mu,
     const pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>& tokens,
-    std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row);
+    std::optional<int64_t> start_pos, const std::string& logits, std::optional<int64_t> draft_from_row,
+    std::optional<int64_t> cut_from_row = std::nullopt);
 
 // final_streams: the [n][d] streams `s` of position `pos` (nullptr: not held -> Value error).
 pybind11::array_t<float> held_streams(const float* s, int64_t pos, int64_t n, int64_t d);
@@ -43,6 +46,8 @@ struct SpecState {
   std::optional<draft::AdaptiveStats> seed;  // an earlier run's costs for the speculator made next
   config::RetentionSettings retention;
   sampling::SpecSample mode = sampling::SpecSample::Exact;
+  float window_cut = 0.0f;  // STRATA_MOCE_WINDOW_CUT (draft::RoundOptions::window_cut)
+  int64_t cut_drafts = 0;   // drafts window cuts dropped, since the engine was made
 };
 
 // (tokens, drafted, verified, accepted, draft_probs): tokens to commit (accepted drafts then the
@@ -90,6 +95,14 @@ void def_spec_round(Class& cls) {
       "spec_adaptive_stats", [](T& self) { return spec_adaptive_stats(self.spec_state(), self.mutex()); },
       "Adaptive speculation's state: chosen draft counts, measured window and draft-step seconds, per-step "
       "acceptance, estimated and measured gain over plain decoding; None before the first round.");
+  cls.def(
+      "spec_window_cuts",
+      [](T& self) {
+        std::lock_guard<std::mutex> lock(self.mutex());
+        return self.spec_state().cut_drafts;
+      },
+      "Drafts that exact window cuts (STRATA_MOCE_WINDOW_CUT) dropped before verification, since the engine was "
+      "made.");
 }
 
 }  // namespace strata::bindings

@@ -103,6 +103,15 @@ SETTINGS: tuple[Setting, ...] = (
             "log-bonus λw in [0, 8] (0 = off); streaming-aware verification windows: draft rows are routed "
             "with the draft-row rule (b = e^λw, m = b², r_prot = 1) against the residency plus every expert "
             "the window has already requested (the target row's choices included)", True),
+    Setting("STRATA_MOCE_WINDOW_CUT", "moce_window_cut", "moce", "0.5",
+            "probability τ in [0, 1] (0 = off); exact window cuts in stream mode: a verification window "
+            "drops a draft row, and the rows after it, at the first layer where it would read an expert "
+            "that is not resident and not read for an earlier row, unless the product of the drafter's "
+            "probabilities before it is >= τ (the text stays plain decoding's)", True),
+    Setting("STRATA_MOCE_DRAFTER_RESIDENT", "moce_drafter_resident", "moce", "1",
+            "boolean (1/0, true/false, on/off, yes/no); stream mode: the drafter's rows pick their experts "
+            "among the resident ones (when at least K are), so draft steps read no expert; changes drafts "
+            "only, never the verified text", True),
     Setting("STRATA_METALLIB", "metallib", "metal", "unset",
             "path of strata.metallib, the compiled Metal kernels the metal backend loads (<= 4096 bytes)",
             True),
@@ -197,6 +206,15 @@ class Config:
         moce_window: streaming-aware verification windows, a log-bonus in [0, 8] (0 = off): the draft
             rows of a verification window prefer the experts the window already requested (in mmap mode
             too). Changes the verified rows, so the text is no longer exactly plain decoding's.
+        moce_window_cut: exact window cuts, a probability τ in [0, 1] (default 0.5; 0 = off; stream
+            mode only): a draft row whose chance of being needed (the product of the drafter's
+            probabilities of the drafts before it) is below τ is dropped from its verification window,
+            with the rows after it, where it would read an expert that is neither resident nor read for
+            an earlier row. The text stays exactly plain decoding's; the window reads fewer experts and
+            verifies fewer drafts.
+        moce_drafter_resident: (default on) stream mode: the drafter's rows pick their experts among
+            the resident ones (when at least K are), so a draft step reads no expert. Changes the drafts
+            (and so the acceptance), never the verified text.
         expert_mode: ``"mmap"`` (experts from the file mapping) or ``"stream"`` (a bounded resident set).
         expert_cache: the resident set's size: ``"30%"`` of all experts, ``"512M"``, bytes, or ``"0"`` =
             every expert (an int is bytes).
@@ -231,6 +249,8 @@ class Config:
     moce_protect: int = 0
     moce_draft: bool = False
     moce_window: float = 0.0
+    moce_window_cut: float = 0.5
+    moce_drafter_resident: bool = True
     expert_mode: Literal["mmap", "stream"] = "mmap"
     expert_cache: str = "0"
     expert_direct_io: Literal["auto", "on", "off"] = "auto"
@@ -307,6 +327,8 @@ class Config:
             "moce_protect": int(native["moce"]["protect"]),
             "moce_draft": bool(native["moce"]["draft"]),
             "moce_window": float(native["moce"]["window"]),
+            "moce_window_cut": float(native["moce"]["window_cut"]),
+            "moce_drafter_resident": bool(native["moce"]["drafter_resident"]),
             "metallib": str(native["metal"]["metallib"]),
             "metal_mtp_tile": str(native["metal"]["mtp_tile"]),
         }
@@ -319,7 +341,8 @@ class Config:
                 values["spec_min_cum_p"] = float(env["STRATA_METAL_SPEC_MIN_CUM_P"])
         if "moce" not in _rejected_groups(diagnostics):
             for name, key in (("STRATA_MOCE_BONUS", "moce_bonus"), ("STRATA_MOCE_RANK1", "moce_rank1"),
-                              ("STRATA_MOCE_WINDOW", "moce_window")):
+                              ("STRATA_MOCE_WINDOW", "moce_window"),
+                              ("STRATA_MOCE_WINDOW_CUT", "moce_window_cut")):
                 if name in env:
                     values[key] = float(env[name])
         problems = _python_groups(env)
@@ -380,6 +403,8 @@ class Config:
             "STRATA_MOCE_PROTECT": str(self.moce_protect),
             "STRATA_MOCE_DRAFT": "1" if self.moce_draft else "0",
             "STRATA_MOCE_WINDOW": _num(self.moce_window),
+            "STRATA_MOCE_WINDOW_CUT": _num(self.moce_window_cut),
+            "STRATA_MOCE_DRAFTER_RESIDENT": "1" if self.moce_drafter_resident else "0",
         }
         if self.spec_min_p_schedule is not None:
             env["STRATA_METAL_SPEC_MIN_P_SCHEDULE"] = ",".join(_num(p) for p in self.spec_min_p_schedule)
@@ -432,9 +457,10 @@ class Config:
         for field in ("threads", "context_length", "draft_steps", "mtp_sink", "mtp_window", "moce_protect",
                       "expert_io_threads"):
             need(_is_int(getattr(self, field)), field, "an integer")
-        for field in ("moce_bonus", "moce_rank1", "moce_window"):
+        for field in ("moce_bonus", "moce_rank1", "moce_window", "moce_window_cut"):
             need(_is_number(getattr(self, field)), field, "a number")
         need(isinstance(self.moce_draft, bool), "moce_draft", "True or False")
+        need(isinstance(self.moce_drafter_resident, bool), "moce_drafter_resident", "True or False")
         need(isinstance(self.draft_chained, bool), "draft_chained", "True or False")
         need(isinstance(self.mtp_q4, bool), "mtp_q4", "True or False")
         need(isinstance(self.mtp_q5, bool), "mtp_q5", "True or False")
@@ -457,7 +483,7 @@ class Config:
         need(sched is None or (isinstance(sched, tuple) and all(_is_number(p) for p in sched)),
              "spec_min_p_schedule", "None or a sequence of 1 to 8 probabilities")
         # Values the text form cannot carry faithfully are refused here rather than by the parser.
-        for field in ("moce_bonus", "moce_rank1", "moce_window", "spec_min_cum_p"):
+        for field in ("moce_bonus", "moce_rank1", "moce_window", "moce_window_cut", "spec_min_cum_p"):
             v = getattr(self, field)
             need(v is None or math.isfinite(v), field, "finite")
         need(sched is None or all(math.isfinite(p) for p in sched), "spec_min_p_schedule",

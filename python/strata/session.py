@@ -389,6 +389,7 @@ class _Run:
         self.expert_mode = session._config.expert_mode
         self.experts_start = self.engine.expert_totals()
         self.experts_after_prefill: dict[str, Any] | None = None
+        self.cuts_start = int(self.engine.spec_window_cuts())
         self.rounds_since_costs = 0
 
     # ------------------------------------------------------------------------------------ helpers
@@ -405,6 +406,7 @@ class _Run:
     def record_experts(self) -> None:
         now = self.engine.expert_totals()
         self.stats.record_experts(self.experts_start, now, self.experts_after_prefill, self.expert_mode)
+        self.stats.window_cut_drafts = int(self.engine.spec_window_cuts()) - self.cuts_start
 
     def finish(self, reason: str, out: list[str], flush: bool = True) -> None:
         if flush:

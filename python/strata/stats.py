@@ -78,6 +78,7 @@ class GenerationStats:
     expert_stall_seconds: float = 0.0
     expert_decode_misses: int = 0
     expert_decode_bytes_read: int = 0
+    window_cut_drafts: int = 0  # drafts exact window cuts dropped unverified (Config.moce_window_cut)
 
     # ------------------------------------------------------------------------------------ derived
     @property
@@ -185,6 +186,7 @@ class GenerationStats:
             "expert_stall_seconds": self.expert_stall_seconds,
             "expert_decode_misses": self.expert_decode_misses,
             "expert_decode_bytes_read": self.expert_decode_bytes_read,
+            "window_cut_drafts": self.window_cut_drafts,
             "expert_hit_rate": self.expert_hit_rate,
             "expert_misses_per_token": self.expert_misses_per_token,
             "expert_bytes_per_token": self.expert_bytes_per_token,
@@ -205,6 +207,8 @@ class GenerationStats:
                          f"acceptance per draft step [{acc}]")
             counts = ", ".join(f"{n}:{c}" for n, c in enumerate(self.draft_counts) if c) or "-"
             line = f"drafts verified per step {{{counts}}}"
+            if self.window_cut_drafts:
+                line += f"; window cuts dropped {self.window_cut_drafts} drafts"
             if self.adaptive:
                 line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, "
                          f"measured {self.measured_gain:.2f}x over a plain step; "

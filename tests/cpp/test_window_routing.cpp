@@ -5,6 +5,7 @@
 #define STRATA_TEST_MAIN
 #include "check.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -136,4 +137,39 @@ TEST(window_map_helpers) {
   CHECK(strata::routing::window_routing_on(p));
   const MoceParams d = strata::routing::window_draft_params(p);
   CHECK(d.draft && d.protect == 1 && d.resident_bonus == 1.5f && d.rank1_scale == 1.0f);
+}
+
+// Exact window cuts: window_rows_kept against the rule's text (the first row >= cut_from_row with an expert
+// that is neither resident nor requested by a row before it), over random windows.
+TEST(window_rows_kept_is_the_first_row_that_would_read) {
+  std::mt19937_64 rng(20261202);
+  std::uniform_int_distribution<int> rows(1, 8), ks(1, 4), es(4, 32);
+  int cuts = 0, whole = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int R = rows(rng), k = ks(rng), E = std::max(es(rng), k);
+    const int cut_from = std::uniform_int_distribution<int>(-1, R)(rng);
+    std::vector<uint8_t> resident(static_cast<std::size_t>(E));
+    const int density = trial % 4;  // 0: nobody resident ... 3: three in four
+    for (auto& r : resident) r = std::uniform_int_distribution<int>(0, 3)(rng) < density ? 1 : 0;
+    std::vector<int32_t> ids(static_cast<std::size_t>(R * k));
+    for (auto& e : ids) e = std::uniform_int_distribution<int>(0, E - 1)(rng);
+    int want = R;
+    if (cut_from >= 1) {
+      std::set<int32_t> read;
+      for (int r = 0; r < R && want == R; ++r) {
+        for (int i = 0; i < k; ++i) {
+          const int32_t e = ids[static_cast<std::size_t>(r * k + i)];
+          if (r >= cut_from && resident[static_cast<std::size_t>(e)] == 0 && read.count(e) == 0) want = r;
+        }
+        for (int i = 0; i < k; ++i) read.insert(ids[static_cast<std::size_t>(r * k + i)]);
+      }
+    }
+    std::vector<uint8_t> map(static_cast<std::size_t>(E), 7);
+    CHECK(strata::routing::window_rows_kept(resident.data(), E, ids.data(), k, R, cut_from, map.data()) == want);
+    // No residency map (mmap mode): nothing is ever read, nothing is cut.
+    CHECK(strata::routing::window_rows_kept(nullptr, E, ids.data(), k, R, cut_from, map.data()) == R);
+    cuts += want < R;
+    whole += want == R;
+  }
+  CHECK(cuts > 2000 && whole > 2000);  // the grid exercises both outcomes
 }

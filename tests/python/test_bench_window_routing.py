@@ -27,8 +27,14 @@ def test_window_routing_teacher_forced_on_the_demo() -> None:
 
 
 def test_window_modes_of_spec_speed() -> None:
-    assert spec_speed.mode_config("auto+w", 1.5) == {"speculative": None, "moce_window": 1.5}
-    assert spec_speed.mode_config("on", 1.5) == {"speculative": True, "moce_window": 0.0}
+    assert spec_speed.mode_config("auto+w", 1.5) == {"speculative": None, "moce_window": 1.5,
+                                                     "moce_window_cut": 0.0, "moce_drafter_resident": False}
+    assert spec_speed.mode_config("on", 1.5) == {"speculative": True, "moce_window": 0.0,
+                                                 "moce_window_cut": 0.0, "moce_drafter_resident": False}
+    assert spec_speed.mode_config("on+c+r", 1.5, 0.7) == {
+        "speculative": True, "moce_window": 0.0, "moce_window_cut": 0.7, "moce_drafter_resident": True}
+    with pytest.raises(ValueError, match="unknown drafter mode"):
+        spec_speed.mode_config("on+x", 1.0)
     with pytest.raises(ValueError, match="unknown drafter mode"):
         spec_speed.mode_config("sometimes", 1.0)
     case = spec_speed.run_case(strata.Model(), 0.0, 1, "stream 25%", modes=["off", "on", "on+w"], runs=1,

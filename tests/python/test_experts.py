@@ -70,8 +70,10 @@ def test_stream_logits_equal_mmap_bit_for_bit(path_name: str, request: pytest.Fi
     want = _bits(_run(_engine(path)))
     cases = [(0.1, 2, "auto"), (0.5, 0, "auto"), (1.0, 3, "off"), (0.1, 0, "off"), ("30%", 1, "auto")]
     for cache, threads, direct in cases:
+        # The drafter routed as in mmap mode (by default it picks among the resident experts in stream
+        # mode, which changes its drafts: the next test).
         eng = _engine(path, expert_mode="stream", expert_cache=cache, expert_io_threads=threads,
-                      expert_direct_io=direct)
+                      expert_direct_io=direct, moce_drafter_resident=False)
         got = _bits(_run(eng))
         assert len(got) == len(want)
         for g, w in zip(got, want, strict=True):
@@ -81,6 +83,32 @@ def test_stream_logits_equal_mmap_bit_for_bit(path_name: str, request: pytest.Fi
         assert st["total"]["misses"] > 0
         if cache == 0.1:
             assert st["slots"] == math.ceil(0.1 * st["total_experts"]) and st["total"]["evictions"] > 0
+
+
+def test_a_resident_drafter_changes_only_the_drafts(model: Path) -> None:
+    """Stream mode's default drafter routes among the resident experts (STRATA_MOCE_DRAFTER_RESIDENT): the
+    main model's outputs stay bit for bit mmap mode's, the draft logits move, and the MTP layer's experts
+    are read only while fewer than K of them are resident."""
+    want = _bits(_run(_engine(model)))
+    eng = _engine(model, expert_mode="stream", expert_cache=0.5, expert_io_threads=1)
+    eng.set_route_trace(True)
+    got = _bits(_run(eng))
+    draft = len(got) - 2  # _run's outputs: ..., the draft logits, the verification window
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if i != draft:
+            assert np.array_equal(g, w), i
+    assert not np.array_equal(got[draft], want[draft])
+    # The drafter's layer (the store's last) in the trace of draft steps: only resident experts whenever
+    # at least K of them are resident.
+    resident_only = 0
+    for t in range(1, 40, 3):
+        eng.mtp_draft(t, n_steps=1)
+        mtp = eng.route_trace()[-1]
+        assert mtp["resident"] is not None
+        if int(mtp["resident"].sum()) >= mtp["k"]:
+            assert all(mtp["resident"][e] for e in mtp["ids"][0])
+            resident_only += 1
+    assert resident_only > 0
 
 
 def test_counters_add_up(model: Path) -> None:

@@ -186,7 +186,9 @@ def test_draft_from_row_across_chunks_and_errors(path: Path) -> None:
 
 
 def test_session_verification_marks_draft_rows(model: strata.Model) -> None:
-    s = model.session(strata.Config(speculative=True, moce_bonus=0.7, moce_draft=True, **STREAM))
+    # Every window whole (no exact cuts): the test reads the rows each window marked.
+    s = model.session(strata.Config(speculative=True, moce_bonus=0.7, moce_draft=True, moce_window_cut=0.0,
+                                    **STREAM))
     windows: list[tuple[int, int]] = []  # per round: (drafts verified, draft_from_row of the last window)
 
     class Recorder:
@@ -270,3 +272,54 @@ def test_window_setting_reaches_the_engine(model: strata.Model) -> None:
         strata.Config(moce_window=9.0)
     with pytest.raises(strata.ConfigError, match="STRATA_MOCE_WINDOW"):
         strata.Config(moce_window=-0.5)
+
+
+# ------------------------------------------------------------------------ exact window cuts (+ drafter)
+def test_a_cut_window_keeps_its_first_rows_exactly(path: Path) -> None:
+    """cut_from_row drops the rows from the first that would read an expert the rows before it do not:
+    the rows it keeps are the whole window's, and the sequence holds only them."""
+    stream = _engine(path)
+    whole = _engine(path)
+    cuts = 0
+    for start in range(12, 40, 4):
+        prompt = [int(t) for t in np.random.default_rng(start).integers(0, 300, start)]
+        t = int(stream.eval(prompt).argmax())
+        _, drafts = stream.mtp_draft(t, n_steps=3)
+        window = [t, *(int(d) for d in drafts)]
+        cut = np.asarray(stream.eval(window, logits="all", draft_from_row=1, cut_from_row=1))
+        assert 1 <= cut.shape[0] <= 4 and stream.n_past == start + cut.shape[0]
+        whole.eval(prompt)
+        full = np.asarray(whole.eval(window, logits="all", draft_from_row=1))
+        np.testing.assert_array_equal(cut, full[: cut.shape[0]])
+        cuts += cut.shape[0] < 4
+        stream.rollback(0)
+        whole.rollback(0)
+    assert cuts > 0  # some window was cut
+    # mmap mode reads nothing through a residency map: nothing is cut.
+    mm = engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4)
+    t = int(mm.eval(PROMPT).argmax())
+    _, drafts = mm.mtp_draft(t, n_steps=3)
+    assert np.asarray(mm.eval([t, *(int(d) for d in drafts)], logits="all", cut_from_row=1)).shape[0] == 4
+    with pytest.raises(ValueError, match="cut_from_row"):
+        mm.eval([t], logits="last", cut_from_row=1)
+    with pytest.raises(ValueError, match="cut_from_row"):
+        mm.eval([t, t], logits="all", cut_from_row=0)
+
+
+def test_window_cuts_and_a_resident_drafter_keep_plain_decoding_s_text(model: strata.Model) -> None:
+    plain = _generate(model, strata.Config(speculative=False, **STREAM), n=32)
+    on = _generate(model, strata.Config(speculative=True, moce_window_cut=0.0, moce_drafter_resident=False,
+                                        **STREAM), n=32)
+    cut = _generate(model, strata.Config(speculative=True, moce_window_cut=1.0, moce_drafter_resident=True,
+                                         **STREAM), n=32)
+    assert cut.tokens == plain.tokens == on.tokens
+    assert cut.stats.window_cut_drafts > 0 and on.stats.window_cut_drafts == 0
+    assert "window cuts dropped" in cut.stats.summary()
+    # τ = 1 lets no draft row read for itself: the windows read less than uncut ones.
+    assert cut.stats.expert_bytes_per_token < on.stats.expert_bytes_per_token
+    native = strata.Config(moce_window_cut=0.25, moce_drafter_resident=True).native().as_dict()["moce"]
+    assert native["window_cut"] == 0.25 and native["drafter_resident"] is True
+    with pytest.raises(strata.ConfigError, match="STRATA_MOCE_WINDOW_CUT"):
+        strata.Config(moce_window_cut=1.5)
+    with pytest.raises(strata.ConfigError, match="STRATA_MOCE_DRAFTER_RESIDENT"):
+        strata.Config(moce_drafter_resident=2)  # type: ignore[arg-type]

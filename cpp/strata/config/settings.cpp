@@ -27,6 +27,8 @@ constexpr const char* kMoceRank1 = "STRATA_MOCE_RANK1";
 constexpr const char* kMoceProtect = "STRATA_MOCE_PROTECT";
 constexpr const char* kMoceDraft = "STRATA_MOCE_DRAFT";
 constexpr const char* kMoceWindow = "STRATA_MOCE_WINDOW";
+constexpr const char* kMoceWindowCut = "STRATA_MOCE_WINDOW_CUT";
+constexpr const char* kMoceDrafterResident = "STRATA_MOCE_DRAFTER_RESIDENT";
 constexpr const char* kMetallib = "STRATA_METALLIB";
 constexpr const char* kMetalMtpTile = "STRATA_METAL_MTP_TILE";
 constexpr const char* kExpertMode = "STRATA_EXPERT_MODE";
@@ -156,6 +158,13 @@ const std::vector<SettingInfo>& known_settings() {
       {kMoceWindow, "moce", "0",
        "log-bonus λw in [0, 8] (0 = off); streaming-aware verification windows: draft rows are routed with the "
        "draft-row rule, b = e^λw, against the residency plus every expert the window has already requested"},
+      {kMoceWindowCut, "moce", "0.5",
+       "probability τ in [0, 1] (0 = off); exact window cuts in stream mode: a verification window drops a draft "
+       "row, and the rows after it, at the first layer where it would read an expert that is not resident and "
+       "not read for an earlier row, unless the product of the drafter's probabilities before it is >= τ"},
+      {kMoceDrafterResident, "moce", "1",
+       "boolean; stream mode: the drafter's rows pick their experts among the resident ones (when at least K "
+       "are), so draft steps read no expert; changes drafts only, never the verified text"},
       {kMetallib, "metal", "unset",
        "path of strata.metallib (the metal backend's compiled kernels; at most 4096 bytes)"},
       {kMetalMtpTile, "metal", "unset",
@@ -268,6 +277,14 @@ ParseResult parse_settings(const EnvMap& env) {
         m.window_log_bonus = static_cast<float>(*x);
       }
     }
+    if (const auto* v = find(env, kMoceWindowCut)) {
+      if (auto x = g.take(kMoceWindowCut, parse_number(*v))) {
+        if (!(*x >= 0.0 && *x <= 1.0)) g.reject(kMoceWindowCut, std::string(trim(*v)) + " is outside [0, 1]");
+        m.window_cut = static_cast<float>(*x);
+      }
+    }
+    if (const auto* v = find(env, kMoceDrafterResident))
+      if (auto x = g.take(kMoceDrafterResident, parse_bool(*v))) m.drafter_resident = *x;
     if (g.failed())
       out.diagnostics.push_back(g.diagnostic());
     else

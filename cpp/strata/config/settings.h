@@ -37,6 +37,11 @@ struct MoceSettings {
   int protect = 0;
   bool draft = false;
   float window_log_bonus = 0.0f;  // λw; 0 = off, else draft rows use b = e^λw against the window's residency
+  // τ in [0, 1]; 0 = off: exact window cuts (routing::window_rows_kept) for draft rows whose chance of being
+  // needed (the product of the drafter's probabilities of the drafts before them) is below τ.
+  float window_cut = 0.5f;
+  // Stream mode: the drafter's rows route among the resident experts (no draft step reads an expert).
+  bool drafter_resident = true;
   routing::MoceParams params() const;
 };
 

@@ -51,6 +51,18 @@ struct EncodingOffGuard {
   }
 };
 
+// The first window row (1..n) that may be cut: the first whose chance of being needed, the product of
+// the drafter's probabilities of the drafts before it, is below tau; n + 1 = none (tau <= 0: cuts off).
+int window_cut_row(float tau, const float* probs, int n) {
+  if (tau <= 0.0f) return n + 1;
+  double chance = 1.0;
+  for (int r = 1; r <= n; ++r) {
+    chance *= static_cast<double>(probs[r - 1]);
+    if (chance < static_cast<double>(tau)) return r;
+  }
+  return n + 1;
+}
+
 }  // namespace
 
 Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
@@ -167,10 +179,21 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     return plain;
   }
 
-  // Verification: ONE window of n + 1 rows; rows >= 1 are draft rows.
+  // Verification: ONE window of n + 1 rows; rows >= 1 are draft rows. With window cuts the
+  // target may run fewer rows (the first m): the drafts of the rows it dropped are not verified, as if
+  // the round had drafted m - 1. Rows are causal, so the kept rows' logits are those of the whole
+  // window; the cut depends on the rows' routing, never on the verification's random draws, so the
+  // output is plain decoding's whatever it cuts (deterministic drafts, as above).
   window_[0] = t;
   t0 = std::chrono::steady_clock::now();
-  target_.eval(window_.data(), n + 1, p, engine::LogitRows::All, logits_.data(), 1);
+  const int cut_from = window_cut_row(opt.window_cut, r.probs, n);
+  int m = n + 1;
+  if (cut_from <= n)
+    m = static_cast<int>(target_.eval_window(window_.data(), n + 1, p, logits_.data(), 1, cut_from));
+  else
+    target_.eval(window_.data(), n + 1, p, engine::LogitRows::All, logits_.data(), 1);
+  r.cut = n + 1 - m;
+  n = m - 1;
   one_[0] = t;
   const std::span<const int32_t> hist = history.empty() ? std::span<const int32_t>(one_) : history;
   const std::span<const int32_t> drafts(window_.data() + 1, static_cast<std::size_t>(n));
@@ -186,6 +209,9 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   r.tokens[v.accepted] = v.next_token;
   r.n_tokens = v.accepted + 1;
   if (adaptive) {
+    // A cut window is timed and counted as the window asked for: its dropped drafts count as rejected,
+    // so the economics see what the cuts cost in tokens per round.
+    n += r.cut;
     adaptive_.record_verify(n + 1, seconds_since(t0));  // the window, its verification and the rollback
     // The shadow draft (window_[n + 1], never evaluated) is judged when every verified draft passed.
     if (shadow && v.accepted == n) {

@@ -45,6 +45,10 @@ struct RoundOptions {
   sampling::SamplingPolicy policy;
   sampling::SpecSample mode = sampling::SpecSample::Exact;
   bool adaptive = false;  // choose each round's draft count (<= max_drafts) from measured costs (adaptive.h)
+  // τ of exact window cuts (STRATA_MOCE_WINDOW_CUT; 0 = off): window row r >= 1 may read experts for
+  // itself only while p_0·…·p_{r-1} (the drafter's probabilities of the drafts before it) >= τ; a row
+  // below that is dropped, with the rows after it, where it would read (DecodeTarget::eval_window).
+  float window_cut = 0.0f;
 };
 
 struct RoundResult {
@@ -53,6 +57,7 @@ struct RoundResult {
   int drafted = 0;                   // drafter rows run this round
   int verified = 0;                  // drafts in the verification window (0: a plain step ran)
   int accepted = 0;                  // drafts[0..accepted) kept
+  int cut = 0;                       // drafts a window cut dropped before verification (not in `verified`)
   float probs[kMaxDraftSteps] = {};  // the drafter's probability of each drafted step (drafted entries)
 };
 

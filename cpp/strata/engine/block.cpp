@@ -76,7 +76,7 @@ void write_block_kv(const BlockContext& c, const float* X, int R, int64_t start)
     attention_write_kv(c, R, start);
 }
 
-void run_block(const BlockContext& c, float* X, int R, int64_t start) {
+int run_block(const BlockContext& c, float* X, int R, int64_t start) {
   const model::HParams& hp = *c.hp;
   Scratch& s = *c.s;
   const int n = static_cast<int>(hp.hc_count);
@@ -128,7 +128,7 @@ void run_block(const BlockContext& c, float* X, int R, int64_t start) {
     });
     dense_ffn_forward(c, R);
     combine_out();
-    return;
+    return R;
   }
 
   // MoE inside its hyper-connection; the combine forms routed + shared once per dimension.
@@ -137,7 +137,7 @@ void run_block(const BlockContext& c, float* X, int R, int64_t start) {
     for (int64_t r = b; r < e; ++r)
       rms_norm(s.collapsed.data() + r * d, d, hp.rms_eps, c.w->moe.norm, s.xn.data() + r * d);
   });
-  moe_forward(c, R);
+  R = moe_forward(c, R);
   const int K = static_cast<int>(hp.n_expert_used);
   const bool has_shared = hp.ff_shared > 0;
   parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
@@ -158,6 +158,7 @@ void run_block(const BlockContext& c, float* X, int R, int64_t start) {
     part.x_out = X + b * n * d;
     hc_combine(part);
   });
+  return R;
 }
 
 }  // namespace strata::engine

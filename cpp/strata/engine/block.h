@@ -38,6 +38,13 @@ struct BlockContext {
   routing::MoceParams moce;
   const uint8_t* resident = nullptr;  // E bytes for this layer, nonzero = resident; nullptr = no map
   int draft_from_row = -1;            // rows >= this are draft rows of a verification window; -1 = none
+  // Rows >= this (>= 1) may be cut from a window at the first MoE layer where they would read an expert
+  // that is neither resident nor read for an earlier row (routing::window_rows_kept); -1 = never.
+  int cut_from_row = -1;
+  // The drafter's rows in stream mode (STRATA_MOCE_DRAFTER_RESIDENT): softmax-gated rows pick their top-K
+  // among the resident experts when at least K are resident, so a draft step reads none. Drafts may be
+  // anything without changing the verified text; only their acceptance moves.
+  bool resident_only = false;
   // Where the routed experts' weights come from (experts/expert_store.h); nullptr = the mmap views.
   experts::ExpertStore* experts = nullptr;
   int expert_layer = 0;  // this block's layer in the store (main layers, then the MTP)
@@ -55,8 +62,9 @@ struct BlockContext {
   float clamp_shexp = 0.0f;
 };
 
-// X: [R][n][d] streams, updated in place.
-void run_block(const BlockContext& c, float* X, int R, int64_t start);
+// X: [R][n][d] streams, updated in place. Returns the rows the block kept: R, or fewer when
+// c.cut_from_row cut the window in its MoE (the rows after it are left as they were mid-block).
+int run_block(const BlockContext& c, float* X, int R, int64_t start);
 
 // The pieces (tests and the MTP reuse them).
 // Hyper-connection entry: coefficients (s.pre/post/comb) and the collapsed input (s.collapsed);
@@ -75,8 +83,9 @@ void attention_write_kv(const BlockContext& c, int R, int64_t start);
 // K/V-only rows ("catch-up"): the hyper-connection collapse, attn_norm and attention_write_kv; the
 // streams are not changed. Writes exactly the bytes run_block would write to the cells.
 void write_block_kv(const BlockContext& c, const float* X, int R, int64_t start);
-// MoE sub-layer: s.xn -> s.routed, s.weights, s.shared, s.shared_gate.
-void moe_forward(const BlockContext& c, int R);
+// MoE sub-layer: s.xn -> s.routed, s.weights, s.shared, s.shared_gate. Returns the rows it ran (R, or
+// fewer when c.cut_from_row cut the window).
+int moe_forward(const BlockContext& c, int R);
 // Dense FFN sub-layer of a layer without experts (glm4moe's leading layers): s.xn -> s.out.
 void dense_ffn_forward(const BlockContext& c, int R);
 // HyperHead (or n = 1: identity) then RMSNorm_w: rows of X -> out [R][d].

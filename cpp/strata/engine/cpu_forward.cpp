@@ -57,6 +57,7 @@ CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConf
     mc.pool = pool;
     mc.experts = experts_.get();
     mc.expert_layer = static_cast<int>(hp.moe_layers());  // expert_layout puts the MTP block after the main layers
+    mc.resident_only = cfg.drafter_resident;
     mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
   }
 }
@@ -86,6 +87,16 @@ void CpuForward::run_rows(const int32_t* tokens, int R, int64_t start, LogitRows
   const int rows = which == LogitRows::All ? R : 1;
   for (int r = 0; r < rows; ++r)
     std::memcpy(logits_out + static_cast<std::size_t>(r) * V, w.logits(r), V * sizeof(float));
+}
+
+int CpuForward::run_window(const int32_t* tokens, int R, int64_t start, float* logits_out, int draft_from_row,
+                           int cut_from_row) {
+  Window& w = *window_;
+  const int ran = w.run(tokens, R, start, LogitRows::All, draft_from_row, cut_from_row);
+  const std::size_t V = model_->hparams().n_vocab;
+  for (int r = 0; r < ran; ++r)
+    std::memcpy(logits_out + static_cast<std::size_t>(r) * V, w.logits(r), V * sizeof(float));
+  return ran;
 }
 
 void CpuForward::draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) {

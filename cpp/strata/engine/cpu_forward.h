@@ -28,6 +28,7 @@ struct CpuForwardConfig {
   int64_t mtp_window = 256;
   experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
   routing::MoceParams moce;            // expert selection of the main window
+  bool drafter_resident = false;       // stream mode: the drafter routes among resident experts (MtpConfig)
   model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // low-bit drafter weights
   std::optional<cpu::RepackMode> repack;  // repacked weights (cpu/repack/repack.h); nullopt = STRATA_REPACK
 };
@@ -53,6 +54,8 @@ class CpuForward final : public SequenceBackend {
   void set_length(int64_t n) override;
   void run_rows(const int32_t* tokens, int R, int64_t start, LogitRows which, float* logits_out,
                 int draft_from_row) override;
+  int run_window(const int32_t* tokens, int R, int64_t start, float* logits_out, int draft_from_row,
+                 int cut_from_row) override;
   const float* row_streams(int r) const override { return window_->final_streams(r); }
   void draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) override;
   int32_t draft_row(const float* H, int32_t token, int64_t pos, std::span<const int32_t> cells, float* logits_out,

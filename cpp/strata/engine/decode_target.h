@@ -31,6 +31,16 @@ class DecodeTarget {
   // window (MOCE routes them with its draft parameters, R-1); -1 = none.
   virtual void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
                     int64_t draft_from_row) = 0;
+  // A verification window: eval with LogitRows::All that the target may cut exactly from row
+  // cut_from_row on (>= 1; -1 = never): the rows from the first that would read an expert the rows
+  // before it do not are dropped (Window::run). Returns the rows evaluated (n or fewer); logits_out
+  // holds that many rows and the target holds their cells. Targets without cuts evaluate every row.
+  virtual int64_t eval_window(const int32_t* tokens, int64_t n, int64_t start, float* logits_out,
+                              int64_t draft_from_row, int64_t cut_from_row) {
+    (void)cut_from_row;
+    eval(tokens, n, start, LogitRows::All, logits_out, draft_from_row);
+    return n;
+  }
   // Drops back to n cells (n <= n_past()).
   virtual void rollback(int64_t n) = 0;
 

@@ -32,6 +32,14 @@
 namespace strata::engine {
 namespace {
 
+// Whether the map holds at least k resident experts (nullptr: no map).
+bool resident_at_least(const uint8_t* resident, int64_t n, int64_t k) {
+  if (resident == nullptr) return false;
+  int64_t have = 0;
+  for (int64_t e = 0; e < n && have < k; ++e) have += resident[e] != 0;
+  return have >= k;
+}
+
 // 1. Router logits (and the shared expert's gate input), softmax, top-K per row into s.ids / s.weights.
 void route_rows(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
@@ -60,6 +68,11 @@ void route_rows(const BlockContext& c, int R) {
       return;
     }
     softmax(p, E);
+    if (c.resident_only && resident_at_least(resident, E, K)) {
+      for (int64_t e = 0; e < E; ++e)
+        if (resident[e] == 0) p[e] = 0.0f;  // top-K of the resident experts, renormalised over them
+      resident = nullptr;
+    }
     routing::route_row(p, static_cast<int>(E), static_cast<int>(K), resident, mp, draft_row, s.ids.data() + r * K,
                        s.weights.data() + r * K);
   };
@@ -205,7 +218,7 @@ void down_pass(const BlockContext& c, int R, const experts::LayerPass& pass, int
 
 }  // namespace
 
-void moe_forward(const BlockContext& c, int R) {
+int moe_forward(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
   const model::MoeWeights& w = c.w->moe;
   Scratch& s = *c.s;
@@ -213,6 +226,11 @@ void moe_forward(const BlockContext& c, int R) {
 
   s.prep_x.reset(s.xn.data(), R, d, s.act_x.data());
   route_rows(c, R);
+  // An exact window cut (routing/window_routing.h): the rows from the first that would read an expert
+  // the rows before it do not go no further; the rest of the pass runs the kept rows alone.
+  if (c.cut_from_row >= 1)
+    R = routing::window_rows_kept(c.resident, static_cast<int>(E), s.ids.data(), static_cast<int>(K), R, c.cut_from_row,
+                                  s.window_map.data());
 
   int32_t* count = s.expert_count.data();
   std::memset(count, 0, sizeof(int32_t) * static_cast<std::size_t>(E));
@@ -238,6 +256,7 @@ void moe_forward(const BlockContext& c, int R) {
   if (Fs > 0 && w.sh_gate_inp.present())
     for (int64_t r = 0; r < R; ++r)
       s.shared_gate[static_cast<std::size_t>(r)] = sigmoid(s.shared_gate[static_cast<std::size_t>(r)]);
+  return R;
 }
 
 }  // namespace strata::engine

@@ -8,6 +8,7 @@
 #include "strata/cpu/kernels.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/engine/block.h"
+#include "strata/experts/expert_store.h"
 #include "strata/engine/linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
@@ -34,6 +35,7 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
       pool_(cfg.pool ? cfg.pool : &ThreadPool::global()),
       experts_(cfg.experts),
       expert_layer_(cfg.expert_layer),
+      resident_only_(cfg.resident_only),
       max_rows_(cfg.max_rows),
       max_logit_rows_(0),
       max_ctx_(mtp_ctx(m.hparams(), cfg.max_ctx)),
@@ -190,8 +192,13 @@ BlockContext Mtp::context() {
   c.rope = &rope_;
   c.s = s_;
   c.pool = pool_;
-  c.experts = experts_;  // plain top-K routing (no residency map), experts through the store
+  c.experts = experts_;  // plain top-K routing, experts through the store
   c.expert_layer = expert_layer_;
+  // Or among the resident experts (stream mode, STRATA_MOCE_DRAFTER_RESIDENT): no expert reads.
+  if (resident_only_ && experts_) {
+    c.resident = experts_->resident_map(expert_layer_);
+    c.resident_only = c.resident != nullptr;
+  }
   if (ds4_) {
     c.ds4 = ds4_.get();
     c.ds4_attn = &ds4_layers_[0];

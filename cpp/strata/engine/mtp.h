@@ -60,6 +60,8 @@ struct MtpConfig {
   ThreadPool* pool = nullptr;               // nullptr = ThreadPool::global()
   experts::ExpertStore* experts = nullptr;  // not owned; nullptr = the mmap views
   int expert_layer = 0;                     // the MTP block's layer in the store (= the MoE layers' count)
+  // Stream mode: draft rows route among the resident experts (BlockContext::resident_only).
+  bool resident_only = false;
 };
 
 class Mtp {
@@ -108,6 +110,7 @@ class Mtp {
   ThreadPool* pool_;
   experts::ExpertStore* experts_;
   int expert_layer_;
+  bool resident_only_;
   int max_rows_;
   int max_logit_rows_;
   int64_t max_ctx_;

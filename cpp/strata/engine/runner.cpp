@@ -20,6 +20,7 @@ std::unique_ptr<SequenceBackend> cpu_backend(std::unique_ptr<model::Model> model
   c.mtp_window = cfg.mtp_window;
   c.experts = cfg.experts;
   c.moce = cfg.moce;
+  c.drafter_resident = cfg.drafter_resident;
   c.mtp_requant = cfg.mtp_requant;
   c.repack = cfg.repack;
   return std::make_unique<CpuForward>(std::move(model), c);

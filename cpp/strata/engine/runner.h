@@ -20,6 +20,7 @@ struct RunnerConfig {
   bool encode_mtp = true;              // encode MTP cells during eval (no effect without an MTP layer)
   experts::ExpertStoreConfig experts;  // where the routed experts come from (docs/experts.md)
   routing::MoceParams moce;            // expert selection of the main window
+  bool drafter_resident = false;       // stream mode: the drafter routes among resident experts (MtpConfig)
   model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // R-11 (STRATA_METAL_MTP_Q4 / _Q5)
   std::optional<cpu::RepackMode> repack;  // repacked weights (cpu/repack/repack.h); nullopt = STRATA_REPACK
 };

@@ -98,8 +98,8 @@ void Sequence::encode_rows(const int32_t* tokens, int64_t chunk_start, int rows)
   drafter_wrote(q0, m, mtp_tok_.data());
 }
 
-void Sequence::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
-                    int64_t draft_from_row) {
+int64_t Sequence::eval_rows(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
+                            int64_t draft_from_row, int64_t cut_from_row) {
   check_eval_args(tokens, n, start, which, logits_out);
   end_chain();  // a pass of the main model ends any draft chain
   const bool drafter = has_drafter();
@@ -137,18 +137,25 @@ void Sequence::eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows w
       cell_stamp_[static_cast<std::size_t>(pos + r)] = stamp_;
       ledger_.main_wrote(pos + r, tokens[off + r]);
     }
-    backend_->run_rows(tokens + off, rows, pos, rw, out, chunk_draft);
+    // A cut window (one chunk, every row's logits) keeps its first `ran` rows: the rest are as if never run.
+    int ran = rows;
+    if (cut_from_row >= 1 && cut_from_row < rows && off == 0 && last && which == LogitRows::All)
+      ran = backend_->run_window(tokens, rows, pos, out, chunk_draft, static_cast<int>(cut_from_row));
+    else
+      backend_->run_rows(tokens + off, rows, pos, rw, out, chunk_draft);
     last_start_ = pos;
-    last_rows_ = rows;
-    n_past_ = pos + rows;
+    last_rows_ = ran;
+    n_past_ = pos + ran;
     // While the chunk's final streams are held: the drafter's rows, then the carry of its last row.
     if (drafter && cfg_.encode_mtp)
-      encode_rows(tokens + off, pos, rows);
+      encode_rows(tokens + off, pos, ran);
     else if (drafter)
       cells_.wrote(static_cast<int32_t>(std::max<int64_t>(pos - 1, 0)), 0);
-    std::memcpy(carry_.data(), backend_->row_streams(rows - 1), nd_ * sizeof(float));
-    carry_pos_ = pos + rows - 1;
+    std::memcpy(carry_.data(), backend_->row_streams(ran - 1), nd_ * sizeof(float));
+    carry_pos_ = pos + ran - 1;
+    if (ran < rows) return off + ran;
   }
+  return n;
 }
 
 void Sequence::rollback(int64_t n) {

@@ -85,7 +85,15 @@ class Sequence : public DecodeTarget {
   // draft_from_row >= 0: rows >= it (0-based in tokens) are draft rows of a verification window,
   // routed with MOCE's draft parameters; -1 = none.
   void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
-            int64_t draft_from_row) override;
+            int64_t draft_from_row) override {
+    eval_rows(tokens, n, start, which, logits_out, draft_from_row, -1);
+  }
+  // A verification window with an exact cut from cut_from_row on (DecodeTarget::eval_window; a window
+  // of more rows than one chunk is never cut). Returns the rows evaluated.
+  int64_t eval_window(const int32_t* tokens, int64_t n, int64_t start, float* logits_out, int64_t draft_from_row,
+                      int64_t cut_from_row) override {
+    return eval_rows(tokens, n, start, LogitRows::All, logits_out, draft_from_row, cut_from_row);
+  }
   void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out) {
     eval(tokens, n, start, which, logits_out, -1);
   }
@@ -131,6 +139,8 @@ class Sequence : public DecodeTarget {
   int64_t reuse_prefix(std::span<const int32_t> held, std::span<const int32_t> target, bool drafting) const;
 
  private:
+  int64_t eval_rows(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits_out,
+                    int64_t draft_from_row, int64_t cut_from_row);
   void check_eval_args(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, const float* logits_out) const;
   void encode_rows(const int32_t* tokens, int64_t chunk_start, int rows);
   void drafter_wrote(int64_t q0, int m, const int32_t* next_tokens);  // committed cells q0..q0+m-1

@@ -33,6 +33,15 @@ class SequenceBackend {
   // of a verification window (MOCE's draft flag, R-1); -1 = none.
   virtual void run_rows(const int32_t* tokens, int R, int64_t start, LogitRows which, float* logits_out,
                         int draft_from_row) = 0;
+  // A verification window (LogitRows::All) that may be cut exactly from row cut_from_row on (>= 1;
+  // Window::run): returns the rows it ran, R or fewer; logits_out holds that many rows. Backends without
+  // cuts run every row (the Metal backends).
+  virtual int run_window(const int32_t* tokens, int R, int64_t start, float* logits_out, int draft_from_row,
+                         int cut_from_row) {
+    (void)cut_from_row;
+    run_rows(tokens, R, start, LogitRows::All, logits_out, draft_from_row);
+    return R;
+  }
   // Final streams [n][d] (before the HyperHead) of row r of the last run_rows; valid until the next.
   virtual const float* row_streams(int r) const = 0;
 

@@ -61,7 +61,7 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
   if (is_ds4(m)) ds4_ = std::make_unique<Ds4State>(m, max_ctx_, max_rows_, shape.n_slots);
 }
 
-void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row) {
+int Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row, int cut_from_row) {
   const model::HParams& hp = m_.hparams();
   if (n < 1 || n > max_rows_)
     throw_error(ErrorKind::Value,
@@ -112,6 +112,9 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, i
   c.experts = experts_;
   c.ds4 = ds4_.get();
   c.tokens = tokens;
+  // Cuts apply where a read can be saved: a store in stream mode (its residency map), not deepseek4
+  // (whose per-position compressor state assumes every row of a run reaches the last layer).
+  c.cut_from_row = cut_from_row >= 1 && cut_from_row < n && experts_ && !ds4_ ? cut_from_row : -1;
   if (experts_) experts_->begin_window(n);
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     c.w = &m_.layers[l];
@@ -124,7 +127,8 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, i
     // The store numbers MoE layers only (glm4moe's leading dense layers have no experts).
     c.expert_layer = static_cast<int>(hp.expert_layer(l));
     c.resident = experts_ && !hp.dense_layer(l) ? experts_->resident_map(c.expert_layer) : nullptr;  // nullptr: mmap
-    run_block(c, X, n, start);
+    n = run_block(c, X, n, start);
+    if (c.cut_from_row >= n) c.cut_from_row = -1;
   }
   if (experts_) experts_->end_window();
 
@@ -139,6 +143,7 @@ void Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, i
     last_logit_rows_ = cnt;
     logits_first_row_ = first;
   }
+  return n;
 }
 
 const float* Window::logits(int i) const {

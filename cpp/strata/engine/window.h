@@ -66,8 +66,11 @@ class Window {
   // Runs tokens[0..n) at positions start..start+n-1. 1 <= n <= max_rows, start <= n_past,
   // start + n <= max_ctx, every token < vocab. LogitRows::All needs n <= max_logit_rows.
   // draft_from_row >= 0: rows >= it are draft rows of a verification window (MOCE R-1 draft flag);
-  // -1 = none.
-  void run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row = -1);
+  // -1 = none. cut_from_row >= 1: an exact window cut (routing::window_rows_kept, expert store in stream
+  // mode only; not deepseek4): rows >= it may be dropped at the first layer where they would read an
+  // expert the rows before them do not, and the run then holds only the rows before (rows(), the cells,
+  // the logits). Returns the rows run: n, or fewer after a cut.
+  int run(const int32_t* tokens, int n, int64_t start, LogitRows which, int draft_from_row = -1, int cut_from_row = -1);
 
   // Rows and logits of the last run. logits(i) is the i-th row that has logits (Last: i = 0 is the
   // last row; All: i = row).

@@ -21,6 +21,19 @@ void window_map_add(uint8_t* map, const int32_t* ids, int n) {
   for (int i = 0; i < n; ++i) map[ids[i]] = 1;
 }
 
+int window_rows_kept(const uint8_t* resident, int n_experts, const int32_t* ids, int k, int n_rows, int cut_from_row,
+                     uint8_t* map) {
+  if (resident == nullptr || cut_from_row < 1 || cut_from_row >= n_rows) return n_rows;
+  window_map_begin(map, resident, n_experts, ids, static_cast<int64_t>(cut_from_row) * k);
+  for (int r = cut_from_row; r < n_rows; ++r) {
+    const int32_t* row = ids + static_cast<int64_t>(r) * k;
+    for (int i = 0; i < k; ++i)
+      if (map[row[i]] == 0) return r;
+    window_map_add(map, row, k);
+  }
+  return n_rows;
+}
+
 void route_window_rows(const float* probs, int n_rows, int n_experts, int k, const uint8_t* resident,
                        const MoceParams& p, int first_draft, uint8_t* map, int32_t* ids, float* weights) {
   const bool window = window_routing_on(p) && first_draft >= 0 && first_draft < n_rows;

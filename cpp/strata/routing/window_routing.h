@@ -23,6 +23,15 @@ void window_map_begin(uint8_t* map, const uint8_t* resident, int n_experts, cons
 // map[ids[i]] = 1 for i < n.
 void window_map_add(uint8_t* map, const int32_t* ids, int n);
 
+// Exact window cuts (STRATA_SPEC_WINDOW_CUT, docs/routing.md): the first row r >= cut_from_row (>= 1)
+// of a window routed as ids [n_rows][k] that requests an expert neither resident (no map: all are)
+// nor requested by rows < r; n_rows when there is none. The window drops that row and every row after
+// it from this layer on, so its reads are those of the rows before; the rows it keeps are computed
+// exactly as without the cut (a row depends only on itself and the rows before it). map: E bytes of
+// scratch.
+int window_rows_kept(const uint8_t* resident, int n_experts, const int32_t* ids, int k, int n_rows, int cut_from_row,
+                     uint8_t* map);
+
 // The whole rule over a window of softmax rows [R][E] (tests, Python): rows < first_draft with
 // route_row(p, draft_row = r >= first_draft under p's own draft flag, i.e. target rows), then each draft row
 // against the growing map. first_draft < 0 or >= R: every row is a target row. map: E bytes of scratch.

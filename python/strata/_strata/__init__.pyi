@@ -117,7 +117,7 @@ class Engine:
         """
         The drafter's cell bookkeeping (sink_end, run_begin, run_end) and the ledger's checked rows/reads
         """
-    def eval(self, tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], start_pos: typing.SupportsInt | typing.SupportsIndex | None = None, logits: str = 'last', draft_from_row: typing.SupportsInt | typing.SupportsIndex | None = None) -> typing.Any:
+    def eval(self, tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.int64], start_pos: typing.SupportsInt | typing.SupportsIndex | None = None, logits: str = 'last', draft_from_row: typing.SupportsInt | typing.SupportsIndex | None = None, cut_from_row: typing.SupportsInt | typing.SupportsIndex | None = None) -> typing.Any:
         """
         Run tokens at positions start_pos.. (default n_past; start_pos <= n_past). Returns float32 logits: [V] for logits='last', [n, V] for 'all', None for 'none'. draft_from_row: rows >= it are draft rows of a verification window (MOCE draft flag, docs/experts.md); None = no draft rows.
         """
@@ -168,6 +168,10 @@ class Engine:
     def spec_adaptive_stats(self) -> typing.Any:
         """
         Adaptive speculation's state: chosen draft counts, measured window and draft-step seconds, per-step acceptance, estimated and measured gain over plain decoding; None before the first round.
+        """
+    def spec_window_cuts(self) -> int:
+        """
+        Drafts that exact window cuts (STRATA_MOCE_WINDOW_CUT) dropped before verification, since the engine was made.
         """
     def spec_round(self, token: typing.SupportsInt | typing.SupportsIndex, history: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], max_drafts: typing.SupportsInt | typing.SupportsIndex, chained: bool = True, *, policy: decode.SamplingPolicy, rng: decode.Rng, adaptive: bool = False) -> tuple:
         """

@@ -19,17 +19,36 @@ from typing import Any
 import strata
 
 MODES: dict[str, bool | None] = {"off": False, "auto": None, "on": True}
-# A mode with the suffix "+w" runs with streaming-aware verification windows (Config.moce_window, the
-# run's window log-bonus): its text may differ from plain decoding's, so same_text leaves it out.
+# Suffixes add settings to a mode: "+w" streaming-aware verification windows (Config.moce_window, the
+# run's window log-bonus; the text may differ from plain decoding's, so same_text leaves such modes out),
+# "+c" exact window cuts (Config.moce_window_cut, the run's τ) and "+r" a drafter that routes among the
+# resident experts (Config.moce_drafter_resident); the last two keep plain decoding's text.
 WINDOW_SUFFIX = "+w"
+CUT_SUFFIX = "+c"
+RESIDENT_SUFFIX = "+r"
+SUFFIXES = (WINDOW_SUFFIX, CUT_SUFFIX, RESIDENT_SUFFIX)
 
 
-def mode_config(mode: str, window: float) -> dict[str, Any]:
-    """Config fields of a mode name: off / auto / on, optionally with "+w"."""
-    base = mode.removesuffix(WINDOW_SUFFIX)
-    if base not in MODES:
-        raise ValueError(f"unknown drafter mode {mode!r}: expected off, auto, on, auto+w or on+w")
-    return {"speculative": MODES[base], "moce_window": window if mode.endswith(WINDOW_SUFFIX) else 0.0}
+def _split_mode(mode: str) -> tuple[str, set[str]]:
+    base, *rest = mode.split("+")
+    return base, {"+" + r for r in rest}
+
+
+def mode_base(mode: str) -> str:
+    """off / auto / on without its suffixes."""
+    return _split_mode(mode)[0]
+
+
+def mode_config(mode: str, window: float, cut: float = 0.5) -> dict[str, Any]:
+    """Config fields of a mode name: off / auto / on, with any of the suffixes +w, +c, +r."""
+    base, suffixes = _split_mode(mode)
+    if base not in MODES or not suffixes <= set(SUFFIXES):
+        raise ValueError(f"unknown drafter mode {mode!r}: expected off, auto or on, with any of +w, +c, +r")
+    return {"speculative": MODES[base], "moce_window": window if WINDOW_SUFFIX in suffixes else 0.0,
+            "moce_window_cut": cut if CUT_SUFFIX in suffixes else 0.0,
+            "moce_drafter_resident": RESIDENT_SUFFIX in suffixes}
+
+
 PROMPT = ("import os\nimport sys\n\n\ndef parse_args(argv):\n    \"\"\"Parse the command line.\"\"\"\n"
           "    import argparse\n    p = argparse.ArgumentParser(description=__doc__)\n")
 
@@ -77,7 +96,7 @@ class Case:
     def same_text(self) -> bool | None:
         if self.temperature > 0:
             return None
-        texts = {m.text for name, m in self.modes.items() if not name.endswith(WINDOW_SUFFIX)}
+        texts = {m.text for name, m in self.modes.items() if WINDOW_SUFFIX not in _split_mode(name)[1]}
         return len(texts) == 1
 
 
@@ -92,12 +111,14 @@ def _store_config(store: str) -> dict[str, Any]:
 
 
 def run_case(model: strata.Model, temperature: float, threads: int, store: str, *, modes: list[str],
-             runs: int, max_tokens: int, draft_steps: int, prompt: str = PROMPT, window: float = 1.0) -> Case:
+             runs: int, max_tokens: int, draft_steps: int, prompt: str = PROMPT, window: float = 1.0,
+             cut: float = 0.5) -> Case:
     results = {m: ModeResult(m) for m in modes}
     extra = _store_config(store)
     for _ in range(runs):
         for m in modes:
-            cfg = strata.Config(threads=threads, draft_steps=draft_steps, **mode_config(m, window), **extra)
+            cfg = strata.Config(threads=threads, draft_steps=draft_steps, **mode_config(m, window, cut),
+                                **extra)
             s = model.session(config=cfg, sampling=strata.SamplingPolicy(temperature=temperature, seed=1))
             cpu0 = time.process_time()
             text = "".join(s.generate(prompt, max_tokens=max_tokens))
@@ -117,10 +138,11 @@ def run_case(model: strata.Model, temperature: float, threads: int, store: str, 
 
 
 def run(model_path: str | None, *, temperatures: list[float], threads: list[int], stores: list[str],
-        modes: list[str], runs: int, max_tokens: int, draft_steps: int, window: float = 1.0) -> list[Case]:
+        modes: list[str], runs: int, max_tokens: int, draft_steps: int, window: float = 1.0,
+        cut: float = 0.5) -> list[Case]:
     model = strata.Model(model_path)
     return [run_case(model, t, n, store, modes=modes, runs=runs, max_tokens=max_tokens,
-                     draft_steps=draft_steps, window=window)
+                     draft_steps=draft_steps, window=window, cut=cut)
             for store in stores for n in threads for t in temperatures]
 
 

@@ -46,9 +46,13 @@ def register(tools: SubParsers) -> None:
                    help="comma list of expert stores: mmap, or 'stream 25%% direct' / 'stream 50%%' (mmap)")
     p.add_argument("--modes", type=_list(str), default=["off", "auto", "on"],
                    help="drafter modes (off,auto,on); auto+w / on+w add streaming-aware verification "
-                        "windows (Config.moce_window = --window)")
+                        "windows (Config.moce_window = --window), +c exact window cuts "
+                        "(Config.moce_window_cut = --cut), +r a drafter routed among resident experts "
+                        "(Config.moce_drafter_resident); suffixes combine, e.g. auto+c+r")
     p.add_argument("--window", type=float, default=1.0,
                    help="window log-bonus λw of the +w modes (1.0; docs/routing.md)")
+    p.add_argument("--cut", type=float, default=0.5,
+                   help="τ of the +c modes' exact window cuts, in (0, 1] (0.5; docs/routing.md)")
     p.add_argument("--runs", type=int, default=5, help="runs per mode and case; the median is reported (5)")
     p.add_argument("--max-tokens", type=int, default=256, help="tokens generated per run (256)")
     p.add_argument("--draft-steps", type=int, default=3, help="largest drafts per round (3)")
@@ -61,17 +65,26 @@ def register(tools: SubParsers) -> None:
 def _run(args: argparse.Namespace) -> int:
     from strata.bench import spec_speed
 
-    bad = [m for m in args.modes if m.removesuffix(spec_speed.WINDOW_SUFFIX) not in spec_speed.MODES]
+    bad = []
+    for m in args.modes:
+        try:
+            spec_speed.mode_config(m, args.window, args.cut)
+        except ValueError:
+            bad.append(m)
     if bad or "off" not in args.modes:
-        print(f"bench spec-speed: --modes must include off and be among off, auto, on, auto+w, on+w "
+        print(f"bench spec-speed: --modes must include off and be off, auto or on with any of +w, +c, +r "
               f"(got {args.modes})", file=sys.stderr)
         return 2
     if not 0.0 < args.window <= 8.0:
         print(f"bench spec-speed: --window must be in (0, 8], got {args.window}", file=sys.stderr)
         return 2
+    if not 0.0 < args.cut <= 1.0:
+        print(f"bench spec-speed: --cut must be in (0, 1], got {args.cut}", file=sys.stderr)
+        return 2
     cases = spec_speed.run(None if args.model is None else str(args.model), temperatures=args.temperatures,
                            threads=args.threads, stores=args.stores, modes=args.modes, runs=args.runs,
-                           max_tokens=args.max_tokens, draft_steps=args.draft_steps, window=args.window)
+                           max_tokens=args.max_tokens, draft_steps=args.draft_steps, window=args.window,
+                           cut=args.cut)
     sys.stdout.write(spec_speed.render(cases) + "\n")
     if args.json is not None:
         args.json.write_text(json.dumps(spec_speed.as_json(cases), indent=1) + "\n")
