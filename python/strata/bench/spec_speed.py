@@ -191,28 +191,48 @@ def cases_from_json(docs: list[dict[str, Any]]) -> list[Case]:
 
 
 def plot(cases: list[Case], path: Path, title: str) -> None:
-    """Speed-up over drafting off against the first draft step's acceptance, one point per case and mode."""
+    """Speed-up over drafting off per case and mode: against the first draft step's acceptance (left) and,
+    for stream stores, against the expert MiB read per token relative to drafting off (right)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for mode, marker in (("auto", "o"), ("on", "s"), ("auto+w", "^"), ("on+w", "v")):
-        xs = [c.modes[mode].acceptance[0] for c in cases if mode in c.modes and c.modes[mode].acceptance]
-        ys = [c.speedup(mode) for c in cases if mode in c.modes and c.modes[mode].acceptance]
-        labels = [f"{c.store}, t={c.temperature:g}, {c.threads}thr" for c in cases
-                  if mode in c.modes and c.modes[mode].acceptance]
-        if not xs:
-            continue
-        ax.scatter(xs, ys, marker=marker, label=f"drafter {mode}")
-        for x, y, lab in zip(xs, ys, labels, strict=True):
-            ax.annotate(lab, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("acceptance of draft step 0")
-    ax.set_ylabel("decode speed-up over drafting off (median tok/s ratio)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
+    modes = [m for c in cases for m in c.modes if m != "off"]
+    modes = list(dict.fromkeys(modes))
+    streamed = [c for c in cases if c.modes["off"].mib_per_token > 0]
+    fig, axes = plt.subplots(1, 2 if streamed else 1, figsize=(11 if streamed else 6.5, 4.2), squeeze=False)
+    left, markers = axes[0][0], "osv^<>Dp*"
+    for i, mode in enumerate(modes):
+        have = [c for c in cases if mode in c.modes and c.modes[mode].acceptance]
+        if have:
+            xs = [c.modes[mode].acceptance[0] for c in have]
+            ys = [c.speedup(mode) for c in have]
+            left.scatter(xs, ys, marker=markers[i % len(markers)], label=f"drafter {mode}")
+            for c, x, y in zip(have, xs, ys, strict=True):
+                left.annotate(f"{c.store}, t={c.temperature:g}, {c.threads}thr", (x, y), fontsize=6,
+                              xytext=(3, 3), textcoords="offset points")
+    left.axhline(1.0, color="grey", lw=0.8)
+    left.set_xlabel("acceptance of draft step 0 (of the drafts verified)")
+    left.set_ylabel("decode speed-up over drafting off (median tok/s ratio)")
+    left.legend(fontsize=7)
+    if streamed:
+        right = axes[0][1]
+        for i, mode in enumerate(modes):
+            have = [c for c in streamed if mode in c.modes]
+            if not have:
+                continue
+            xs = [c.modes[mode].mib_per_token / c.modes["off"].mib_per_token for c in have]
+            ys = [c.speedup(mode) for c in have]
+            right.scatter(xs, ys, marker=markers[i % len(markers)], label=f"drafter {mode}")
+            for c, x, y in zip(have, xs, ys, strict=True):
+                right.annotate(c.store, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        right.axhline(1.0, color="grey", lw=0.8)
+        right.axvline(1.0, color="grey", lw=0.8)
+        right.set_xlabel("expert MiB read per token ÷ drafting off's")
+        right.set_ylabel("decode speed-up over drafting off")
+        right.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -89,5 +89,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(spec_speed.as_json(cases), indent=1) + "\n")
     if args.plot is not None:
-        spec_speed.plot(cases, args.plot, f"{args.model or 'demo model'}: drafter speed-up vs acceptance")
+        name = args.model.name if args.model is not None else "demo model"
+        spec_speed.plot(cases, args.plot, f"{name}: drafter speed-up against acceptance and expert reads")
     return 0
