@@ -37,9 +37,11 @@ def test_window_modes_of_spec_speed() -> None:
         spec_speed.mode_config("on+x", 1.0)
     with pytest.raises(ValueError, match="unknown drafter mode"):
         spec_speed.mode_config("sometimes", 1.0)
-    case = spec_speed.run_case(strata.Model(), 0.0, 1, "stream 25%", modes=["off", "on", "on+w"], runs=1,
-                               max_tokens=16, draft_steps=3)
-    assert case.same_text is True  # +w is not held to plain decoding's text
+    case = spec_speed.run_case(strata.Model(), 0.0, 1, "stream 25%", modes=["off", "on", "on+w", "on+c"],
+                               runs=1, max_tokens=16, draft_steps=3, cut=1.0)
+    assert case.same_text is True  # +w is not held to plain decoding's text; +c is
+    assert case.modes["on+c"].cut_drafts > 0 and case.modes["on"].cut_drafts == 0
+    assert "| drafts cut |" in spec_speed.render([case])
     assert sum(case.modes["on+w"].draft_counts) > 0
     assert all(r.cpu_median > 0 for r in case.modes.values())
     assert case.cpu_speedup("off") == pytest.approx(1.0)

@@ -66,6 +66,7 @@ class ModeResult:
     estimated_gain: float = 0.0
     measured_gain: float = 0.0
     mib_per_token: float = 0.0
+    cut_drafts: int = 0  # drafts exact window cuts dropped in the last run (stream mode, +c)
     text: str = ""
 
     @property
@@ -134,6 +135,7 @@ def run_case(model: strata.Model, temperature: float, threads: int, store: str, 
             r.estimated_gain = st.estimated_gain
             r.measured_gain = st.measured_gain
             r.mib_per_token = st.expert_bytes_per_token / (1 << 20)
+            r.cut_drafts = st.window_cut_drafts
     return Case(temperature, threads, store, results)
 
 
@@ -148,9 +150,9 @@ def run(model_path: str | None, *, temperatures: list[float], threads: list[int]
 
 def render(cases: list[Case]) -> str:
     head = ("| store | temp | threads | mode | tok/s (median) | × off | tok/CPU-s | × off | tokens/round | "
-            "drafts chosen (0,1,2,..) | acceptance per step | est. / meas. gain | expert MiB/token | "
-            "same text |")
-    lines = [head, "|" + "---|" * 14]
+            "drafts verified (0,1,2,..) | drafts cut | acceptance per step | est. / meas. gain | "
+            "expert MiB/token | same text |")
+    lines = [head, "|" + "---|" * 15]
     for c in cases:
         for m, r in c.modes.items():
             acc = ", ".join(f"{a:.2f}" for a in r.acceptance) or "-"
@@ -159,7 +161,7 @@ def render(cases: list[Case]) -> str:
             same = "-" if c.same_text is None else ("yes" if c.same_text else "NO")
             lines.append(f"| {c.store} | {c.temperature:g} | {c.threads} | {m} | {r.median:.1f} | "
                          f"{c.speedup(m):.2f} | {r.cpu_median:.1f} | {c.cpu_speedup(m):.2f} | "
-                         f"{r.tokens_per_round:.2f} | {counts} | {acc} | {gain} | "
+                         f"{r.tokens_per_round:.2f} | {counts} | {r.cut_drafts} | {acc} | {gain} | "
                          f"{r.mib_per_token:.2f} | {same} |")
     return "\n".join(lines)
 
