@@ -226,8 +226,8 @@ int moe_forward(const BlockContext& c, int R) {
 
   s.prep_x.reset(s.xn.data(), R, d, s.act_x.data());
   route_rows(c, R);
-  // An exact window cut (routing/window_routing.h): the rows from the first that would read an expert
-  // the rows before it do not go no further; the rest of the pass runs the kept rows alone.
+  // An exact window cut (routing/window_routing.h): the rows from the first one that would read an
+  // expert no earlier row reads stop here; the rest of the pass runs the rows before it alone.
   if (c.cut_from_row >= 1)
     R = routing::window_rows_kept(c.resident, static_cast<int>(E), s.ids.data(), static_cast<int>(K), R, c.cut_from_row,
                                   s.window_map.data());
