@@ -406,7 +406,6 @@ class _Run:
     def record_experts(self) -> None:
         now = self.engine.expert_totals()
         self.stats.record_experts(self.experts_start, now, self.experts_after_prefill, self.expert_mode)
-        self.stats.window_cut_drafts = int(self.engine.spec_window_cuts()) - self.cuts_start
 
     def finish(self, reason: str, out: list[str], flush: bool = True) -> None:
         if flush:
@@ -486,13 +485,15 @@ class _Run:
         k = 0
         if s._speculative:
             k = max(0, min(s._config.draft_steps, self.max_tokens - self.stats.generated_tokens - 1))
-        tokens, _drafted, verified, accepted, _probs = self.engine.spec_round(
+        tokens, drafted, verified, accepted, _probs = self.engine.spec_round(
             s._tokens[-1], self.history(), k, s._config.draft_chained, policy=self.policy, rng=s._rng,
             adaptive=s._adaptive)
         before = self.stats.generated_tokens
         self.emit(tokens, out)
         if verified:
             self.stats.record_round(int(verified), int(accepted), self.stats.generated_tokens - before)
+        if drafted:  # only a drafting round can cut: plain stretches make no extra call
+            self.stats.window_cut_drafts = int(self.engine.spec_window_cuts()) - self.cuts_start
         if s._speculative:
             self.stats.record_step(int(verified))
             if s._adaptive:

@@ -186,32 +186,26 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   // output is plain decoding's whatever it cuts (deterministic drafts, as above).
   window_[0] = t;
   t0 = std::chrono::steady_clock::now();
-  const int cut_from = window_cut_row(opt.window_cut, r.probs, n);
-  int m = n + 1;
-  if (cut_from <= n)
-    m = static_cast<int>(target_.eval_window(window_.data(), n + 1, p, logits_.data(), 1, cut_from));
-  else
-    target_.eval(window_.data(), n + 1, p, engine::LogitRows::All, logits_.data(), 1);
-  r.cut = n + 1 - m;
-  n = m - 1;
+  const int cut_from = window_cut_row(opt.window_cut, r.probs, n);  // n + 1: no row may be cut
+  const int nv = static_cast<int>(target_.eval_window(window_.data(), n + 1, p, logits_.data(), 1, cut_from)) - 1;
+  r.cut = n - nv;
   one_[0] = t;
   const std::span<const int32_t> hist = history.empty() ? std::span<const int32_t>(one_) : history;
-  const std::span<const int32_t> drafts(window_.data() + 1, static_cast<std::size_t>(n));
+  const std::span<const int32_t> drafts(window_.data() + 1, static_cast<std::size_t>(nv));
   const bool by_sampling = adaptive && opt.policy.temperature > 0.0f && opt.mode == sampling::SpecSample::Exact;
   const sampling::VerifyResult v =
       by_sampling ? verify_by_sampling(logits_.data(), V_, drafts, opt.policy, hist, rng, ws_)
                   : sampling::verify_window(logits_.data(), V_, drafts, opt.policy, opt.mode, hist, rng, ws_);
   // Commit: the accepted rows stay, the rejected drafts' cells go.
   target_.rollback(p + 1 + v.accepted);
-  r.verified = n;
+  r.verified = nv;
   r.accepted = v.accepted;
   for (int j = 0; j < v.accepted; ++j) r.tokens[j] = drafts[static_cast<std::size_t>(j)];
   r.tokens[v.accepted] = v.next_token;
   r.n_tokens = v.accepted + 1;
   if (adaptive) {
-    // A cut window is timed and counted as the window asked for: its dropped drafts count as rejected,
-    // so the economics see what the cuts cost in tokens per round.
-    n += r.cut;
+    // A cut window is timed and counted as the window asked for (n drafts): its dropped drafts count as
+    // rejected, so the economics see what the cuts cost in tokens per round.
     adaptive_.record_verify(n + 1, seconds_since(t0));  // the window, its verification and the rollback
     // The shadow draft (window_[n + 1], never evaluated) is judged when every verified draft passed.
     if (shadow && v.accepted == n) {

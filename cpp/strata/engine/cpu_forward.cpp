@@ -80,23 +80,21 @@ void CpuForward::set_length(int64_t n) {
 
 void CpuForward::run_rows(const int32_t* tokens, int R, int64_t start, LogitRows which, float* logits_out,
                           int draft_from_row) {
-  Window& w = *window_;
-  w.run(tokens, R, start, which, draft_from_row);
-  if (logits_out == nullptr || which == LogitRows::None) return;
-  const std::size_t V = model_->hparams().n_vocab;
-  const int rows = which == LogitRows::All ? R : 1;
-  for (int r = 0; r < rows; ++r)
-    std::memcpy(logits_out + static_cast<std::size_t>(r) * V, w.logits(r), V * sizeof(float));
+  window_->run(tokens, R, start, which, draft_from_row);
+  if (logits_out != nullptr && which != LogitRows::None) copy_logits(which == LogitRows::All ? R : 1, logits_out);
 }
 
 int CpuForward::run_window(const int32_t* tokens, int R, int64_t start, float* logits_out, int draft_from_row,
                            int cut_from_row) {
-  Window& w = *window_;
-  const int ran = w.run(tokens, R, start, LogitRows::All, draft_from_row, cut_from_row);
-  const std::size_t V = model_->hparams().n_vocab;
-  for (int r = 0; r < ran; ++r)
-    std::memcpy(logits_out + static_cast<std::size_t>(r) * V, w.logits(r), V * sizeof(float));
+  const int ran = window_->run(tokens, R, start, LogitRows::All, draft_from_row, cut_from_row);
+  copy_logits(ran, logits_out);
   return ran;
+}
+
+void CpuForward::copy_logits(int rows, float* out) const {
+  const std::size_t V = model_->hparams().n_vocab;
+  for (int r = 0; r < rows; ++r)
+    std::memcpy(out + static_cast<std::size_t>(r) * V, window_->logits(r), V * sizeof(float));
 }
 
 void CpuForward::draft_encode(const float* H, const int32_t* next_tokens, int m, int64_t q0) {

@@ -62,6 +62,8 @@ class CpuForward final : public SequenceBackend {
                     float* streams_out, bool chained) override;
 
  private:
+  void copy_logits(int rows, float* out) const;  // the last run's first `rows` logit rows into out
+
   std::unique_ptr<model::Model> model_;
   model::RepackReport repack_report_;
   std::unique_ptr<ThreadPool> own_pool_;

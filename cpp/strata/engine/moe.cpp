@@ -32,14 +32,6 @@
 namespace strata::engine {
 namespace {
 
-// Whether the map holds at least k resident experts (nullptr: no map).
-bool resident_at_least(const uint8_t* resident, int64_t n, int64_t k) {
-  if (resident == nullptr) return false;
-  int64_t have = 0;
-  for (int64_t e = 0; e < n && have < k; ++e) have += resident[e] != 0;
-  return have >= k;
-}
-
 // 1. Router logits (and the shared expert's gate input), softmax, top-K per row into s.ids / s.weights.
 void route_rows(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
@@ -68,11 +60,8 @@ void route_rows(const BlockContext& c, int R) {
       return;
     }
     softmax(p, E);
-    if (c.resident_only && resident_at_least(resident, E, K)) {
-      for (int64_t e = 0; e < E; ++e)
-        if (resident[e] == 0) p[e] = 0.0f;  // top-K of the resident experts, renormalised over them
-      resident = nullptr;
-    }
+    if (c.resident_only && routing::keep_resident_only(p, static_cast<int>(E), static_cast<int>(K), resident))
+      resident = nullptr;  // top-K among the resident experts: plain routing over what is left
     routing::route_row(p, static_cast<int>(E), static_cast<int>(K), resident, mp, draft_row, s.ids.data() + r * K,
                        s.weights.data() + r * K);
   };

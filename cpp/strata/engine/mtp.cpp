@@ -8,10 +8,10 @@
 #include "strata/cpu/kernels.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/engine/block.h"
-#include "strata/experts/expert_store.h"
 #include "strata/engine/linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
+#include "strata/experts/expert_store.h"
 #include "strata/util/error.h"
 #include "strata/util/thread_pool.h"
 

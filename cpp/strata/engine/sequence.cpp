@@ -139,7 +139,7 @@ int64_t Sequence::eval_rows(const int32_t* tokens, int64_t n, int64_t start, Log
     }
     // A cut window (one chunk, every row's logits) keeps its first `ran` rows: the rest are as if never run.
     int ran = rows;
-    if (cut_from_row >= 1 && cut_from_row < rows && off == 0 && last && which == LogitRows::All)
+    if (cut_from_row >= 1 && off == 0 && last && which == LogitRows::All)
       ran = backend_->run_window(tokens, rows, pos, out, chunk_draft, static_cast<int>(cut_from_row));
     else
       backend_->run_rows(tokens + off, rows, pos, rw, out, chunk_draft);

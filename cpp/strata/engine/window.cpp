@@ -114,7 +114,7 @@ int Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, in
   c.tokens = tokens;
   // Cuts apply where a read can be saved: a store in stream mode (its residency map), not deepseek4
   // (whose per-position compressor state assumes every row of a run reaches the last layer).
-  c.cut_from_row = cut_from_row >= 1 && cut_from_row < n && experts_ && !ds4_ ? cut_from_row : -1;
+  c.cut_from_row = experts_ && !ds4_ ? cut_from_row : -1;
   if (experts_) experts_->begin_window(n);
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
     c.w = &m_.layers[l];
@@ -128,7 +128,6 @@ int Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, in
     c.expert_layer = static_cast<int>(hp.expert_layer(l));
     c.resident = experts_ && !hp.dense_layer(l) ? experts_->resident_map(c.expert_layer) : nullptr;  // nullptr: mmap
     n = run_block(c, X, n, start);
-    if (c.cut_from_row >= n) c.cut_from_row = -1;
   }
   if (experts_) experts_->end_window();
 

@@ -39,6 +39,16 @@ struct TopList {
 
 }  // namespace
 
+bool keep_resident_only(float* probs, int n_experts, int k, const uint8_t* resident) {
+  if (resident == nullptr) return false;
+  int have = 0;
+  for (int e = 0; e < n_experts && have < k; ++e) have += resident[e] != 0;
+  if (have < k) return false;
+  for (int e = 0; e < n_experts; ++e)
+    if (resident[e] == 0) probs[e] = 0.0f;
+  return true;
+}
+
 float resident_multiplier(const MoceParams& p, bool draft_row, int rank) {
   const bool as_draft = draft_row && p.draft;
   const float m = as_draft ? p.resident_bonus * p.resident_bonus : p.resident_bonus;

@@ -32,4 +32,9 @@ float resident_multiplier(const MoceParams& p, bool draft_row, int rank);
 void route_row(const float* probs, int n_experts, int k, const uint8_t* resident, const MoceParams& p, bool draft_row,
                int32_t* ids, float* weights);
 
+// The drafter's resident-only rule (STRATA_MOCE_DRAFTER_RESIDENT): when the map holds at least k resident
+// experts, the other experts' probabilities become 0, so plain top-k (route_row without a map) picks among
+// the resident ones and renormalises over them. Returns whether it did (false: no map, or fewer than k).
+bool keep_resident_only(float* probs, int n_experts, int k, const uint8_t* resident);
+
 }  // namespace strata::routing
