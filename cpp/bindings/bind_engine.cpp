@@ -60,6 +60,8 @@ py::dict counters_dict(const experts::ExpertCounters& k) {
   d["io_bytes"] = k.io_bytes;
   d["stall_s"] = static_cast<double>(k.stall_ns) * 1e-9;
   d["evictions"] = k.evictions;
+  d["prefetch_reads"] = k.prefetch_reads;
+  d["prefetch_used"] = k.prefetch_used;
   return d;
 }
 
@@ -87,7 +89,8 @@ py::dict store_dict(experts::ExpertStore& st) {
 // expert from the mapped weights (no resident set, nothing streamed).
 py::dict zero_counters() {
   py::dict d;
-  for (const char* k : {"windows", "rows", "hits", "misses", "prefetch_hits", "bytes_read", "io_bytes", "evictions"})
+  for (const char* k : {"windows", "rows", "hits", "misses", "prefetch_hits", "bytes_read", "io_bytes", "evictions",
+                        "prefetch_reads", "prefetch_used"})
     d[k] = 0;
   d["stall_s"] = 0.0;
   return d;
@@ -114,6 +117,7 @@ experts::ExpertStoreConfig store_config(const config::ExpertSettings& e, bool pa
   c.cache_fraction = e.cache_fraction;
   c.direct_io = e.direct_io;
   c.io_threads = e.io_threads;
+  c.prefetch = e.prefetch;
   c.page_cache_probe = page_cache_probe;
   return c;
 }
@@ -540,7 +544,8 @@ void bind_engine(py::module_& m) {
            "The drafter's cell bookkeeping (sink_end, run_begin, run_end) and the ledger's checked rows/reads")
       .def("expert_stats", &PyEngine::expert_stats,
            "The expert store: mode, I/O path, slots, and counters ('total' since the last reset, 'last_window' of the "
-           "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, windows, "
+           "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, "
+           "prefetch_reads, prefetch_used, windows, "
            "rows (zero on the metal backends: no expert store)")
       .def("expert_totals", &PyEngine::expert_totals, "expert_stats()['total'] alone (cheap: read every round)")
       .def("reset_expert_stats", &PyEngine::reset_expert_stats)

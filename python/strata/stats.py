@@ -45,7 +45,10 @@ class GenerationStats:
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
         expert_hits, expert_misses: routed-expert uses of this call found resident / not resident
             (prefill and decode; in mmap mode misses are counted only with the page-cache probe).
-        expert_prefetch_hits: misses whose read a prefetch had already started.
+        expert_prefetch_hits: misses whose read had finished when the compute reached them.
+        expert_prefetch_reads, expert_prefetch_used: experts read early on the previous layer's
+            prediction (``Config.expert_prefetch``), and how many of them their layer then used (the
+            rest is read for nothing; both are in the misses and bytes read).
         expert_bytes_read: expert bytes read by this call (stream mode).
         expert_stall_seconds: time the compute waited for expert reads.
         expert_decode_misses, expert_decode_bytes_read: the part of misses / bytes read after the
@@ -74,6 +77,8 @@ class GenerationStats:
     expert_hits: int = 0
     expert_misses: int = 0
     expert_prefetch_hits: int = 0
+    expert_prefetch_reads: int = 0
+    expert_prefetch_used: int = 0
     expert_bytes_read: int = 0
     expert_stall_seconds: float = 0.0
     expert_decode_misses: int = 0
@@ -182,6 +187,8 @@ class GenerationStats:
             "expert_hits": self.expert_hits,
             "expert_misses": self.expert_misses,
             "expert_prefetch_hits": self.expert_prefetch_hits,
+            "expert_prefetch_reads": self.expert_prefetch_reads,
+            "expert_prefetch_used": self.expert_prefetch_used,
             "expert_bytes_read": self.expert_bytes_read,
             "expert_stall_seconds": self.expert_stall_seconds,
             "expert_decode_misses": self.expert_decode_misses,
@@ -219,7 +226,9 @@ class GenerationStats:
         lines.append(f"experts ({self.expert_mode}): {self.expert_hits} hits, {self.expert_misses} misses "
                      f"({self.expert_prefetch_hits} prefetched), {_mib(self.expert_bytes_read)} read, "
                      f"stall {self.expert_stall_seconds:.3f} s; per decoded token "
-                     f"{self.expert_misses_per_token:.2f} misses, {_mib(self.expert_bytes_per_token)}")
+                     f"{self.expert_misses_per_token:.2f} misses, {_mib(self.expert_bytes_per_token)}"
+                     + (f"; read ahead on prediction {self.expert_prefetch_reads}, used "
+                        f"{self.expert_prefetch_used}" if self.expert_prefetch_reads else ""))
         return "\n".join(lines)
 
     # ----------------------------------------------------------------------------------- experts
@@ -231,6 +240,8 @@ class GenerationStats:
         self.expert_hits = int(now["hits"] - start["hits"])
         self.expert_misses = int(now["misses"] - start["misses"])
         self.expert_prefetch_hits = int(now["prefetch_hits"] - start["prefetch_hits"])
+        self.expert_prefetch_reads = int(now.get("prefetch_reads", 0) - start.get("prefetch_reads", 0))
+        self.expert_prefetch_used = int(now.get("prefetch_used", 0) - start.get("prefetch_used", 0))
         self.expert_bytes_read = int(now["bytes_read"] - start["bytes_read"])
         self.expert_stall_seconds = float(now["stall_s"] - start["stall_s"])
         if after_prefill is not None:

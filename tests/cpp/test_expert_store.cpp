@@ -229,6 +229,100 @@ TEST(a_pinned_expert_is_never_evicted) {
   CHECK((seen == std::vector<int>{1, 4, 6}));
 }
 
+TEST(prefetch_is_used_by_its_layer_and_released_when_unused) {
+  Fixture f;
+  for (int threads : {1, 3}) {
+    auto st = f.stream(5, threads);
+    st->begin_window(1);
+    run_pass(*st, 0, {1});
+    // Layer 0's pass predicts layer 1's {2, 4, 6}: three reads start, counted resident at once.
+    {
+      std::vector<int32_t> count(kE, 0), order(kE, -1);
+      count[3] = 1;
+      LayerPass pass(st.get(), 0, weights_of(st->layout(), 0), count.data(), kE, order.data());
+      std::vector<uint8_t> want(kE, 0);
+      want[2] = want[4] = want[6] = 1;
+      CHECK_EQ(st->prefetch(1, want.data()), 3);
+      CHECK_EQ(st->prefetch(1, want.data()), 0);  // already being read
+      CHECK(st->resident_map(1)[2] && st->resident_map(1)[4] && st->resident_map(1)[6]);
+      while (pass.next_batch()) {}
+    }
+    // Layer 1 uses 4 and 6 (a prefetched expert is computed after the resident ones, before the misses)
+    // and also needs 0; 2 goes unused.
+    CHECK((run_pass(*st, 1, {0, 6, 4}) == std::vector<int>{4, 6, 0}));
+    st->end_window();
+    const ExpertCounters t = st->totals();
+    CHECK_EQ(t.prefetch_reads, 3u);
+    CHECK_EQ(t.prefetch_used, 2u);
+    CHECK_EQ(t.misses, 5u);  // 1, 3, and 0, 4, 6: a prefetched expert was read, so it counts as a miss
+    CHECK_EQ(t.hits, 0u);
+    CHECK_EQ(t.bytes_read, 6 * f.layout.layers[0].expert_bytes());
+    // The unused prefetch is the least recently used now, then the order of use.
+    const std::vector<int32_t> lru = st->lru_keys();
+    CHECK_EQ(lru.front(), key(1, 2));
+    CHECK(st->resident_map(1)[2]);
+    // Out of range or in mmap mode: nothing.
+    std::vector<uint8_t> all(kE, 1);
+    CHECK_EQ(st->prefetch(kL, all.data()), 0);
+    st->clear();
+    CHECK_EQ(st->resident_count(), 0);
+  }
+  // Without I/O threads, or with the setting off, prefetch reads nothing.
+  auto inline_st = f.stream(5, 0);
+  std::vector<uint8_t> want(kE, 1);
+  CHECK_EQ(inline_st->prefetch(1, want.data()), 0);
+  ExpertStoreConfig c;
+  c.mode = ExpertMode::Stream;
+  c.io_threads = 2;
+  c.prefetch = false;
+  ExpertStore off(f.layout, c);
+  CHECK_EQ(off.prefetch(1, want.data()), 0);
+}
+
+TEST(prefetch_never_takes_a_slot_the_running_layer_waits_for) {
+  Fixture f;
+  auto st = f.stream(2, 2);
+  std::vector<int32_t> count(kE, 0), order(kE, -1);
+  count[1] = count[2] = count[3] = 1;  // three experts, two slots: the third waits for a release
+  LayerPass pass(st.get(), 0, weights_of(st->layout(), 0), count.data(), kE, order.data());
+  std::vector<uint8_t> want(kE, 1);
+  CHECK_EQ(st->prefetch(1, want.data()), 0);
+  std::vector<int> seen;
+  while (pass.next_batch())
+    for (int j = pass.batch_begin(); j < pass.batch_end(); ++j) seen.push_back(pass.order()[j]);
+  CHECK((seen == std::vector<int>{1, 2, 3}));
+}
+
+TEST(a_failed_prefetch_surfaces_in_the_layer_that_uses_it) {
+  Fixture f;
+  auto st = f.stream(6, 2, DirectIo::Off);
+  const ExpertTensor& bad = st->layout().layers[1].part[0];
+  const uint64_t bad_off = bad.file_offset + 3 * bad.view.expert_stride;
+  st->reader()->set_pread_hook([bad_off](int fd, void* buf, std::size_t n, uint64_t off, bool) -> ssize_t {
+    if (off == bad_off) {
+      errno = EIO;
+      return -1;
+    }
+    return ::pread(fd, buf, n, static_cast<off_t>(off));
+  });
+  std::vector<uint8_t> want(kE, 0);
+  want[3] = want[5] = 1;
+  CHECK_EQ(st->prefetch(1, want.data()), 2);
+  bool threw = false;
+  try {
+    run_pass(*st, 1, {3});
+  } catch (const Error& e) {
+    threw = e.kind() == ErrorKind::IO;
+  }
+  CHECK(threw);
+  CHECK(!st->resident_map(1)[3]);  // dropped, not passed off as resident
+  st->reader()->set_pread_hook(nullptr);
+  bool ok = false;
+  run_pass(*st, 1, {3, 5}, &ok);
+  CHECK(ok);
+  CHECK(st->resident_map(1)[3] && st->resident_map(1)[5]);
+}
+
 TEST(read_fault_surfaces_and_the_store_recovers) {
   Fixture f;
   for (int threads : {0, 3}) {

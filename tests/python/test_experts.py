@@ -128,7 +128,9 @@ def test_counters_add_up(model: Path) -> None:
         used = sum(len(np.unique(layer["ids"])) for layer in eng.route_trace()[:N_MAIN])
         assert last["windows"] == 1 and last["rows"] == 1
         assert last["hits"] + last["misses"] == used, i
-        assert last["bytes_read"] == last["misses"] * expert_bytes
+        # Every read is a miss's or a prefetch's that its layer did not use.
+        reads = last["misses"] + last["prefetch_reads"] - last["prefetch_used"]
+        assert last["bytes_read"] == reads * expert_bytes
         assert last["io_bytes"] >= last["bytes_read"]
         assert last["prefetch_hits"] <= last["misses"] and last["stall_s"] >= 0.0
         used_total += used
@@ -267,6 +269,7 @@ def test_errors_and_settings(model: Path, tmp_path: Path) -> None:
            "STRATA_EXPERT_IO_THREADS": "8"}
     ok, diagnostics = _strata.Settings.parse(env)
     assert ok.as_dict()["experts"] == {"mode": "stream", "cache_bytes": 2 << 30, "cache_fraction": 0.0,
-                                       "direct_io": "on", "io_threads": 8} and diagnostics == []
+                                       "direct_io": "on", "io_threads": 8, "prefetch": True}
+    assert diagnostics == []
     bad, diagnostics = _strata.Settings.parse({"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_CACHE": "-1"})
     assert bad.as_dict()["experts"]["mode"] == "mmap" and "STRATA_EXPERT_CACHE" in diagnostics[0]

@@ -35,6 +35,7 @@ constexpr const char* kExpertMode = "STRATA_EXPERT_MODE";
 constexpr const char* kExpertCache = "STRATA_EXPERT_CACHE";
 constexpr const char* kExpertDirectIo = "STRATA_EXPERT_DIRECT_IO";
 constexpr const char* kExpertIoThreads = "STRATA_EXPERT_IO_THREADS";
+constexpr const char* kExpertPrefetch = "STRATA_EXPERT_PREFETCH";
 constexpr const char* kIsa = "STRATA_ISA";
 constexpr const char* kRepack = "STRATA_REPACK";
 constexpr const char* kPrefetch = "STRATA_PREFETCH";
@@ -114,6 +115,8 @@ void parse_experts(const EnvMap& env, ParseResult& out) {
   }
   if (const auto* v = find(env, kExpertIoThreads))
     if (auto x = g.take(kExpertIoThreads, parse_int(*v, 0, 64))) e.io_threads = static_cast<int>(*x);
+  if (const auto* v = find(env, kExpertPrefetch))
+    if (auto x = g.take(kExpertPrefetch, parse_bool(lower(*v)))) e.prefetch = *x;
   if (g.failed())
     out.diagnostics.push_back(g.diagnostic());
   else
@@ -176,6 +179,9 @@ const std::vector<SettingInfo>& known_settings() {
        "or 0 = every expert"},
       {kExpertDirectIo, "experts", "auto", "auto | on | off; O_DIRECT reads of the stream mode"},
       {kExpertIoThreads, "experts", "4", "integer 0..64; expert reader threads (0 = read on the compute thread)"},
+      {kExpertPrefetch, "experts", "on",
+       "on | off; stream mode: read the experts each MoE layer's router ranks top-K for the next layer while it "
+       "computes"},
       {kIsa, "cpu", "auto",
        "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path (process-wide)"},
       {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels"},

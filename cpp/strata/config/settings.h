@@ -62,13 +62,14 @@ struct MetalSettings {
 };
 
 // The expert store (docs/experts.md): STRATA_EXPERT_MODE, STRATA_EXPERT_CACHE (parse_cache_size),
-// STRATA_EXPERT_DIRECT_IO, STRATA_EXPERT_IO_THREADS.
+// STRATA_EXPERT_DIRECT_IO, STRATA_EXPERT_IO_THREADS, STRATA_EXPERT_PREFETCH.
 struct ExpertSettings {
   experts::ExpertMode mode = experts::ExpertMode::Mmap;
   uint64_t cache_bytes = 0;     // 0 = room for every expert
   double cache_fraction = 0.0;  // > 0: that fraction of all experts (cache_bytes ignored)
   experts::DirectIo direct_io = experts::DirectIo::Auto;
-  int io_threads = 4;  // 0..64; 0 = read on the compute thread
+  int io_threads = 4;    // 0..64; 0 = read on the compute thread
+  bool prefetch = true;  // read the experts a layer predicts for the next one while it computes
 };
 
 struct Settings {

@@ -48,6 +48,10 @@ struct BlockContext {
   // Where the routed experts' weights come from (experts/expert_store.h); nullptr = the mmap views.
   experts::ExpertStore* experts = nullptr;
   int expert_layer = 0;  // this block's layer in the store (main layers, then the MTP)
+  // The next block's MoE weights when the store prefetches (stream mode, STRATA_EXPERT_PREFETCH): its
+  // router runs on this layer's MoE input, and the experts it ranks top-K for the rows are read while
+  // this layer computes (docs/experts.md, "Prefetch"). nullptr = none.
+  const model::MoeWeights* next_moe = nullptr;
   // An explicit attended list for a single-row run (ascending ids <= the row's position, at most
   // the scratch's max_list entries) instead of `policy`: the drafter's own cell bookkeeping.
   const int32_t* cell_list = nullptr;

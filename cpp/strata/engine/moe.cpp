@@ -16,6 +16,7 @@
 // first while the misses load (stream). Each entry's rows are computed the same way in any batch,
 // so batching does not change the result.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "strata/engine/block.h"
@@ -41,6 +42,7 @@ void route_rows(const BlockContext& c, int R) {
   LinearTask* tasks = s.tasks.data();
   int nt = 0;
   tasks[nt++] = s.prep_x.task(w.router, s.probs.data(), E);
+  if (c.next_moe) tasks[nt++] = s.prep_x.task(c.next_moe->router, s.next_probs.data(), E);
   // glm4moe's shared expert has no sigmoid gate (weight 1).
   if (hp.ff_shared > 0 && w.sh_gate_inp.present()) tasks[nt++] = s.prep_x.task(w.sh_gate_inp, s.shared_gate.data(), 1);
   run_linear_tasks(tasks, nt, c.pool);
@@ -79,6 +81,32 @@ void route_rows(const BlockContext& c, int R) {
   for (int64_t r = n_target; r < R; ++r) {
     route_one(r, map, wp, true);
     routing::window_map_add(map, s.ids.data() + r * K, static_cast<int>(K));
+  }
+}
+
+// The next MoE layer's experts as its router ranks them on this layer's input (the residual stream
+// changes little from one layer to the next): top-K of each kept row, softmax-gated models by logit,
+// sigmoid-gated ones by sigmoid + selection bias. A prediction only: what it reads early is what the next
+// layer may need; the next layer routes as always.
+void predict_next(const BlockContext& c, int R) {
+  const model::HParams& hp = *c.hp;
+  const int64_t E = hp.n_expert, K = hp.n_expert_used;
+  Scratch& s = *c.s;
+  uint8_t* want = s.next_want.data();
+  std::memset(want, 0, static_cast<std::size_t>(E));
+  const float* bias = hp.gating == model::Gating::Sigmoid ? c.next_moe->score_bias : nullptr;
+  for (int64_t r = 0; r < R; ++r) {
+    float* p = s.next_probs.data() + r * E;
+    if (hp.gating == model::Gating::Sigmoid)
+      for (int64_t e = 0; e < E; ++e) p[e] = sigmoid(p[e]) + (bias ? bias[e] : 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; ++e)
+        if (p[e] > -INFINITY && (best < 0 || p[e] > p[best])) best = e;
+      if (best < 0) break;
+      want[best] = 1;
+      p[best] = -INFINITY;
+    }
   }
 }
 
@@ -228,6 +256,10 @@ int moe_forward(const BlockContext& c, int R) {
     c.experts->trace().record(c.expert_layer, s.probs.data(), R, s.ids.data(), static_cast<int>(K), c.resident, c.moce,
                               c.draft_from_row);
   experts::LayerPass pass(c.experts, c.expert_layer, w, count, E, s.expert_order.data());
+  if (c.next_moe) {  // after this layer's own reads are queued
+    predict_next(c, R);
+    c.experts->prefetch(c.expert_layer + 1, s.next_want.data());
+  }
   group_by_expert(c, R, pass);
 
   const int32_t* order = pass.order();

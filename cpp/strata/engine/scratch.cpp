@@ -47,6 +47,8 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   expert_offset.resize(E + 1);
   expert_order.resize(E);
   window_map.resize(E);
+  next_probs.resize(R * E);
+  next_want.resize(E);
   entries.resize(R * K);
   entry_rows.resize(R * K);
   ge.resize(R * K * F);
@@ -70,10 +72,10 @@ std::size_t Scratch::capacity_signature() const {
          rope_cs.capacity() + iq.capacity() + iw.capacity() + ik.capacity() + cells.capacity() + n_cells.capacity() +
          slot_scores.capacity() + slot_order.capacity() + slot_chunk.capacity() + out.capacity() + one.capacity() +
          probs.capacity() + sel.capacity() + ids.capacity() + weights.capacity() + expert_count.capacity() +
-         expert_offset.capacity() + expert_order.capacity() + window_map.capacity() + entries.capacity() +
-         entry_rows.capacity() + ge.capacity() + ue.capacity() + routed.capacity() + sg.capacity() + su.capacity() +
-         shared.capacity() + shared_gate.capacity() + h.capacity() + act_x.capacity() + act_h.capacity() +
-         act_hs.capacity() + tasks.capacity();
+         expert_offset.capacity() + expert_order.capacity() + window_map.capacity() + next_probs.capacity() +
+         next_want.capacity() + entries.capacity() + entry_rows.capacity() + ge.capacity() + ue.capacity() +
+         routed.capacity() + sg.capacity() + su.capacity() + shared.capacity() + shared_gate.capacity() + h.capacity() +
+         act_x.capacity() + act_h.capacity() + act_hs.capacity() + tasks.capacity();
 }
 
 std::size_t Scratch::bytes() const { return capacity_signature() * 4; }

@@ -61,6 +61,8 @@ struct Scratch {
   AlignedBuffer<int32_t> expert_offset;  // [E+1]
   AlignedBuffer<int32_t> expert_order;   // [E] experts in compute order (experts::LayerPass)
   AlignedBuffer<uint8_t> window_map;     // [E] a verification window's requested experts (window routing)
+  AlignedBuffer<float> next_probs;       // [R][E] the next MoE layer's router logits (expert prefetch)
+  AlignedBuffer<uint8_t> next_want;      // [E] the next MoE layer's predicted experts
   AlignedBuffer<int32_t> entries;        // [R·K] entry ids (row·K + slot) sorted by expert
   AlignedBuffer<int32_t> entry_rows;     // [R·K] the row of each sorted entry
   AlignedBuffer<float> ge;               // [R·K][F] gate outputs per entry, then silu(gate)·up

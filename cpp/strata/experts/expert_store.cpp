@@ -131,6 +131,8 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   where_.assign(static_cast<std::size_t>(total), -1);
   resident_.assign(static_cast<std::size_t>(total), 0);
   queued_.assign(static_cast<std::size_t>(n) * kExpertParts, 0);
+  prefetch_slots_.reserve(static_cast<std::size_t>(n));
+  stale_slots_.reserve(static_cast<std::size_t>(n));
   io_ = std::make_unique<IoPool>(cfg.io_threads, static_cast<std::size_t>(n) * kExpertParts,
                                  [this](uint32_t job) { run_job(job); });
 }
@@ -236,10 +238,48 @@ void ExpertStore::reset_counters() {
 }
 
 void ExpertStore::clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (pass_open_) throw_error(ErrorKind::Value, "expert store: clear() while a layer is running");
+  cv_.wait(lock, [&] { return in_flight_ == 0; });  // prefetches still reading
   for (std::size_t s = 0; s < slots_.size(); ++s)
     if (slots_[s].key >= 0) reset_slot(static_cast<int32_t>(s));
+  prefetch_slots_.clear();
+  stale_slots_.clear();
+}
+
+int ExpertStore::prefetch(int layer, const uint8_t* want) {
+  if (cfg_.mode != ExpertMode::Stream || !cfg_.prefetch || !io_ || io_->threads() == 0 || !want) return 0;
+  if (layer < 0 || layer >= n_layers()) return 0;
+  const int64_t E = n_expert();
+  int started = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pass_open_ && pass_next_issue_ < pass_n_) return 0;  // the running layer still waits for slots
+    for (int64_t e = 0; e < E; ++e) {
+      if (!want[e]) continue;
+      const int32_t key = static_cast<int32_t>(layer * E + e);
+      if (where_[static_cast<std::size_t>(key)] >= 0) continue;  // resident or being read
+      const int32_t s = take_victim();
+      if (s < 0) break;
+      Slot& sl = slots_[static_cast<std::size_t>(s)];
+      sl.key = key;
+      sl.state = kLoading;
+      sl.pins = 1;  // the store's hold, handed to the pass that uses it
+      sl.pending = kExpertParts;
+      sl.prefetched = true;
+      sl.error = nullptr;
+      where_[static_cast<std::size_t>(key)] = s;
+      resident_[static_cast<std::size_t>(key)] = 1;
+      in_flight_ += kExpertParts;
+      for (int p = 0; p < kExpertParts; ++p)
+        queued_[n_queued_++] = static_cast<uint32_t>(s) * kExpertParts + static_cast<uint32_t>(p);
+      prefetch_slots_.push_back(s);
+      ++totals_.prefetch_reads;
+      ++started;
+    }
+  }
+  submit_queued();
+  return started;
 }
 
 // ---- LRU and slots (under mu_)
@@ -257,6 +297,18 @@ void ExpertStore::lru_remove(int32_t s) {
     lru_tail_ = sl.prev;
   sl.prev = sl.next = -1;
   sl.in_lru = false;
+}
+
+void ExpertStore::lru_push_front(int32_t s) {
+  Slot& sl = slots_[static_cast<std::size_t>(s)];
+  sl.prev = -1;
+  sl.next = lru_head_;
+  if (lru_head_ >= 0)
+    slots_[static_cast<std::size_t>(lru_head_)].prev = s;
+  else
+    lru_tail_ = s;
+  lru_head_ = s;
+  sl.in_lru = true;
 }
 
 void ExpertStore::lru_push_back(int32_t s) {
@@ -300,6 +352,7 @@ void ExpertStore::reset_slot(int32_t s) {
   sl.state = kEmpty;
   sl.pins = 0;
   sl.pending = 0;
+  sl.prefetched = false;
   sl.error = nullptr;
   free_.push_back(s);
 }
@@ -444,32 +497,50 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
   {
     std::lock_guard<std::mutex> lock(st.mu_);
     if (st.pass_open_) throw_error(ErrorKind::Internal, "LayerPass: another layer pass is open");
-    const uint8_t* res = st.resident_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(n_expert);
-    for (int64_t e = 0; e < n_expert; ++e)
-      if (count[e] > 0 && res[e]) order_[n_++] = static_cast<int32_t>(e);
-    const int hits = n_;
-    for (int64_t e = 0; e < n_expert; ++e)
-      if (count[e] > 0 && !res[e]) order_[n_++] = static_cast<int32_t>(e);
+    // Prefetched slots this pass does not use are released when it ends (every earlier prediction was
+    // for this layer, or for one that did not run next).
+    for (int32_t s : st.prefetch_slots_) st.stale_slots_.push_back(s);
+    st.prefetch_slots_.clear();
+    // Compute order: resident experts, then the prefetched ones (their reads started a layer ago), then
+    // the misses. `where` says which: a slot that is not a prefetch's is ready (reads of earlier passes
+    // have finished).
+    const int32_t* where = st.where_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(n_expert);
+    auto kind = [&](int64_t e) {  // 0 resident, 1 prefetched, 2 missing
+      const int32_t s = where[e];
+      return s < 0 ? 2 : st.slots_[static_cast<std::size_t>(s)].prefetched ? 1 : 0;
+    };
+    for (int k = 0; k < 3; ++k)
+      for (int64_t e = 0; e < n_expert; ++e)
+        if (count[e] > 0 && kind(e) == k) order_[n_++] = static_cast<int32_t>(e);
     for (int i = 0; i < n_; ++i) {
       st.order_slot_[static_cast<std::size_t>(i)] = -1;
       st.order_held_[static_cast<std::size_t>(i)] = 0;
     }
-    for (int i = 0; i < hits; ++i) {
-      const int32_t key = static_cast<int32_t>(layer * n_expert + order_[i]);
-      const int32_t s = st.where_[static_cast<std::size_t>(key)];
-      st.lru_remove(s);
-      ++st.slots_[static_cast<std::size_t>(s)].pins;
+    int hits = 0, adopted = 0;
+    for (int i = 0; i < n_; ++i) {
+      const int32_t s = where[order_[i]];
+      if (s < 0) break;
+      ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
+      if (sl.prefetched) {
+        sl.prefetched = false;  // the store's pin becomes the pass's
+        ++adopted;
+      } else {
+        st.lru_remove(s);
+        ++sl.pins;
+        ++hits;
+      }
       st.order_slot_[static_cast<std::size_t>(i)] = s;
       st.order_held_[static_cast<std::size_t>(i)] = 1;
     }
     st.totals_.hits += static_cast<uint64_t>(hits);
     st.totals_.misses += static_cast<uint64_t>(n_ - hits);
+    st.totals_.prefetch_used += static_cast<uint64_t>(adopted);
     st.order_ = order_;
     st.pass_open_ = true;
     st.pass_layer_ = layer;
     st.pass_n_ = n_;
     st.pass_hits_ = hits;
-    st.pass_next_issue_ = hits;
+    st.pass_next_issue_ = hits + adopted;
     st.issue_more();
   }
   st.submit_queued();
@@ -479,7 +550,28 @@ LayerPass::~LayerPass() {
   if (!stream_) return;
   ExpertStore& st = *store_;
   std::unique_lock<std::mutex> lock(st.mu_);
-  st.cv_.wait(lock, [&] { return st.in_flight_ == 0; });
+  // The reads this pass holds and the unused prefetches it releases (the next layer's prefetches, started
+  // while it ran, go on).
+  auto loading = [&](int32_t s) { return st.slots_[static_cast<std::size_t>(s)].state == ExpertStore::kLoading; };
+  st.cv_.wait(lock, [&] {
+    for (int i = 0; i < st.pass_n_; ++i)
+      if (st.order_held_[static_cast<std::size_t>(i)] && loading(st.order_slot_[static_cast<std::size_t>(i)]))
+        return false;
+    for (int32_t s : st.stale_slots_)
+      if (st.slots_[static_cast<std::size_t>(s)].prefetched && loading(s)) return false;
+    return true;
+  });
+  for (int32_t s : st.stale_slots_) {
+    ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
+    if (!sl.prefetched) continue;  // used by this pass
+    sl.prefetched = false;
+    sl.pins = 0;
+    if (sl.state == ExpertStore::kFailed)
+      st.reset_slot(s);
+    else
+      st.lru_push_front(s);  // predicted, not used: the first to go
+  }
+  st.stale_slots_.clear();
   for (int i = 0; i < st.pass_n_; ++i) {
     if (!st.order_held_[static_cast<std::size_t>(i)]) continue;
     const int32_t s = st.order_slot_[static_cast<std::size_t>(i)];

@@ -51,6 +51,9 @@ struct ExpertStoreConfig {
   // stream: repack Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS slices as they arrive (cpu/repack/repack.h; the slot
   // views then have the repacked type). mmap mode: the model's views are used as they are (the Runner repacks them).
   cpu::RepackMode repack = cpu::RepackMode::Off;
+  // stream, with I/O threads: start the reads of the experts a MoE layer predicts for the next one
+  // (ExpertStore::prefetch) while it computes.
+  bool prefetch = true;
   bool page_cache_probe = false;  // mmap: count uses whose pages were not in the page cache (mincore,
                                   // ~3 µs per expert use; the benchmark's mmap run turns it on)
 };
@@ -94,6 +97,15 @@ class ExpertStore {
   // Resident (layer·E + expert) keys from least to most recently used (tests, inspection).
   std::vector<int32_t> lru_keys() const;
 
+  // Starts the reads of the experts of `layer` marked in want[0 .. E) that are neither resident nor being
+  // read, into free or least recently used slots: the engine's prediction of the next MoE layer's experts,
+  // made while the layer before it runs (docs/experts.md, "Prefetch"). Such an expert counts as resident
+  // from here on, so the router's map does not depend on when its read finishes; its slot stays held until
+  // `layer`'s pass uses it or, unused, releases it (least recently used) when that pass ends, so eviction
+  // does not depend on it either. Nothing happens in mmap mode, without I/O threads, with the setting off,
+  // or while the open pass still waits for slots. Returns the reads started.
+  int prefetch(int layer, const uint8_t* want);
+
   // Counters. The window calls begin_window(rows) / end_window() around each run.
   void begin_window(int rows);
   void end_window();
@@ -117,13 +129,15 @@ class ExpertStore {
     int32_t pins = 0;
     int32_t prev = -1, next = -1;  // LRU links while unpinned and ready
     bool in_lru = false;
-    int pending = 0;  // parts still being read
+    int pending = 0;          // parts still being read
+    bool prefetched = false;  // read on a prediction, held by the store until a pass uses or releases it
     std::exception_ptr error;
   };
 
   // stream internals (all under mu_)
   void lru_remove(int32_t s);
   void lru_push_back(int32_t s);
+  void lru_push_front(int32_t s);
   int32_t take_victim();       // a free slot or the least recently used unpinned one; -1 if none
   bool issue(int i);           // starts the read of pass entry i; false when no slot is free
   void issue_more();           // starts deferred misses while slots are free
@@ -161,6 +175,9 @@ class ExpertStore {
   std::vector<uint32_t> queued_;     // jobs collected under the lock, submitted after it
   std::size_t n_queued_ = 0;
   int in_flight_ = 0;  // parts being read
+  // Prefetched slots: those of the next layer's prediction, and those a pass found unused (or meant for
+  // another layer), released when it ends. Capacity reserved for every slot: no allocation per token.
+  std::vector<int32_t> prefetch_slots_, stale_slots_;
 
   // mmap page-cache probe
   std::size_t page_ = 4096;

@@ -66,6 +66,7 @@ class BenchConfig:
     prompt: int = 32        # tokens prefilled first (warms the cache), not measured
     n_threads: int = 0      # compute threads (0 = all cores)
     io_threads: int = 4
+    prefetch: bool = True  # Config.expert_prefetch: reads ahead on the next layer's predicted experts
     direct_io: str = "auto"
     with_mmap: bool = True  # also the mmap ("trust the OS") run
     seed: int = 0
@@ -208,6 +209,7 @@ def run_one(path: str | Path, tokens: Sequence[int], cfg: BenchConfig, mode: str
             moce: MoceSetting) -> RunResult:
     """Prefill cfg.prompt tokens, then decode the rest teacher-forced one token at a time."""
     settings: dict[str, Any] = {"expert_mode": mode, "expert_io_threads": cfg.io_threads,
+                                "expert_prefetch": cfg.prefetch,
                                 "expert_direct_io": cfg.direct_io}
     if mode == "stream" and fraction is not None:
         settings["expert_cache"] = f"{fraction * 100:g}%"
