@@ -46,7 +46,7 @@ py::dict settings_dict(const config::Settings& s) {
   experts["cache_fraction"] = s.experts.cache_fraction;
   experts["direct_io"] = experts::direct_io_name(s.experts.direct_io);
   experts["io_threads"] = s.experts.io_threads;
-  experts["prefetch"] = s.experts.prefetch;
+  experts["prefetch"] = experts::prefetch_name(s.experts.prefetch);
   py::dict cpu;
   cpu["isa"] = s.cpu.amx ? cpu::kAmxPathName : s.cpu.isa ? cpu::isa_name(*s.cpu.isa) : "auto";
   cpu["repack"] = cpu::repack_mode_name(s.cpu.repack);

@@ -126,9 +126,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("STRATA_EXPERT_DIRECT_IO", "expert_direct_io", "experts", "auto", "auto | on | off", True),
     Setting("STRATA_EXPERT_IO_THREADS", "expert_io_threads", "experts", "4",
             "integer 0..64; expert reader threads (0 = read on the compute thread)", True),
-    Setting("STRATA_EXPERT_PREFETCH", "expert_prefetch", "experts", "on",
-            "on | off; stream mode: read the experts each MoE layer's router ranks top-K for the next "
-            "layer while it computes", True),
+    Setting("STRATA_EXPERT_PREFETCH", "expert_prefetch", "experts", "auto",
+            "auto | on | off; stream mode: read the experts each MoE layer's router ranks top-K for the "
+            "next layer while it computes (auto: per layer, while at least 70 % of those reads get used)",
+            True),
     Setting("STRATA_ISA", "isa", "cpu", "auto",
             "auto | avx512+amx | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU "
             "kernel path (auto = the best this CPU runs, AMX tiles included where usable; avx512 = "
@@ -223,9 +224,10 @@ class Config:
             every expert (an int is bytes).
         expert_direct_io: ``"auto"``, ``"on"`` or ``"off"`` (O_DIRECT reads of the stream mode).
         expert_io_threads: expert reader threads (0..64; 0 = read on the compute thread).
-        expert_prefetch: (default on) stream mode: while a MoE layer computes, read the experts the next
-            layer's router ranks top-K on this layer's input (docs/experts.md, "Prefetch"). Changes what
-            is read and when, never the logits (with MOCE off).
+        expert_prefetch: ``"auto"`` (default), ``"on"`` or ``"off"``. Stream mode: while a MoE layer
+            computes, read the experts the next layer's router ranks top-K on this layer's input
+            (docs/experts.md, "Prefetch"); auto does so per layer while at least 70 % of those reads get
+            used. Changes what is read and when, never the logits (with MOCE off).
         metallib: the path of strata.metallib for ``backend="metal"``; ``""`` = unset.
         metal_mtp_tile: the drafter's wide-class GEMV tile ``"L,R,S,K"`` on the Metal backends; ``""`` =
             the default tiles (docs/metal.md).
@@ -261,7 +263,7 @@ class Config:
     expert_cache: str = "0"
     expert_direct_io: Literal["auto", "on", "off"] = "auto"
     expert_io_threads: int = 4
-    expert_prefetch: bool = True
+    expert_prefetch: Literal["auto", "on", "off"] = "auto"
     metallib: str = ""
     metal_mtp_tile: str = ""
     isa: str = "auto"
@@ -274,7 +276,7 @@ class Config:
             object.__setattr__(self, "spec_sample", self.spec_sample.strip().lower())
         if isinstance(self.backend, str):
             object.__setattr__(self, "backend", self.backend.strip().lower())
-        for field in ("expert_mode", "expert_direct_io", "isa", "repack"):
+        for field in ("expert_mode", "expert_direct_io", "expert_prefetch", "isa", "repack"):
             if isinstance(getattr(self, field), str):
                 object.__setattr__(self, field, getattr(self, field).strip().lower())
         if _is_int(self.expert_cache):
@@ -295,6 +297,7 @@ class Config:
         object.__setattr__(self, "metallib", values["metal"]["metallib"])
         object.__setattr__(self, "expert_mode", values["experts"]["mode"])
         object.__setattr__(self, "expert_direct_io", values["experts"]["direct_io"])
+        object.__setattr__(self, "expert_prefetch", values["experts"]["prefetch"])
         object.__setattr__(self, "repack", values["cpu"]["repack"])
 
     # ------------------------------------------------------------------------------ construction
@@ -361,7 +364,7 @@ class Config:
             values["expert_mode"] = native["experts"]["mode"]
             values["expert_direct_io"] = native["experts"]["direct_io"]
             values["expert_io_threads"] = int(native["experts"]["io_threads"])
-            values["expert_prefetch"] = bool(native["experts"]["prefetch"])
+            values["expert_prefetch"] = native["experts"]["prefetch"]
             if "STRATA_EXPERT_CACHE" in env:
                 values["expert_cache"] = env["STRATA_EXPERT_CACHE"].strip()
         if "cpu" not in _rejected_groups(diagnostics):
@@ -427,7 +430,7 @@ class Config:
             "STRATA_EXPERT_CACHE": str(self.expert_cache),
             "STRATA_EXPERT_DIRECT_IO": str(self.expert_direct_io),
             "STRATA_EXPERT_IO_THREADS": str(self.expert_io_threads),
-            "STRATA_EXPERT_PREFETCH": "on" if self.expert_prefetch else "off",
+            "STRATA_EXPERT_PREFETCH": str(self.expert_prefetch),
             "STRATA_ISA": str(self.isa),
             "STRATA_REPACK": str(self.repack),
         })
@@ -470,7 +473,7 @@ class Config:
             need(_is_number(getattr(self, field)), field, "a number")
         need(isinstance(self.moce_draft, bool), "moce_draft", "True or False")
         need(isinstance(self.moce_drafter_resident, bool), "moce_drafter_resident", "True or False")
-        need(isinstance(self.expert_prefetch, bool), "expert_prefetch", "True or False")
+        need(isinstance(self.expert_prefetch, str), "expert_prefetch", "'auto', 'on' or 'off'")
         need(isinstance(self.draft_chained, bool), "draft_chained", "True or False")
         need(isinstance(self.mtp_q4, bool), "mtp_q4", "True or False")
         need(isinstance(self.mtp_q5, bool), "mtp_q5", "True or False")

@@ -48,7 +48,7 @@ class GenerationStats:
         expert_prefetch_hits: misses whose read had finished when the compute reached them.
         expert_prefetch_reads, expert_prefetch_used: experts read early on the previous layer's
             prediction (``Config.expert_prefetch``), and how many of them their layer then used (the
-            rest is read for nothing; both are in the misses and bytes read).
+            rest is read for nothing). The used ones count as misses, every one of them in the bytes read.
         expert_bytes_read: expert bytes read by this call (stream mode).
         expert_stall_seconds: time the compute waited for expert reads.
         expert_decode_misses, expert_decode_bytes_read: the part of misses / bytes read after the

@@ -51,11 +51,13 @@ struct Fixture {
     file = std::make_unique<TempFile>(size);
     layout = make_layout(file->path(), kL, kE, kRows, kCols, &size);
   }
-  std::unique_ptr<ExpertStore> stream(int64_t slots, int io_threads, DirectIo d = DirectIo::Auto) {
+  std::unique_ptr<ExpertStore> stream(int64_t slots, int io_threads, DirectIo d = DirectIo::Auto,
+                                      Prefetch p = Prefetch::Auto) {
     ExpertStoreConfig c;
     c.mode = ExpertMode::Stream;
     c.io_threads = io_threads;
     c.direct_io = d;
+    c.prefetch = p;
     auto probe = std::make_unique<ExpertStore>(layout, c);
     c.cache_bytes = static_cast<uint64_t>(slots) * probe->slot_bytes();
     return std::make_unique<ExpertStore>(layout, c);
@@ -98,6 +100,19 @@ std::vector<int> run_pass(ExpertStore& st, int layer, const std::vector<int>& ex
 }
 
 int key(int layer, int e) { return layer * kE + e; }
+
+// A pass of `layer` over `experts` that predicts `want` for layer + 1 right after it opens (as the engine
+// does); returns the reads the prediction started.
+int pass_predicting(ExpertStore& st, int layer, const std::vector<int>& experts, const std::vector<int>& want) {
+  std::vector<int32_t> count(kE, 0), order(kE, -1);
+  for (int e : experts) count[static_cast<std::size_t>(e)] += 1;
+  LayerPass pass(&st, layer, weights_of(st.layout(), layer), count.data(), kE, order.data());
+  std::vector<uint8_t> w(kE, 0);
+  for (int e : want) w[static_cast<std::size_t>(e)] = 1;
+  const int started = st.prefetch(layer + 1, w.data());
+  while (pass.next_batch()) {}
+  return started;
+}
 
 }  // namespace
 
@@ -232,7 +247,7 @@ TEST(a_pinned_expert_is_never_evicted) {
 TEST(prefetch_is_used_by_its_layer_and_released_when_unused) {
   Fixture f;
   for (int threads : {1, 3}) {
-    auto st = f.stream(5, threads);
+    auto st = f.stream(5, threads, DirectIo::Auto, Prefetch::On);
     st->begin_window(1);
     run_pass(*st, 0, {1});
     // Layer 0's pass predicts layer 1's {2, 4, 6}: three reads start, counted resident at once.
@@ -257,10 +272,11 @@ TEST(prefetch_is_used_by_its_layer_and_released_when_unused) {
     CHECK_EQ(t.misses, 5u);  // 1, 3, and 0, 4, 6: a prefetched expert was read, so it counts as a miss
     CHECK_EQ(t.hits, 0u);
     CHECK_EQ(t.bytes_read, 6 * f.layout.layers[0].expert_bytes());
-    // The unused prefetch is the least recently used now, then the order of use.
-    const std::vector<int32_t> lru = st->lru_keys();
-    CHECK_EQ(lru.front(), key(1, 2));
-    CHECK(st->resident_map(1)[2]);
+    // The unused prefetch went back as the least recently used before layer 1 read its miss, so with the
+    // five slots full that miss took its slot; the rest are in the order of use.
+    CHECK(!st->resident_map(1)[2]);
+    CHECK_EQ(t.evictions, 1u);
+    CHECK((st->lru_keys() == std::vector<int32_t>{key(0, 1), key(0, 3), key(1, 4), key(1, 6), key(1, 0)}));
     // Out of range or in mmap mode: nothing.
     std::vector<uint8_t> all(kE, 1);
     CHECK_EQ(st->prefetch(kL, all.data()), 0);
@@ -274,9 +290,68 @@ TEST(prefetch_is_used_by_its_layer_and_released_when_unused) {
   ExpertStoreConfig c;
   c.mode = ExpertMode::Stream;
   c.io_threads = 2;
-  c.prefetch = false;
+  c.prefetch = Prefetch::Off;
   ExpertStore off(f.layout, c);
   CHECK_EQ(off.prefetch(1, want.data()), 0);
+}
+
+// Auto mode: a layer whose predictions go unused stops reading them after the warm-up, keeps scoring
+// them without reading, and reads again once they are used.
+TEST(auto_prefetch_follows_the_prediction_s_precision) {
+  Fixture f;
+  auto st = f.stream(kL * kE, 2);  // room for everything: no eviction gets in the way
+  auto predict_and_run = [&](int e_pred, int e_used) {
+    const int started = pass_predicting(*st, 0, {0}, {e_pred});
+    run_pass(*st, 1, {e_used});
+    st->clear();  // both cold again
+    return started;
+  };
+  CHECK(st->prefetch_reads_layer(1));
+  int read = 0;
+  for (uint32_t i = 0; i < ExpertStore::kPrefetchWarmup; ++i) read += predict_and_run(2, 3);  // always wrong
+  CHECK_EQ(read, static_cast<int>(ExpertStore::kPrefetchWarmup));
+  CHECK(!st->prefetch_reads_layer(1));
+  CHECK_EQ(predict_and_run(2, 3), 0);                                 // recorded, not read
+  CHECK(st->prefetch_reads_layer(0) && st->prefetch_reads_layer(2));  // per layer
+  int rounds = 0;
+  while (!st->prefetch_reads_layer(1) && rounds < 200) {
+    CHECK_EQ(predict_and_run(4, 4), 0);  // right, but only scored
+    ++rounds;
+  }
+  CHECK(st->prefetch_reads_layer(1));
+  CHECK(rounds > 0 && rounds < 200);
+  CHECK_EQ(predict_and_run(4, 4), 1);
+  CHECK_EQ(st->totals().prefetch_reads, static_cast<uint64_t>(ExpertStore::kPrefetchWarmup) + 1);
+  CHECK_EQ(st->totals().prefetch_used, 1u);
+  // On reads whatever the precision.
+  auto on = f.stream(kL * kE, 2, DirectIo::Auto, Prefetch::On);
+  for (uint32_t i = 0; i < 2 * ExpertStore::kPrefetchWarmup; ++i) {
+    CHECK_EQ(pass_predicting(*on, 0, {0}, {2}), 1);
+    run_pass(*on, 1, {3});
+    on->clear();
+  }
+  // With no pass open (not the engine's order) nothing is read.
+  std::vector<uint8_t> want(kE, 1);
+  CHECK_EQ(on->prefetch(1, want.data()), 0);
+}
+
+TEST(prefetch_keeps_the_predicted_residents_and_a_tiny_cache_working) {
+  Fixture f;
+  // Three slots: layer 1's expert 2 is the least recently used when layer 0 predicts {2, 4}; the prefetch
+  // of 4 must not evict 2, which the same prediction names.
+  auto st = f.stream(3, 2, DirectIo::Auto, Prefetch::On);
+  run_pass(*st, 1, {2});
+  CHECK_EQ(pass_predicting(*st, 0, {5}, {2, 4}), 1);
+  CHECK(st->resident_map(1)[2] && st->resident_map(1)[4]);
+  CHECK((run_pass(*st, 1, {2, 4}) == std::vector<int>{2, 4}));
+  CHECK_EQ(st->totals().hits, 1u);  // 2 was still there
+  // Two slots, a wrong prediction of two experts: the next pass's miss still finds a slot (the unused
+  // predictions are released before it reads).
+  auto tiny = f.stream(2, 2, DirectIo::Auto, Prefetch::On);
+  CHECK_EQ(pass_predicting(*tiny, 0, {1}, {3, 6}), 1);  // one slot is held by layer 0's expert
+  bool ok = false;
+  CHECK((run_pass(*tiny, 1, {0, 7}, &ok) == std::vector<int>{0, 7}));
+  CHECK(ok);
 }
 
 TEST(prefetch_never_takes_a_slot_the_running_layer_waits_for) {
@@ -305,9 +380,7 @@ TEST(a_failed_prefetch_surfaces_in_the_layer_that_uses_it) {
     }
     return ::pread(fd, buf, n, static_cast<off_t>(off));
   });
-  std::vector<uint8_t> want(kE, 0);
-  want[3] = want[5] = 1;
-  CHECK_EQ(st->prefetch(1, want.data()), 2);
+  CHECK_EQ(pass_predicting(*st, 0, {0}, {3, 5}), 2);
   bool threw = false;
   try {
     run_pass(*st, 1, {3});

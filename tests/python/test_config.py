@@ -204,7 +204,7 @@ def test_expert_settings_and_engine_arguments() -> None:
     assert Config.from_env(c.to_env(), strict=True) == c
     native = c.native().as_dict()  # the engine's one typed settings object
     assert native["experts"] == {"mode": "stream", "cache_bytes": 1048576, "cache_fraction": 0.0,
-                                 "direct_io": "on", "io_threads": 4, "prefetch": True}
+                                 "direct_io": "on", "io_threads": 4, "prefetch": "auto"}
     p = native["moce"]["params"]
     assert p.draft and p.protect == 0 and p.rank1_scale == 1.0
     assert math.isclose(p.resident_bonus, math.exp(1.5), rel_tol=1e-6)

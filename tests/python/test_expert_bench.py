@@ -47,7 +47,7 @@ def test_generated_model_is_valid_and_streams_exactly(small_model: Path) -> None
 
 def test_bench_report(small_model: Path) -> None:
     cfg = eb.BenchConfig(fractions=(0.1, 0.5, 1.0), moce=(eb.MoceSetting(), eb.MoceSetting(2.0)), tokens=16,
-                         prompt=4, n_threads=2, io_threads=2, prefetch=False)
+                         prompt=4, n_threads=2, io_threads=2, prefetch="off")
     report = eb.run_bench(small_model, cfg)
     assert [r.mode for r in report.runs] == ["mmap"] + ["stream"] * 6
     off = [r for r in report.runs if r.moce == "off"]

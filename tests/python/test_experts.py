@@ -269,7 +269,7 @@ def test_errors_and_settings(model: Path, tmp_path: Path) -> None:
            "STRATA_EXPERT_IO_THREADS": "8"}
     ok, diagnostics = _strata.Settings.parse(env)
     assert ok.as_dict()["experts"] == {"mode": "stream", "cache_bytes": 2 << 30, "cache_fraction": 0.0,
-                                       "direct_io": "on", "io_threads": 8, "prefetch": True}
+                                       "direct_io": "on", "io_threads": 8, "prefetch": "auto"}
     assert diagnostics == []
     bad, diagnostics = _strata.Settings.parse({"STRATA_EXPERT_MODE": "stream", "STRATA_EXPERT_CACHE": "-1"})
     assert bad.as_dict()["experts"]["mode"] == "mmap" and "STRATA_EXPERT_CACHE" in diagnostics[0]

@@ -53,23 +53,35 @@ def _generate(model: strata.Model, config: strata.Config, n: int = 24) -> strata
 @pytest.mark.parametrize("speculative", [False, True])
 def test_prefetch_reads_ahead_and_changes_no_logit(model: strata.Model, speculative: bool) -> None:
     """Expert prefetch (the next layer's router on this layer's input) reads early what the next layer may
-    need: the tokens and logits stay those of mmap mode, most of what it reads is used, and with the
-    setting off nothing is read ahead."""
+    need: the tokens and logits stay those of mmap mode whatever the setting, what it reads is partly used,
+    with the setting off nothing is read ahead, and auto reads no more than on."""
     mmap = _generate(model, strata.Config(speculative=speculative))
-    on = _generate(model, strata.Config(speculative=speculative, **STREAM))
-    off = _generate(model, strata.Config(speculative=speculative, expert_prefetch=False, **STREAM))
-    assert on.tokens == off.tokens == mmap.tokens
-    a, b = on.stats, off.stats
-    assert a.expert_prefetch_reads > 0 and 0 < a.expert_prefetch_used <= a.expert_prefetch_reads
-    assert b.expert_prefetch_reads == b.expert_prefetch_used == 0
-    assert "read ahead on prediction" in a.summary() and "read ahead" not in b.summary()
+    runs = {p: _generate(model, strata.Config(speculative=speculative, expert_prefetch=p, **STREAM))
+            for p in ("on", "auto", "off")}
+    assert all(s.tokens == mmap.tokens for s in runs.values())
+    on, auto, off = (runs[p].stats for p in ("on", "auto", "off"))
+    assert on.expert_prefetch_reads > 0 and 0 < on.expert_prefetch_used <= on.expert_prefetch_reads
+    assert 0 <= auto.expert_prefetch_used <= auto.expert_prefetch_reads <= on.expert_prefetch_reads
+    assert off.expert_prefetch_reads == off.expert_prefetch_used == 0
+    assert "read ahead on prediction" in on.summary() and "read ahead" not in off.summary()
     # Logits of a window, bitwise: prefetching changes what is read and when, not what is computed.
     toks = [3, 17, 5, 9, 11, 2, 40, 7]
     rows = []
-    for prefetch in (True, False):
+    for prefetch in ("on", "off"):
         eng = model.session(strata.Config(expert_prefetch=prefetch, **STREAM))._engine
         rows.append(np.asarray(eng.eval(toks)))
     assert np.array_equal(rows[0], rows[1])
+
+
+def test_prefetch_with_moce_is_repeatable(model: strata.Model) -> None:
+    """With MOCE the router reads the residency map, which prefetch changes; the map and the eviction
+    order must not depend on when reads finish, so runs with one or four reader threads agree."""
+    runs = [_generate(model, strata.Config(speculative=False, moce_bonus=1.0, expert_prefetch="on",
+                                           **{**STREAM, "expert_io_threads": threads}), n=32)
+            for threads in (1, 4, 1)]
+    assert runs[0].tokens == runs[1].tokens == runs[2].tokens
+    assert all(r.stats.expert_prefetch_reads > 0 for r in runs)
+    assert len({(r.stats.expert_misses, r.stats.expert_bytes_read) for r in runs}) == 1
 
 
 @pytest.mark.parametrize("speculative", [False, True])
@@ -143,7 +155,7 @@ def _engine(path: Path, **kw: Any) -> Any:
     # Half the experts: small enough that LRU evicts, large enough that a layer's router still finds some
     # of its experts resident after a 4-row window (at 30% the other layers' loads evict them all).
     # Expert prefetch off: these tests route against the residency the cache has after known loads.
-    kw.setdefault("expert_prefetch", False)
+    kw.setdefault("expert_prefetch", "off")
     return engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
                   expert_cache=0.5, expert_io_threads=2, **kw)
 

@@ -115,8 +115,16 @@ void parse_experts(const EnvMap& env, ParseResult& out) {
   }
   if (const auto* v = find(env, kExpertIoThreads))
     if (auto x = g.take(kExpertIoThreads, parse_int(*v, 0, 64))) e.io_threads = static_cast<int>(*x);
-  if (const auto* v = find(env, kExpertPrefetch))
-    if (auto x = g.take(kExpertPrefetch, parse_bool(lower(*v)))) e.prefetch = *x;
+  if (const auto* v = find(env, kExpertPrefetch)) {
+    const std::string m = lower(*v);
+    const Parsed<bool> b = parse_bool(m);
+    if (m == "auto")
+      e.prefetch = experts::Prefetch::Auto;
+    else if (b.value)
+      e.prefetch = *b.value ? experts::Prefetch::On : experts::Prefetch::Off;
+    else
+      g.reject(kExpertPrefetch, quoted(*v) + " is not auto, on or off");
+  }
   if (g.failed())
     out.diagnostics.push_back(g.diagnostic());
   else
@@ -179,9 +187,9 @@ const std::vector<SettingInfo>& known_settings() {
        "or 0 = every expert"},
       {kExpertDirectIo, "experts", "auto", "auto | on | off; O_DIRECT reads of the stream mode"},
       {kExpertIoThreads, "experts", "4", "integer 0..64; expert reader threads (0 = read on the compute thread)"},
-      {kExpertPrefetch, "experts", "on",
-       "on | off; stream mode: read the experts each MoE layer's router ranks top-K for the next layer while it "
-       "computes"},
+      {kExpertPrefetch, "experts", "auto",
+       "auto | on | off; stream mode: read the experts each MoE layer's router ranks top-K for the next layer "
+       "while it computes (auto: per layer, while at least 70 % of those reads get used)"},
       {kIsa, "cpu", "auto",
        "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path (process-wide)"},
       {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels"},

@@ -68,8 +68,8 @@ struct ExpertSettings {
   uint64_t cache_bytes = 0;     // 0 = room for every expert
   double cache_fraction = 0.0;  // > 0: that fraction of all experts (cache_bytes ignored)
   experts::DirectIo direct_io = experts::DirectIo::Auto;
-  int io_threads = 4;    // 0..64; 0 = read on the compute thread
-  bool prefetch = true;  // read the experts a layer predicts for the next one while it computes
+  int io_threads = 4;                                    // 0..64; 0 = read on the compute thread
+  experts::Prefetch prefetch = experts::Prefetch::Auto;  // read a layer's predicted experts a layer early
 };
 
 struct Settings {

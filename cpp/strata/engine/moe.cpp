@@ -95,7 +95,10 @@ void predict_next(const BlockContext& c, int R) {
   uint8_t* want = s.next_want.data();
   std::memset(want, 0, static_cast<std::size_t>(E));
   const float* bias = hp.gating == model::Gating::Sigmoid ? c.next_moe->score_bias : nullptr;
-  for (int64_t r = 0; r < R; ++r) {
+  // In a window with exact cuts, only the rows that cannot be cut: the others are drafts the drafter was
+  // unsure of, which the next layer may drop (their reads would often be for nothing).
+  const int64_t rows = c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R;
+  for (int64_t r = 0; r < rows; ++r) {
     float* p = s.next_probs.data() + r * E;
     if (hp.gating == model::Gating::Sigmoid)
       for (int64_t e = 0; e < E; ++e) p[e] = sigmoid(p[e]) + (bias ? bias[e] : 0.0f);

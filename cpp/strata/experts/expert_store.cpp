@@ -132,13 +132,16 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   resident_.assign(static_cast<std::size_t>(total), 0);
   queued_.assign(static_cast<std::size_t>(n) * kExpertParts, 0);
   prefetch_slots_.reserve(static_cast<std::size_t>(n));
+  pf_cand_.assign(static_cast<std::size_t>(L), 0);
+  pf_used_.assign(static_cast<std::size_t>(L), 0);
+  shadow_.reserve(static_cast<std::size_t>(E));
   stale_slots_.reserve(static_cast<std::size_t>(n));
   io_ = std::make_unique<IoPool>(cfg.io_threads, static_cast<std::size_t>(n) * kExpertParts,
                                  [this](uint32_t job) { run_job(job); });
 }
 
 ExpertStore::~ExpertStore() {
-  io_.reset();  // joins the I/O threads (no pass is open, so nothing is in flight)
+  io_.reset();  // drains and joins the I/O threads (prefetches may still be reading into the arena)
   std::free(arena_);
 }
 
@@ -245,20 +248,66 @@ void ExpertStore::clear() {
     if (slots_[s].key >= 0) reset_slot(static_cast<int32_t>(s));
   prefetch_slots_.clear();
   stale_slots_.clear();
+  shadow_.clear();
+  shadow_layer_ = -1;
+}
+
+bool ExpertStore::prefetch_on_locked(int layer) const {
+  if (cfg_.prefetch == Prefetch::On) return true;
+  const uint32_t cand = pf_cand_[static_cast<std::size_t>(layer)];
+  return cand < kPrefetchWarmup || 100 * static_cast<uint64_t>(pf_used_[static_cast<std::size_t>(layer)]) >=
+                                       static_cast<uint64_t>(kPrefetchAutoPercent) * cand;
+}
+
+bool ExpertStore::prefetch_reads_layer(int layer) const {
+  if (cfg_.mode != ExpertMode::Stream || cfg_.prefetch == Prefetch::Off || !io_ || io_->threads() == 0) return false;
+  if (layer < 0 || layer >= n_layers()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return prefetch_on_locked(layer);
+}
+
+void ExpertStore::count_prediction(int layer, uint32_t cand, uint32_t used) {
+  uint32_t& c = pf_cand_[static_cast<std::size_t>(layer)];
+  uint32_t& u = pf_used_[static_cast<std::size_t>(layer)];
+  c += cand;
+  u += used;
+  if (c > kPrecisionWindow) {  // older predictions weigh less
+    c /= 2;
+    u /= 2;
+  }
 }
 
 int ExpertStore::prefetch(int layer, const uint8_t* want) {
-  if (cfg_.mode != ExpertMode::Stream || !cfg_.prefetch || !io_ || io_->threads() == 0 || !want) return 0;
+  if (cfg_.mode != ExpertMode::Stream || cfg_.prefetch == Prefetch::Off || !io_ || io_->threads() == 0 || !want)
+    return 0;
   if (layer < 0 || layer >= n_layers()) return 0;
   const int64_t E = n_expert();
   int started = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (pass_open_ && pass_next_issue_ < pass_n_) return 0;  // the running layer still waits for slots
+    // Only while a layer's pass is open (the one before `layer`, right after its own reads were queued),
+    // and not while it still waits for slots.
+    if (!pass_open_ || pass_next_issue_ < pass_n_) return 0;
+    const bool read = prefetch_on_locked(layer);
+    if (!read) shadow_.clear();
+    shadow_layer_ = read ? -1 : layer;
+    uint32_t issued = 0;
+    if (read)  // the predicted experts already resident become the most recently used: never the victims
+      for (int64_t e = 0; e < E; ++e) {
+        const int32_t s = want[e] ? where_[static_cast<std::size_t>(layer * E + e)] : -1;
+        if (s >= 0 && slots_[static_cast<std::size_t>(s)].in_lru) {
+          lru_remove(s);
+          lru_push_back(s);
+        }
+      }
     for (int64_t e = 0; e < E; ++e) {
       if (!want[e]) continue;
       const int32_t key = static_cast<int32_t>(layer * E + e);
       if (where_[static_cast<std::size_t>(key)] >= 0) continue;  // resident or being read
+      if (!read) {  // auto mode, imprecise here: only remember what would have been read
+        shadow_.push_back(static_cast<int32_t>(e));
+        continue;
+      }
       const int32_t s = take_victim();
       if (s < 0) break;
       Slot& sl = slots_[static_cast<std::size_t>(s)];
@@ -276,7 +325,9 @@ int ExpertStore::prefetch(int layer, const uint8_t* want) {
       prefetch_slots_.push_back(s);
       ++totals_.prefetch_reads;
       ++started;
+      ++issued;
     }
+    if (read) count_prediction(layer, issued, 0);  // used ones are counted when the pass takes them
   }
   submit_queued();
   return started;
@@ -439,7 +490,8 @@ void ExpertStore::run_job(uint32_t job) {
     }
     if (--sl.pending == 0) {
       sl.state = sl.error ? kFailed : kReady;
-      if (!sl.error) resident_[static_cast<std::size_t>(key)] = 1;
+      // A prefetched expert is marked at its start: no write here while a router may read the map.
+      if (!sl.error && !resident_[static_cast<std::size_t>(key)]) resident_[static_cast<std::size_t>(key)] = 1;
     }
     --in_flight_;
   }
@@ -495,12 +547,20 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
   }
   ExpertStore& st = *store_;
   {
-    std::lock_guard<std::mutex> lock(st.mu_);
+    std::unique_lock<std::mutex> lock(st.mu_);
     if (st.pass_open_) throw_error(ErrorKind::Internal, "LayerPass: another layer pass is open");
-    // Prefetched slots this pass does not use are released when it ends (every earlier prediction was
-    // for this layer, or for one that did not run next).
-    for (int32_t s : st.prefetch_slots_) st.stale_slots_.push_back(s);
+    // Every pending prediction was made for this layer (or for one that did not run next): the pass takes
+    // the prefetched slots it routed to below and releases the rest before reading its own misses.
+    std::swap(st.stale_slots_, st.prefetch_slots_);
     st.prefetch_slots_.clear();
+    // A prediction recorded without reading (auto mode): how much of it this layer uses.
+    if (st.shadow_layer_ == layer) {
+      uint32_t used = 0;
+      for (int32_t e : st.shadow_) used += count[e] > 0;
+      st.count_prediction(layer, static_cast<uint32_t>(st.shadow_.size()), used);
+    }
+    st.shadow_layer_ = -1;
+    st.shadow_.clear();
     // Compute order: resident experts, then the prefetched ones (their reads started a layer ago), then
     // the misses. `where` says which: a slot that is not a prefetch's is ready (reads of earlier passes
     // have finished).
@@ -535,6 +595,28 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
     st.totals_.hits += static_cast<uint64_t>(hits);
     st.totals_.misses += static_cast<uint64_t>(n_ - hits);
     st.totals_.prefetch_used += static_cast<uint64_t>(adopted);
+    if (adopted) st.count_prediction(layer, 0, static_cast<uint32_t>(adopted));
+    // The unused predictions go back as the least recently used, in prediction order, once read: so the
+    // pass's misses find their slots (a tiny cache may need them) and the eviction order does not depend
+    // on when those reads finish.
+    st.cv_.wait(lock, [&] {
+      for (int32_t s : st.stale_slots_) {
+        const ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
+        if (sl.prefetched && sl.state == ExpertStore::kLoading) return false;
+      }
+      return true;
+    });
+    for (int32_t s : st.stale_slots_) {
+      ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
+      if (!sl.prefetched) continue;  // taken by this pass
+      sl.prefetched = false;
+      sl.pins = 0;
+      if (sl.state == ExpertStore::kFailed)
+        st.reset_slot(s);
+      else
+        st.lru_push_front(s);
+    }
+    st.stale_slots_.clear();
     st.order_ = order_;
     st.pass_open_ = true;
     st.pass_layer_ = layer;
@@ -550,28 +632,15 @@ LayerPass::~LayerPass() {
   if (!stream_) return;
   ExpertStore& st = *store_;
   std::unique_lock<std::mutex> lock(st.mu_);
-  // The reads this pass holds and the unused prefetches it releases (the next layer's prefetches, started
-  // while it ran, go on).
-  auto loading = [&](int32_t s) { return st.slots_[static_cast<std::size_t>(s)].state == ExpertStore::kLoading; };
+  // The reads this pass holds (the next layer's prefetches, started while it ran, go on).
   st.cv_.wait(lock, [&] {
     for (int i = 0; i < st.pass_n_; ++i)
-      if (st.order_held_[static_cast<std::size_t>(i)] && loading(st.order_slot_[static_cast<std::size_t>(i)]))
+      if (st.order_held_[static_cast<std::size_t>(i)] &&
+          st.slots_[static_cast<std::size_t>(st.order_slot_[static_cast<std::size_t>(i)])].state ==
+              ExpertStore::kLoading)
         return false;
-    for (int32_t s : st.stale_slots_)
-      if (st.slots_[static_cast<std::size_t>(s)].prefetched && loading(s)) return false;
     return true;
   });
-  for (int32_t s : st.stale_slots_) {
-    ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
-    if (!sl.prefetched) continue;  // used by this pass
-    sl.prefetched = false;
-    sl.pins = 0;
-    if (sl.state == ExpertStore::kFailed)
-      st.reset_slot(s);
-    else
-      st.lru_push_front(s);  // predicted, not used: the first to go
-  }
-  st.stale_slots_.clear();
   for (int i = 0; i < st.pass_n_; ++i) {
     if (!st.order_held_[static_cast<std::size_t>(i)]) continue;
     const int32_t s = st.order_slot_[static_cast<std::size_t>(i)];

@@ -52,8 +52,8 @@ struct ExpertStoreConfig {
   // views then have the repacked type). mmap mode: the model's views are used as they are (the Runner repacks them).
   cpu::RepackMode repack = cpu::RepackMode::Off;
   // stream, with I/O threads: start the reads of the experts a MoE layer predicts for the next one
-  // (ExpertStore::prefetch) while it computes.
-  bool prefetch = true;
+  // (ExpertStore::prefetch) while it computes; auto = per layer, while the prediction is precise enough.
+  Prefetch prefetch = Prefetch::Auto;
   bool page_cache_probe = false;  // mmap: count uses whose pages were not in the page cache (mincore,
                                   // ~3 µs per expert use; the benchmark's mmap run turns it on)
 };
@@ -99,12 +99,21 @@ class ExpertStore {
 
   // Starts the reads of the experts of `layer` marked in want[0 .. E) that are neither resident nor being
   // read, into free or least recently used slots: the engine's prediction of the next MoE layer's experts,
-  // made while the layer before it runs (docs/experts.md, "Prefetch"). Such an expert counts as resident
-  // from here on, so the router's map does not depend on when its read finishes; its slot stays held until
-  // `layer`'s pass uses it or, unused, releases it (least recently used) when that pass ends, so eviction
-  // does not depend on it either. Nothing happens in mmap mode, without I/O threads, with the setting off,
-  // or while the open pass still waits for slots. Returns the reads started.
+  // made while the layer before it runs (docs/experts.md, "Prefetch"); called while that layer's pass is
+  // open, after its constructor. The predicted experts already resident become the most recently used. A
+  // prefetched expert counts as resident from here on, so the router's map does not depend on when its
+  // read finishes; its slot stays held until `layer`'s pass opens, which takes it or, unused, waits for
+  // its read and releases it as the least recently used, so eviction does not depend on timing either.
+  // Nothing happens in mmap mode, without I/O threads, with the setting off, with no pass open, or while
+  // the open pass still waits for slots. In auto mode a layer whose predictions' precision (of
+  // the experts they would read, the share its pass then used; decayed, counted also while it does not
+  // read) is below kPrefetchAutoPercent after kPrefetchWarmup predicted reads only records its
+  // predictions. Returns the reads started.
   int prefetch(int layer, const uint8_t* want);
+  static constexpr int kPrefetchAutoPercent = 70;
+  static constexpr uint32_t kPrefetchWarmup = 32;
+  // Whether prefetch(layer, ...) would read now (the mode, and in auto mode the layer's precision).
+  bool prefetch_reads_layer(int layer) const;
 
   // Counters. The window calls begin_window(rows) / end_window() around each run.
   void begin_window(int rows);
@@ -175,9 +184,17 @@ class ExpertStore {
   std::vector<uint32_t> queued_;     // jobs collected under the lock, submitted after it
   std::size_t n_queued_ = 0;
   int in_flight_ = 0;  // parts being read
-  // Prefetched slots: those of the next layer's prediction, and those a pass found unused (or meant for
-  // another layer), released when it ends. Capacity reserved for every slot: no allocation per token.
+  // Prefetched slots of the pending prediction, and (inside a pass's constructor) those it releases.
+  // Capacity reserved for every slot: no allocation per token.
   std::vector<int32_t> prefetch_slots_, stale_slots_;
+  // Per layer, the prediction's would-be reads and how many its pass used (auto mode's precision, halved
+  // past kPrecisionWindow); the predictions recorded without reading (shadow_layer_'s experts).
+  static constexpr uint32_t kPrecisionWindow = 512;
+  std::vector<uint32_t> pf_cand_, pf_used_;
+  std::vector<int32_t> shadow_;
+  int shadow_layer_ = -1;
+  bool prefetch_on_locked(int layer) const;
+  void count_prediction(int layer, uint32_t cand, uint32_t used);
 
   // mmap page-cache probe
   std::size_t page_ = 4096;

@@ -66,7 +66,7 @@ class BenchConfig:
     prompt: int = 32        # tokens prefilled first (warms the cache), not measured
     n_threads: int = 0      # compute threads (0 = all cores)
     io_threads: int = 4
-    prefetch: bool = True  # Config.expert_prefetch: reads ahead on the next layer's predicted experts
+    prefetch: str = "auto"  # Config.expert_prefetch: reads ahead on the next layer's predicted experts
     direct_io: str = "auto"
     with_mmap: bool = True  # also the mmap ("trust the OS") run
     seed: int = 0
