@@ -34,6 +34,11 @@ def test_store_config_strings() -> None:
     assert spec_speed._store_config("stream 25% direct") == {
         "expert_mode": "stream", "expert_cache": "25%", "expert_direct_io": "on"}
     assert spec_speed._store_config("stream 50%")["expert_direct_io"] == "off"
+    assert spec_speed._store_config("stream 25% direct prefetch=off") == {
+        "expert_mode": "stream", "expert_cache": "25%", "expert_direct_io": "on", "expert_prefetch": "off"}
+    for bad in ("stream", "disk 25%", "stream 25% fast"):
+        with pytest.raises(ValueError):
+            spec_speed._store_config(bad)
 
 
 @pytest.fixture(scope="module")

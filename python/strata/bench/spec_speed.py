@@ -102,12 +102,22 @@ class Case:
 
 
 def _store_config(store: str) -> dict[str, Any]:
-    """ "mmap" or "stream FRACTION[ direct]" -> Config fields (without "direct": buffered reads)."""
+    """ "mmap" or "stream FRACTION[ direct][ prefetch=auto|on|off]" -> Config fields (without "direct":
+    buffered reads; without "prefetch=": the default, auto)."""
     parts = store.split()
     if parts[0] == "mmap":
         return {"expert_mode": "mmap"}
+    if parts[0] != "stream" or len(parts) < 2:
+        raise ValueError(f"unknown expert store {store!r}: expected mmap or "
+                         "'stream FRACTION [direct] [prefetch=...]'")
     cfg: dict[str, Any] = {"expert_mode": "stream", "expert_cache": parts[1]}
     cfg["expert_direct_io"] = "on" if "direct" in parts[2:] else "off"
+    for p in parts[2:]:
+        if p.startswith("prefetch="):
+            cfg["expert_prefetch"] = p.split("=", 1)[1]
+        elif p != "direct":
+            raise ValueError(f"unknown expert store option {p!r} in {store!r}: "
+                             "expected direct or prefetch=...")
     return cfg
 
 

@@ -43,7 +43,9 @@ def register(tools: SubParsers) -> None:
     p.add_argument("--temperatures", type=_list(float), default=[0.0, 0.7], help="comma list (0,0.7)")
     p.add_argument("--threads", type=_list(int), default=[1, 2], help="comma list of thread counts (1,2)")
     p.add_argument("--stores", type=_list(str), default=["mmap"],
-                   help="comma list of expert stores: mmap, or 'stream 25%% direct' / 'stream 50%%' (mmap)")
+                   help="comma list of expert stores: mmap, or 'stream 25%% direct' / 'stream 50%%', "
+                        "optionally with 'prefetch=auto|on|off' (Config.expert_prefetch; default auto) "
+                        "(mmap)")
     p.add_argument("--modes", type=_list(str), default=["off", "auto", "on"],
                    help="drafter modes (off,auto,on); auto+w / on+w add streaming-aware verification "
                         "windows (Config.moce_window = --window), +c exact window cuts "
@@ -78,6 +80,12 @@ def _run(args: argparse.Namespace) -> int:
     if not 0.0 < args.window <= 8.0:
         print(f"bench spec-speed: --window must be in (0, 8], got {args.window}", file=sys.stderr)
         return 2
+    for store in args.stores:
+        try:
+            spec_speed._store_config(store)
+        except ValueError as e:
+            print(f"bench spec-speed: --stores: {e}", file=sys.stderr)
+            return 2
     if not 0.0 < args.cut <= 1.0:
         print(f"bench spec-speed: --cut must be in (0, 1], got {args.cut}", file=sys.stderr)
         return 2
