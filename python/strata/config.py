@@ -276,6 +276,8 @@ class Config:
             object.__setattr__(self, "spec_sample", self.spec_sample.strip().lower())
         if isinstance(self.backend, str):
             object.__setattr__(self, "backend", self.backend.strip().lower())
+        if isinstance(self.expert_prefetch, bool):  # True / False read as on / off
+            object.__setattr__(self, "expert_prefetch", "on" if self.expert_prefetch else "off")
         for field in ("expert_mode", "expert_direct_io", "expert_prefetch", "isa", "repack"):
             if isinstance(getattr(self, field), str):
                 object.__setattr__(self, field, getattr(self, field).strip().lower())

@@ -345,6 +345,11 @@ TEST(prefetch_keeps_the_predicted_residents_and_a_tiny_cache_working) {
   CHECK(st->resident_map(1)[2] && st->resident_map(1)[4]);
   CHECK((run_pass(*st, 1, {2, 4}) == std::vector<int>{2, 4}));
   CHECK_EQ(st->totals().hits, 1u);  // 2 was still there
+  // Two slots, expert 2 of layer 1 the only one evictable: the prediction {2, 4} keeps it and reads nothing.
+  auto two = f.stream(2, 2, DirectIo::Auto, Prefetch::On);
+  run_pass(*two, 1, {2});
+  CHECK_EQ(pass_predicting(*two, 0, {5}, {2, 4}), 0);
+  CHECK(two->resident_map(1)[2] && !two->resident_map(1)[4]);
   // Two slots, a wrong prediction of two experts: the next pass's miss still finds a slot (the unused
   // predictions are released before it reads).
   auto tiny = f.stream(2, 2, DirectIo::Auto, Prefetch::On);

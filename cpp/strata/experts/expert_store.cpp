@@ -267,11 +267,14 @@ bool ExpertStore::prefetch_reads_layer(int layer) const {
 }
 
 void ExpertStore::count_prediction(int layer, uint32_t cand, uint32_t used) {
+  pf_cand_[static_cast<std::size_t>(layer)] += cand;
+  pf_used_[static_cast<std::size_t>(layer)] += used;
+}
+
+void ExpertStore::decay_prediction(int layer) {
   uint32_t& c = pf_cand_[static_cast<std::size_t>(layer)];
   uint32_t& u = pf_used_[static_cast<std::size_t>(layer)];
-  c += cand;
-  u += used;
-  if (c > kPrecisionWindow) {  // older predictions weigh less
+  if (c > kPrecisionWindow) {  // older predictions weigh less; both halves after a prediction is scored
     c /= 2;
     u /= 2;
   }
@@ -292,7 +295,11 @@ int ExpertStore::prefetch(int layer, const uint8_t* want) {
     if (!read) shadow_.clear();
     shadow_layer_ = read ? -1 : layer;
     uint32_t issued = 0;
-    if (read)  // the predicted experts already resident become the most recently used: never the victims
+    auto predicted_resident = [&](int32_t s) {  // a slot of this prediction's layer that it names
+      const int32_t k = slots_[static_cast<std::size_t>(s)].key;
+      return k / E == layer && want[k % E];
+    };
+    if (read)  // the predicted experts already resident become the most recently used
       for (int64_t e = 0; e < E; ++e) {
         const int32_t s = want[e] ? where_[static_cast<std::size_t>(layer * E + e)] : -1;
         if (s >= 0 && slots_[static_cast<std::size_t>(s)].in_lru) {
@@ -308,6 +315,8 @@ int ExpertStore::prefetch(int layer, const uint8_t* want) {
         shadow_.push_back(static_cast<int32_t>(e));
         continue;
       }
+      // ... and never the victims: when only they are left to evict, the prediction stops here.
+      if (free_.empty() && (lru_head_ < 0 || predicted_resident(lru_head_))) break;
       const int32_t s = take_victim();
       if (s < 0) break;
       Slot& sl = slots_[static_cast<std::size_t>(s)];
@@ -596,16 +605,22 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
     st.totals_.misses += static_cast<uint64_t>(n_ - hits);
     st.totals_.prefetch_used += static_cast<uint64_t>(adopted);
     if (adopted) st.count_prediction(layer, 0, static_cast<uint32_t>(adopted));
-    // The unused predictions go back as the least recently used, in prediction order, once read: so the
+    st.decay_prediction(layer);
+    // The unused predictions go to the front of the LRU list (the first to be evicted) once read: so the
     // pass's misses find their slots (a tiny cache may need them) and the eviction order does not depend
-    // on when those reads finish.
-    st.cv_.wait(lock, [&] {
+    // on when those reads finish. Waiting for them is stall time.
+    auto stale_loading = [&] {
       for (int32_t s : st.stale_slots_) {
         const ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
-        if (sl.prefetched && sl.state == ExpertStore::kLoading) return false;
+        if (sl.prefetched && sl.state == ExpertStore::kLoading) return true;
       }
-      return true;
-    });
+      return false;
+    };
+    if (stale_loading()) {
+      const uint64_t t0 = now_ns();
+      st.cv_.wait(lock, [&] { return !stale_loading(); });
+      st.totals_.stall_ns += now_ns() - t0;
+    }
     for (int32_t s : st.stale_slots_) {
       ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
       if (!sl.prefetched) continue;  // taken by this pass

@@ -100,7 +100,8 @@ class ExpertStore {
   // Starts the reads of the experts of `layer` marked in want[0 .. E) that are neither resident nor being
   // read, into free or least recently used slots: the engine's prediction of the next MoE layer's experts,
   // made while the layer before it runs (docs/experts.md, "Prefetch"); called while that layer's pass is
-  // open, after its constructor. The predicted experts already resident become the most recently used. A
+  // open, after its constructor. The predicted experts already resident become the most recently used, and
+  // no read of the prediction evicts one (it stops when only they are left to evict). A
   // prefetched expert counts as resident from here on, so the router's map does not depend on when its
   // read finishes; its slot stays held until `layer`'s pass opens, which takes it or, unused, waits for
   // its read and releases it as the least recently used, so eviction does not depend on timing either.
@@ -195,6 +196,7 @@ class ExpertStore {
   int shadow_layer_ = -1;
   bool prefetch_on_locked(int layer) const;
   void count_prediction(int layer, uint32_t cand, uint32_t used);
+  void decay_prediction(int layer);
 
   // mmap page-cache probe
   std::size_t page_ = 4096;
