@@ -240,8 +240,8 @@ class GenerationStats:
         self.expert_hits = int(now["hits"] - start["hits"])
         self.expert_misses = int(now["misses"] - start["misses"])
         self.expert_prefetch_hits = int(now["prefetch_hits"] - start["prefetch_hits"])
-        self.expert_prefetch_reads = int(now.get("prefetch_reads", 0) - start.get("prefetch_reads", 0))
-        self.expert_prefetch_used = int(now.get("prefetch_used", 0) - start.get("prefetch_used", 0))
+        self.expert_prefetch_reads = int(now["prefetch_reads"] - start["prefetch_reads"])
+        self.expert_prefetch_used = int(now["prefetch_used"] - start["prefetch_used"])
         self.expert_bytes_read = int(now["bytes_read"] - start["bytes_read"])
         self.expert_stall_seconds = float(now["stall_s"] - start["stall_s"])
         if after_prefill is not None:

@@ -101,6 +101,20 @@ std::vector<int> run_pass(ExpertStore& st, int layer, const std::vector<int>& ex
 
 int key(int layer, int e) { return layer * kE + e; }
 
+// Buffered reads of (layer, expert)'s part fail with EIO (the store must read with DirectIo::Off: each
+// read then starts at its expert's bytes); every other read goes through.
+void fail_reads_of(ExpertStore& st, int layer, int part, int expert) {
+  const ExpertTensor& bad = st.layout().layers[static_cast<std::size_t>(layer)].part[part];
+  const uint64_t bad_off = bad.file_offset + static_cast<uint64_t>(expert) * bad.view.expert_stride;
+  st.reader()->set_pread_hook([bad_off](int fd, void* buf, std::size_t n, uint64_t off, bool) -> ssize_t {
+    if (off == bad_off) {
+      errno = EIO;
+      return -1;
+    }
+    return ::pread(fd, buf, n, static_cast<off_t>(off));
+  });
+}
+
 // A pass of `layer` over `experts` that predicts `want` for layer + 1 right after it opens (as the engine
 // does); returns the reads the prediction started.
 int pass_predicting(ExpertStore& st, int layer, const std::vector<int>& experts, const std::vector<int>& want) {
@@ -376,15 +390,7 @@ TEST(prefetch_never_takes_a_slot_the_running_layer_waits_for) {
 TEST(a_failed_prefetch_surfaces_in_the_layer_that_uses_it) {
   Fixture f;
   auto st = f.stream(6, 2, DirectIo::Off);
-  const ExpertTensor& bad = st->layout().layers[1].part[0];
-  const uint64_t bad_off = bad.file_offset + 3 * bad.view.expert_stride;
-  st->reader()->set_pread_hook([bad_off](int fd, void* buf, std::size_t n, uint64_t off, bool) -> ssize_t {
-    if (off == bad_off) {
-      errno = EIO;
-      return -1;
-    }
-    return ::pread(fd, buf, n, static_cast<off_t>(off));
-  });
+  fail_reads_of(*st, 1, 0, 3);
   CHECK_EQ(pass_predicting(*st, 0, {0}, {3, 5}), 2);
   bool threw = false;
   try {
@@ -405,15 +411,7 @@ TEST(read_fault_surfaces_and_the_store_recovers) {
   Fixture f;
   for (int threads : {0, 3}) {
     auto st = f.stream(6, threads, DirectIo::Off);  // buffered: each read starts at its expert's bytes
-    const ExpertTensor& bad = st->layout().layers[1].part[1];
-    const uint64_t bad_off = bad.file_offset + 5 * bad.view.expert_stride;
-    st->reader()->set_pread_hook([bad_off](int fd, void* buf, std::size_t n, uint64_t off, bool) -> ssize_t {
-      if (off == bad_off) {
-        errno = EIO;
-        return -1;
-      }
-      return ::pread(fd, buf, n, static_cast<off_t>(off));
-    });
+    fail_reads_of(*st, 1, 1, 5);
     std::vector<int32_t> count(kE, 0), order(kE, -1);
     count[2] = count[5] = count[7] = 1;
     const model::MoeWeights w = weights_of(st->layout(), 1);

@@ -84,6 +84,17 @@ std::string quoted(std::string_view text) {
   return q;
 }
 
+// "auto" or a boolean word (parse_bool's), any case, as one of three values: the settings whose default
+// lets strata decide (direct I/O, expert prefetch, repacking).
+template <class T>
+Parsed<T> parse_auto_on_off(std::string_view text, T automatic, T on, T off) {
+  const std::string m = lower(text);
+  if (m == "auto") return Parsed<T>::ok(automatic);
+  const Parsed<bool> b = parse_bool(m);
+  if (!b.value) return Parsed<T>::fail(quoted(text) + " is not auto, on or off");
+  return Parsed<T>::ok(*b.value ? on : off);
+}
+
 // The expert store (docs/experts.md): one group, the defaults (mmap) when any value is bad.
 void parse_experts(const EnvMap& env, ParseResult& out) {
   Group g{"the expert-store settings fall back to their defaults (mmap)"};
@@ -103,28 +114,16 @@ void parse_experts(const EnvMap& env, ParseResult& out) {
       e.cache_fraction = c->fraction;
     }
   }
-  if (const auto* v = find(env, kExpertDirectIo)) {
-    const std::string m = lower(*v);
-    const Parsed<bool> b = parse_bool(m);
-    if (m == "auto")
-      e.direct_io = experts::DirectIo::Auto;
-    else if (b.value)
-      e.direct_io = *b.value ? experts::DirectIo::On : experts::DirectIo::Off;
-    else
-      g.reject(kExpertDirectIo, quoted(*v) + " is not auto, on or off");
-  }
+  if (const auto* v = find(env, kExpertDirectIo))
+    if (auto x = g.take(kExpertDirectIo,
+                        parse_auto_on_off(*v, experts::DirectIo::Auto, experts::DirectIo::On, experts::DirectIo::Off)))
+      e.direct_io = *x;
   if (const auto* v = find(env, kExpertIoThreads))
     if (auto x = g.take(kExpertIoThreads, parse_int(*v, 0, 64))) e.io_threads = static_cast<int>(*x);
-  if (const auto* v = find(env, kExpertPrefetch)) {
-    const std::string m = lower(*v);
-    const Parsed<bool> b = parse_bool(m);
-    if (m == "auto")
-      e.prefetch = experts::Prefetch::Auto;
-    else if (b.value)
-      e.prefetch = *b.value ? experts::Prefetch::On : experts::Prefetch::Off;
-    else
-      g.reject(kExpertPrefetch, quoted(*v) + " is not auto, on or off");
-  }
+  if (const auto* v = find(env, kExpertPrefetch))
+    if (auto x = g.take(kExpertPrefetch,
+                        parse_auto_on_off(*v, experts::Prefetch::Auto, experts::Prefetch::On, experts::Prefetch::Off)))
+      e.prefetch = *x;
   if (g.failed())
     out.diagnostics.push_back(g.diagnostic());
   else
@@ -373,14 +372,12 @@ cpu::CpuSettings parse_cpu_group(const EnvMap& env, std::vector<std::string>& di
                             " is not auto, avx512+amx, avx512, avx2, neon-i8mm, neon-dotprod, neon or scalar");
   }
   if (const auto* v = find(env, kRepack)) {
-    const std::string l = lower(*v);
-    if (l == "auto") {
-      c.repack = cpu::RepackMode::Auto;
-    } else if (const Parsed<bool> b = parse_bool(l); b.value) {
-      c.repack = *b.value ? cpu::RepackMode::On : cpu::RepackMode::Off;
-    } else {
-      diagnostics.push_back("STRATA_REPACK: " + quoted(*v) + " is not auto, on or off");
-    }
+    const Parsed<cpu::RepackMode> r =
+        parse_auto_on_off(*v, cpu::RepackMode::Auto, cpu::RepackMode::On, cpu::RepackMode::Off);
+    if (r.value)
+      c.repack = *r.value;
+    else
+      diagnostics.push_back("STRATA_REPACK: " + r.error);
   }
   if (const auto* v = find(env, kPrefetch)) {
     const std::string l = lower(*v);

@@ -16,7 +16,6 @@
 // first while the misses load (stream). Each entry's rows are computed the same way in any batch,
 // so batching does not change the result.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "strata/engine/block.h"
@@ -33,6 +32,30 @@
 namespace strata::engine {
 namespace {
 
+// One row's experts by the layer's gating rule into ids / weights; p, the row's router output, is
+// overwritten (probabilities or scores), sel is E floats of scratch for the sigmoid rules. hashed: a
+// deepseek4 token-hashed layer's experts for the row (nullptr otherwise); resident_only: the drafter's
+// resident-only rule (softmax gating, routing/router.h).
+void select_row(const model::HParams& hp, const model::MoeWeights& w, float* p, float* sel, const int32_t* hashed,
+                const uint8_t* resident, const routing::MoceParams& mp, bool draft_row, bool resident_only,
+                int32_t* ids, float* weights) {
+  const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
+  if (hp.gating == model::Gating::SqrtSoftplus) {  // deepseek4 (routing/ds4_scoring.h)
+    const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
+    routing::sqrt_softplus_route_row(p, sel, E, K, sr, hashed, resident, mp, draft_row, ids, weights);
+    return;
+  }
+  if (hp.gating == model::Gating::Sigmoid) {  // glm4moe (routing/glm_scoring.h)
+    const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
+    routing::sigmoid_route_row(p, sel, E, K, sr, resident, mp, draft_row, ids, weights);
+    return;
+  }
+  softmax(p, E);
+  if (resident_only && routing::keep_resident_only(p, E, K, resident))
+    resident = nullptr;  // top-K among the resident experts: plain routing over what is left
+  routing::route_row(p, E, K, resident, mp, draft_row, ids, weights);
+}
+
 // 1. Router logits (and the shared expert's gate input), softmax, top-K per row into s.ids / s.weights.
 void route_rows(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
@@ -47,25 +70,9 @@ void route_rows(const BlockContext& c, int R) {
   if (hp.ff_shared > 0 && w.sh_gate_inp.present()) tasks[nt++] = s.prep_x.task(w.sh_gate_inp, s.shared_gate.data(), 1);
   run_linear_tasks(tasks, nt, c.pool);
   auto route_one = [&](int64_t r, const uint8_t* resident, const routing::MoceParams& mp, bool draft_row) {
-    float* p = s.probs.data() + r * E;
-    if (hp.gating == model::Gating::SqrtSoftplus) {  // deepseek4 (routing/ds4_scoring.h)
-      const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
-      const int32_t* hashed = w.tid2eid ? w.tid2eid + static_cast<int64_t>(c.tokens[r]) * K : nullptr;
-      routing::sqrt_softplus_route_row(p, s.sel.data() + r * E, static_cast<int>(E), static_cast<int>(K), sr, hashed,
-                                       resident, mp, draft_row, s.ids.data() + r * K, s.weights.data() + r * K);
-      return;
-    }
-    if (hp.gating == model::Gating::Sigmoid) {  // glm4moe (routing/glm_scoring.h)
-      const routing::SigmoidRouting sr{w.score_bias, hp.expert_weights_norm, hp.expert_weights_scale};
-      routing::sigmoid_route_row(p, s.sel.data() + r * E, static_cast<int>(E), static_cast<int>(K), sr, resident, mp,
-                                 draft_row, s.ids.data() + r * K, s.weights.data() + r * K);
-      return;
-    }
-    softmax(p, E);
-    if (c.resident_only && routing::keep_resident_only(p, static_cast<int>(E), static_cast<int>(K), resident))
-      resident = nullptr;  // top-K among the resident experts: plain routing over what is left
-    routing::route_row(p, static_cast<int>(E), static_cast<int>(K), resident, mp, draft_row, s.ids.data() + r * K,
-                       s.weights.data() + r * K);
+    const int32_t* hashed = w.tid2eid ? w.tid2eid + static_cast<int64_t>(c.tokens[r]) * K : nullptr;
+    select_row(hp, w, s.probs.data() + r * E, s.sel.data() + r * E, hashed, resident, mp, draft_row, c.resident_only,
+               s.ids.data() + r * K, s.weights.data() + r * K);
   };
   // Streaming-aware windows (routing/window_routing.h): the draft rows go one after another against the
   // residency plus what the rows before them requested; the target rows as usual, in parallel.
@@ -84,32 +91,25 @@ void route_rows(const BlockContext& c, int R) {
   }
 }
 
-// The next MoE layer's experts as its router ranks them on this layer's input (the residual stream
-// changes little from one layer to the next): top-K of each kept row, softmax-gated models by logit,
-// sigmoid-gated ones by sigmoid + selection bias. A prediction only: what it reads early is what the next
-// layer may need; the next layer routes as always.
+// The next MoE layer's experts as its own routing rule picks them (plain, no residency) from its router's
+// output on this layer's input (the residual stream changes little from one layer to the next). A
+// prediction only: what it reads early is what the next layer may need; the next layer routes as always.
+// Runs after route_rows, so the rows' s.sel may be reused.
 void predict_next(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
   const int64_t E = hp.n_expert, K = hp.n_expert_used;
   Scratch& s = *c.s;
   uint8_t* want = s.next_want.data();
   std::memset(want, 0, static_cast<std::size_t>(E));
-  const float* bias = hp.gating == model::Gating::Sigmoid ? c.next_moe->score_bias : nullptr;
+  int32_t ids[routing::kMaxTopK];
+  float weights[routing::kMaxTopK];
   // In a window with exact cuts, only the rows that cannot be cut: the others are drafts the drafter was
   // unsure of, which the next layer may drop (their reads would often be for nothing).
   const int64_t rows = c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R;
   for (int64_t r = 0; r < rows; ++r) {
-    float* p = s.next_probs.data() + r * E;
-    if (hp.gating == model::Gating::Sigmoid)
-      for (int64_t e = 0; e < E; ++e) p[e] = sigmoid(p[e]) + (bias ? bias[e] : 0.0f);
-    for (int64_t k = 0; k < K; ++k) {
-      int64_t best = -1;
-      for (int64_t e = 0; e < E; ++e)
-        if (p[e] > -INFINITY && (best < 0 || p[e] > p[best])) best = e;
-      if (best < 0) break;
-      want[best] = 1;
-      p[best] = -INFINITY;
-    }
+    select_row(hp, *c.next_moe, s.next_probs.data() + r * E, s.sel.data() + r * E, nullptr, nullptr,
+               routing::MoceParams{}, false, false, ids, weights);
+    for (int64_t k = 0; k < K; ++k) want[ids[k]] = 1;
   }
 }
 

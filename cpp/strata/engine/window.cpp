@@ -12,10 +12,10 @@
 #include "strata/util/thread_pool.h"
 
 namespace strata::engine {
+namespace {
 
 // The most rows a window may have for its MoE layers to predict and prefetch the next layer's experts.
 constexpr int kPrefetchMaxRows = 16;
-namespace {
 
 int64_t default_ctx(const model::HParams& hp, int64_t asked) {
   if (asked > 0) return asked;
@@ -133,9 +133,8 @@ int Window::run(const int32_t* tokens, int n, int64_t start, LogitRows which, in
     // Prefetch for the next MoE layer: stream mode with reader threads, decode steps and verification
     // windows (a prefill chunk needs most experts anyway and leaves no slot free), softmax or sigmoid
     // gating (deepseek4's hashed and sqrt-softplus layers are not predicted), not past the last main layer.
-    c.next_moe = c.resident && experts_->config().prefetch != experts::Prefetch::Off && experts_->io_threads() > 0 &&
-                         n <= kPrefetchMaxRows && hp.gating != model::Gating::SqrtSoftplus && l + 1 < hp.n_layer &&
-                         !hp.dense_layer(l + 1)
+    c.next_moe = c.resident && experts_->prefetches() && n <= kPrefetchMaxRows &&
+                         hp.gating != model::Gating::SqrtSoftplus && l + 1 < hp.n_layer && !hp.dense_layer(l + 1)
                      ? &m_.layers[l + 1].moe
                      : nullptr;
     n = run_block(c, X, n, start);

@@ -11,15 +11,6 @@
 
 namespace strata::experts {
 
-const char* prefetch_name(Prefetch p) {
-  switch (p) {
-    case Prefetch::Auto: return "auto";
-    case Prefetch::On: return "on";
-    case Prefetch::Off: return "off";
-  }
-  return "auto";
-}
-
 const char* direct_io_name(DirectIo d) {
   switch (d) {
     case DirectIo::Auto: return "auto";

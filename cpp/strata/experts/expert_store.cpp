@@ -40,6 +40,8 @@ uint64_t now_ns() {
 
 const char* expert_mode_name(ExpertMode m) { return m == ExpertMode::Stream ? "stream" : "mmap"; }
 
+const char* prefetch_name(Prefetch p) { return p == Prefetch::On ? "on" : p == Prefetch::Off ? "off" : "auto"; }
+
 ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : layout_(std::move(layout)), cfg_(cfg) {
   const int L = layout_.n_layers();
   const int64_t E = layout_.n_expert;
@@ -135,7 +137,6 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   pf_cand_.assign(static_cast<std::size_t>(L), 0);
   pf_used_.assign(static_cast<std::size_t>(L), 0);
   shadow_.reserve(static_cast<std::size_t>(E));
-  stale_slots_.reserve(static_cast<std::size_t>(n));
   io_ = std::make_unique<IoPool>(cfg.io_threads, static_cast<std::size_t>(n) * kExpertParts,
                                  [this](uint32_t job) { run_job(job); });
 }
@@ -247,7 +248,6 @@ void ExpertStore::clear() {
   for (std::size_t s = 0; s < slots_.size(); ++s)
     if (slots_[s].key >= 0) reset_slot(static_cast<int32_t>(s));
   prefetch_slots_.clear();
-  stale_slots_.clear();
   shadow_.clear();
   shadow_layer_ = -1;
 }
@@ -259,9 +259,12 @@ bool ExpertStore::prefetch_on_locked(int layer) const {
                                        static_cast<uint64_t>(kPrefetchAutoPercent) * cand;
 }
 
+bool ExpertStore::prefetches() const {
+  return cfg_.mode == ExpertMode::Stream && cfg_.prefetch != Prefetch::Off && io_threads() > 0;
+}
+
 bool ExpertStore::prefetch_reads_layer(int layer) const {
-  if (cfg_.mode != ExpertMode::Stream || cfg_.prefetch == Prefetch::Off || !io_ || io_->threads() == 0) return false;
-  if (layer < 0 || layer >= n_layers()) return false;
+  if (!prefetches() || layer < 0 || layer >= n_layers()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return prefetch_on_locked(layer);
 }
@@ -281,9 +284,7 @@ void ExpertStore::decay_prediction(int layer) {
 }
 
 int ExpertStore::prefetch(int layer, const uint8_t* want) {
-  if (cfg_.mode != ExpertMode::Stream || cfg_.prefetch == Prefetch::Off || !io_ || io_->threads() == 0 || !want)
-    return 0;
-  if (layer < 0 || layer >= n_layers()) return 0;
+  if (!prefetches() || !want || layer < 0 || layer >= n_layers()) return 0;
   const int64_t E = n_expert();
   int started = 0;
   {
@@ -317,20 +318,10 @@ int ExpertStore::prefetch(int layer, const uint8_t* want) {
       }
       // ... and never the victims: when only they are left to evict, the prediction stops here.
       if (free_.empty() && (lru_head_ < 0 || predicted_resident(lru_head_))) break;
-      const int32_t s = take_victim();
+      const int32_t s = start_read(key);  // its pin is the store's, handed to the pass that uses it
       if (s < 0) break;
-      Slot& sl = slots_[static_cast<std::size_t>(s)];
-      sl.key = key;
-      sl.state = kLoading;
-      sl.pins = 1;  // the store's hold, handed to the pass that uses it
-      sl.pending = kExpertParts;
-      sl.prefetched = true;
-      sl.error = nullptr;
-      where_[static_cast<std::size_t>(key)] = s;
+      slots_[static_cast<std::size_t>(s)].prefetched = true;
       resident_[static_cast<std::size_t>(key)] = 1;
-      in_flight_ += kExpertParts;
-      for (int p = 0; p < kExpertParts; ++p)
-        queued_[n_queued_++] = static_cast<uint32_t>(s) * kExpertParts + static_cast<uint32_t>(p);
       prefetch_slots_.push_back(s);
       ++totals_.prefetch_reads;
       ++started;
@@ -417,22 +408,27 @@ void ExpertStore::reset_slot(int32_t s) {
   free_.push_back(s);
 }
 
-bool ExpertStore::issue(int i) {
+int32_t ExpertStore::start_read(int32_t key) {
   const int32_t s = take_victim();
-  if (s < 0) return false;
+  if (s < 0) return -1;
   Slot& sl = slots_[static_cast<std::size_t>(s)];
-  const int32_t key = static_cast<int32_t>(pass_layer_ * n_expert() + order_[static_cast<std::size_t>(i)]);
   sl.key = key;
   sl.state = kLoading;
   sl.pins = 1;
   sl.pending = kExpertParts;
   sl.error = nullptr;
   where_[static_cast<std::size_t>(key)] = s;
-  order_slot_[static_cast<std::size_t>(i)] = s;
-  order_held_[static_cast<std::size_t>(i)] = 1;
   in_flight_ += kExpertParts;
   for (int p = 0; p < kExpertParts; ++p)
     queued_[n_queued_++] = static_cast<uint32_t>(s) * kExpertParts + static_cast<uint32_t>(p);
+  return s;
+}
+
+bool ExpertStore::issue(int i) {
+  const int32_t s = start_read(static_cast<int32_t>(pass_layer_ * n_expert() + order_[static_cast<std::size_t>(i)]));
+  if (s < 0) return false;
+  order_slot_[static_cast<std::size_t>(i)] = s;
+  order_held_[static_cast<std::size_t>(i)] = 1;
   return true;
 }
 
@@ -558,10 +554,9 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
   {
     std::unique_lock<std::mutex> lock(st.mu_);
     if (st.pass_open_) throw_error(ErrorKind::Internal, "LayerPass: another layer pass is open");
-    // Every pending prediction was made for this layer (or for one that did not run next): the pass takes
-    // the prefetched slots it routed to below and releases the rest before reading its own misses.
-    std::swap(st.stale_slots_, st.prefetch_slots_);
-    st.prefetch_slots_.clear();
+    // Every pending prediction (prefetch_slots_) was made for this layer, or for one that did not run
+    // next: the pass takes the prefetched slots it routed to below and releases the rest before reading
+    // its own misses.
     // A prediction recorded without reading (auto mode): how much of it this layer uses.
     if (st.shadow_layer_ == layer) {
       uint32_t used = 0;
@@ -610,7 +605,7 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
     // pass's misses find their slots (a tiny cache may need them) and the eviction order does not depend
     // on when those reads finish. Waiting for them is stall time.
     auto stale_loading = [&] {
-      for (int32_t s : st.stale_slots_) {
+      for (int32_t s : st.prefetch_slots_) {
         const ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
         if (sl.prefetched && sl.state == ExpertStore::kLoading) return true;
       }
@@ -621,7 +616,7 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
       st.cv_.wait(lock, [&] { return !stale_loading(); });
       st.totals_.stall_ns += now_ns() - t0;
     }
-    for (int32_t s : st.stale_slots_) {
+    for (int32_t s : st.prefetch_slots_) {
       ExpertStore::Slot& sl = st.slots_[static_cast<std::size_t>(s)];
       if (!sl.prefetched) continue;  // taken by this pass
       sl.prefetched = false;
@@ -631,7 +626,7 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
       else
         st.lru_push_front(s);
     }
-    st.stale_slots_.clear();
+    st.prefetch_slots_.clear();
     st.order_ = order_;
     st.pass_open_ = true;
     st.pass_layer_ = layer;

@@ -113,7 +113,9 @@ class ExpertStore {
   int prefetch(int layer, const uint8_t* want);
   static constexpr int kPrefetchAutoPercent = 70;
   static constexpr uint32_t kPrefetchWarmup = 32;
-  // Whether prefetch(layer, ...) would read now (the mode, and in auto mode the layer's precision).
+  // Whether this store prefetches at all: stream mode, the setting not off, reader threads.
+  bool prefetches() const;
+  // Whether prefetch(layer, ...) would read now (prefetches(), and in auto mode the layer's precision).
   bool prefetch_reads_layer(int layer) const;
 
   // Counters. The window calls begin_window(rows) / end_window() around each run.
@@ -148,12 +150,13 @@ class ExpertStore {
   void lru_remove(int32_t s);
   void lru_push_back(int32_t s);
   void lru_push_front(int32_t s);
-  int32_t take_victim();       // a free slot or the least recently used unpinned one; -1 if none
-  bool issue(int i);           // starts the read of pass entry i; false when no slot is free
-  void issue_more();           // starts deferred misses while slots are free
-  void submit_queued();        // hands collected jobs to the I/O pool (without the lock)
-  void reset_slot(int32_t s);  // back to empty and free
-  void run_job(uint32_t job);  // I/O thread: one part of one expert
+  int32_t take_victim();            // a free slot or the least recently used unpinned one; -1 if none
+  int32_t start_read(int32_t key);  // a victim slot for key, pinned once, its parts queued; -1 if none
+  bool issue(int i);                // starts the read of pass entry i; false when no slot is free
+  void issue_more();                // starts deferred misses while slots are free
+  void submit_queued();             // hands collected jobs to the I/O pool (without the lock)
+  void reset_slot(int32_t s);       // back to empty and free
+  void run_job(uint32_t job);       // I/O thread: one part of one expert
   uint8_t* slot_part(int32_t s, int layer, int part, int64_t e) const;
   ExpertView slot_view(int32_t s, int layer, int64_t e) const;
   ExpertView mmap_view(int layer, int64_t e) const;
@@ -185,9 +188,9 @@ class ExpertStore {
   std::vector<uint32_t> queued_;     // jobs collected under the lock, submitted after it
   std::size_t n_queued_ = 0;
   int in_flight_ = 0;  // parts being read
-  // Prefetched slots of the pending prediction, and (inside a pass's constructor) those it releases.
-  // Capacity reserved for every slot: no allocation per token.
-  std::vector<int32_t> prefetch_slots_, stale_slots_;
+  // Prefetched slots of the pending prediction, until the next pass takes or releases them. Capacity
+  // reserved for every slot: no allocation per token.
+  std::vector<int32_t> prefetch_slots_;
   // Per layer, the prediction's would-be reads and how many its pass used (auto mode's precision, halved
   // past kPrecisionWindow); the predictions recorded without reading (shadow_layer_'s experts).
   static constexpr uint32_t kPrecisionWindow = 512;
