@@ -304,6 +304,29 @@ def test_window_routing_routes_draft_rows_against_the_window(path: Path, stream:
             assert np.array_equal(layer["ids"][r], want_plain)
 
 
+def test_window_routing_predicts_only_the_target_rows(path: Path) -> None:
+    """Expert prefetch with window routing: the draft rows of a window are routed against what the window
+    already requested, so the prediction (plain routing, no residency) reads ahead for the target row only:
+    at most K experts for each layer that has a next MoE layer. Without window routing every row's
+    prediction reads, which this window exceeds."""
+    k = CFG["n_experts_used"]
+    bound = k * (N_MAIN - 1)
+    reads = {}
+    for bonus in (0.0, float(np.exp(1.0))):
+        reads[bonus] = []
+        for start in range(12, 40, 4):
+            eng = engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
+                         expert_cache=0.5, expert_io_threads=2, expert_prefetch="on",
+                         moce=_strata.decode.MoceParams(window_bonus=bonus))
+            t = int(eng.eval([int(x) for x in np.random.default_rng(start).integers(0, 300, start)]).argmax())
+            before = eng.expert_totals()["prefetch_reads"]
+            window = [t, *(int(x) for x in np.random.default_rng(start + 1).integers(0, 300, 5))]
+            eng.eval(window, logits="all", draft_from_row=1)
+            reads[bonus].append(eng.expert_totals()["prefetch_reads"] - before)
+    assert sum(reads[float(np.exp(1.0))]) > 0 and max(reads[float(np.exp(1.0))]) <= bound, reads
+    assert max(reads[0.0]) > bound, reads  # every row predicted: the bound above is a real test
+
+
 def test_window_setting_reaches_the_engine(model: strata.Model) -> None:
     cfg = strata.Config(moce_window=1.0, speculative=True, **STREAM)
     assert float(cfg.to_env()["STRATA_MOCE_WINDOW"]) == 1.0

@@ -104,8 +104,11 @@ void predict_next(const BlockContext& c, int R) {
   int32_t ids[routing::kMaxTopK];
   float weights[routing::kMaxTopK];
   // In a window with exact cuts, only the rows that cannot be cut: the others are drafts the drafter was
-  // unsure of, which the next layer may drop (their reads would often be for nothing).
-  const int64_t rows = c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R;
+  // unsure of, which the next layer may drop (their reads would often be for nothing). With window
+  // routing, only the target rows: the draft rows route against what the window already requested,
+  // which a plain-rule prediction ignores (it read experts those rows avoid).
+  int64_t rows = c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R;
+  if (routing::window_routing_on(c.moce) && c.draft_from_row >= 0) rows = std::min<int64_t>(rows, c.draft_from_row);
   for (int64_t r = 0; r < rows; ++r) {
     select_row(hp, *c.next_moe, s.next_probs.data() + r * E, s.sel.data() + r * E, nullptr, nullptr,
                routing::MoceParams{}, false, false, ids, weights);
