@@ -89,6 +89,18 @@ def test_prefetch_with_moce_is_repeatable(model: strata.Model) -> None:
     assert strata.Config(expert_prefetch=False).expert_prefetch == "off"
 
 
+def test_prefetch_predicts_with_the_moce_rule(model: strata.Model) -> None:
+    """With MOCE the next layer leans on its resident experts, so the prediction routes against that
+    layer's residency too: with a strong bonus it names mostly resident experts and reads far less ahead
+    than with MOCE off (a plain top-K prediction would read about as much as without MOCE)."""
+    runs = {bonus: _generate(model, strata.Config(speculative=False, moce_bonus=bonus, expert_prefetch="on",
+                                                  **STREAM), n=32).stats
+            for bonus in (0.0, 3.0)}
+    assert runs[3.0].expert_prefetch_reads > 0
+    assert 2 * runs[3.0].expert_prefetch_reads < runs[0.0].expert_prefetch_reads, runs
+    assert runs[3.0].expert_prefetch_used >= 0.8 * runs[3.0].expert_prefetch_reads
+
+
 @pytest.mark.parametrize("speculative", [False, True])
 def test_stream_mode_generates_the_mmap_tokens(model: strata.Model, speculative: bool) -> None:
     mmap = _generate(model, strata.Config(speculative=speculative))

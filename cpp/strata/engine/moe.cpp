@@ -91,10 +91,13 @@ void route_rows(const BlockContext& c, int R) {
   }
 }
 
-// The next MoE layer's experts as its own routing rule picks them (plain, no residency) from its router's
-// output on this layer's input (the residual stream changes little from one layer to the next). A
-// prediction only: what it reads early is what the next layer may need; the next layer routes as always.
-// Runs after route_rows, so the rows' s.sel may be reused.
+// The next MoE layer's experts as its own routing rule picks them from its router's output on this
+// layer's input (the residual stream changes little from one layer to the next), against that layer's
+// residency as it stands now: with MOCE the rule leans on resident experts, and a prediction without the
+// map would read experts the layer then avoids (with MOCE off the map changes nothing). A prediction
+// only: what it reads early is what the next layer may need; the next layer routes as always. The map is
+// written by the compute thread alone, so the prediction does not depend on read timing. Runs after
+// route_rows, so the rows' s.sel may be reused.
 void predict_next(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
   const int64_t E = hp.n_expert, K = hp.n_expert_used;
@@ -109,9 +112,10 @@ void predict_next(const BlockContext& c, int R) {
   // which a plain-rule prediction ignores (it read experts those rows avoid).
   int64_t rows = c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R;
   if (routing::window_routing_on(c.moce) && c.draft_from_row >= 0) rows = std::min<int64_t>(rows, c.draft_from_row);
+  const uint8_t* resident = c.experts->resident_map(c.expert_layer + 1);
   for (int64_t r = 0; r < rows; ++r) {
-    select_row(hp, *c.next_moe, s.next_probs.data() + r * E, s.sel.data() + r * E, nullptr, nullptr,
-               routing::MoceParams{}, false, false, ids, weights);
+    select_row(hp, *c.next_moe, s.next_probs.data() + r * E, s.sel.data() + r * E, nullptr, resident, c.moce,
+               c.draft_from_row >= 0 && r >= c.draft_from_row, false, ids, weights);
     for (int64_t k = 0; k < K; ++k) want[ids[k]] = 1;
   }
 }
