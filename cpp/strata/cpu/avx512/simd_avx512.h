@@ -31,7 +31,8 @@ inline __m512i load512_once(const void* p) {
 // A load issued where it stands: volatile asm statements keep their order, so a kernel that loads a
 // block's 64-byte lines through this reads them in the order written. GCC scheduled the repacked Q8_0
 // kernel's eight loads per block as lines 0, 6, 5, 4, 2, 1, 3, 7; on Zen 4 that streamed 17-19 GB/s
-// from DRAM where ascending lines streamed 22-24 (one thread, expert-sized matrices).
+// from DRAM where ascending lines streamed 22-24 (one thread, expert-sized matrices); an Intel Xeon
+// streamed the same in either order.
 inline __m512i load512_in_order(const void* p) {
   __m512i v;
   __asm__ volatile("vmovdqu64 %1, %0" : "=v"(v) : "m"(*static_cast<const __m512i*>(p)));
