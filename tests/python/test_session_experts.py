@@ -318,7 +318,7 @@ def test_window_routing_routes_draft_rows_against_the_window(path: Path, stream:
 
 def test_window_routing_predicts_only_the_target_rows(path: Path) -> None:
     """Expert prefetch with window routing: the draft rows of a window are routed against what the window
-    already requested, so the prediction (plain routing, no residency) reads ahead for the target row only:
+    already requested, which the prediction cannot know, so it reads ahead for the target row only:
     at most K experts for each layer that has a next MoE layer. Without window routing every row's
     prediction reads, which this window exceeds."""
     k = CFG["n_experts_used"]
@@ -337,6 +337,26 @@ def test_window_routing_predicts_only_the_target_rows(path: Path) -> None:
             reads[bonus].append(eng.expert_totals()["prefetch_reads"] - before)
     assert sum(reads[float(np.exp(1.0))]) > 0 and max(reads[float(np.exp(1.0))]) <= bound, reads
     assert max(reads[0.0]) > bound, reads  # every row predicted: the bound above is a real test
+
+
+def test_prefetch_with_window_routing_is_repeatable(path: Path) -> None:
+    """MOCE with its draft rule and window routing: the prediction reads the next layer's residency map,
+    which must not depend on when reads finish, so fixed windows give the same logits, misses and reads
+    ahead with one and with four reader threads."""
+    params = _strata.decode.MoceParams(resident_bonus=float(np.exp(0.7)), rank1_scale=2.0, protect=3,
+                                       draft=True, window_bonus=float(np.exp(1.0)))
+    runs = []
+    for threads in (1, 4):
+        eng = engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
+                     expert_cache=0.5, expert_io_threads=threads, expert_prefetch="on", moce=params)
+        rows = [np.asarray(eng.eval([int(x) for x in np.random.default_rng(5).integers(0, 300, 12)]))]
+        for w in range(6):
+            window = [int(x) for x in np.random.default_rng(100 + w).integers(0, 300, 4)]
+            rows.append(np.asarray(eng.eval(window, logits="all", draft_from_row=1)))
+        t = eng.expert_totals()
+        runs.append((rows, (t["misses"], t["bytes_read"], t["prefetch_reads"], t["prefetch_used"])))
+    assert runs[0][1] == runs[1][1] and runs[0][1][2] > 0, runs[0][1]
+    assert all(np.array_equal(a, b) for a, b in zip(runs[0][0], runs[1][0], strict=True))
 
 
 def test_window_setting_reaches_the_engine(model: strata.Model) -> None:

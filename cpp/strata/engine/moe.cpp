@@ -95,8 +95,9 @@ void route_rows(const BlockContext& c, int R) {
 // layer's input (the residual stream changes little from one layer to the next), against that layer's
 // residency as it stands now: with MOCE the rule leans on resident experts, and a prediction without the
 // map would read experts the layer then avoids (with MOCE off the map changes nothing). A prediction
-// only: what it reads early is what the next layer may need; the next layer routes as always. The map is
-// written by the compute thread alone, so the prediction does not depend on read timing. Runs after
+// only: what it reads early is what the next layer may need; the next layer routes as always. While
+// this layer's pass is open, the next layer's entries are written by the compute thread alone (reader
+// threads mark only the running layer's), so the prediction does not depend on read timing. Runs after
 // route_rows, so the rows' s.sel may be reused.
 void predict_next(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
@@ -109,7 +110,7 @@ void predict_next(const BlockContext& c, int R) {
   // In a window with exact cuts, only the rows that cannot be cut: the others are drafts the drafter was
   // unsure of, which the next layer may drop (their reads would often be for nothing). With window
   // routing, only the target rows: the draft rows route against what the window already requested,
-  // which a plain-rule prediction ignores (it read experts those rows avoid).
+  // which the prediction cannot know (predicted alone, they read experts those rows then avoided).
   int64_t rows = c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R;
   if (routing::window_routing_on(c.moce) && c.draft_from_row >= 0) rows = std::min<int64_t>(rows, c.draft_from_row);
   const uint8_t* resident = c.experts->resident_map(c.expert_layer + 1);

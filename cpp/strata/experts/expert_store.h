@@ -88,7 +88,9 @@ class ExpertStore {
   const MappingAdvice& mapping_advice() const { return advice_; }
 
   // The router's residency map of a layer: E bytes, 1 = resident. It changes only inside a
-  // LayerPass, so between passes (when the router runs) it is stable. nullptr in mmap mode.
+  // LayerPass, so between passes (when the router runs) it is stable; while layer l's pass is open,
+  // the entries of other layers are written by the compute thread alone (evictions, prefetch), so
+  // the next layer's prediction may read them. nullptr in mmap mode.
   const uint8_t* resident_map(int layer) const;
   int64_t resident_count() const;
   // Memory the experts occupy now: stream, the slots in use (slot bytes each); mmap, the expert

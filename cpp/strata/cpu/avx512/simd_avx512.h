@@ -30,12 +30,13 @@ inline __m512i load512_once(const void* p) {
 }
 // A load issued where it stands: volatile asm statements keep their order, so a kernel that loads a
 // block's 64-byte lines through this reads them in the order written. GCC scheduled the repacked Q8_0
-// kernel's eight loads per block as lines 0, 6, 5, 4, 2, 1, 3, 7; on Zen 4 that streamed 17-19 GB/s
-// from DRAM where ascending lines streamed 22-24 (one thread, expert-sized matrices); an Intel Xeon
-// streamed the same in either order.
+// kernel's eight loads per block as lines 0, 6, 5, 4, 2, 1, 3, 7; on Zen 4 that streamed 16-20 GB/s
+// from DRAM where ascending lines stream 22-26 (one thread, expert-sized matrices); an Intel Xeon
+// streamed the same in either order. The operand is typed unaligned (__m512i_u): blocks may start 32
+// bytes into a line.
 inline __m512i load512_in_order(const void* p) {
   __m512i v;
-  __asm__ volatile("vmovdqu64 %1, %0" : "=v"(v) : "m"(*static_cast<const __m512i*>(p)));
+  __asm__ volatile("vmovdqu64 %1, %0" : "=v"(v) : "m"(*static_cast<const __m512i_u*>(p)));
   return v;
 }
 inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
