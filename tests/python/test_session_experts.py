@@ -172,9 +172,8 @@ def _engine(path: Path, **kw: Any) -> Any:
     # Half the experts: small enough that LRU evicts, large enough that a layer's router still finds some
     # of its experts resident after a 4-row window (at 30% the other layers' loads evict them all).
     # Expert prefetch off: these tests route against the residency the cache has after known loads.
-    kw.setdefault("expert_prefetch", "off")
-    return engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
-                  expert_cache=0.5, expert_io_threads=2, **kw)
+    kw = {"expert_prefetch": "off", "expert_cache": 0.5, "expert_io_threads": 2, **kw}
+    return engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream", **kw)
 
 
 def _moce(draft: bool) -> Any:
@@ -327,9 +326,7 @@ def test_window_routing_predicts_only_the_target_rows(path: Path) -> None:
     for bonus in (0.0, float(np.exp(1.0))):
         reads[bonus] = []
         for start in range(12, 40, 4):
-            eng = engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
-                         expert_cache=0.5, expert_io_threads=2, expert_prefetch="on",
-                         moce=_strata.decode.MoceParams(window_bonus=bonus))
+            eng = _engine(path, expert_prefetch="on", moce=_strata.decode.MoceParams(window_bonus=bonus))
             t = int(eng.eval([int(x) for x in np.random.default_rng(start).integers(0, 300, start)]).argmax())
             before = eng.expert_totals()["prefetch_reads"]
             window = [t, *(int(x) for x in np.random.default_rng(start + 1).integers(0, 300, 5))]
@@ -347,8 +344,7 @@ def test_prefetch_with_window_routing_is_repeatable(path: Path) -> None:
                                        draft=True, window_bonus=float(np.exp(1.0)))
     runs = []
     for threads in (1, 4):
-        eng = engine(path, n_threads=2, max_ctx=96, mtp_sink=2, mtp_window=4, expert_mode="stream",
-                     expert_cache=0.5, expert_io_threads=threads, expert_prefetch="on", moce=params)
+        eng = _engine(path, expert_io_threads=threads, expert_prefetch="on", moce=params)
         rows = [np.asarray(eng.eval([int(x) for x in np.random.default_rng(5).integers(0, 300, 12)]))]
         for w in range(6):
             window = [int(x) for x in np.random.default_rng(100 + w).integers(0, 300, 4)]

@@ -56,6 +56,14 @@ void select_row(const model::HParams& hp, const model::MoeWeights& w, float* p, 
   routing::route_row(p, E, K, resident, mp, draft_row, ids, weights);
 }
 
+bool is_draft_row(const BlockContext& c, int64_t r) { return c.draft_from_row >= 0 && r >= c.draft_from_row; }
+
+// Rows [0, n) each route alone, by the layer's rule against the residency. With window routing the draft
+// rows after them route one after another against the residency plus the window's requests.
+int64_t rows_routed_alone(const BlockContext& c, int64_t R) {
+  return routing::window_routing_on(c.moce) && c.draft_from_row >= 0 ? std::min<int64_t>(R, c.draft_from_row) : R;
+}
+
 // 1. Router logits (and the shared expert's gate input), softmax, top-K per row into s.ids / s.weights.
 void route_rows(const BlockContext& c, int R) {
   const model::HParams& hp = *c.hp;
@@ -76,12 +84,11 @@ void route_rows(const BlockContext& c, int R) {
   };
   // Streaming-aware windows (routing/window_routing.h): the draft rows go one after another against the
   // residency plus what the rows before them requested; the target rows as usual, in parallel.
-  const bool window = routing::window_routing_on(c.moce) && c.draft_from_row >= 0 && c.draft_from_row < R;
-  const int64_t n_target = window ? c.draft_from_row : R;
+  const int64_t n_target = rows_routed_alone(c, R);
   parallel_ranges(c.pool, n_target, 1, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) route_one(r, c.resident, c.moce, c.draft_from_row >= 0 && r >= c.draft_from_row);
+    for (int64_t r = b; r < e; ++r) route_one(r, c.resident, c.moce, is_draft_row(c, r));
   });
-  if (!window) return;
+  if (n_target == R) return;
   uint8_t* map = s.window_map.data();
   routing::window_map_begin(map, c.resident, static_cast<int>(E), s.ids.data(), n_target * K);
   const routing::MoceParams wp = routing::window_draft_params(c.moce);
@@ -111,12 +118,12 @@ void predict_next(const BlockContext& c, int R) {
   // unsure of, which the next layer may drop (their reads would often be for nothing). With window
   // routing, only the target rows: the draft rows route against what the window already requested,
   // which the prediction cannot know (predicted alone, they read experts those rows then avoided).
-  int64_t rows = c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R;
-  if (routing::window_routing_on(c.moce) && c.draft_from_row >= 0) rows = std::min<int64_t>(rows, c.draft_from_row);
+  const int64_t rows =
+      std::min<int64_t>(rows_routed_alone(c, R), c.cut_from_row >= 1 ? std::min(R, c.cut_from_row) : R);
   const uint8_t* resident = c.experts->resident_map(c.expert_layer + 1);
   for (int64_t r = 0; r < rows; ++r) {
     select_row(hp, *c.next_moe, s.next_probs.data() + r * E, s.sel.data() + r * E, nullptr, resident, c.moce,
-               c.draft_from_row >= 0 && r >= c.draft_from_row, false, ids, weights);
+               is_draft_row(c, r), false, ids, weights);
     for (int64_t k = 0; k < K; ++k) want[ids[k]] = 1;
   }
 }
