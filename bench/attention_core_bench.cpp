@@ -4,10 +4,9 @@
 //   Dh 64) over a decode row's list at position 256 (4 sinks, 64 indexer picks with gaps, a window
 //   of 128), and the score and value kernels by themselves;
 // - the Qwen3-MoE shape (bench llama's model: 4 query heads per KV head, Dh 128, f32 cells, the
-//   implicit list of all cells) at 144 and 1024 cells (and int8 cells at 1024), warm (the cells in cache from the call
-//   before) and cold (a 64 MiB buffer read before each call, as a decode step's streamed expert
-//   weights evict the KV cells).
-//   attention_core_bench [--reps N]
+//   implicit list of all cells) at 144 and 1024 cells, f32 and fp16 (and int8 cells at 1024), warm (the cells in cache
+//   from the call before) and cold (a 64 MiB buffer read before each call, as a decode step's streamed expert weights
+//   evict the KV cells). attention_core_bench [--reps N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,7 +55,7 @@ void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t
                     strata::model::KvType type) {
   constexpr int kDh = 128, kG = 4;
   KvCells kv(1, static_cast<int>(n), 1, kDh, type, 0);
-  const bool int8 = type == strata::model::KvType::Int8;
+  const bool int8 = type == strata::model::KvType::Int8, f16 = type == strata::model::KvType::F16;
   kv.prepare_write(0, 0, static_cast<int>(n));
   std::mt19937 gen(2);
   std::normal_distribution<float> nd;
@@ -90,25 +89,30 @@ void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t
       const AttnKernels& ak = attn_kernels();
       for (int it = 0; it < (cold ? 10 : 1); ++it) {
         group[j].us.push_back(sample([&] { attend_group(kv, 0, 0, qs, kG, nullptr, n, sc.data(), ch.data(), outs); }));
-        scores[j].us.push_back(
-            sample([&] { (int8 ? ak.scores_i8 : ak.scores_f32)(hd, qs, kG, nullptr, n, 11.3f, sc.data(), n); }));
+        scores[j].us.push_back(sample([&] {
+          (int8 ? ak.scores_i8 : f16 ? ak.scores_f16 : ak.scores_f32)(hd, qs, kG, nullptr, n, 11.3f, sc.data(), n);
+        }));
         values[j].us.push_back(sample([&] {
           for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
             KvHeadData h = hd;
             if (int8) {
               h.v8 += c0 * kDh;
               h.vs += c0 * (kDh / 64);
+            } else if (f16) {
+              h.vh += c0 * kDh;
             } else {
               h.vf += c0 * kDh;
             }
-            (int8 ? ak.values_i8 : ak.values_f32)(h, e.data(), kSoftmaxChunk, kG, nullptr,
-                                                  std::min<int64_t>(kSoftmaxChunk, n - c0), cos);
+            (int8  ? ak.values_i8
+             : f16 ? ak.values_f16
+                   : ak.values_f32)(h, e.data(), kSoftmaxChunk, kG, nullptr, std::min<int64_t>(kSoftmaxChunk, n - c0),
+                                    cos);
           }
         }));
       }
     }
   std::printf("qwen3moe shape: G %d, %ld cells, Dh %d, %s K/V, %s\n", kG, static_cast<long>(n), kDh,
-              int8 ? "int8" : "f32", cold ? "cold (64 MiB read before each call)" : "warm");
+              strata::model::kv_type_name(type), cold ? "cold (64 MiB read before each call)" : "warm");
   for (std::size_t j = 0; j < isas.size(); ++j) {
     const char* name = strata::cpu::isa_name(isas[j]);
     group[j].print(name, "attend_group");
@@ -175,9 +179,10 @@ int main(int argc, char** argv) {
   std::vector<strata::cpu::Isa> simd;  // the portable path is far slower and not the question here
   for (strata::cpu::Isa isa : isas)
     if (isa != strata::cpu::Isa::Scalar) simd.push_back(isa);
-  for (int64_t cells : {144, 1024})
-    for (bool cold : {false, true}) qwen3moe_shape(simd, reps, cells, cold, strata::model::KvType::F32);
-  // The same group over int8 cells (the engine's --kv-type int8).
+  // f32 (qwen3moe's own), then the same group over fp16 and int8 cells (the kv_type setting).
+  for (strata::model::KvType type : {strata::model::KvType::F32, strata::model::KvType::F16})
+    for (int64_t cells : {144, 1024})
+      for (bool cold : {false, true}) qwen3moe_shape(simd, reps, cells, cold, type);
   for (bool cold : {false, true}) qwen3moe_shape(simd, reps, 1024, cold, strata::model::KvType::Int8);
   return 0;
 }

@@ -393,7 +393,9 @@ class PyEngine {
     cfg.mtp_requant = a.requant;
     cfg.repack = a.repack;
     requant_ = a.requant;
-    auto runner = std::make_unique<Runner>(model::Model::load(a.path, a.mtp_model), cfg);
+    std::unique_ptr<model::Model> m = model::Model::load(a.path, a.mtp_model);
+    if (a.settings.kv_type) m->set_kv_type(*a.settings.kv_type);
+    auto runner = std::make_unique<Runner>(std::move(m), cfg);
     model_ = &runner->model();
     seq_ = std::move(runner);
   }
@@ -404,6 +406,10 @@ class PyEngine {
     if (a.experts.mode != experts::ExpertMode::Mmap)
       throw_error(ErrorKind::Config, std::string("expert_mode 'stream' needs the cpu backend: the ") + backend() +
                                          " backend reads every expert from the mapped weights");
+    if (a.settings.kv_type)
+      throw_error(ErrorKind::Config, std::string("kv_type ") + model::kv_type_name(*a.settings.kv_type) +
+                                         " needs the cpu backend: the " + backend() +
+                                         " backend keeps each model's own K/V type (kv_type auto)");
     mtl::MetalModelConfig cfg;
     cfg.max_ctx = a.max_ctx;
     cfg.max_rows = a.max_rows > 0 ? a.max_rows : 32;

@@ -39,7 +39,7 @@ pybind11::dict hparams_dict(const model::HParams& h) {
   d["hyper_connection_sinkhorn_iterations"] = h.hc_sinkhorn_iters;
   d["hyper_connection_epsilon"] = h.hc_eps;
   d["nextn_vocab_size"] = h.mtp_vocab;
-  d["kv_type"] = h.kv_type == model::KvType::Int8 ? "int8" : "f32";
+  d["kv_type"] = model::kv_type_name(h.kv_type);
   return d;
 }
 

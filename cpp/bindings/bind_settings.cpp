@@ -58,6 +58,7 @@ py::dict settings_dict(const config::Settings& s) {
   out["experts"] = experts;
   out["cpu"] = cpu;
   out["spec_sample"] = s.spec_sample == sampling::SpecSample::Exact ? "exact" : "greedy";
+  out["kv_type"] = s.kv_type ? model::kv_type_name(*s.kv_type) : "auto";
   return out;
 }
 

@@ -137,6 +137,9 @@ SETTINGS: tuple[Setting, ...] = (
             True),
     Setting("STRATA_REPACK", "repack", "cpu", "auto",
             "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels", True),
+    Setting("STRATA_KV_TYPE", "kv_type", "kv", "auto",
+            "auto | f32 | f16 | int8; how K/V cells are stored (auto: the model's own, int8 for strata, f32 "
+            "for qwen3moe / glm4moe); cpu backend, not deepseek4", True),
 )
 
 # Read by the HTTP server (docs/server.md), not Config fields; known, so never "unknown setting".
@@ -237,6 +240,9 @@ class Config:
             cannot run is a ConfigError).
         repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS weight rows
             at load for the kernels (docs/quantization.md).
+        kv_type: how K/V cells are stored: ``"auto"`` (the model's own: int8 for strata, f32 for qwen3moe /
+            glm4moe), ``"f32"``, ``"f16"`` (llama.cpp's default cache type: half the bytes of f32) or
+            ``"int8"`` (one fp16 scale per 64 values). CPU backend; deepseek4 keeps its own (docs/engine.md).
     """
 
     threads: int = 0
@@ -268,6 +274,7 @@ class Config:
     metal_mtp_tile: str = ""
     isa: str = "auto"
     repack: Literal["auto", "on", "off"] = "auto"
+    kv_type: Literal["auto", "f32", "f16", "int8"] = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.spec_min_p_schedule, (list, tuple)):
@@ -278,7 +285,7 @@ class Config:
             object.__setattr__(self, "backend", self.backend.strip().lower())
         if isinstance(self.expert_prefetch, bool):  # True / False read as on / off
             object.__setattr__(self, "expert_prefetch", "on" if self.expert_prefetch else "off")
-        for field in ("expert_mode", "expert_direct_io", "expert_prefetch", "isa", "repack"):
+        for field in ("expert_mode", "expert_direct_io", "expert_prefetch", "isa", "repack", "kv_type"):
             if isinstance(getattr(self, field), str):
                 object.__setattr__(self, field, getattr(self, field).strip().lower())
         if _is_int(self.expert_cache):
@@ -301,6 +308,7 @@ class Config:
         object.__setattr__(self, "expert_direct_io", values["experts"]["direct_io"])
         object.__setattr__(self, "expert_prefetch", values["experts"]["prefetch"])
         object.__setattr__(self, "repack", values["cpu"]["repack"])
+        object.__setattr__(self, "kv_type", values["kv_type"])
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -330,6 +338,7 @@ class Config:
         diagnostics = [str(d) for d in native_diagnostics]
         values: dict[str, Any] = {
             "spec_sample": native["spec_sample"],
+            "kv_type": native["kv_type"],
             "mtp_sink": int(native["mtp"]["sink"]),
             "mtp_window": int(native["mtp"]["window"]),
             "mtp_q4": bool(native["mtp"]["q4"]),
@@ -435,6 +444,7 @@ class Config:
             "STRATA_EXPERT_PREFETCH": str(self.expert_prefetch),
             "STRATA_ISA": str(self.isa),
             "STRATA_REPACK": str(self.repack),
+            "STRATA_KV_TYPE": str(self.kv_type),
         })
         return env
 
@@ -492,6 +502,7 @@ class Config:
         need(isinstance(self.isa, str), "isa",
              "'auto', 'avx512+amx', 'avx512', 'avx2', 'neon-i8mm', 'neon-dotprod', 'neon' or 'scalar'")
         need(isinstance(self.repack, str), "repack", "'auto', 'on' or 'off'")
+        need(isinstance(self.kv_type, str), "kv_type", "'auto', 'f32', 'f16' or 'int8'")
         need(self.spec_min_cum_p is None or _is_number(self.spec_min_cum_p), "spec_min_cum_p",
              "None or a number in [0, 1]")
         sched = self.spec_min_p_schedule

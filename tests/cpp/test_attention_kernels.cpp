@@ -18,8 +18,11 @@
 #include "strata/engine/cell_select.h"
 #include "strata/engine/kv_cells.h"
 #include "strata/engine/vec_dot.h"
+#include "strata/util/error.h"
+#include "strata/util/fp16.h"
 
 using namespace strata::engine;
+using strata::model::kv_type_name;
 using strata::model::KvType;
 
 namespace {
@@ -106,6 +109,14 @@ void attend_head_per_cell(const KvCells& kv, int layer, int kv_head, const float
   for (int j = 0; j < dh; ++j) out[j] /= denom;
 }
 
+// The score / value entry of a table for cells of `type`.
+auto score_kernel(const AttnKernels& t, KvType type) {
+  return type == KvType::Int8 ? t.scores_i8 : type == KvType::F16 ? t.scores_f16 : t.scores_f32;
+}
+auto value_kernel(const AttnKernels& t, KvType type) {
+  return type == KvType::Int8 ? t.values_i8 : type == KvType::F16 ? t.values_f16 : t.values_f32;
+}
+
 }  // namespace
 
 // Scores: G = 1..kMaxHeadGroup, head sizes with in-block tails and a short last block (13, 70,
@@ -114,7 +125,7 @@ void attend_head_per_cell(const KvCells& kv, int layer, int kv_head, const float
 TEST(score_kernels_bitwise_per_cell) {
   std::mt19937 g(41);
   const VecKernels& sv = vec_kernels_scalar();
-  for (KvType type : {KvType::Int8, KvType::F32})
+  for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
     for (int dh : {13, 64, 70, 100, 128}) {
       const int n_cells = 90;
       KvCells kv = filled_cells(g, type, dh, 2, n_cells);
@@ -134,11 +145,10 @@ TEST(score_kernels_bitwise_per_cell) {
               for (int64_t i = 0; i < n; ++i) want[h * n + i] = kv.dot_k(sv, 0, list[i], 1, q[h]) / sqrt_dh;
             for (const AttnKernels* t : tables()) {
               std::vector<float> got(want.size() + 3, 9.0f);
-              (type == KvType::Int8 ? t->scores_i8 : t->scores_f32)(hd, q, G, implicit ? nullptr : list.data(), n,
-                                                                    sqrt_dh, got.data(), n);
-              CHECK_MSG(
-                  same_bits(got.data(), want.data(), want.size()),
-                  table_name(t) + " dh " + std::to_string(dh) + " G " + std::to_string(G) + " n " + std::to_string(n));
+              score_kernel(*t, type)(hd, q, G, implicit ? nullptr : list.data(), n, sqrt_dh, got.data(), n);
+              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
+                        table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
+                            std::to_string(G) + " n " + std::to_string(n));
               CHECK(got[want.size()] == 9.0f);  // nothing written past G·n
             }
           }
@@ -151,7 +161,7 @@ TEST(value_kernels_bitwise_per_cell) {
   std::mt19937 g(43);
   const VecKernels& sv = vec_kernels_scalar();
   std::uniform_real_distribution<float> u01(0.0f, 1.0f);
-  for (KvType type : {KvType::Int8, KvType::F32})
+  for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
     for (int dh : {13, 64, 70, 100, 128}) {
       const int n_cells = 140;
       KvCells kv = filled_cells(g, type, dh, 2, n_cells);
@@ -171,69 +181,115 @@ TEST(value_kernels_bitwise_per_cell) {
               std::vector<float> got(want.size(), 5.0f);
               float* co[kMaxHeadGroup];
               for (int h = 0; h < G; ++h) co[h] = got.data() + h * dh;
-              (type == KvType::Int8 ? t->values_i8 : t->values_f32)(hd, e.data(), es, G,
-                                                                    style == 0 ? nullptr : list.data(), n, co);
-              CHECK_MSG(
-                  same_bits(got.data(), want.data(), want.size()),
-                  table_name(t) + " dh " + std::to_string(dh) + " G " + std::to_string(G) + " n " + std::to_string(n));
+              value_kernel(*t, type)(hd, e.data(), es, G, style == 0 ? nullptr : list.data(), n, co);
+              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
+                        table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
+                            std::to_string(G) + " n " + std::to_string(n));
             }
           }
     }
 }
 
-// The AVX-512 table's f32 entries (the 8-lane kernels with 32 registers: passes of four heads)
+// The AVX-512 table's f32 and fp16 entries (the 8-lane kernels with 32 registers: passes of four heads)
 // against the portable table bitwise: every group size 1..16 (whole passes of four and remainders
 // of 1-3), Dh 128, 64 and 100 (not a multiple of 8), lists not a multiple of the 4-cell batch and
 // across the 64-cell value piece, with gaps and implicit, scores and values. Skipped, with a line
 // saying so, on a CPU without AVX-512.
-TEST(avx512_f32_kernels_bitwise_portable) {
+TEST(avx512_float_kernels_bitwise_portable) {
 #if defined(STRATA_HAVE_AVX512_TU)
   if (!strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) {
-    std::printf("avx512_f32_kernels_bitwise_portable: this CPU cannot run AVX-512: skipped\n");
+    std::printf("avx512_float_kernels_bitwise_portable: this CPU cannot run AVX-512: skipped\n");
     return;
   }
   std::mt19937 g(59);
   std::uniform_real_distribution<float> u01(0.0f, 1.0f);
   const AttnKernels& ref = attn_kernels_scalar();
   const AttnKernels& avx = attn_kernels_avx512();
-  for (int dh : {128, 64, 100}) {
-    const int n_cells = 200;
-    KvCells kv = filled_cells(g, KvType::F32, dh, 2, n_cells);
-    const KvHeadData hd = kv.head_data(0, 1);
-    const float sqrt_dh = std::sqrt(static_cast<float>(dh));
-    for (int G = 1; G <= kMaxHeadGroup; ++G)
-      for (int len : {1, 6, 67, 130})
-        for (bool implicit : {false, true}) {
-          const std::vector<int32_t> list = gapped_list(n_cells, len, implicit ? 0 : 2);
-          const int32_t* lp = implicit ? nullptr : list.data();
-          const int64_t n = static_cast<int64_t>(list.size());
-          const std::string what = "dh " + std::to_string(dh) + " G " + std::to_string(G) + " n " + std::to_string(n) +
-                                   (implicit ? " implicit" : " list");
-          auto qv = rnd(g, static_cast<std::size_t>(G * dh), 1.5f);
-          const float* q[kMaxHeadGroup];
-          for (int h = 0; h < G; ++h) q[h] = qv.data() + h * dh;
-          std::vector<float> want(static_cast<std::size_t>(G * n)), got(want.size() + 1, 9.0f);
-          ref.scores_f32(hd, q, G, lp, n, sqrt_dh, want.data(), n);
-          avx.scores_f32(hd, q, G, lp, n, sqrt_dh, got.data(), n);
-          CHECK_MSG(same_bits(got.data(), want.data(), want.size()), "scores " + what);
-          CHECK(got[want.size()] == 9.0f);
-          // Values over the whole list as one call (pieces of 64 cells inside the kernel).
-          std::vector<float> e(static_cast<std::size_t>(G * n));
-          for (std::size_t i = 0; i < e.size(); ++i) e[i] = i % 11 == 3 ? 0.0f : std::exp(-20.0f * u01(g));
-          std::vector<float> vwant(static_cast<std::size_t>(G * dh), 5.0f), vgot(vwant.size(), 5.0f);
-          float *cw[kMaxHeadGroup], *cg[kMaxHeadGroup];
-          for (int h = 0; h < G; ++h) {
-            cw[h] = vwant.data() + h * dh;
-            cg[h] = vgot.data() + h * dh;
+  for (KvType type : {KvType::F32, KvType::F16})
+    for (int dh : {128, 64, 100}) {
+      const int n_cells = 200;
+      KvCells kv = filled_cells(g, type, dh, 2, n_cells);
+      const KvHeadData hd = kv.head_data(0, 1);
+      const float sqrt_dh = std::sqrt(static_cast<float>(dh));
+      for (int G = 1; G <= kMaxHeadGroup; ++G)
+        for (int len : {1, 6, 67, 130})
+          for (bool implicit : {false, true}) {
+            const std::vector<int32_t> list = gapped_list(n_cells, len, implicit ? 0 : 2);
+            const int32_t* lp = implicit ? nullptr : list.data();
+            const int64_t n = static_cast<int64_t>(list.size());
+            const std::string what = std::string(kv_type_name(type)) + " dh " + std::to_string(dh) + " G " +
+                                     std::to_string(G) + " n " + std::to_string(n) + (implicit ? " implicit" : " list");
+            auto qv = rnd(g, static_cast<std::size_t>(G * dh), 1.5f);
+            const float* q[kMaxHeadGroup];
+            for (int h = 0; h < G; ++h) q[h] = qv.data() + h * dh;
+            std::vector<float> want(static_cast<std::size_t>(G * n)), got(want.size() + 1, 9.0f);
+            score_kernel(ref, type)(hd, q, G, lp, n, sqrt_dh, want.data(), n);
+            score_kernel(avx, type)(hd, q, G, lp, n, sqrt_dh, got.data(), n);
+            CHECK_MSG(same_bits(got.data(), want.data(), want.size()), "scores " + what);
+            CHECK(got[want.size()] == 9.0f);
+            // Values over the whole list as one call (pieces of 64 cells inside the kernel).
+            std::vector<float> e(static_cast<std::size_t>(G * n));
+            for (std::size_t i = 0; i < e.size(); ++i) e[i] = i % 11 == 3 ? 0.0f : std::exp(-20.0f * u01(g));
+            std::vector<float> vwant(static_cast<std::size_t>(G * dh), 5.0f), vgot(vwant.size(), 5.0f);
+            float *cw[kMaxHeadGroup], *cg[kMaxHeadGroup];
+            for (int h = 0; h < G; ++h) {
+              cw[h] = vwant.data() + h * dh;
+              cg[h] = vgot.data() + h * dh;
+            }
+            value_kernel(ref, type)(hd, e.data(), n, G, lp, n, cw);
+            value_kernel(avx, type)(hd, e.data(), n, G, lp, n, cg);
+            CHECK_MSG(same_bits(vgot.data(), vwant.data(), vwant.size()), "values " + what);
           }
-          ref.values_f32(hd, e.data(), n, G, lp, n, cw);
-          avx.values_f32(hd, e.data(), n, G, lp, n, cg);
-          CHECK_MSG(same_bits(vgot.data(), vwant.data(), vwant.size()), "values " + what);
-        }
-  }
+    }
 #else
-  std::printf("avx512_f32_kernels_bitwise_portable: no AVX-512 translation unit in this build: skipped\n");
+  std::printf("avx512_float_kernels_bitwise_portable: no AVX-512 translation unit in this build: skipped\n");
 #endif
+}
+
+// fp16 cells store each value rounded to nearest even (fp32_to_fp16) and read it back exactly; the
+// per-cell dot and axpy (the kernels' reference) are the f32 ones over those rounded values; a head
+// larger than the stack copy allows is refused.
+TEST(f16_cells_round_to_nearest_and_read_back_exactly) {
+  std::mt19937 g(61);
+  const VecKernels& sv = vec_kernels_scalar();
+  const int dh = 100, hkv = 2;
+  KvCells kv(2, 8, hkv, dh, KvType::F16, 0);
+  CHECK(kv.type() == KvType::F16);
+  kv.prepare_write(1, 3, 1);
+  auto k = rnd(g, static_cast<std::size_t>(hkv * dh), 3.0f);
+  auto v = rnd(g, static_cast<std::size_t>(hkv * dh), 3.0f);
+  k[5] = 70000.0f;  // beyond fp16's range: +inf, as a cast to half gives
+  v[7] = 1.0e-6f;   // a subnormal in fp16
+  kv.write(1, 3, k.data(), v.data());
+  std::vector<float> rk(dh), rv(dh), want_k(dh), want_v(dh);
+  for (int h = 0; h < hkv; ++h) {
+    kv.read_k(1, 3, h, rk.data());
+    kv.read_v(1, 3, h, rv.data());
+    for (int i = 0; i < dh; ++i) {
+      want_k[i] = strata::fp16_to_fp32(strata::fp32_to_fp16(k[h * dh + i]));
+      want_v[i] = strata::fp16_to_fp32(strata::fp32_to_fp16(v[h * dh + i]));
+    }
+    CHECK(same_bits(rk.data(), want_k.data(), want_k.size()));
+    if (h == 0) CHECK(std::isinf(rk[5]) && rk[5] > 0.0f);
+    CHECK(same_bits(rv.data(), want_v.data(), want_v.size()));
+    if (h == 1) {
+      auto q = rnd(g, static_cast<std::size_t>(dh));
+      const float d = kv.dot_k(sv, 1, 3, h, q.data());
+      const float dw = sv.dot_f32(q.data(), want_k.data(), dh);
+      CHECK(same_bits(&d, &dw, 1));
+      std::vector<float> out(dh, 0.0f), out_w(dh, 0.0f);
+      kv.axpy_v(sv, 1, 3, h, 0.25f, out.data());
+      sv.axpy_f32(0.25f, want_v.data(), dh, out_w.data());
+      CHECK(same_bits(out.data(), out_w.data(), out.size()));
+    }
+  }
+  bool refused = false;
+  try {
+    KvCells big(1, 4, 1, kMaxF16HeadDim + 8, KvType::F16, 0);
+  } catch (const strata::Error&) {
+    refused = true;
+  }
+  CHECK(refused);
 }
 
 // Indexer scores over runs of cells: heads 1..5, dims with tails, run lengths around the batch,
@@ -272,7 +328,7 @@ TEST(attend_group_bitwise_per_cell_attention) {
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) isas.push_back(strata::cpu::Isa::Avx512);
   const strata::cpu::Isa was = strata::cpu::active_isa();
-  for (KvType type : {KvType::Int8, KvType::F32})
+  for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
     for (int dh : {64, 70}) {
       const int n_cells = 200;
       KvCells kv = filled_cells(g, type, dh, 2, n_cells);

@@ -165,7 +165,7 @@ static std::vector<double> plain_attention(const KvCells& kv, int layer, int hea
 
 TEST(chunked_softmax_merge_matches_plain_softmax) {
   std::mt19937 g(11);
-  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8}) {
+  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8, strata::model::KvType::F16}) {
     const int dh = 40, hkv = 2, cells = 300;
     KvCells kv(2, cells, hkv, dh, type, 0);
     for (int c = 0; c < cells; ++c) {
@@ -206,7 +206,7 @@ TEST(attend_group_equals_attend_head_bitwise) {
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
   if (strata::cpu::isa_supported(strata::cpu::Isa::Neon)) isas.push_back(strata::cpu::Isa::Neon);
   const strata::cpu::Isa was = strata::cpu::active_isa();
-  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8})
+  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8, strata::model::KvType::F16})
     for (int dh : {64, 70}) {
       const int hkv = 2, cells = 200;
       KvCells kv(1, cells, hkv, dh, type, 0);
@@ -432,7 +432,7 @@ TEST(exp_f32_accuracy_and_swiglu_kernels_bitwise) {
 }
 
 TEST(kv_cells_gap_reads_zero) {
-  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8}) {
+  for (auto type : {strata::model::KvType::F32, strata::model::KvType::Int8, strata::model::KvType::F16}) {
     KvCells kv(2, 32, 2, 70, type, 8);
     std::vector<float> k(140, 1.5f), v(140, -2.0f), out(70);
     kv.prepare_write(1, 10, 2);

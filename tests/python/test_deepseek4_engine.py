@@ -230,3 +230,9 @@ def test_llama_cpp_logits_equal_strata_on_the_same_file(case: tuple[Path, list[i
     got = [np.asarray(eng.eval(tokens[:PREFILL], logits="all"))]
     got += [np.asarray(eng.eval([t], logits="last"))[None] for t in tokens[PREFILL:]]
     assert _rel_diff(np.concatenate(got), ref) <= TOL
+
+
+def test_kv_type_is_refused_for_deepseek4(first: tuple[Any, Path]) -> None:
+    with pytest.raises(strata.ConfigError, match="deepseek4 keeps its compressed K/V cells"):
+        _engine(first[1], settings=strata.Config(kv_type="f16").native())
+    assert _engine(first[1], settings=strata.Config(kv_type="f32").native()).hparams["kv_type"] == "f32"

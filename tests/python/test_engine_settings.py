@@ -5,6 +5,7 @@ STRATA_METAL_MTP_TILE and STRATA_METALLIB are Config fields, and the prefix-reus
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import strata
@@ -74,3 +75,54 @@ def test_reuse_prefix_is_the_engines_decision() -> None:
     assert eng.reuse_prefix(held + [30], held[:1] + [40, 41], True) == 0
     with pytest.raises(strata.InvalidArgument, match="empty"):
         eng.reuse_prefix(held, [], True)
+
+
+# ------------------------------------------------------------------------------------ K/V cell type
+@pytest.fixture(scope="module")
+def tiny_qwen3moe(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from strata.bench.llama_compare import TINY, cached_gguf
+
+    return str(cached_gguf(TINY, tmp_path_factory.mktemp("kv"), "F32", 0, lambda _msg: None))
+
+
+def test_kv_type_is_a_validated_setting() -> None:
+    assert strata.Config().kv_type == "auto"
+    c = strata.Config(kv_type=" F16 ")
+    assert c.kv_type == "f16" and c.to_env()["STRATA_KV_TYPE"] == "f16"
+    assert strata.Config.from_env(c.to_env(), strict=True) == c
+    with pytest.raises(strata.ConfigError, match=r"Config.kv_type \(STRATA_KV_TYPE\).*'q8'"):
+        strata.Config(kv_type="q8")  # type: ignore[arg-type]
+    with pytest.warns(strata.ConfigWarning, match="STRATA_KV_TYPE.*the model's own K/V type applies"):
+        assert strata.Config.from_env({"STRATA_KV_TYPE": "bf16"}).kv_type == "auto"
+
+
+def test_kv_type_stores_the_cells_as_asked(tiny_qwen3moe: str) -> None:
+    """qwen3moe keeps f32 cells unless told otherwise; f16 cells give logits within their rounding of
+    the f32 ones and int8 cells further off (neither the same bits: the cells really are stored
+    narrower), and a prompt evaluated in pieces gives the logits of one piece."""
+    tokens = [int(t) for t in np.random.default_rng(5).integers(0, 500, size=40)]
+    logits: dict[str, np.ndarray] = {}
+    for kv in ("auto", "f32", "f16", "int8"):
+        eng = _strata.Engine(tiny_qwen3moe, n_threads=1, max_ctx=64,
+                             settings=strata.Config(kv_type=kv).native())  # type: ignore[arg-type]
+        assert eng.hparams["kv_type"] == ("f32" if kv == "auto" else kv)
+        logits[kv] = np.asarray(eng.eval(tokens, start_pos=0, logits="all"))
+        pieces = [np.asarray(eng.eval(tokens[:17], start_pos=0, logits="all")),
+                  np.asarray(eng.eval(tokens[17:], start_pos=17, logits="all"))]
+        np.testing.assert_allclose(np.concatenate(pieces), logits[kv], rtol=0, atol=1e-5)
+    assert np.array_equal(logits["auto"], logits["f32"])
+    scale = float(np.std(logits["f32"]))
+    diff = {kv: float(np.max(np.abs(logits[kv] - logits["f32"]))) for kv in ("f16", "int8")}
+    assert 0 < diff["f16"] <= 1e-2 * scale, (diff, scale)  # measured: 0.24 % of the logits' std
+    # int8 cells (one fp16 scale per 64 values) round far more: 0.7 of the std on this random model.
+    assert np.isfinite(logits["int8"]).all() and diff["f16"] < diff["int8"], (diff, scale)
+
+
+def test_kv_type_on_the_demo_model_and_where_it_is_refused() -> None:
+    # The strata format's cells are int8; f16 cells run the same model, drafter included.
+    eng = _strata.Engine(PATH, n_threads=1, max_ctx=48, settings=strata.Config(kv_type="f16").native())
+    assert eng.hparams["kv_type"] == "f16"
+    assert np.isfinite(np.asarray(eng.eval([1, 5, 9, 2, 7], start_pos=0))).all()
+    assert _strata.Engine(PATH, n_threads=1, max_ctx=48).hparams["kv_type"] == "int8"
+    with pytest.raises(strata.ConfigError, match="kv_type f16 needs the cpu backend"):
+        _strata.Engine(PATH, backend="metal-emu", max_ctx=16, settings=strata.Config(kv_type="f16").native())

@@ -22,6 +22,7 @@ constexpr const char* kWin = "STRATA_METAL_MTP_WIN";
 constexpr const char* kMtpQ4 = "STRATA_METAL_MTP_Q4";
 constexpr const char* kMtpQ5 = "STRATA_METAL_MTP_Q5";
 constexpr const char* kSpecSample = "STRATA_SPEC_SAMPLE";
+constexpr const char* kKvType = "STRATA_KV_TYPE";
 constexpr const char* kMoceBonus = "STRATA_MOCE_BONUS";
 constexpr const char* kMoceRank1 = "STRATA_MOCE_RANK1";
 constexpr const char* kMoceProtect = "STRATA_MOCE_PROTECT";
@@ -161,6 +162,9 @@ const std::vector<SettingInfo>& known_settings() {
       {kMtpQ4, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q4_0 (Lloyd) at load"},
       {kMtpQ5, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q5_0 at load"},
       {kSpecSample, "sampling", "exact", "exact | greedy: verification rule for temperature > 0"},
+      {kKvType, "kv", "auto",
+       "auto | f32 | f16 | int8: how K/V cells are stored (auto: the model's own, int8 for strata, f32 for "
+       "qwen3moe / glm4moe); cpu backend, not deepseek4"},
       {kMoceBonus, "moce", "0", "log-bonus λ in [-8, 8]; resident scores are scaled by m = e^λ when m > 1"},
       {kMoceRank1, "moce", "1", "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1"},
       {kMoceProtect, "moce", "0", "integer 0..64 (r_prot); first rank that gets the bonus is max(1, r_prot)"},
@@ -262,6 +266,20 @@ ParseResult parse_settings(const EnvMap& env) {
     else
       out.diagnostics.push_back(std::string(kSpecSample) + ": expected exact or greedy, got \"" + *v +
                                 "\" — exact speculative sampling applies");
+  }
+
+  // K/V cell storage.
+  if (const auto* v = find(env, kKvType)) {
+    const std::string l = lower(*v);
+    if (l == "f32")
+      s.kv_type = model::KvType::F32;
+    else if (l == "f16")
+      s.kv_type = model::KvType::F16;
+    else if (l == "int8")
+      s.kv_type = model::KvType::Int8;
+    else if (l != "auto")
+      out.diagnostics.push_back(std::string(kKvType) + ": expected auto, f32, f16 or int8, got " + quoted(*v) +
+                                " — the model's own K/V type applies");
   }
 
   // MOCE routing (R-1).

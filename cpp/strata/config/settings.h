@@ -7,12 +7,14 @@
 // its defaults (for retention: off, i.e. the caller's min_p) — a group is never half-applied.
 // Every setting, its default and range: docs/settings.md (and known_settings() below).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "strata/config/parse.h"
 #include "strata/cpu/cpu_settings.h"
 #include "strata/experts/expert_mode.h"
+#include "strata/model/hparams.h"
 #include "strata/routing/router.h"
 #include "strata/sampling/policy.h"
 
@@ -80,6 +82,9 @@ struct Settings {
   ExpertSettings experts;
   cpu::CpuSettings cpu;  // STRATA_ISA (process-wide kernel path), STRATA_REPACK (cpu/cpu_settings.h)
   sampling::SpecSample spec_sample = sampling::SpecSample::Exact;  // STRATA_SPEC_SAMPLE=exact|greedy
+  // STRATA_KV_TYPE=auto|f32|f16|int8: how the K/V cells are stored (nullopt = auto: the model's own,
+  // int8 for strata, f32 for qwen3moe / glm4moe). CPU backend; not deepseek4.
+  std::optional<model::KvType> kv_type;
 };
 
 // One documented setting: its variable, group, default (as text) and rule.

@@ -17,6 +17,9 @@ KvHeadData from_cell(KvHeadData h, int64_t c0) {
     h.v8 += c0 * h.dh;
     h.ks += c0 * nb;
     h.vs += c0 * nb;
+  } else if (h.kh) {
+    h.kh += c0 * h.dh;
+    h.vh += c0 * h.dh;
   } else {
     h.kf += c0 * h.dh;
     h.vf += c0 * h.dh;
@@ -41,9 +44,15 @@ void attend_group(const KvCells& kv, int layer, int kv_head, const float* const*
   if (n <= 0) return;
   const AttnKernels& ak = attn_kernels();
   const KvHeadData hd = kv.head_data(layer, kv_head);
-  const bool int8 = kv.type() == model::KvType::Int8;
+  const model::KvType type = kv.type();
+  const auto score_fn = type == model::KvType::Int8  ? ak.scores_i8
+                        : type == model::KvType::F16 ? ak.scores_f16
+                                                     : ak.scores_f32;
+  const auto value_fn = type == model::KvType::Int8  ? ak.values_i8
+                        : type == model::KvType::F16 ? ak.values_f16
+                                                     : ak.values_f32;
   // Scores head-major: scores[g·n + i] = (q_g · k_i) / sqrt(Dh), all cells in one call.
-  (int8 ? ak.scores_i8 : ak.scores_f32)(hd, q, G, cells, n, sqrt_dh, scores, n);
+  score_fn(hd, q, G, cells, n, sqrt_dh, scores, n);
   float big[kMaxHeadGroup], denom[kMaxHeadGroup], m[kMaxHeadGroup], l[kMaxHeadGroup];
   float* co[kMaxHeadGroup];
   // A chunk's weights e^{s−m} per head (std::exp, as the Metal kernels have it), computed once.
@@ -69,9 +78,9 @@ void attend_group(const KvCells& kv, int layer, int kv_head, const float* const*
     }
     // co[g] = Σ_i e_i · v_i over the chunk, the accumulators in registers across its cells.
     if (cells)
-      (int8 ? ak.values_i8 : ak.values_f32)(hd, e, kSoftmaxChunk, G, cells + c0, c1 - c0, co);
+      value_fn(hd, e, kSoftmaxChunk, G, cells + c0, c1 - c0, co);
     else
-      (int8 ? ak.values_i8 : ak.values_f32)(from_cell(hd, c0), e, kSoftmaxChunk, G, nullptr, c1 - c0, co);
+      value_fn(from_cell(hd, c0), e, kSoftmaxChunk, G, nullptr, c1 - c0, co);
     for (int g = 0; g < G; ++g) {
       const float f = std::exp(m[g] - big[g]);
       denom[g] += f * l[g];

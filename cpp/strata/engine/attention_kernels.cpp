@@ -7,6 +7,7 @@
 
 #include "strata/cpu/features.h"
 #include "strata/engine/cell_select.h"
+#include "strata/engine/kv_cells.h"
 #include "strata/engine/kv_quant.h"
 #include "strata/engine/vec_dot.h"
 
@@ -56,14 +57,36 @@ void values_f32_scalar(const KvHeadData& h, const float* e, int64_t estride, int
   }
 }
 
+// fp16 cells: each row converted (exactly) on the stack, then the f32 formulation.
+void scores_f16_scalar(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n,
+                       float sqrt_dh, float* scores, int64_t stride) {
+  const VecKernels& vk = vec_kernels_scalar();
+  float k[kMaxF16HeadDim];
+  for (int64_t i = 0; i < n; ++i) {
+    fp16_row_to_f32(h.kh + cell_at(cells, i) * h.dh, h.dh, k);
+    for (int g = 0; g < G; ++g) scores[g * stride + i] = vk.dot_f32(q[g], k, h.dh) / sqrt_dh;
+  }
+}
+
+void values_f16_scalar(const KvHeadData& h, const float* e, int64_t estride, int G, const int32_t* cells, int64_t n,
+                       float* const* co) {
+  const VecKernels& vk = vec_kernels_scalar();
+  float v[kMaxF16HeadDim];
+  for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
+  for (int64_t i = 0; i < n; ++i) {
+    fp16_row_to_f32(h.vh + cell_at(cells, i) * h.dh, h.dh, v);
+    for (int g = 0; g < G; ++g) vk.axpy_f32(e[g * estride + i], v, h.dh, co[g]);
+  }
+}
+
 void indexer_scores_scalar(const float* qi, const float* w, int heads, int dim, const float* keys, int64_t n,
                            float* out) {
   const VecKernels& vk = vec_kernels_scalar();
   for (int64_t i = 0; i < n; ++i) out[i] = indexer_score(vk, qi, w, heads, dim, keys + i * dim);
 }
 
-const AttnKernels kScalar{scores_i8_scalar, scores_f32_scalar, values_i8_scalar, values_f32_scalar,
-                          indexer_scores_scalar};
+const AttnKernels kScalar{scores_i8_scalar,  scores_f32_scalar, values_i8_scalar,     values_f32_scalar,
+                          scores_f16_scalar, values_f16_scalar, indexer_scores_scalar};
 
 }  // namespace
 

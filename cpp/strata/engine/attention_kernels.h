@@ -21,6 +21,8 @@ struct KvHeadData {
   const uint16_t* vs = nullptr;
   const float* kf = nullptr;
   const float* vf = nullptr;
+  const uint16_t* kh = nullptr;  // fp16 cells
+  const uint16_t* vh = nullptr;
   int dh = 0;
 };
 
@@ -36,6 +38,12 @@ struct AttnKernels {
   void (*values_i8)(const KvHeadData& h, const float* e, int64_t estride, int G, const int32_t* cells, int64_t n,
                     float* const* co);
   void (*values_f32)(const KvHeadData& h, const float* e, int64_t estride, int G, const int32_t* cells, int64_t n,
+                     float* const* co);
+  // fp16 cells: the f32 kernels' arithmetic on the exactly converted values (bitwise the f32 kernels
+  // over a converted copy).
+  void (*scores_f16)(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+                     float* scores, int64_t stride);
+  void (*values_f16)(const KvHeadData& h, const float* e, int64_t estride, int G, const int32_t* cells, int64_t n,
                      float* const* co);
   // out[i] = Σ_j w[j]·ReLU(qi[j·dim ..] · keys[i·dim ..]) for i in [0, n), heads j in order
   // (indexer_score of each of n consecutive cells).

@@ -38,6 +38,13 @@ KvCells::KvCells(int n_layer, int64_t n_cells, int n_head_kv, int head_dim, mode
     v8_.resize(elems);
     ks_.resize(mul_checked(heads, static_cast<std::size_t>(nb_), "scale"));
     vs_.resize(ks_.size());
+  } else if (type == model::KvType::F16) {
+    if (head_dim > kMaxF16HeadDim)
+      throw_error(ErrorKind::Value, "KV cells: kv_type f16 supports heads of at most " +
+                                        std::to_string(kMaxF16HeadDim) +
+                                        " elements (this model's: " + std::to_string(head_dim) + ")");
+    kh_.resize(elems);
+    vh_.resize(elems);
   } else {
     kf_.resize(elems);
     vf_.resize(elems);
@@ -50,7 +57,7 @@ KvCells::KvCells(int n_layer, int64_t n_cells, int n_head_kv, int head_dim, mode
 }
 
 std::size_t KvCells::bytes() const {
-  return k8_.capacity() + v8_.capacity() + 2 * (ks_.capacity() + vs_.capacity()) +
+  return k8_.capacity() + v8_.capacity() + 2 * (ks_.capacity() + vs_.capacity() + kh_.capacity() + vh_.capacity()) +
          4 * (kf_.capacity() + vf_.capacity() + ik_.capacity());
 }
 
@@ -63,6 +70,9 @@ void KvCells::zero_cells(int layer, int64_t c0, int64_t c1) {
       std::memset(&v8_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_));
       std::memset(&ks_[s0 * nb_], 0, n * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
       std::memset(&vs_[s0 * nb_], 0, n * static_cast<std::size_t>(nb_) * sizeof(uint16_t));
+    } else if (type_ == model::KvType::F16) {
+      std::memset(&kh_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_) * sizeof(uint16_t));
+      std::memset(&vh_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_) * sizeof(uint16_t));
     } else {
       std::memset(&kf_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_) * sizeof(float));
       std::memset(&vf_[s0 * dh_], 0, n * static_cast<std::size_t>(dh_) * sizeof(float));
@@ -86,6 +96,11 @@ void KvCells::write(int layer, int64_t cell, const float* k, const float* v) {
     if (type_ == model::KvType::Int8) {
       kv_quantize(k + h * dh_, dh_, &k8_[s * dh_], &ks_[s * nb_]);
       kv_quantize(v + h * dh_, dh_, &v8_[s * dh_], &vs_[s * nb_]);
+    } else if (type_ == model::KvType::F16) {
+      for (int i = 0; i < dh_; ++i) {
+        kh_[s * dh_ + static_cast<std::size_t>(i)] = fp32_to_fp16(k[h * dh_ + i]);
+        vh_[s * dh_ + static_cast<std::size_t>(i)] = fp32_to_fp16(v[h * dh_ + i]);
+      }
     } else {
       std::memcpy(&kf_[s * dh_], k + h * dh_, sizeof(float) * static_cast<std::size_t>(dh_));
       std::memcpy(&vf_[s * dh_], v + h * dh_, sizeof(float) * static_cast<std::size_t>(dh_));
@@ -97,6 +112,8 @@ void KvCells::read_k(int layer, int64_t cell, int head, float* out) const {
   const std::size_t s = slot(layer, cell, head);
   if (type_ == model::KvType::Int8)
     kv_dequantize(&k8_[s * dh_], &ks_[s * nb_], dh_, out);
+  else if (type_ == model::KvType::F16)
+    fp16_row_to_f32(&kh_[s * dh_], dh_, out);
   else
     std::memcpy(out, &kf_[s * dh_], sizeof(float) * static_cast<std::size_t>(dh_));
 }
@@ -105,6 +122,8 @@ void KvCells::read_v(int layer, int64_t cell, int head, float* out) const {
   const std::size_t s = slot(layer, cell, head);
   if (type_ == model::KvType::Int8)
     kv_dequantize(&v8_[s * dh_], &vs_[s * nb_], dh_, out);
+  else if (type_ == model::KvType::F16)
+    fp16_row_to_f32(&vh_[s * dh_], dh_, out);
   else
     std::memcpy(out, &vf_[s * dh_], sizeof(float) * static_cast<std::size_t>(dh_));
 }

@@ -1,7 +1,8 @@
 #pragma once
 // K/V storage of the main model (or of the MTP block) indexed by cell id. In this single-sequence
 // engine cell id = absolute position. Per layer and cell, each KV head holds Dh keys and Dh values:
-// int8 with one fp16 scale per 64 elements (strata) or f32 (qwen3moe); indexer keys, when the
+// int8 with one fp16 scale per 64 elements (strata), f32 (qwen3moe's default) or fp16 (the kv_type
+// setting; values rounded to nearest even, read back exactly); indexer keys, when the
 // model has an indexer, are kept per cell in f32. Allocated once for n_cells (pages committed as
 // cells get used); nothing per token.
 #include <cstdint>
@@ -10,8 +11,18 @@
 #include "strata/engine/kv_quant.h"
 #include "strata/model/hparams.h"
 #include "strata/util/aligned.h"
+#include "strata/util/fp16.h"
 
 namespace strata::engine {
+
+// fp16 cells are for heads of at most this many elements (the per-cell reference converts a row on
+// the stack); KvCells refuses larger heads with kv_type f16.
+constexpr int kMaxF16HeadDim = 1024;
+
+// n fp16 values as f32 (exact).
+inline void fp16_row_to_f32(const uint16_t* h, int n, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+}
 
 class KvCells {
  public:
@@ -36,15 +47,25 @@ class KvCells {
   float dot_k(const VecKernels& vk, int layer, int64_t cell, int head, const float* q) const {
     const std::size_t h = slot(layer, cell, head);
     if (type_ == model::KvType::Int8) return kv_dot(vk, q, &k8_[h * dh_], &ks_[h * nb_], dh_);
+    if (type_ == model::KvType::F16) {
+      float k[kMaxF16HeadDim];
+      fp16_row_to_f32(&kh_[h * dh_], dh_, k);
+      return vk.dot_f32(q, k, dh_);
+    }
     return vk.dot_f32(q, &kf_[h * dh_], dh_);
   }
   // out += w · v̂ of one head of one cell.
   void axpy_v(const VecKernels& vk, int layer, int64_t cell, int head, float w, float* out) const {
     const std::size_t h = slot(layer, cell, head);
-    if (type_ == model::KvType::Int8)
+    if (type_ == model::KvType::Int8) {
       kv_axpy(vk, w, &v8_[h * dh_], &vs_[h * nb_], dh_, out);
-    else
+    } else if (type_ == model::KvType::F16) {
+      float v[kMaxF16HeadDim];
+      fp16_row_to_f32(&vh_[h * dh_], dh_, v);
+      vk.axpy_f32(w, v, dh_, out);
+    } else {
       vk.axpy_f32(w, &vf_[h * dh_], dh_, out);
+    }
   }
   // One KV head's storage for the many-cell attention kernels (engine/attention_kernels.h).
   KvHeadData head_data(int layer, int head) const {
@@ -56,6 +77,9 @@ class KvCells {
       d.v8 = v8_.data() + h * dh_;
       d.ks = ks_.data() + h * nb_;
       d.vs = vs_.data() + h * nb_;
+    } else if (type_ == model::KvType::F16) {
+      d.kh = kh_.data() + h * dh_;
+      d.vh = vh_.data() + h * dh_;
     } else {
       d.kf = kf_.data() + h * dh_;
       d.vf = vf_.data() + h * dh_;
@@ -94,6 +118,7 @@ class KvCells {
   AlignedBuffer<int8_t> k8_, v8_;
   AlignedBuffer<uint16_t> ks_, vs_;
   AlignedBuffer<float> kf_, vf_;
+  AlignedBuffer<uint16_t> kh_, vh_;  // fp16 cells
   AlignedBuffer<float> ik_;
   AlignedBuffer<int64_t> high_water_;  // [n_layer] 1 + the highest cell written or zeroed
 };

@@ -9,6 +9,16 @@
 #include "strata/util/error.h"
 
 namespace strata::model {
+
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::Int8: return "int8";
+    case KvType::F32: return "f32";
+    case KvType::F16: return "f16";
+  }
+  return "?";
+}
+
 namespace {
 
 HParams read_strata(const ModelSource& src) {

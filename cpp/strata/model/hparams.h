@@ -14,7 +14,10 @@ enum class Arch { Strata, Qwen3Moe, Glm4Moe, DeepSeek4 };
 // How router logits become expert scores: softmax (strata, qwen3moe), sigmoid plus a per-expert
 // selection bias (glm4moe, docs/gguf.md §4) or sqrt(softplus) plus that bias (deepseek4).
 enum class Gating { Softmax, Sigmoid, SqrtSoftplus };
-enum class KvType { Int8, F32 };
+// How K/V cells are stored: int8 with one fp16 scale per 64 elements (the strata format's own), f32, or
+// fp16 (llama.cpp's default cache type: half of f32's bytes, the attention arithmetic in f32).
+enum class KvType { Int8, F32, F16 };
+const char* kv_type_name(KvType t);
 
 struct HParams {
   Arch arch = Arch::Strata;

@@ -1,5 +1,6 @@
 #include "strata/model/model.h"
 
+#include <string>
 #include <utility>
 
 #include "strata/util/error.h"
@@ -12,6 +13,14 @@ const int32_t* Model::owned_identity_ids(int64_t V) {
   for (int64_t i = 0; i < V; ++i) ids[i] = static_cast<int32_t>(i);
   owned_weights.push_back(std::move(buf));
   return ids;
+}
+
+void Model::set_kv_type(KvType t) {
+  if (t == hp_.kv_type) return;
+  if (hp_.arch == Arch::DeepSeek4)
+    throw_error(ErrorKind::Config, std::string("kv_type ") + kv_type_name(t) +
+                                       ": deepseek4 keeps its compressed K/V cells in f32 (kv_type auto or f32)");
+  hp_.kv_type = t;
 }
 
 std::unique_ptr<Model> Model::from_source(std::unique_ptr<ModelSource> src) {

@@ -36,6 +36,11 @@ class Model {
   const HParams& hparams() const { return hp_; }
   const ModelSource& source() const { return *src_; }
 
+  // The kv_type setting (STRATA_KV_TYPE): store the K/V cells of windows and drafters built from now
+  // on as `t` instead of the architecture's own type. Before any Window / Mtp is built. deepseek4
+  // keeps its compressed cells of its own: a Config error there unless `t` is its type already.
+  void set_kv_type(KvType t);
+
   Weight tok_embd;  // [V, d]
   Weight output;    // [V, d] (qwen3moe without output.weight: token_embd, tied)
   // The main head's repacked copy (model/weight_repack.cpp), read by the logits GEMV; absent = output.

@@ -20,8 +20,9 @@ likewise (``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and attention, Q6_K outp
 is smaller than 4x the last-level cache would measure the cache, not memory: the bench then adds the
 ``medium`` shape in the same format (or says it cannot).
 
-K/V precision: strata keeps ``qwen3moe`` K/V cells in f32 (docs/gguf.md §3); llama.cpp is asked for f32
-K/V as well (``type_k = type_v = F32``, ``--llama-kv f16`` gives its default instead). Flash attention
+K/V precision: strata keeps ``qwen3moe`` K/V cells in f32 by default (docs/gguf.md §3); llama.cpp is asked
+for f32 K/V as well (``type_k = type_v = F32``). ``--kv f16`` stores both engines' cells in fp16 (strata's
+``Config.kv_type``, llama.cpp's default cache type); ``--llama-kv`` sets llama.cpp's alone. Flash attention
 off (llama-cpp-python's default). Measures only; it never fails on speed.
 
 llama_cpp is imported only when a comparison runs; building the models needs numpy and gguf only.
@@ -286,10 +287,12 @@ def logit_agreement(reference: npt.ArrayLike, other: npt.ArrayLike) -> Agreement
 class StrataRunner:
     name = "strata"
 
-    def __init__(self, path: Path, n_threads: int, n_ctx: int) -> None:
+    def __init__(self, path: Path, n_threads: int, n_ctx: int, kv: str = "f32") -> None:
         from strata import _strata
+        from strata.config import Config
 
-        self._engine = _strata.Engine(str(path), n_threads=n_threads, max_ctx=n_ctx, encode_mtp=False)
+        self._engine = _strata.Engine(str(path), n_threads=n_threads, max_ctx=n_ctx, encode_mtp=False,
+                                      settings=Config().replace(kv_type=kv).native())
 
     def all_logits(self, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
         return np.asarray(self._engine.eval(np.asarray(tokens, dtype=np.int64), start_pos=0, logits="all"))
@@ -439,10 +442,10 @@ class ModelReport:
 def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Sequence[int], n_prompt: int,
                   n_decode: int, n_agree: int, repeats: int, seed: int, kv: str,
                   log: Callable[[str], None] = print,
-                  bandwidth: Callable[[int], float] | None = None) -> ModelReport:
-    """`bandwidth(threads)` measures the read bandwidth in GB/s; it runs just before and just after each
-    thread count's timed runs, and the larger figure is the floor (load on a shared machine only lowers
-    it)."""
+                  bandwidth: Callable[[int], float] | None = None, strata_kv: str = "f32") -> ModelReport:
+    """`kv`: llama.cpp's K/V type; `strata_kv`: strata's (Config.kv_type). `bandwidth(threads)` measures the
+    read bandwidth in GB/s; it runs just before and just after each thread count's timed runs, and the larger
+    figure is the floor (load on a shared machine only lowers it)."""
     n_ctx = max(n_prompt + n_decode, n_agree) + 8
     n_ctx = (n_ctx + 255) // 256 * 256
     log(f"{path.name}: logit agreement over {n_agree} positions ...")
@@ -451,7 +454,7 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
     agree_prompt = prompt_tokens(n_agree, vocab, seed + 1)
     ref_logits = ref.all_logits(agree_prompt)
     del ref
-    ours = StrataRunner(path, threads[-1], n_ctx).all_logits(agree_prompt)
+    ours = StrataRunner(path, threads[-1], n_ctx, strata_kv).all_logits(agree_prompt)
     agreement = logit_agreement(ref_logits, ours)
 
     prompt = prompt_tokens(n_prompt, vocab, seed + 2)
@@ -460,7 +463,8 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
     for t in threads:
         log(f"{path.name}: {t} thread(s), prefill {n_prompt} + decode {n_decode}, best of {repeats} ...")
         bw_before = bandwidth(t) if bandwidth else 0.0
-        runners: list[Runner] = [StrataRunner(path, t, n_ctx), LlamaRunner(path, t, n_ctx, False, kv)]
+        runners: list[Runner] = [StrataRunner(path, t, n_ctx, strata_kv),
+                                 LlamaRunner(path, t, n_ctx, False, kv)]
         speeds = [Speed(), Speed()]
         for r in runners:  # warm-up: page the weights in, first-touch the K/V and scratch
             time_once(r, prompt[: min(16, n_prompt)], 2, Speed())
@@ -621,8 +625,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agree-tokens", type=int, default=64, help="positions compared for logit agreement (64)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per engine; the best counts (3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--llama-kv", choices=("f32", "f16"), default="f32",
-                   help="llama.cpp K/V cache type (f32 = what strata keeps for qwen3moe)")
+    p.add_argument("--kv", choices=("f32", "f16"), default="f32",
+                   help="K/V cell type of both engines (strata's Config.kv_type, llama.cpp's type_k / "
+                        "type_v; f32 = strata's default for qwen3moe, f16 = llama.cpp's)")
+    p.add_argument("--llama-kv", choices=("f32", "f16"), default=None,
+                   help="llama.cpp's K/V cache type alone (default: --kv)")
     p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the full report as JSON")
 
@@ -680,7 +687,7 @@ def run(args: argparse.Namespace) -> int:
         return gbs
 
     reports = [compare_model(path, label, shape, args.threads, args.prompt, args.decode, args.agree_tokens,
-                             args.repeats, args.seed, args.llama_kv, log, measure)
+                             args.repeats, args.seed, args.llama_kv or args.kv, log, measure, args.kv)
                for path, label, shape in models]
     info["read_bandwidth_gbs"] = bandwidth
     info_after = machine_info()
@@ -688,7 +695,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"machine: {info['cpu']}, {info['cpus']} CPUs, ISA path {info['isa']}, last-level cache "
           f"{llc >> 20} MiB, read bandwidth {bw}; load average before {info.get('loadavg', ['?'])[0]}, after "
           f"{info_after.get('loadavg', ['?'])[0]}; llama-cpp-python {info.get('llama_cpp_python')}, "
-          f"llama.cpp K/V {args.llama_kv}")
+          f"K/V strata {args.kv}, llama.cpp {args.llama_kv or args.kv}")
     for path, label, _ in models:
         size = path.stat().st_size
         if llc > 0 and size < LLC_FACTOR * llc:

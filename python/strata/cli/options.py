@@ -31,7 +31,8 @@ _SAMPLING_FLAGS = {
 }
 _CONFIG_FLAGS = {"threads": "--threads", "context_length": "--ctx-size", "draft_steps": "--draft-steps",
                  "speculative": "--speculative", "expert_mode": "--experts", "expert_cache": "--expert-cache",
-                 "spec_min_p_schedule": "--draft-min-p", "spec_min_cum_p": "--draft-min-cum-p"}
+                 "spec_min_p_schedule": "--draft-min-p", "spec_min_cum_p": "--draft-min-cum-p",
+                 "kv_type": "--kv-type"}
 
 
 # --------------------------------------------------------------------------------------- registering
@@ -102,6 +103,10 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--expert-cache", default=None, metavar="SIZE",
                    help="resident expert set of --experts stream: a share of all experts ('25%%') or bytes "
                    "('512M', '2G'); implies --experts stream (STRATA_EXPERT_CACHE)")
+    g.add_argument("--kv-type", choices=("auto", "f32", "f16", "int8"), default=None,
+                   help="how K/V cells are stored: auto = the model's own (int8 for strata, f32 for qwen3moe "
+                   "and glm4moe), f16 = half of f32's bytes (llama.cpp's default cache type), int8 = one "
+                   "fp16 scale per 64 values; cpu backend, not deepseek4 (STRATA_KV_TYPE)")
 
 
 def tell_subcommand_parsers(parser: argparse.ArgumentParser) -> None:
@@ -146,6 +151,8 @@ def config_from(args: argparse.Namespace, err: TextIO | None = None) -> Config:
         changes["expert_mode"] = "stream"
     if getattr(args, "experts", None) is not None:
         changes["expert_mode"] = args.experts
+    if getattr(args, "kv_type", None) is not None:
+        changes["kv_type"] = args.kv_type
     try:
         return config.replace(**changes)
     except ConfigError as exc:

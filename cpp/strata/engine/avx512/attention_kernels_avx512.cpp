@@ -202,8 +202,8 @@ void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, co
     x86::with_heads<kMaxG>(G - g0, [&](auto gs) { values_g<gs.value>(h, e + g0 * es, es, cells, n, co + g0); });
 }
 
-const AttnKernels kAvx512{scores_i8_avx512, kEightLane.scores_f32, values_i8_avx512, kEightLane.values_f32,
-                          kEightLane.indexer_scores};
+const AttnKernels kAvx512{scores_i8_avx512,      kEightLane.scores_f32, values_i8_avx512,         kEightLane.values_f32,
+                          kEightLane.scores_f16, kEightLane.values_f16, kEightLane.indexer_scores};
 
 }  // namespace
 

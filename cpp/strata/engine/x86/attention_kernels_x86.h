@@ -66,7 +66,9 @@ inline void with_heads(int gs, F&& f) {
   f(Int<1>{});
 }
 
+// uint16_t elements are fp16 cells (F16C's conversion is exact, as fp16_to_fp32's).
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline __m256 load8(const int8_t* q) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
@@ -82,6 +84,15 @@ inline __m256 load_tail(const int8_t* p, int t, __m256i) {
   std::memcpy(buf, p, static_cast<std::size_t>(t));
   return load8(buf);
 }
+inline __m256 load_tail(const uint16_t* p, int t, __m256i) {
+  uint16_t buf[8] = {};
+  std::memcpy(buf, p, sizeof(uint16_t) * static_cast<std::size_t>(t));
+  return load8(buf);
+}
+
+inline float to_float(float x) { return x; }
+inline float to_float(int8_t x) { return static_cast<float>(x); }
+inline float to_float(uint16_t x) { return fp16_to_fp32(x); }
 
 // Lane c = ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) of a_c: hadd(a0, a1) holds a0's and a1's pair sums,
 // the second hadd their quad sums (low 128 bits: lanes 0-3, high: lanes 4-7), the add the total.
@@ -220,24 +231,46 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
   }
 }
 
-template <int G>
-void scores_f32_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
-                  float* scores, int64_t stride, bool ask_ahead) {
+template <typename T>
+const T* keys_of(const KvHeadData& h) {
+  if constexpr (std::is_same_v<T, uint16_t>)
+    return h.kh;
+  else
+    return h.kf;
+}
+
+template <typename T>
+const T* values_of(const KvHeadData& h) {
+  if constexpr (std::is_same_v<T, int8_t>)
+    return h.v8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return h.vh;
+  else
+    return h.vf;
+}
+
+// f32 or fp16 (T = uint16_t) cells: the same dots on the converted values.
+template <typename T, int G>
+void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
+                float* scores, int64_t stride, bool ask_ahead) {
   const int dh = h.dh;
   const __m128 vsq = _mm_set1_ps(sqrt_dh);
-  const bool ask_v = ask_ahead && h.vf != nullptr && n * dh * int64_t{4} <= kPrefetchValuesMaxBytes;
+  const T* keys = keys_of<T>(h);
+  const T* vals = values_of<T>(h);
+  const int64_t row_bytes = int64_t{sizeof(T)} * dh;
+  const bool ask_v = ask_ahead && vals != nullptr && n * row_bytes <= kPrefetchValuesMaxBytes;
   for (int64_t i = 0; i < n; i += kCells) {
     int64_t c[kCells];
     batch_cells(cells, i, n, c);
-    const float* k[kCells];
-    for (int j = 0; j < kCells; ++j) k[j] = h.kf + c[j] * dh;
+    const T* k[kCells];
+    for (int j = 0; j < kCells; ++j) k[j] = keys + c[j] * dh;
     for (int64_t j = i + kPrefetchCells; ask_ahead && j < std::min(n, i + kPrefetchCells + kCells); ++j) {
       const int64_t cell = cells ? cells[j] : j;
-      prefetch_span(h.kf + cell * dh, int64_t{4} * dh);
-      if (ask_v) prefetch_span(h.vf + cell * dh, int64_t{4} * dh);
+      prefetch_span(keys + cell * dh, row_bytes);
+      if (ask_v) prefetch_span(vals + cell * dh, row_bytes);
     }
     __m128 part[G];
-    dots4<float, G>(q, k, 0, dh, part);
+    dots4<T, G>(q, k, 0, dh, part);
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) store4(_mm_div_ps(part[g], vsq), scores + g * stride + i, n - i);
   }
@@ -253,21 +286,13 @@ void scores_i8(const KvHeadData& h, const float* const* q, int G, const int32_t*
         G - g0, [&](auto gs) { scores_i8_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride); });
 }
 
-template <int MaxG>
-void scores_f32(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
-                float* scores, int64_t stride) {
+template <typename T, int MaxG>
+void scores_f(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+              float* scores, int64_t stride) {
   for (int g0 = 0; g0 < G; g0 += MaxG)
     with_heads<MaxG>(G - g0, [&](auto gs) {
-      scores_f32_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
+      scores_f_g<T, gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
     });
-}
-
-template <typename T>
-const T* values_of(const KvHeadData& h) {
-  if constexpr (std::is_same_v<T, int8_t>)
-    return h.v8;
-  else
-    return h.vf;
 }
 
 // Cells per piece of the value kernels: the weights of a piece fit a stack buffer.
@@ -321,9 +346,9 @@ void values_cols(const T* base, int dh, const float* w, const int32_t* cells, in
                  bool ask_ahead, float* const* co) {
   constexpr int NV = slab_width<G, Regs>();
   int col = c0;
-  // f32: the first slab asks for the columns [c0, c1) of the cells ahead, the later slabs find them
-  // in cache (int8 rows are left to the hardware prefetchers: see kPrefetchCells).
-  const int ahead = std::is_same_v<T, float> && ask_ahead ? c1 - c0 : 0;
+  // f32 / fp16: the first slab asks for the columns [c0, c1) of the cells ahead, the later slabs find
+  // them in cache (int8 rows are left to the hardware prefetchers: see kPrefetchCells).
+  const int ahead = !std::is_same_v<T, int8_t> && ask_ahead ? c1 - c0 : 0;
   for (; col + 8 * NV <= c1; col += 8 * NV)
     values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
   for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
@@ -332,7 +357,7 @@ void values_cols(const T* base, int dh, const float* w, const int32_t* cells, in
     for (int g = 0; g < G; ++g) {
       float a = first ? 0.0f : co[g][col];
       for (int64_t i = 0; i < n; ++i) {
-        const float p = w[g * kPiece + i] * static_cast<float>(base[(cells ? cells[i] : i) * dh + col]);
+        const float p = w[g * kPiece + i] * to_float(base[(cells ? cells[i] : i) * dh + col]);
         a = a + p;
       }
       co[g][col] = a;
@@ -411,7 +436,8 @@ void indexer_scores(const float* qi, const float* w, int heads, int dim, const f
 // The table of these kernels with MaxG heads per pass and Regs vector registers.
 template <int MaxG, int Regs>
 constexpr AttnKernels table() {
-  return AttnKernels{scores_i8<MaxG>, scores_f32<MaxG>, values<int8_t, MaxG, Regs>, values<float, MaxG, Regs>,
+  return AttnKernels{scores_i8<MaxG>,           scores_f<float, MaxG>,    values<int8_t, MaxG, Regs>,
+                     values<float, MaxG, Regs>, scores_f<uint16_t, MaxG>, values<uint16_t, MaxG, Regs>,
                      indexer_scores<MaxG>};
 }
 
