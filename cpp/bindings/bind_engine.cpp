@@ -406,10 +406,6 @@ class PyEngine {
     if (a.experts.mode != experts::ExpertMode::Mmap)
       throw_error(ErrorKind::Config, std::string("expert_mode 'stream' needs the cpu backend: the ") + backend() +
                                          " backend reads every expert from the mapped weights");
-    if (a.settings.kv_type)
-      throw_error(ErrorKind::Config, std::string("kv_type ") + model::kv_type_name(*a.settings.kv_type) +
-                                         " needs the cpu backend: the " + backend() +
-                                         " backend keeps each model's own K/V type (kv_type auto)");
     mtl::MetalModelConfig cfg;
     cfg.max_ctx = a.max_ctx;
     cfg.max_rows = a.max_rows > 0 ? a.max_rows : 32;
@@ -418,6 +414,10 @@ class PyEngine {
     moce_ = cfg.moce;
     requant_ = a.requant;
     own_model_ = model::Model::load(a.path, a.mtp_model);
+    if (a.settings.kv_type && *a.settings.kv_type != own_model_->hparams().kv_type)
+      throw_error(ErrorKind::Config, std::string("kv_type ") + model::kv_type_name(*a.settings.kv_type) +
+                                         " needs the cpu backend: the " + backend() +
+                                         " backend keeps each model's own K/V type (kv_type auto)");
     // R-11 before the device wraps the drafter's weights (the Q4_0 / Q5_0 GEMVs run as any other).
     model::requant_drafter(*own_model_, a.requant, &ThreadPool::global());
     if (backend_ == mtl::Backend::MetalEmu) {
@@ -488,7 +488,8 @@ void bind_engine(py::module_& m) {
            "and 4096 on metal); max_rows: rows per chunk (0 = 512 on cpu, 32 on metal); encode_mtp: encode the "
            "drafter's cells while evaluating. settings: the engine's validated Settings (strata.Config.native(): "
            "MTP cells, drafter weight format, retention, verification rule, MOCE routing, Metal library and tile, "
-           "expert store, repack), given once; None = every setting at its default and the process's repack mode. "
+           "expert store, repack, K/V cell type), given once; None = every setting at its default and the process's "
+           "repack mode. "
            "expert_page_cache_probe: in mmap mode, count uses whose pages were not in the page cache as misses "
            "(mincore; the expert benchmark). mtp_model: a deepseek4 model's separate MTP file (llama.cpp's "
            "mtp-*.gguf), bound as its drafter. See docs/settings.md, docs/experts.md, docs/metal.md.")

@@ -114,6 +114,9 @@ MetalModel::MetalModel(Device& dev, const model::Model& m, const MetalModelConfi
     throw_error(ErrorKind::Value, "metal backend: glm4moe is not supported (use the CPU engine)");
   if (hp.arch == model::Arch::DeepSeek4)  // compressed attention, indexer and hash routing are CPU-only so far
     throw_error(ErrorKind::Value, "metal backend: deepseek4 is not supported (use the CPU engine)");
+  if (hp.kv_type == model::KvType::F16)  // the Metal kernels read int8 or f32 cells only
+    throw_error(ErrorKind::Config, "metal backend: kv_type f16 is not supported (use the CPU engine)");
+  m.note_cells_built();
   if (cfg.max_rows < 1 || cfg.max_rows > 512) throw_error(ErrorKind::Value, "metal backend: max_rows must be 1..512");
   max_ctx_ = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 4096);
   const int64_t R = cfg.max_rows, d = hp.n_embd, n = hp.hc_count, nd = n * d;

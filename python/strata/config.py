@@ -456,7 +456,8 @@ class Config:
     def native(self) -> Any:
         """The engine's typed ``_strata.Settings`` of this config (every setting the C++ core reads:
         MTP cells and drafter format, retention, verification rule, MOCE routing, Metal, expert store,
-        repack), validated by the C++ settings parser; ``_strata.Engine(settings=...)`` takes it once."""
+        repack, K/V cell type), validated by the C++ settings parser; ``_strata.Engine(settings=...)``
+        takes it once."""
         return _strata_module().Settings(self._native_env())
 
     @property

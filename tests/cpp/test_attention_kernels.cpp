@@ -260,6 +260,12 @@ TEST(f16_cells_round_to_nearest_and_read_back_exactly) {
   auto v = rnd(g, static_cast<std::size_t>(hkv * dh), 3.0f);
   k[5] = 70000.0f;  // beyond fp16's range: +inf, as a cast to half gives
   v[7] = 1.0e-6f;   // a subnormal in fp16
+  // Known roundings (head 1): ties go to the even neighbour; 65519 is the largest value that does not
+  // overflow.
+  k[dh + 0] = 1.0f + 0x1.0p-11f;
+  k[dh + 1] = 1.0f + 3 * 0x1.0p-11f;
+  k[dh + 2] = 65519.0f;
+  k[dh + 3] = 65520.0f;
   kv.write(1, 3, k.data(), v.data());
   std::vector<float> rk(dh), rv(dh), want_k(dh), want_v(dh);
   for (int h = 0; h < hkv; ++h) {
@@ -271,6 +277,12 @@ TEST(f16_cells_round_to_nearest_and_read_back_exactly) {
     }
     CHECK(same_bits(rk.data(), want_k.data(), want_k.size()));
     if (h == 0) CHECK(std::isinf(rk[5]) && rk[5] > 0.0f);
+    if (h == 1) {
+      CHECK(rk[0] == 1.0f);
+      CHECK(rk[1] == 1.0f + 0x1.0p-9f);
+      CHECK(rk[2] == 65504.0f);
+      CHECK(std::isinf(rk[3]));
+    }
     CHECK(same_bits(rv.data(), want_v.data(), want_v.size()));
     if (h == 1) {
       auto q = rnd(g, static_cast<std::size_t>(dh));

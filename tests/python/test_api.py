@@ -202,6 +202,15 @@ def test_speculative_greedy_identical_to_plain(models: dict[str, strata.Model], 
     assert not plain.stats.speculative and plain.stats.rounds == 0
 
 
+def test_speculative_greedy_identical_to_plain_with_f16_cells(models: dict[str, strata.Model]) -> None:
+    # The main model's and the drafter's K/V cells in fp16: drafting still changes nothing.
+    m = models["agree"]
+    plain_text, plain = generate(m, max_tokens=60, config=strata.Config(speculative=False, kv_type="f16"))
+    text, spec = generate(m, max_tokens=60, config=strata.Config(speculative=True, kv_type="f16"))
+    assert spec.tokens == plain.tokens and text == plain_text
+    assert spec.stats.rounds > 0 and sum(spec.stats.accepted) > 0
+
+
 @pytest.mark.parametrize("name", ["agree", "partial"])
 def test_non_chained_drafting(models: dict[str, strata.Model], name: str) -> None:
     m = models[name]

@@ -163,6 +163,13 @@ def test_expert_flags_reach_the_config() -> None:
     assert config_from(parse("serve", "--expert-cache", "30%")).expert_cache == "30%"
 
 
+def test_kv_type_flag_reaches_the_config() -> None:
+    assert config_from(parse("generate", "p")).kv_type == "auto"
+    assert config_from(parse("generate", "--kv-type", "f16", "p")).kv_type == "f16"
+    assert config_from(parse("serve", "--kv-type", "int8")).kv_type == "int8"
+    assert config_from(parse("perplexity", "--kv-type", "f32", "text.txt")).kv_type == "f32"
+
+
 def test_expert_cache_streams_the_experts(model_path: Path) -> None:
     greedy = run_strata("generate", "-m", str(model_path), "-n", "12", "--temp", "0", "def f(x):")
     streamed = run_strata("generate", "-m", str(model_path), "-n", "12", "--temp", "0",

@@ -233,6 +233,7 @@ def test_llama_cpp_logits_equal_strata_on_the_same_file(case: tuple[Path, list[i
 
 
 def test_kv_type_is_refused_for_deepseek4(first: tuple[Any, Path]) -> None:
-    with pytest.raises(strata.ConfigError, match="deepseek4 keeps its compressed K/V cells"):
-        _engine(first[1], settings=strata.Config(kv_type="f16").native())
+    for kv in ("f16", "int8"):
+        with pytest.raises(strata.ConfigError, match=f"kv_type {kv}: deepseek4 keeps its compressed"):
+            _engine(first[1], settings=strata.Config(kv_type=kv).native())  # type: ignore[arg-type]
     assert _engine(first[1], settings=strata.Config(kv_type="f32").native()).hparams["kv_type"] == "f32"

@@ -109,7 +109,7 @@ def test_kv_type_stores_the_cells_as_asked(tiny_qwen3moe: str) -> None:
         logits[kv] = np.asarray(eng.eval(tokens, start_pos=0, logits="all"))
         pieces = [np.asarray(eng.eval(tokens[:17], start_pos=0, logits="all")),
                   np.asarray(eng.eval(tokens[17:], start_pos=17, logits="all"))]
-        np.testing.assert_allclose(np.concatenate(pieces), logits[kv], rtol=0, atol=1e-5)
+        assert np.array_equal(np.concatenate(pieces), logits[kv])
     assert np.array_equal(logits["auto"], logits["f32"])
     scale = float(np.std(logits["f32"]))
     diff = {kv: float(np.max(np.abs(logits[kv] - logits["f32"]))) for kv in ("f16", "int8")}
@@ -126,3 +126,7 @@ def test_kv_type_on_the_demo_model_and_where_it_is_refused() -> None:
     assert _strata.Engine(PATH, n_threads=1, max_ctx=48).hparams["kv_type"] == "int8"
     with pytest.raises(strata.ConfigError, match="kv_type f16 needs the cpu backend"):
         _strata.Engine(PATH, backend="metal-emu", max_ctx=16, settings=strata.Config(kv_type="f16").native())
+    # The Metal backends keep the model's own type, which may also be named.
+    same = _strata.Engine(PATH, backend="metal-emu", max_ctx=16,
+                          settings=strata.Config(kv_type="int8").native())
+    assert same.hparams["kv_type"] == "int8"

@@ -44,6 +44,7 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
           static_cast<int>(m.hparams().head_dim), m.hparams().kv_type, 0),  // strata int8, glm4moe f32
       rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base),
       s_(scratch) {
+  m.note_cells_built();
   const model::HParams& hp = m.hparams();
   if (cfg.sink < 0 || cfg.sink > 1024)
     throw_error(ErrorKind::Value, "MTP sink = " + std::to_string(cfg.sink) + " must be in [0, 1024]");

@@ -40,6 +40,7 @@ Window::Window(const model::Model& m, const WindowConfig& cfg)
           static_cast<int>(m.hparams().n_head_kv), static_cast<int>(m.hparams().head_dim), m.hparams().kv_type,
           m.hparams().uses_indexer() ? static_cast<int>(m.hparams().indexer_dim) : 0),
       rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base) {
+  m.note_cells_built();
   const model::HParams& hp = m.hparams();
   if (max_ctx_ <= 0 || max_ctx_ > 0x7FFFFFFF)
     throw_error(ErrorKind::Value, "Window: max_ctx = " + std::to_string(max_ctx_) + " must be in [1, 2^31)");

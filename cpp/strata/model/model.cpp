@@ -17,6 +17,7 @@ const int32_t* Model::owned_identity_ids(int64_t V) {
 
 void Model::set_kv_type(KvType t) {
   if (t == hp_.kv_type) return;
+  if (cells_built_) throw_error(ErrorKind::Internal, "Model::set_kv_type: K/V cells of this model were built already");
   if (hp_.arch == Arch::DeepSeek4)
     throw_error(ErrorKind::Config, std::string("kv_type ") + kv_type_name(t) +
                                        ": deepseek4 keeps its compressed K/V cells in f32 (kv_type auto or f32)");

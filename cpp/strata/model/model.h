@@ -2,6 +2,7 @@
 // A loaded model: validated hyper-parameters plus weight views into the source's memory (no
 // copies). Built per architecture by bind_strata / bind_qwen3moe / bind_glm4moe; immutable after load and safe
 // to share between windows.
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,9 @@ class Model {
   // on as `t` instead of the architecture's own type. Before any Window / Mtp is built. deepseek4
   // keeps its compressed cells of its own: a Config error there unless `t` is its type already.
   void set_kv_type(KvType t);
+  // Called by every Window / Mtp as it builds its cells: a later set_kv_type is an Internal error
+  // (the cells built already would keep the old type while hparams() reported the new one).
+  void note_cells_built() const { cells_built_ = true; }
 
   Weight tok_embd;  // [V, d]
   Weight output;    // [V, d] (qwen3moe without output.weight: token_embd, tied)
@@ -64,6 +68,7 @@ class Model {
  private:
   Model() = default;
   HParams hp_;
+  mutable std::atomic<bool> cells_built_{false};
   std::unique_ptr<ModelSource> src_;
   std::unique_ptr<ModelSource> mtp_src_;
 

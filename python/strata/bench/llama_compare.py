@@ -287,12 +287,14 @@ def logit_agreement(reference: npt.ArrayLike, other: npt.ArrayLike) -> Agreement
 class StrataRunner:
     name = "strata"
 
-    def __init__(self, path: Path, n_threads: int, n_ctx: int, kv: str = "f32") -> None:
+    def __init__(self, path: Path, n_threads: int, n_ctx: int, kv: str = "auto") -> None:
         from strata import _strata
         from strata.config import Config
 
+        # The environment's settings (STRATA_REPACK, ...) with the K/V type on top.
+        config = Config.parse_env()[0].replace(kv_type=kv)
         self._engine = _strata.Engine(str(path), n_threads=n_threads, max_ctx=n_ctx, encode_mtp=False,
-                                      settings=Config().replace(kv_type=kv).native())
+                                      settings=config.native())
 
     def all_logits(self, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
         return np.asarray(self._engine.eval(np.asarray(tokens, dtype=np.int64), start_pos=0, logits="all"))

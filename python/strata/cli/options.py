@@ -103,6 +103,10 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--expert-cache", default=None, metavar="SIZE",
                    help="resident expert set of --experts stream: a share of all experts ('25%%') or bytes "
                    "('512M', '2G'); implies --experts stream (STRATA_EXPERT_CACHE)")
+    add_kv_type_argument(g)
+
+
+def add_kv_type_argument(g: argparse._ActionsContainer) -> None:
     g.add_argument("--kv-type", choices=("auto", "f32", "f16", "int8"), default=None,
                    help="how K/V cells are stored: auto = the model's own (int8 for strata, f32 for qwen3moe "
                    "and glm4moe), f16 = half of f32's bytes (llama.cpp's default cache type), int8 = one "

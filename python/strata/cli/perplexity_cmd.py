@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from strata.cli.options import add_model_argument, config_from, load_model
+from strata.cli.options import add_kv_type_argument, add_model_argument, config_from, load_model
 from strata.errors import InvalidArgument, IOFailure
 
 
@@ -30,6 +30,7 @@ def register(subparsers: Any) -> None:
                    help="tokens per window (default: the context length, see STRATA_CONTEXT)")
     p.add_argument("-t", "--threads", type=int, default=None, metavar="N",
                    help="worker threads (0 = one per core)")
+    add_kv_type_argument(p)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

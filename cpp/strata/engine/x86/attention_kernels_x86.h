@@ -28,7 +28,7 @@ namespace {
 
 constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
 
-// Software prefetch of f32 cells (a prefetch never changes a result): the score kernels ask for the
+// Software prefetch of f32 and fp16 cells (a prefetch never changes a result): the score kernels ask for the
 // K rows of the next batch of four cells, the value kernels for the V row of the cell four ahead. A
 // decode step's streamed expert weights evict the KV cells from every cache level, and f32 rows
 // (Dh 128: 512 bytes, 8 lines per cell) outrun the hardware prefetchers: on Zen 4 this halves a cold
@@ -36,7 +36,7 @@ constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
 // to the hardware, which keeps up: prefetching them measured slower.
 constexpr int kPrefetchCells = 4;
 // The score kernels also ask for the same cells' V rows when a head's V rows fill at most a quarter
-// of a Zen 4 L2 (256 KiB: Dh 128 and up to 512 cells), so the value pass that follows finds them in
+// of a Zen 4 L2 (256 KiB: Dh 128 and up to 512 f32 or 1024 fp16 cells), so the value pass that follows finds them in
 // cache instead of starting cold; the two streams overlap. Zen 4, `attention_core_bench`, cold f32
 // group of 144 cells: 20-24 -> 15.4-18.6 us (min of 3, five alternated invocations); at 1024 cells
 // the V rows (512 KiB) gained nothing reliable and are left out; warm groups run 3-6 % slower (the
