@@ -55,7 +55,6 @@ void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t
                     strata::model::KvType type) {
   constexpr int kDh = 128, kG = 4;
   KvCells kv(1, static_cast<int>(n), 1, kDh, type, 0);
-  const bool int8 = type == strata::model::KvType::Int8, f16 = type == strata::model::KvType::F16;
   kv.prepare_write(0, 0, static_cast<int>(n));
   std::mt19937 gen(2);
   std::normal_distribution<float> nd;
@@ -89,24 +88,11 @@ void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t
       const AttnKernels& ak = attn_kernels();
       for (int it = 0; it < (cold ? 10 : 1); ++it) {
         group[j].us.push_back(sample([&] { attend_group(kv, 0, 0, qs, kG, nullptr, n, sc.data(), ch.data(), outs); }));
-        scores[j].us.push_back(sample([&] {
-          (int8 ? ak.scores_i8 : f16 ? ak.scores_f16 : ak.scores_f32)(hd, qs, kG, nullptr, n, 11.3f, sc.data(), n);
-        }));
+        scores[j].us.push_back(sample([&] { ak.scores_for(type)(hd, qs, kG, nullptr, n, 11.3f, sc.data(), n); }));
         values[j].us.push_back(sample([&] {
           for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
-            KvHeadData h = hd;
-            if (int8) {
-              h.v8 += c0 * kDh;
-              h.vs += c0 * (kDh / 64);
-            } else if (f16) {
-              h.vh += c0 * kDh;
-            } else {
-              h.vf += c0 * kDh;
-            }
-            (int8  ? ak.values_i8
-             : f16 ? ak.values_f16
-                   : ak.values_f32)(h, e.data(), kSoftmaxChunk, kG, nullptr, std::min<int64_t>(kSoftmaxChunk, n - c0),
-                                    cos);
+            ak.values_for(type)(from_cell(hd, c0), e.data(), kSoftmaxChunk, kG, nullptr,
+                                std::min<int64_t>(kSoftmaxChunk, n - c0), cos);
           }
         }));
       }

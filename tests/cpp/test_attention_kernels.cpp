@@ -109,14 +109,6 @@ void attend_head_per_cell(const KvCells& kv, int layer, int kv_head, const float
   for (int j = 0; j < dh; ++j) out[j] /= denom;
 }
 
-// The score / value entry of a table for cells of `type`.
-auto score_kernel(const AttnKernels& t, KvType type) {
-  return type == KvType::Int8 ? t.scores_i8 : type == KvType::F16 ? t.scores_f16 : t.scores_f32;
-}
-auto value_kernel(const AttnKernels& t, KvType type) {
-  return type == KvType::Int8 ? t.values_i8 : type == KvType::F16 ? t.values_f16 : t.values_f32;
-}
-
 }  // namespace
 
 // Scores: G = 1..kMaxHeadGroup, head sizes with in-block tails and a short last block (13, 70,
@@ -145,7 +137,7 @@ TEST(score_kernels_bitwise_per_cell) {
               for (int64_t i = 0; i < n; ++i) want[h * n + i] = kv.dot_k(sv, 0, list[i], 1, q[h]) / sqrt_dh;
             for (const AttnKernels* t : tables()) {
               std::vector<float> got(want.size() + 3, 9.0f);
-              score_kernel(*t, type)(hd, q, G, implicit ? nullptr : list.data(), n, sqrt_dh, got.data(), n);
+              t->scores_for(type)(hd, q, G, implicit ? nullptr : list.data(), n, sqrt_dh, got.data(), n);
               CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
                         table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
                             std::to_string(G) + " n " + std::to_string(n));
@@ -181,7 +173,7 @@ TEST(value_kernels_bitwise_per_cell) {
               std::vector<float> got(want.size(), 5.0f);
               float* co[kMaxHeadGroup];
               for (int h = 0; h < G; ++h) co[h] = got.data() + h * dh;
-              value_kernel(*t, type)(hd, e.data(), es, G, style == 0 ? nullptr : list.data(), n, co);
+              t->values_for(type)(hd, e.data(), es, G, style == 0 ? nullptr : list.data(), n, co);
               CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
                         table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
                             std::to_string(G) + " n " + std::to_string(n));
@@ -223,8 +215,8 @@ TEST(avx512_float_kernels_bitwise_portable) {
             const float* q[kMaxHeadGroup];
             for (int h = 0; h < G; ++h) q[h] = qv.data() + h * dh;
             std::vector<float> want(static_cast<std::size_t>(G * n)), got(want.size() + 1, 9.0f);
-            score_kernel(ref, type)(hd, q, G, lp, n, sqrt_dh, want.data(), n);
-            score_kernel(avx, type)(hd, q, G, lp, n, sqrt_dh, got.data(), n);
+            ref.scores_for(type)(hd, q, G, lp, n, sqrt_dh, want.data(), n);
+            avx.scores_for(type)(hd, q, G, lp, n, sqrt_dh, got.data(), n);
             CHECK_MSG(same_bits(got.data(), want.data(), want.size()), "scores " + what);
             CHECK(got[want.size()] == 9.0f);
             // Values over the whole list as one call (pieces of 64 cells inside the kernel).
@@ -236,8 +228,8 @@ TEST(avx512_float_kernels_bitwise_portable) {
               cw[h] = vwant.data() + h * dh;
               cg[h] = vgot.data() + h * dh;
             }
-            value_kernel(ref, type)(hd, e.data(), n, G, lp, n, cw);
-            value_kernel(avx, type)(hd, e.data(), n, G, lp, n, cg);
+            ref.values_for(type)(hd, e.data(), n, G, lp, n, cw);
+            avx.values_for(type)(hd, e.data(), n, G, lp, n, cg);
             CHECK_MSG(same_bits(vgot.data(), vwant.data(), vwant.size()), "values " + what);
           }
     }

@@ -7,9 +7,7 @@
 #include "strata/engine/attention_kernels.h"
 
 namespace strata::engine {
-namespace {
 
-// Cells c0, c0 + 1, ... of a head seen as cells 0, 1, ... (a chunk of the implicit list).
 KvHeadData from_cell(KvHeadData h, int64_t c0) {
   const int64_t nb = kv_blocks(h.dh);
   if (h.k8) {
@@ -27,8 +25,6 @@ KvHeadData from_cell(KvHeadData h, int64_t c0) {
   return h;
 }
 
-}  // namespace
-
 void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, const int32_t* cells, int64_t n,
                  float* scores, float* chunk_o, float* out) {
   const float* qs[1] = {q};
@@ -44,13 +40,8 @@ void attend_group(const KvCells& kv, int layer, int kv_head, const float* const*
   if (n <= 0) return;
   const AttnKernels& ak = attn_kernels();
   const KvHeadData hd = kv.head_data(layer, kv_head);
-  const model::KvType type = kv.type();
-  const auto score_fn = type == model::KvType::Int8  ? ak.scores_i8
-                        : type == model::KvType::F16 ? ak.scores_f16
-                                                     : ak.scores_f32;
-  const auto value_fn = type == model::KvType::Int8  ? ak.values_i8
-                        : type == model::KvType::F16 ? ak.values_f16
-                                                     : ak.values_f32;
+  const auto score_fn = ak.scores_for(kv.type());
+  const auto value_fn = ak.values_for(kv.type());
   // Scores head-major: scores[g·n + i] = (q_g · k_i) / sqrt(Dh), all cells in one call.
   score_fn(hd, q, G, cells, n, sqrt_dh, scores, n);
   float big[kMaxHeadGroup], denom[kMaxHeadGroup], m[kMaxHeadGroup], l[kMaxHeadGroup];

@@ -12,6 +12,10 @@ inline constexpr int kSoftmaxChunk = 64;
 
 // cells == nullptr means the implicit list 0, 1, ..., n-1. scores: scratch of n floats; chunk_o:
 // scratch of Dh floats; out: Dh floats.
+// Cells c0, c0 + 1, ... of a head seen as cells 0, 1, ... (a chunk of the implicit list), whatever
+// the cells' type.
+KvHeadData from_cell(KvHeadData h, int64_t c0);
+
 void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, const int32_t* cells, int64_t n,
                  float* scores, float* chunk_o, float* out);
 

@@ -10,6 +10,7 @@
 #include "strata/engine/kv_cells.h"
 #include "strata/engine/kv_quant.h"
 #include "strata/engine/vec_dot.h"
+#include "strata/quant/dequantize.h"
 
 namespace strata::engine {
 namespace {
@@ -63,7 +64,7 @@ void scores_f16_scalar(const KvHeadData& h, const float* const* q, int G, const 
   const VecKernels& vk = vec_kernels_scalar();
   float k[kMaxF16HeadDim];
   for (int64_t i = 0; i < n; ++i) {
-    fp16_row_to_f32(h.kh + cell_at(cells, i) * h.dh, h.dh, k);
+    quant::dequantize_row(quant::GGMLType::F16, h.kh + cell_at(cells, i) * h.dh, k, h.dh);
     for (int g = 0; g < G; ++g) scores[g * stride + i] = vk.dot_f32(q[g], k, h.dh) / sqrt_dh;
   }
 }
@@ -74,7 +75,7 @@ void values_f16_scalar(const KvHeadData& h, const float* e, int64_t estride, int
   float v[kMaxF16HeadDim];
   for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
   for (int64_t i = 0; i < n; ++i) {
-    fp16_row_to_f32(h.vh + cell_at(cells, i) * h.dh, h.dh, v);
+    quant::dequantize_row(quant::GGMLType::F16, h.vh + cell_at(cells, i) * h.dh, v, h.dh);
     for (int g = 0; g < G; ++g) vk.axpy_f32(e[g * estride + i], v, h.dh, co[g]);
   }
 }

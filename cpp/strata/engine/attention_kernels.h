@@ -10,6 +10,8 @@
 // AVX-512 tables against it.
 #include <cstdint>
 
+#include "strata/model/hparams.h"
+
 namespace strata::engine {
 
 // One KV head of one layer as stored by KvCells (head-major: cell c's vector at c·Dh, its int8
@@ -48,6 +50,14 @@ struct AttnKernels {
   // out[i] = Σ_j w[j]·ReLU(qi[j·dim ..] · keys[i·dim ..]) for i in [0, n), heads j in order
   // (indexer_score of each of n consecutive cells).
   void (*indexer_scores)(const float* qi, const float* w, int heads, int dim, const float* keys, int64_t n, float* out);
+
+  // The score / value entry for cells of `type`.
+  auto scores_for(model::KvType type) const {
+    return type == model::KvType::Int8 ? scores_i8 : type == model::KvType::F16 ? scores_f16 : scores_f32;
+  }
+  auto values_for(model::KvType type) const {
+    return type == model::KvType::Int8 ? values_i8 : type == model::KvType::F16 ? values_f16 : values_f32;
+  }
 };
 
 // The kernels of cpu::active_isa().

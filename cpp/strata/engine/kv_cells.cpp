@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "strata/quant/quantize.h"
 #include "strata/util/error.h"
 
 namespace strata::engine {
@@ -97,10 +98,8 @@ void KvCells::write(int layer, int64_t cell, const float* k, const float* v) {
       kv_quantize(k + h * dh_, dh_, &k8_[s * dh_], &ks_[s * nb_]);
       kv_quantize(v + h * dh_, dh_, &v8_[s * dh_], &vs_[s * nb_]);
     } else if (type_ == model::KvType::F16) {
-      for (int i = 0; i < dh_; ++i) {
-        kh_[s * dh_ + static_cast<std::size_t>(i)] = fp32_to_fp16(k[h * dh_ + i]);
-        vh_[s * dh_ + static_cast<std::size_t>(i)] = fp32_to_fp16(v[h * dh_ + i]);
-      }
+      quant::quantize_row(quant::GGMLType::F16, k + h * dh_, &kh_[s * dh_], dh_);
+      quant::quantize_row(quant::GGMLType::F16, v + h * dh_, &vh_[s * dh_], dh_);
     } else {
       std::memcpy(&kf_[s * dh_], k + h * dh_, sizeof(float) * static_cast<std::size_t>(dh_));
       std::memcpy(&vf_[s * dh_], v + h * dh_, sizeof(float) * static_cast<std::size_t>(dh_));
@@ -113,7 +112,7 @@ void KvCells::read_k(int layer, int64_t cell, int head, float* out) const {
   if (type_ == model::KvType::Int8)
     kv_dequantize(&k8_[s * dh_], &ks_[s * nb_], dh_, out);
   else if (type_ == model::KvType::F16)
-    fp16_row_to_f32(&kh_[s * dh_], dh_, out);
+    quant::dequantize_row(quant::GGMLType::F16, &kh_[s * dh_], out, dh_);
   else
     std::memcpy(out, &kf_[s * dh_], sizeof(float) * static_cast<std::size_t>(dh_));
 }
@@ -123,7 +122,7 @@ void KvCells::read_v(int layer, int64_t cell, int head, float* out) const {
   if (type_ == model::KvType::Int8)
     kv_dequantize(&v8_[s * dh_], &vs_[s * nb_], dh_, out);
   else if (type_ == model::KvType::F16)
-    fp16_row_to_f32(&vh_[s * dh_], dh_, out);
+    quant::dequantize_row(quant::GGMLType::F16, &vh_[s * dh_], out, dh_);
   else
     std::memcpy(out, &vf_[s * dh_], sizeof(float) * static_cast<std::size_t>(dh_));
 }

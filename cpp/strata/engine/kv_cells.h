@@ -11,18 +11,13 @@
 #include "strata/engine/kv_quant.h"
 #include "strata/model/hparams.h"
 #include "strata/util/aligned.h"
-#include "strata/util/fp16.h"
+#include "strata/quant/dequantize.h"
 
 namespace strata::engine {
 
 // fp16 cells are for heads of at most this many elements (the per-cell reference converts a row on
 // the stack); KvCells refuses larger heads with kv_type f16.
 constexpr int kMaxF16HeadDim = 1024;
-
-// n fp16 values as f32 (exact).
-inline void fp16_row_to_f32(const uint16_t* h, int n, float* out) {
-  for (int i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
-}
 
 class KvCells {
  public:
@@ -49,7 +44,7 @@ class KvCells {
     if (type_ == model::KvType::Int8) return kv_dot(vk, q, &k8_[h * dh_], &ks_[h * nb_], dh_);
     if (type_ == model::KvType::F16) {
       float k[kMaxF16HeadDim];
-      fp16_row_to_f32(&kh_[h * dh_], dh_, k);
+      quant::dequantize_row(quant::GGMLType::F16, &kh_[h * dh_], k, dh_);
       return vk.dot_f32(q, k, dh_);
     }
     return vk.dot_f32(q, &kf_[h * dh_], dh_);
@@ -61,7 +56,7 @@ class KvCells {
       kv_axpy(vk, w, &v8_[h * dh_], &vs_[h * nb_], dh_, out);
     } else if (type_ == model::KvType::F16) {
       float v[kMaxF16HeadDim];
-      fp16_row_to_f32(&vh_[h * dh_], dh_, v);
+      quant::dequantize_row(quant::GGMLType::F16, &vh_[h * dh_], v, dh_);
       vk.axpy_f32(w, v, dh_, out);
     } else {
       vk.axpy_f32(w, &vf_[h * dh_], dh_, out);
