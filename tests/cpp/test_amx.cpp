@@ -1,14 +1,14 @@
 // AMX tiles (cpu/amx, cpu/features.h). Everywhere: the detection says why AMX is or is not usable,
-// the SIGILL guard turns a faulting probe into "no" and restores the previous handler, a failed
-// probe leaves the kernel table on the AVX-512 kernels, and STRATA_ISA=avx512+amx parses as
-// documented. Where AMX is usable (an Intel Xeon of Sapphire Rapids or later): the tile kernels of
-// Q8_0_R16 / Q4_0_R16 are bitwise the plain scalar kernels for 1..64 (and 100) activations, equally
-// spaced or not, row counts that are not a multiple of 16 and several block counts; elsewhere that
-// case prints "skipped: no AMX" with the reason.
+// the probe's child process turns a faulting, wrong or hanging probe into "no" and leaves the caller's
+// SIGILL handler alone, a failed probe leaves the kernel table on the AVX-512 kernels, and STRATA_ISA=avx512+amx parses
+// as documented. Where AMX is usable (an Intel Xeon of Sapphire Rapids or later): the tile kernels of Q8_0_R16 /
+// Q4_0_R16 are bitwise the plain scalar kernels for 1..64 (and 100) activations, equally spaced or not, row counts that
+// are not a multiple of 16 and several block counts; elsewhere that case prints "skipped: no AMX" with the reason.
 #define STRATA_TEST_MAIN
 #include "check.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <numeric>
@@ -32,6 +32,12 @@ bool probe_traps() {
 }
 bool probe_wrong() { return false; }
 bool probe_right() { return true; }
+bool probe_hangs() {
+  for (;;) pause();
+}
+// True only in the process that called the probe first: a probe that runs in a child sees another pid.
+pid_t g_test_pid = 0;
+bool probe_in_another_process() { return getpid() != g_test_pid; }
 
 extern "C" void marker_handler(int) {}
 
@@ -60,20 +66,26 @@ TEST(amx_detection_reports_why) {
   }
 }
 
-TEST(sigill_guard_catches_a_faulting_probe_and_restores_the_handler) {
+TEST(probe_child_turns_faults_wrong_results_and_hangs_into_no) {
 #if defined(__x86_64__)
   struct sigaction mine{}, before{}, after{};
   mine.sa_handler = marker_handler;
   sigemptyset(&mine.sa_mask);
   CHECK(sigaction(SIGILL, &mine, &before) == 0);
   std::string why;
-  CHECK(!cpu::run_sigill_guarded(probe_traps, why));
-  CHECK_MSG(why.find("SIGILL") != std::string::npos, why);
-  CHECK(!cpu::run_sigill_guarded(probe_wrong, why));
-  CHECK_MSG(why.find("wrong result") != std::string::npos, why);
-  CHECK(cpu::run_sigill_guarded(probe_right, why));
+  CHECK(!cpu::run_probe_in_child(probe_traps, why));
+  CHECK_MSG(why == "raised SIGILL", why);
+  CHECK(!cpu::run_probe_in_child(probe_wrong, why));
+  CHECK_MSG(why == "computed a wrong result", why);
+  CHECK(!cpu::run_probe_in_child(probe_hangs, why, 50));
+  CHECK_MSG(why == "did not finish in 50 ms", why);
+  why.clear();
+  CHECK(cpu::run_probe_in_child(probe_right, why));
+  CHECK(why.empty());
+  g_test_pid = getpid();
+  CHECK(cpu::run_probe_in_child(probe_in_another_process, why));
   CHECK(sigaction(SIGILL, &before, &after) == 0);
-  CHECK(after.sa_handler == marker_handler);  // the guard put the handler it found back
+  CHECK(after.sa_handler == marker_handler);  // the caller's handler was never touched
 #endif
 }
 

@@ -2,7 +2,7 @@
 
 #include <atomic>
 #include <cstring>
-#include <mutex>
+#include <string>
 
 #include "strata/cpu/cpu_settings.h"
 #include "strata/util/error.h"
@@ -12,10 +12,13 @@
 #define STRATA_X86_CPUID 1
 #endif
 #if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
-#include <setjmp.h>
 #include <signal.h>
-#define STRATA_SIGILL_GUARD 1
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#define STRATA_PROBE_CHILD 1
 #endif
 #if defined(STRATA_X86_CPUID) && defined(__linux__)
 #include <sys/syscall.h>
@@ -111,21 +114,6 @@ bool request_tile_permission(std::string& why) {
 }
 #endif
 
-#if defined(STRATA_SIGILL_GUARD)
-// The guarded call in flight (one at a time: g_guard_mutex), and the SIGILL action it replaced.
-std::mutex g_guard_mutex;
-sigjmp_buf g_guard_jump;
-std::atomic<bool> g_guard_armed{false};
-pthread_t g_guard_thread;
-struct sigaction g_guard_previous;
-
-extern "C" void on_guarded_sigill(int /*sig*/, siginfo_t* /*info*/, void* /*ctx*/) {
-  if (g_guard_armed.load() && pthread_equal(pthread_self(), g_guard_thread)) siglongjmp(g_guard_jump, 1);
-  // Another thread's SIGILL: give it back to the previous action; the instruction faults again there.
-  sigaction(SIGILL, &g_guard_previous, nullptr);
-}
-#endif
-
 AmxStatus& amx_status_slot() {
 #if defined(STRATA_HAVE_AMX_TU)
   static AmxStatus s = detect_amx(&amx::probe_tiles);
@@ -173,35 +161,48 @@ const ArmFeatures& arm_features() {
 
 }  // namespace
 
-bool run_sigill_guarded(AmxProbeFn probe, std::string& why) {
-#if defined(STRATA_SIGILL_GUARD)
-  const std::lock_guard<std::mutex> lock(g_guard_mutex);
-  struct sigaction sa{};
-  sa.sa_sigaction = on_guarded_sigill;
-  sa.sa_flags = SA_SIGINFO;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGILL, &sa, &g_guard_previous) != 0) {
-    why = "could not install a SIGILL handler";
+bool run_probe_in_child(AmxProbeFn probe, std::string& why, int timeout_ms) {
+#if defined(STRATA_PROBE_CHILD)
+  const pid_t pid = fork();
+  if (pid < 0) {
+    why = std::string("could not start (fork: ") + std::strerror(errno) + ")";
     return false;
   }
-  volatile bool ok = false, trapped = false;
-  g_guard_thread = pthread_self();
-  if (sigsetjmp(g_guard_jump, 1) == 0) {
-    g_guard_armed.store(true);
-    ok = probe();
-  } else {
-    trapped = true;
+  if (pid == 0) {  // the child: a fault ends it with the signal; _exit skips the parent's atexit work
+    signal(SIGILL, SIG_DFL);
+    _exit(probe() ? 0 : 1);
   }
-  g_guard_armed.store(false);
-  sigaction(SIGILL, &g_guard_previous, nullptr);
-  if (trapped)
-    why = "raised SIGILL";
-  else if (!ok)
+  int status = 0;
+  const timespec tick{0, 1'000'000};
+  for (int waited_ms = 0;; ++waited_ms) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) {
+      why = std::string("could not be waited for (") + std::strerror(errno) + ")";
+      return false;
+    }
+    if (waited_ms >= timeout_ms) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      why = "did not finish in " + std::to_string(timeout_ms) + " ms";
+      return false;
+    }
+    nanosleep(&tick, nullptr);
+  }
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    why = sig == SIGILL ? std::string("raised SIGILL") : "ended by signal " + std::to_string(sig);
+    return false;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     why = "computed a wrong result";
-  return ok && !trapped;
+    return false;
+  }
+  return true;
 #else
   (void)probe;
-  why = "no SIGILL guard on this platform";
+  (void)timeout_ms;
+  why = "no child processes on this platform";
   return false;
 #endif
 }
@@ -215,7 +216,7 @@ AmxStatus detect_amx(AmxProbeFn probe) {
   std::string why;
   if (!request_tile_permission(why)) return {false, why};
   if (probe == nullptr) return {false, "no probe"};
-  if (!run_sigill_guarded(probe, why)) return {false, "the tile probe " + why};
+  if (!run_probe_in_child(probe, why)) return {false, "the tile probe " + why};
   return {true, "usable"};
 #else
   (void)probe;

@@ -12,8 +12,9 @@
 // own: where it is usable, the multi-activation kernels of the repacked Q8_0 / Q4_0 weights run on
 // tiles (cpu/amx/), everything else stays AVX-512. CPUID is not enough to use it: the OS must
 // enable the tile state (XCR0 bits 17-18), Linux must grant this process the tile data
-// (arch_prctl(ARCH_REQ_XCOMP_PERM)), and a one-time probe must run a small tile product, under a
-// SIGILL guard, and get the right answer (some VMs advertise AMX and fault on it).
+// (arch_prctl(ARCH_REQ_XCOMP_PERM)), and a one-time probe must run small tile products on three
+// threads, with sleeps between uses, in a child process, and get the right answers (some VMs
+// advertise AMX and fault on it, one of them only after the first use).
 //
 // AArch64: Neon = plain ARMv8-A (NEON is mandatory; int8 dots by widening multiplies), the
 // baseline the whole library is built for; NeonDotprod = that plus SDOT (ARMv8.2 dotprod);
@@ -61,9 +62,11 @@ inline constexpr const char* kAmxPathName = "avx512+amx";
 // only when CPUID, XCR0 and arch_prctl allow AMX. A probe returns true when its result is right.
 using AmxProbeFn = bool (*)();
 AmxStatus detect_amx(AmxProbeFn probe);
-// Runs probe() with a SIGILL handler installed for the call only (the previous one restored after):
-// false, with `why` saying so, when it faulted or returned false.
-bool run_sigill_guarded(AmxProbeFn probe, std::string& why);
+// Runs probe() in a child process (fork; the caller's threads, memory and signal handlers are left
+// alone) and waits up to timeout_ms for it: false, with `why` saying so, when the child ended by a
+// signal (a tile instruction that faults raises SIGILL on any of the probe's threads), returned
+// false, or did not finish in time (then it is killed). Where there is no fork: false.
+bool run_probe_in_child(AmxProbeFn probe, std::string& why, int timeout_ms = 10000);
 // Tests only: replace the detected status (not synchronised with running kernels).
 void set_amx_status_for_testing(const AmxStatus& s);
 

@@ -199,8 +199,9 @@ def build_gguf(shape: MoeShape, path: Path, weight_type: str = "Q8_0", seed: int
     return path
 
 
-def llama_quantize(src: Path, dst: Path, weight_type: str, threads: int = 2) -> Path:
-    """dst = src requantized by llama.cpp (``llama_model_quantize``) to the file type `weight_type`."""
+def llama_quantize(src: Path, dst: Path, weight_type: str, threads: int = 0) -> Path:
+    """dst = src requantized by llama.cpp (``llama_model_quantize``) to the file type `weight_type`, with
+    `threads` threads (0 = llama.cpp's choice, every hardware thread: building a model is not timed)."""
     import ctypes
 
     import llama_cpp
