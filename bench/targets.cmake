@@ -28,3 +28,8 @@ target_compile_options(float_rows_bench PRIVATE ${STRATA_WARNINGS})
 add_executable(attention_core_bench ${CMAKE_CURRENT_LIST_DIR}/attention_core_bench.cpp)
 target_link_libraries(attention_core_bench PRIVATE strata_core)
 target_compile_options(attention_core_bench PRIVATE ${STRATA_WARNINGS})
+# slice_order_bench: one-thread GEMV read rate of 256 MiB as one call, as expert-sized slices in address
+# order and shuffled (docs/benchmarks.md, session 14).
+add_executable(slice_order_bench ${CMAKE_CURRENT_LIST_DIR}/slice_order_bench.cpp)
+target_link_libraries(slice_order_bench PRIVATE strata_core)
+target_compile_options(slice_order_bench PRIVATE ${STRATA_WARNINGS})
