@@ -40,14 +40,14 @@ int main(int argc, char** argv) {
   }
   const quant::GGMLType t = type == "q8_0" ? quant::GGMLType::Q8_0_R16 : quant::GGMLType::Q4_0_R16;
   constexpr int64_t kCols = 1024;
-  const int64_t row_bytes = kCols / 32 * (type == "q8_0" ? 34 : 18);
+  const auto row_bytes = static_cast<int64_t>(quant::row_bytes(t, kCols));
   const int64_t slice = rows * row_bytes;
   const int64_t nslices = (int64_t{256} << 20) / slice;
   AlignedBuffer<uint8_t> w(static_cast<std::size_t>(nslices * slice));
   for (std::size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<uint8_t>((i * 131) >> 3);
   const cpu::DotKernel& k = cpu::dot_kernel(t, cpu::active_isa());
   std::vector<float> x(kCols, 0.5f);
-  std::vector<uint8_t> act(kCols / 32 * 34);
+  std::vector<uint8_t> act(quant::row_bytes(k.act_type, kCols));
   k.quantize_act(x.data(), act.data(), kCols);
   std::vector<float> out(static_cast<std::size_t>(nslices * rows));
   std::vector<int64_t> order(static_cast<std::size_t>(nslices));

@@ -1,6 +1,7 @@
 #include "strata/cpu/features.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -16,16 +17,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <ctime>
 #define STRATA_PROBE_CHILD 1
 #endif
 #if defined(STRATA_X86_CPUID) && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #endif
 #if defined(STRATA_HAVE_AMX_TU)
 #include "strata/cpu/amx/dot_amx.h"

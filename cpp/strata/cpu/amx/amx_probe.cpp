@@ -11,19 +11,14 @@
 #include <thread>
 
 #include "strata/cpu/amx/dot_amx.h"
+#include "strata/cpu/amx/tile_config.h"
 
 namespace strata::cpu::amx {
 namespace {
 
-struct alignas(64) Config {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // Rounds of tile work on one thread, configured once, a short sleep between rounds (~2 ms in all).
 bool tile_rounds() {
-  Config cfg;
+  TileConfig cfg;
   for (int t = 0; t < 4; ++t) {
     cfg.rows[t] = 16;
     cfg.colsb[t] = 64;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "strata/cpu/amx/dot_amx.h"
+#include "strata/cpu/amx/tile_config.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
@@ -42,13 +43,6 @@ constexpr int kBlockQs = quant::kQK32;  // A-tile bytes per activation and block
 // register number into the instruction text, so the calls below spell them as literals.
 // Tile 6 holds a constant B tile of −bias bytes.
 constexpr int kA0 = 0, kA1 = 1, kB0 = 2, kB1 = 3, kC0 = 4, kC1 = 5, kBias = 6;
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
 
 void configure_tiles(int m) {
   TileConfig c;
