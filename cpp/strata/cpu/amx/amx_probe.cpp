@@ -4,14 +4,23 @@
 // sleeping. A first use is not enough: on a Firecracker guest (Linux 6.18, 2026-12) the detection's
 // single product passed and the engine's tile kernels then died with SIGILL, so the probe now meets
 // what a running kernel meets (threads other than the first, context switches, the VM's exits).
+// It then runs the engine's own tile kernels once against the scalar kernel: on that guest the tile
+// products passed and the kernels still faulted, because the compiler had emptied their tile
+// configuration (tile_config.h), so only the code that will run can vouch for itself.
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <thread>
+#include <vector>
 
 #include "strata/cpu/amx/dot_amx.h"
 #include "strata/cpu/amx/tile_config.h"
+#include "strata/cpu/kernels.h"
+#include "strata/cpu/repack/repack.h"
+#include "strata/quant/blocks.h"
+#include "strata/quant/types.h"
 
 namespace strata::cpu::amx {
 namespace {
@@ -47,7 +56,7 @@ bool tile_rounds() {
   constexpr int kRounds = 8, kRepeats = 64;
   const timespec pause{0, 250'000};
   bool ok = true;
-  _tile_loadconfig(&cfg);
+  load_tile_config(cfg);
   for (int round = 0; round < kRounds && ok; ++round) {
     for (int rep = 0; rep < kRepeats; ++rep) {
       _tile_loadd(0, a, 64);
@@ -68,6 +77,50 @@ bool tile_rounds() {
   return ok;
 }
 
+// The Q8_0 and Q4_0 tile kernels on one 32 x 256 matrix, 1 and 16 activations: bitwise the scalar
+// kernel of the plain type (their contract, tests/cpp/test_amx.cpp checks it at length).
+bool kernels_agree() {
+  constexpr int64_t kRows = 32, kCols = 256, kActs = 16;
+  uint32_t seed = 12345;
+  auto next = [&seed] { return seed = seed * 1664525u + 1013904223u; };
+  struct Case {
+    quant::GGMLType plain;
+    DotRowsMultiFn tiles;
+    std::size_t block_bytes;
+  };
+  const Case cases[] = {{quant::GGMLType::Q8_0, dot_rows_multi_q8_0_r16_tiles, sizeof(quant::BlockQ8_0)},
+                        {quant::GGMLType::Q4_0, dot_rows_multi_q4_0_r16_tiles, sizeof(quant::BlockQ4_0)}};
+  for (const Case& c : cases) {
+    const std::size_t stride = quant::row_bytes(c.plain, kCols);
+    std::vector<uint8_t> w(stride * kRows), wr(w.size());
+    for (auto& b : w) b = static_cast<uint8_t>(next() >> 24);
+    for (std::size_t at = 0; at < w.size(); at += c.block_bytes) {  // each block's fp16 scale: 2^-4 .. 2^-1
+      const uint16_t d = static_cast<uint16_t>(0x2C00 + ((next() >> 28) << 8));
+      std::memcpy(w.data() + at, &d, sizeof d);
+    }
+    repack_rows(c.plain, w.data(), kRows, kCols, wr.data());
+    const DotKernel& ref = dot_kernel(c.plain, Isa::Scalar);
+    const std::size_t ab = activation_row_bytes(c.plain, kCols);
+    std::vector<float> x(kCols);
+    std::vector<uint8_t> act(ab * kActs);
+    std::vector<float> want(kRows * kActs), got(kRows * kActs);
+    const void* acts[kActs];
+    float* outs[kActs];
+    for (int a = 0; a < kActs; ++a) {
+      for (auto& v : x) v = static_cast<float>(static_cast<int>(next() >> 20) - 2048) / 512.0f;
+      ref.quantize_act(x.data(), act.data() + a * ab, kCols);
+      ref.dot_rows(kCols, w.data(), stride, kRows, act.data() + a * ab, want.data() + a * kRows);
+      acts[a] = act.data() + a * ab;
+      outs[a] = got.data() + a * kRows;
+    }
+    for (int nact : {1, static_cast<int>(kActs)}) {
+      c.tiles(kCols, wr.data(), stride, kRows, acts, nact, outs);
+      if (std::memcmp(got.data(), want.data(), sizeof(float) * kRows * nact) != 0) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool probe_tiles() {
@@ -77,7 +130,7 @@ bool probe_tiles() {
   const bool ok0 = tile_rounds();
   t1.join();
   t2.join();
-  return ok0 && ok1 && ok2;
+  return ok0 && ok1 && ok2 && kernels_agree();
 }
 
 }  // namespace strata::cpu::amx

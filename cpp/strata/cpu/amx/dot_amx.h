@@ -9,9 +9,10 @@
 namespace strata::cpu::amx {
 
 // 16 x 16 int8 tile products (TDPBSUD, TDPBSSD) against their values computed in plain integers, on
-// this thread and two new ones, with sleeps between uses; true when every one agrees. Each thread
-// configures its tiles and releases them. The one-time probe of cpu::detect_amx (run in a child
-// process there: a fault on any of its threads must not end the caller).
+// this thread and two new ones, with sleeps between uses, then the tile kernels below against the
+// scalar kernel; true when every one agrees. Each thread configures its tiles and releases them.
+// The one-time probe of cpu::detect_amx (run in a child process there: a fault on any of its
+// threads must not end the caller).
 bool probe_tiles();
 
 // From this many activations on, the multi-activation kernels of cpu::amx::kernel() run on tiles;

@@ -58,7 +58,7 @@ void configure_tiles(int m) {
     c.rows[t] = static_cast<uint8_t>(m);
     c.colsb[t] = 64;
   }
-  _tile_loadconfig(&c);
+  load_tile_config(c);
 }
 
 struct Q8Ops {

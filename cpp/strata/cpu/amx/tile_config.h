@@ -12,4 +12,10 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
+// LDTILECFG from c. Not _tile_loadconfig: GCC 12 does not see that intrinsic read its operand and
+// drops the stores that fill it (dead-store elimination), so the tiles were configured with zero
+// rows and the first TILELOADD raised SIGILL (found on an AMX Xeon, 2026-12). The "m" operand makes
+// the read visible to the compiler.
+inline void load_tile_config(const TileConfig& c) { asm volatile("ldtilecfg %0" : : "m"(c)); }
+
 }  // namespace strata::cpu::amx
