@@ -6,7 +6,7 @@
 // what a running kernel meets (threads other than the first, context switches, the VM's exits).
 // It then runs the engine's own tile kernels once against the scalar kernel: on that guest the tile
 // products passed and the kernels still faulted, because the compiler had emptied their tile
-// configuration (tile_config.h), so only the code that will run can vouch for itself.
+// configuration (tile_ops.h), so only the code that will run can vouch for itself.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "strata/cpu/amx/dot_amx.h"
-#include "strata/cpu/amx/tile_config.h"
+#include "strata/cpu/amx/tile_ops.h"
 #include "strata/cpu/kernels.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/quant/blocks.h"
@@ -59,8 +59,8 @@ bool tile_rounds() {
   load_tile_config(cfg);
   for (int round = 0; round < kRounds && ok; ++round) {
     for (int rep = 0; rep < kRepeats; ++rep) {
-      _tile_loadd(0, a, 64);
-      _tile_loadd(1, b, 64);
+      STRATA_TILE_LOADD(0, a, 64);
+      STRATA_TILE_LOADD(1, b, 64);
       _tile_zero(2);
       _tile_zero(3);
       _tile_dpbsud(2, 0, 1);

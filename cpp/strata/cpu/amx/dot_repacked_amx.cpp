@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "strata/cpu/amx/dot_amx.h"
-#include "strata/cpu/amx/tile_config.h"
+#include "strata/cpu/amx/tile_ops.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
@@ -155,10 +155,10 @@ void group_tiles(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* 
   int64_t b = 0;
   int p = 0;
   for (; b + 2 <= nb; b += 2, p ^= 1) {
-    _tile_loadd(0, ch.a + b * ch.a_block, stride);
-    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
-    _tile_loadd(1, ch.a + (b + 1) * ch.a_block, stride);
-    _tile_loadd(3, Ops::b_tile(grp + L::qs_off(b + 1, nb), bq1), 64);
+    STRATA_TILE_LOADD(0, ch.a + b * ch.a_block, stride);
+    STRATA_TILE_LOADD(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
+    STRATA_TILE_LOADD(1, ch.a + (b + 1) * ch.a_block, stride);
+    STRATA_TILE_LOADD(3, Ops::b_tile(grp + L::qs_off(b + 1, nb), bq1), 64);
     _tile_zero(4);
     _tile_zero(5);
     _tile_dpbsud(4, 0, 2);
@@ -177,8 +177,8 @@ void group_tiles(int64_t nb, const uint8_t* grp, const Chunk& ch, float* const* 
     scale(b - 1, c[p ^ 1][1]);
   }
   if (b < nb) {
-    _tile_loadd(0, ch.a + b * ch.a_block, stride);
-    _tile_loadd(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
+    STRATA_TILE_LOADD(0, ch.a + b * ch.a_block, stride);
+    STRATA_TILE_LOADD(2, Ops::b_tile(grp + L::qs_off(b, nb), bq0), 64);
     _tile_zero(4);
     _tile_dpbsud(4, 0, 2);
     _tile_dpbssd(4, 0, 6);
@@ -231,7 +231,7 @@ void rows_multi_tiles(int64_t n, const void* w, std::size_t stride, int64_t nrow
     const Chunk ch = prepare(nb, y + a, m, scratch);
     if (m != configured) {
       configure_tiles(configured = m);  // zeroes every tile
-      _tile_loadd(6, bias_tile<Ops>(), 64);
+      STRATA_TILE_LOADD(6, bias_tile<Ops>(), 64);
     }
     chunk_fn<Ops>(m, std::make_integer_sequence<int, kMaxM>{})(nb, p, stride, nrows, ch, outs + a);
   }
