@@ -94,7 +94,7 @@ bool kernels_agree() {
     const std::size_t stride = quant::row_bytes(c.plain, kCols);
     std::vector<uint8_t> w(stride * kRows), wr(w.size());
     for (auto& b : w) b = static_cast<uint8_t>(next() >> 24);
-    for (std::size_t at = 0; at < w.size(); at += c.block_bytes) {  // each block's fp16 scale: 2^-4 .. 2^-1
+    for (std::size_t at = 0; at < w.size(); at += c.block_bytes) {  // each block's fp16 scale: 0.0625 .. 0.875
       const uint16_t d = static_cast<uint16_t>(0x2C00 + ((next() >> 28) << 8));
       std::memcpy(w.data() + at, &d, sizeof d);
     }
