@@ -19,7 +19,6 @@
 #include "strata/cpu/amx/tile_ops.h"
 #include "strata/cpu/kernels.h"
 #include "strata/cpu/repack/repack.h"
-#include "strata/quant/blocks.h"
 #include "strata/quant/types.h"
 
 namespace strata::cpu::amx {
@@ -86,15 +85,15 @@ bool kernels_agree() {
   struct Case {
     quant::GGMLType plain;
     DotRowsMultiFn tiles;
-    std::size_t block_bytes;
   };
-  const Case cases[] = {{quant::GGMLType::Q8_0, dot_rows_multi_q8_0_r16_tiles, sizeof(quant::BlockQ8_0)},
-                        {quant::GGMLType::Q4_0, dot_rows_multi_q4_0_r16_tiles, sizeof(quant::BlockQ4_0)}};
+  const Case cases[] = {{quant::GGMLType::Q8_0, dot_rows_multi_q8_0_r16_tiles},
+                        {quant::GGMLType::Q4_0, dot_rows_multi_q4_0_r16_tiles}};
   for (const Case& c : cases) {
     const std::size_t stride = quant::row_bytes(c.plain, kCols);
     std::vector<uint8_t> w(stride * kRows), wr(w.size());
     for (auto& b : w) b = static_cast<uint8_t>(next() >> 24);
-    for (std::size_t at = 0; at < w.size(); at += c.block_bytes) {  // each block's fp16 scale: 0.0625 .. 0.875
+    // Each block's fp16 scale (its first two bytes): 0.0625 .. 0.875.
+    for (std::size_t at = 0; at < w.size(); at += quant::type_size(c.plain)) {
       const uint16_t d = static_cast<uint16_t>(0x2C00 + ((next() >> 28) << 8));
       std::memcpy(w.data() + at, &d, sizeof d);
     }
