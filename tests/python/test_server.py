@@ -20,6 +20,7 @@ import uvicorn
 import strata
 from strata.convert import byte_level_tokenizer, make_random_strata
 from strata.server import EngineWorker, create_app
+from strata.server import engine as engine_module
 
 VOCAB = 300
 TINY = dict(vocab_size=VOCAB, d=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, gated=True,
@@ -238,27 +239,45 @@ def test_malformed_json_and_unknown_route(server: Running) -> None:
 
 
 # ------------------------------------------------------------------------- disconnect, concurrency
-def test_disconnect_frees_the_slot(server: Running) -> None:
-    body = {"prompt": "long", "max_tokens": 200, "temperature": 0.8, "stream": True}
+def test_disconnect_frees_the_slot(server: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tiny model decodes 200 tokens faster than the disconnect can travel, so the generation could
+    # end on its own before the server sees the client leave (CI once measured a cancelled count of 0).
+    # After each piece the decode thread therefore waits until its job is cancelled (10 s at most):
+    # the test then measures what the server does on a disconnect, not which side wins a race.
+    post = engine_module.Job._post
+
+    def post_then_hold(job: engine_module.Job, kind: str, value: object) -> None:
+        post(job, kind, value)
+        if kind == "piece":
+            job.cancelled.wait(10)
+
+    monkeypatch.setattr(engine_module.Job, "_post", post_then_hold)
+    cancelled_before = server.worker.metrics.requests_cancelled
+    body = {"prompt": "long", "max_tokens": 200, "temperature": 0.8, "seed": 7, "stream": True}
     url = server.base + "/v1/completions"
+    t_disconnect = time.monotonic()
     with httpx.Client(timeout=10) as http, http.stream("POST", url, json=body) as r:
         assert r.status_code == 200
         lines = r.iter_lines()
         first = next(line for line in lines if line.startswith("data: "))
         assert json.loads(first[6:])["object"] == "text_completion"
+        t_disconnect = time.monotonic()
     # the connection is closed: the server stops that generation and serves the next request at once
     deadline = time.monotonic() + 10
     while server.worker.active and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.worker.active == 0
+    assert time.monotonic() - t_disconnect < 5  # noticed by the disconnect, not by the 10 s hold
+    monkeypatch.undo()
     t0 = time.monotonic()
     r = server.client().completions.create(model=server.worker.model_id, prompt="next", max_tokens=4,
                                            temperature=0)
     assert r.usage.completion_tokens > 0
     assert time.monotonic() - t0 < 5
+    assert server.worker.metrics.requests_cancelled == cancelled_before + 1
     text = httpx.get(server.base + "/metrics", timeout=5).text
     assert 'strata_requests_cancelled_total{model="' in text
-    assert "strata_requests_cancelled_total" in text and " 0\n" not in _line(text, "requests_cancelled_total")
+    assert _line(text, "requests_cancelled_total").endswith(f" {cancelled_before + 1}\n")
 
 
 def _line(text: str, name: str) -> str:
