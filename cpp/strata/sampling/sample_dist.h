@@ -14,6 +14,7 @@ namespace strata::sampling {
 // Buffers reused across calls (no per-token allocation once warm). One per thread.
 struct SampleWorkspace {
   std::vector<double> work;
+  std::vector<float> exps;  // the softmax's exponentials (computed in float, vectorised)
   std::vector<int32_t> order;
   std::vector<double> topk_vals;
   std::vector<double> bucket_mass;
