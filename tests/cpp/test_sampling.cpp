@@ -5,6 +5,8 @@
 #include "check.h"
 
 #include <algorithm>
+#include <cstring>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -352,6 +354,42 @@ TEST(top_k_paths_match_full_sort) {
       for (int i = 0; i < V; ++i) mismatches += (d[static_cast<size_t>(i)] > 0.0f) != want[static_cast<size_t>(i)];
       CHECK_EQ(mismatches, 0);
     }
+  }
+}
+
+TEST(compact_top_k_path_is_bitwise_the_full_path) {
+  // top_k in (0, 256] runs over the k candidates only; the same row with everything outside the top k
+  // masked to -inf and top_k off runs over all V tokens. Both must give bitwise the same distribution,
+  // with penalties on tokens inside and outside the top k, min-p, top-p, temperature 0 and > 0.
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int V = 3000 + static_cast<int>(rng() % 3000);
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = trial % 2 ? nd(rng) : static_cast<float>(static_cast<int>(rng() % 60)) * 0.1f;  // ties
+    for (int i = 0; i < V; i += 97) l[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+    const int k = std::array<int, 5>{1, 2, 40, 255, 256}[static_cast<size_t>(trial) % 5];
+    std::vector<int> idx(static_cast<size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](int a, int b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
+    std::vector<float> masked(static_cast<size_t>(V), -std::numeric_limits<float>::infinity());
+    for (int j = 0; j < k; ++j)
+      masked[static_cast<size_t>(idx[static_cast<size_t>(j)])] = l[static_cast<size_t>(idx[static_cast<size_t>(j)])];
+    std::vector<int32_t> hist;
+    for (int j = 0; j < 30; ++j) hist.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(V)));
+    for (int j = 0; j < 5; ++j) hist.push_back(idx[static_cast<size_t>(j)]);  // some inside the top k for sure
+    SamplingPolicy p = temp(trial % 7 == 0 ? 0.0f : 0.4f + 0.1f * static_cast<float>(trial % 9));
+    p.top_k = k;
+    p.top_p = trial % 3 == 0 ? 1.0f : 0.9f;
+    p.min_p = trial % 4 == 0 ? 0.05f : 0.0f;
+    p.repetition_penalty = trial % 5 == 4 ? 1.0f : 1.2f;
+    p.presence_penalty = trial % 2 ? 0.3f : 0.0f;
+    const auto compact = dist_of(l, p, hist, {idx[0]});
+    SamplingPolicy full = p;
+    full.top_k = 0;
+    const auto ref = dist_of(masked, full, hist, {idx[0]});
+    CHECK(std::memcmp(compact.data(), ref.data(), compact.size() * sizeof(float)) == 0);
   }
 }
 

@@ -16,6 +16,7 @@ struct SampleWorkspace {
   std::vector<double> work;
   std::vector<float> exps;  // the softmax's exponentials (computed in float, vectorised)
   std::vector<int32_t> order;
+  std::vector<int32_t> cand_ids;  // the top-k candidates' ids, ascending (the compact path)
   std::vector<double> topk_vals;
   std::vector<double> bucket_mass;
   std::vector<uint32_t> seen;  // per-token stamp: distinct-token bookkeeping for the penalties
