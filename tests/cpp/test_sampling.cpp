@@ -393,6 +393,33 @@ TEST(compact_top_k_path_is_bitwise_the_full_path) {
   }
 }
 
+TEST(greedy_sample_logits_is_the_argmax_of_sample_dist) {
+  // temperature 0 without penalties skips the distribution: the same token, the same errors.
+  std::mt19937_64 rng(5);
+  SampleWorkspace ws;
+  Rng r(1);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int V = 1 + static_cast<int>(rng() % 3000);
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = static_cast<float>(static_cast<int>(rng() % 40)) * 0.25f - 5.0f;  // ties
+    for (int i = 1; i < V; i += 7) l[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+    if (trial % 5 == 0) l[0] = -std::numeric_limits<float>::infinity();
+    SamplingPolicy p = temp(0.0f);
+    p.top_k = trial % 3 == 0 ? 0 : 1 + trial;
+    std::vector<float> d(static_cast<size_t>(V));
+    sample_dist(l.data(), V, p, {}, {}, d.data(), ws);
+    CHECK_EQ(sample_logits(l.data(), V, p, {}, {}, r, ws), argmax(d.data(), V));
+  }
+  SamplingPolicy g = temp(0.0f);
+  const std::vector<float> nan_row = {0.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f};
+  const std::vector<float> inf_row = {0.0f, std::numeric_limits<float>::infinity()};
+  const std::vector<float> dead(3, -std::numeric_limits<float>::infinity());
+  CHECK_THROWS(sample_logits(nan_row.data(), 3, g, {}, {}, r, ws));
+  CHECK_THROWS(sample_logits(inf_row.data(), 2, g, {}, {}, r, ws));
+  CHECK_THROWS(sample_logits(dead.data(), 3, g, {}, {}, r, ws));
+  CHECK_THROWS(sample_logits(dead.data(), 0, g, {}, {}, r, ws));
+}
+
 TEST(speed_v151936) {
   // Measures only: sample_dist at a real vocabulary size (one row; a window runs k + 1 of them).
   const int V = 151936;

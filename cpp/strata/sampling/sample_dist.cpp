@@ -20,6 +20,11 @@ struct ByValueThenId {
   bool operator()(int32_t a, int32_t b) const { return v[a] > v[b] || (v[a] == v[b] && a < b); }
 };
 
+// Whether the repetition / presence penalties change anything (and look at the history).
+bool penalties_apply(const SamplingPolicy& p) {
+  return !((p.repetition_penalty == 1.0 && p.presence_penalty == 0.0) || p.penalty_last_n == 0);
+}
+
 // Keeps the k largest logits (ties to the lowest id), the rest become -inf: nth_element under the
 // total order. Only for k > 256: smaller k take the compact path (select_top_k).
 void apply_top_k(double* w, int V, int k, SampleWorkspace& ws) {
@@ -75,7 +80,7 @@ int select_top_k(const float* logits, int V, int k, double* w, SampleWorkspace& 
 void apply_penalties(double* w, int V, std::span<const int32_t> ids, const SamplingPolicy& p,
                      std::span<const int32_t> history, std::span<const int32_t> inputs, SampleWorkspace& ws) {
   const double rp = p.repetition_penalty, pres = p.presence_penalty;
-  if ((rp == 1.0 && pres == 0.0) || p.penalty_last_n == 0) return;
+  if (!penalties_apply(p)) return;
   if (ws.seen.size() != static_cast<size_t>(V)) {
     ws.seen.assign(static_cast<size_t>(V), 0);
     ws.stamp = 0;
@@ -157,6 +162,19 @@ double apply_top_p(double* e, int V, double sum, double top_p, SampleWorkspace& 
   double kept = 0.0;
   for (int i = 0; i < V; ++i) kept += e[i];
   return kept;
+}
+
+int32_t greedy_argmax(const float* logits, int V) {
+  if (V < 1) throw_error(ErrorKind::Value, "sample_dist: vocabulary size must be >= 1");
+  int32_t best = -1;
+  for (int i = 0; i < V; ++i) {
+    const float x = logits[i];
+    if (!(x < std::numeric_limits<float>::infinity()))  // NaN or +inf
+      throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
+    if (x != -std::numeric_limits<float>::infinity() && (best < 0 || x > logits[best])) best = i;
+  }
+  if (best < 0) throw_error(ErrorKind::Value, "sample_dist: every logit is -inf");
+  return best;
 }
 
 }  // namespace
@@ -275,6 +293,9 @@ int32_t sample_excluding(const float* dist, int V, int32_t x, double u) {
 
 int32_t sample_logits(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
                       std::span<const int32_t> inputs, Rng& rng, SampleWorkspace& ws) {
+  // Greedy without penalties: the argmax of the logits themselves (top-k keeps it; ties to the lowest
+  // id as there), without the distribution's V-sized passes in double. Same errors as sample_dist.
+  if (policy.temperature == 0.0f && !penalties_apply(policy)) return greedy_argmax(logits, V);
   ws.dist.resize(static_cast<size_t>(V > 0 ? V : 0));
   sample_dist(logits, V, policy, history, inputs, ws.dist.data(), ws);
   if (policy.temperature == 0.0f) return argmax(ws.dist.data(), V);
