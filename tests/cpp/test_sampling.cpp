@@ -453,4 +453,15 @@ TEST(speed_v151936) {
     std::printf("sample_dist V=%d %-20s %.3f ms (best of 5)\n", V, name, best);
     CHECK_NEAR(s, 1.0, 1e-4);
   }
+  // What a greedy decode step pays: sample_logits without penalties (the argmax of the logits).
+  Rng r(3);
+  double best = 1e30;
+  int32_t tok = -1;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tok = sample_logits(l.data(), V, temp(0.0f), {}, {}, r, ws);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::printf("sample_logits V=%d greedy              %.3f ms (best of 5)\n", V, best);
+  CHECK_EQ(tok, argmax(l.data(), V));
 }

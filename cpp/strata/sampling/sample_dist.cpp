@@ -167,11 +167,15 @@ double apply_top_p(double* e, int V, double sum, double top_p, SampleWorkspace& 
 int32_t greedy_argmax(const float* logits, int V) {
   if (V < 1) throw_error(ErrorKind::Value, "sample_dist: vocabulary size must be >= 1");
   int32_t best = -1;
+  float top = -std::numeric_limits<float>::infinity();  // -inf (a mask) never beats it
   for (int i = 0; i < V; ++i) {
     const float x = logits[i];
     if (!(x < std::numeric_limits<float>::infinity()))  // NaN or +inf
       throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
-    if (x != -std::numeric_limits<float>::infinity() && (best < 0 || x > logits[best])) best = i;
+    if (x > top) {  // strictly: ties stay with the lowest id
+      top = x;
+      best = i;
+    }
   }
   if (best < 0) throw_error(ErrorKind::Value, "sample_dist: every logit is -inf");
   return best;
@@ -207,8 +211,12 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
   apply_penalties(w, V, ids, policy, history, inputs, ws);
 
   int best = -1;
+  double top_w = kNegInf;  // -inf never beats it; strictly greater: ties stay with the lowest id
   for (int i = 0; i < n; ++i)
-    if (w[i] != kNegInf && (best < 0 || w[i] > w[best])) best = i;
+    if (w[i] > top_w) {
+      top_w = w[i];
+      best = i;
+    }
   if (best < 0) throw_error(ErrorKind::Value, "sample_dist: every logit is -inf");
   if (policy.temperature == 0.0f) {
     std::fill(out, out + V, 0.0f);
