@@ -30,6 +30,7 @@
 #include "strata/model/drafter_requant.h"
 #include "strata/model/model.h"
 #include "strata/util/error.h"
+#include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
 
 namespace py = pybind11;
@@ -38,9 +39,13 @@ namespace strata::bindings {
 namespace {
 
 using engine::LogitRows;
+using engine::prepare_cpu_model;
+using engine::prepared_model_key;
+using engine::PreparedModel;
 using engine::Runner;
 using engine::RunnerConfig;
 using engine::Sequence;
+using engine::shared_prepared_model;
 
 struct PyCheckpoint {
   engine::SequenceCheckpoint cp;
@@ -393,9 +398,31 @@ class PyEngine {
     cfg.mtp_requant = a.requant;
     cfg.repack = a.repack;
     requant_ = a.requant;
-    std::unique_ptr<model::Model> m = model::Model::load(a.path, a.mtp_model);
-    if (a.settings.kv_type) m->set_kv_type(*a.settings.kv_type);
-    auto runner = std::make_unique<Runner>(std::move(m), cfg);
+    auto load = [&] {
+      std::unique_ptr<model::Model> m = model::Model::load(a.path, a.mtp_model);
+      if (a.settings.kv_type) m->set_kv_type(*a.settings.kv_type);
+      return m;
+    };
+    // mmap mode: one prepared copy of the weights per file and load settings in the process, shared by
+    // every engine (session) opened on it (engine/prepared_model.h). A streaming store advises the
+    // mapping before the load-time reads, so each streaming engine prepares its own.
+    const cpu::RepackMode repack = a.repack.value_or(cpu::repack_mode());
+    const auto key = a.experts.mode == experts::ExpertMode::Mmap
+                         ? prepared_model_key(a.path, a.mtp_model, a.settings.kv_type, a.requant, repack)
+                         : std::nullopt;
+    std::unique_ptr<Runner> runner;
+    if (key) {
+      auto prepared = shared_prepared_model(*key, [&] {
+        auto p = std::make_shared<PreparedModel>();
+        p->model = load();
+        p->repack = prepare_cpu_model(*p->model, a.requant, repack, true, &ThreadPool::global());
+        if (p->repack.matrices > 0) log(LogLevel::Info, p->repack.summary());
+        return p;
+      });
+      runner = std::make_unique<Runner>(std::move(prepared), cfg);
+    } else {
+      runner = std::make_unique<Runner>(load(), cfg);
+    }
     model_ = &runner->model();
     seq_ = std::move(runner);
   }
@@ -459,6 +486,9 @@ class PyEngine {
 }  // namespace
 
 void bind_engine(py::module_& m) {
+  m.def("prepared_models_alive", &engine::prepared_models_alive,
+        "How many prepared models (one per file and load settings, shared by every cpu engine in mmap mode "
+        "opened on them) are alive in this process");
   m.def(
       "metal_device_available",
       [] {

@@ -2,8 +2,9 @@
 
 A Model is cheap to keep: it validates the file once (the C++ loader checks every key and tensor),
 reads the metadata and builds the tokenizer; it holds no KV cache. Each :class:`~strata.Session`
-made by :meth:`Model.session` owns its own native engine (the weights are memory-mapped, so sessions
-share them through the OS page cache; each has its own KV cells, MTP cells, history and RNG).
+made by :meth:`Model.session` owns its own native engine; the weights are shared (one mapping, and the
+repacked copies made once per file and load settings in the process), each session has its own KV
+cells, MTP cells, history and RNG.
 """
 
 from __future__ import annotations

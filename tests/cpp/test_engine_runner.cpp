@@ -6,7 +6,9 @@
 #include <cstring>
 #include <vector>
 
+#include "strata/engine/prepared_model.h"
 #include "strata/engine/runner.h"
+#include "strata/util/thread_pool.h"
 #include "test_engine_reference.h"
 #include "test_engine_support.h"
 
@@ -158,4 +160,82 @@ TEST(eval_all_logits_in_chunks_equal_rows) {
   a.eval(toks.data(), 20, 0, LogitRows::All, la.data());
   b.eval(toks.data(), 20, 0, LogitRows::All, lb.data());
   CHECK(la == lb);
+}
+
+TEST(runners_share_one_prepared_model) {
+  // Engines over one prepared model (here: the drafter requantized to Q4_0, R-11) read the same
+  // weights and compute bitwise what a runner that prepared its own copy computes, interleaved or not
+  // (engine/prepared_model.h). The Python tests cover repacked weights on a Q8_0 file.
+  TinyOptions o;
+  o.ff = 32;
+  o.ff_shared = 32;  // every requantized row length a multiple of 32
+  o.seed = 33;
+  RunnerConfig c = cfg_for(8);
+  c.mtp_requant = strata::model::DrafterRequant::Q4;
+  auto prepared = std::make_shared<strata::engine::PreparedModel>();
+  prepared->model = tiny_model(o);
+  prepared->repack =
+      strata::engine::prepare_cpu_model(*prepared->model, strata::model::DrafterRequant::Q4,
+                                        strata::cpu::RepackMode::On, true, &strata::ThreadPool::global());
+  CHECK(!prepared->model->owned_weights.empty());
+  Runner own(tiny_model(o), c);
+  Runner a(prepared, c);
+  Runner b(prepared, c);
+  CHECK(&a.model() == &b.model());
+  CHECK(&own.model() != &a.model());
+  CHECK(a.model().mtp->fc_hidden.data == b.model().mtp->fc_hidden.data);
+  const auto toks = toks_for(20, 3);
+  const std::size_t V = own.model().hparams().n_vocab;
+  std::vector<float> lo(V), la(V), lb(V);
+  own.eval(toks.data(), 12, 0, LogitRows::Last, lo.data());
+  a.eval(toks.data(), 12, 0, LogitRows::Last, la.data());
+  b.eval(toks.data() + 5, 7, 0, LogitRows::Last, lb.data());  // b elsewhere in between
+  CHECK(lo == la);
+  for (int i = 12; i < 20; ++i) {
+    own.eval(&toks[static_cast<std::size_t>(i)], 1, i, LogitRows::Last, lo.data());
+    a.eval(&toks[static_cast<std::size_t>(i)], 1, i, LogitRows::Last, la.data());
+    b.eval(&toks[static_cast<std::size_t>(i)], 1, i - 5, LogitRows::Last, lb.data());
+    CHECK(lo == la);
+  }
+  std::vector<float> da(2 * own.model().hparams().mtp_vocab), dob(da.size());
+  int32_t ta[2], to[2];
+  own.mtp_draft(nullptr, toks[19], 19, 2, dob.data(), to);
+  a.mtp_draft(nullptr, toks[19], 19, 2, da.data(), ta);
+  CHECK(da == dob);
+  // A streaming store cannot take a shared model (it advises the mapping before preparing).
+  RunnerConfig sc = c;
+  sc.experts.mode = strata::experts::ExpertMode::Stream;
+  CHECK_THROWS(Runner(prepared, sc));
+}
+
+TEST(prepared_model_registry_shares_by_key_while_alive) {
+  TinyOptions o;
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    auto p = std::make_shared<strata::engine::PreparedModel>();
+    p->model = tiny_model(o);
+    return p;
+  };
+  strata::engine::PreparedModelKey k;
+  k.file.ino = 424242;  // not a real file's: this test's entries only
+  const int alive = strata::engine::prepared_models_alive();
+  auto x = strata::engine::shared_prepared_model(k, make);
+  auto y = strata::engine::shared_prepared_model(k, make);
+  CHECK(x == y);
+  CHECK_EQ(made, 1);
+  strata::engine::PreparedModelKey k2 = k;
+  k2.kv_type = 1;
+  auto z = strata::engine::shared_prepared_model(k2, make);
+  CHECK(z != x);
+  CHECK_EQ(made, 2);
+  CHECK_EQ(strata::engine::prepared_models_alive(), alive + 2);
+  x.reset();
+  y.reset();
+  CHECK_EQ(strata::engine::prepared_models_alive(), alive + 1);
+  auto again = strata::engine::shared_prepared_model(k, make);  // the last holder went: made anew
+  CHECK_EQ(made, 3);
+  // The key of a real file follows its identity; a missing file has none.
+  CHECK(!strata::engine::prepared_model_key("/nonexistent/strata.gguf", "", std::nullopt,
+                                            strata::model::DrafterRequant::Off, strata::cpu::RepackMode::On));
 }

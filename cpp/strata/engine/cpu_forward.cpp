@@ -11,31 +11,51 @@
 
 namespace strata::engine {
 
-CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConfig& cfg) : model_(std::move(model)) {
-  if (!model_) throw_error(ErrorKind::Value, "cpu backend: no model");
+ThreadPool* CpuForward::make_pool(const CpuForwardConfig& cfg) {
   if (cfg.n_threads < 0 || cfg.n_threads > 1024)
     throw_error(ErrorKind::Value,
                 "cpu backend: n_threads = " + std::to_string(cfg.n_threads) + " must be in [0, 1024]");
-  ThreadPool* pool = &ThreadPool::global();
-  if (cfg.n_threads > 0) {
-    own_pool_ = std::make_unique<ThreadPool>(cfg.n_threads);
-    pool = own_pool_.get();
-  }
-  const model::HParams& hp = model_->hparams();
+  if (cfg.n_threads == 0) return &ThreadPool::global();
+  own_pool_ = std::make_unique<ThreadPool>(cfg.n_threads);
+  return own_pool_.get();
+}
+
+CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConfig& cfg) {
+  if (!model) throw_error(ErrorKind::Value, "cpu backend: no model");
+  ThreadPool* pool = make_pool(cfg);
   experts::ExpertStoreConfig ec = cfg.experts;
   ec.repack = cfg.repack.value_or(cpu::repack_mode());
   const bool stream = ec.mode == experts::ExpertMode::Stream;
   // A streaming store first: its mapping advice (mapping_advice.h) must precede the load-time reads
   // below, whose read-around would otherwise pull expert bytes in (and read-ahead still in flight when
   // the store dropped the expert ranges stayed cached). Neither read changes a routed expert's view.
-  if (stream) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
-  // before anything takes views of the drafter weights.
-  model::requant_drafter(*model_, cfg.mtp_requant, pool);
-  // Repacked weights, also before any view is taken; stream-mode experts repack as they arrive.
-  repack_report_ = model::repack_weights(*model_, ec.repack, !stream, pool);
-  if (repack_report_.matrices > 0) log(LogLevel::Info, repack_report_.summary());
+  if (stream) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model), ec);
+  // R-11 and the repacked weights, before any view is taken; stream-mode experts repack as they arrive.
+  auto prepared = std::make_shared<PreparedModel>();
+  prepared->repack = prepare_cpu_model(*model, cfg.mtp_requant, ec.repack, !stream, pool);
+  prepared->model = std::move(model);
+  prepared_ = std::move(prepared);
+  model_ = prepared_->model.get();
+  if (prepared_->repack.matrices > 0) log(LogLevel::Info, prepared_->repack.summary());
+  build(cfg, ec, pool);
+}
+
+CpuForward::CpuForward(std::shared_ptr<const PreparedModel> prepared, const CpuForwardConfig& cfg)
+    : prepared_(std::move(prepared)) {
+  if (!prepared_ || !prepared_->model) throw_error(ErrorKind::Value, "cpu backend: no model");
+  if (cfg.experts.mode != experts::ExpertMode::Mmap)
+    throw_error(ErrorKind::Internal, "cpu backend: a shared prepared model serves mmap mode only");
+  model_ = prepared_->model.get();
+  ThreadPool* pool = make_pool(cfg);
+  experts::ExpertStoreConfig ec = cfg.experts;
+  ec.repack = prepared_->repack.mode;
+  build(cfg, ec, pool);
+}
+
+void CpuForward::build(const CpuForwardConfig& cfg, const experts::ExpertStoreConfig& ec, ThreadPool* pool) {
+  const model::HParams& hp = model_->hparams();
   // mmap mode: the store takes the views the repack made.
-  if (!stream) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
+  if (!experts_) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
   WindowConfig wc;
   wc.max_ctx = cfg.max_ctx;
   wc.max_rows = cfg.max_rows;

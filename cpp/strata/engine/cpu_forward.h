@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "strata/engine/mtp.h"
+#include "strata/engine/prepared_model.h"
 #include "strata/engine/sequence_backend.h"
 #include "strata/engine/window.h"
 #include "strata/experts/expert_store.h"
@@ -35,7 +36,11 @@ struct CpuForwardConfig {
 
 class CpuForward final : public SequenceBackend {
  public:
+  // Prepares `model` itself (drafter requant, repack) for this engine alone.
   CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConfig& cfg);
+  // Over a model prepared already and shared with other engines (engine/prepared_model.h): mmap mode
+  // only, with the settings it was prepared under (cfg.repack and cfg.mtp_requant are not read).
+  CpuForward(std::shared_ptr<const PreparedModel> prepared, const CpuForwardConfig& cfg);
   ~CpuForward() override;
 
   const model::Model& model() const { return *model_; }
@@ -43,7 +48,9 @@ class CpuForward final : public SequenceBackend {
   const Window& window() const { return *window_; }
   Mtp* mtp() { return mtp_.get(); }
   experts::ExpertStore& expert_store() { return *experts_; }
-  const model::RepackReport& repack_report() const { return repack_report_; }
+  const model::RepackReport& repack_report() const { return prepared_->repack; }
+  // The prepared model this engine reads (shared with every engine opened on it).
+  const std::shared_ptr<const PreparedModel>& prepared() const { return prepared_; }
 
   const model::HParams& hparams() const override { return model_->hparams(); }
   int64_t max_ctx() const override { return window_->max_ctx(); }
@@ -63,9 +70,11 @@ class CpuForward final : public SequenceBackend {
 
  private:
   void copy_logits(int rows, float* out) const;  // the last run's first `rows` logit rows into out
+  ThreadPool* make_pool(const CpuForwardConfig& cfg);
+  void build(const CpuForwardConfig& cfg, const experts::ExpertStoreConfig& ec, ThreadPool* pool);
 
-  std::unique_ptr<model::Model> model_;
-  model::RepackReport repack_report_;
+  std::shared_ptr<const PreparedModel> prepared_;
+  const model::Model* model_ = nullptr;  // prepared_->model
   std::unique_ptr<ThreadPool> own_pool_;
   std::unique_ptr<experts::ExpertStore> experts_;  // before the window and MTP that use it
   std::unique_ptr<Window> window_;

@@ -28,9 +28,12 @@ struct RunnerConfig {
 class Runner final : public Sequence {
  public:
   Runner(std::unique_ptr<model::Model> model, const RunnerConfig& cfg);
+  // Over a model prepared already and shared (engine/prepared_model.h; mmap mode only).
+  Runner(std::shared_ptr<const PreparedModel> prepared, const RunnerConfig& cfg);
 
   const model::Model& model() const { return cpu().model(); }
   const model::RepackReport& repack_report() const { return cpu().repack_report(); }
+  const std::shared_ptr<const PreparedModel>& prepared() const { return cpu().prepared(); }
   Window& window() { return cpu().window(); }
   const Window& window() const { return cpu().window(); }
   Mtp& mtp();

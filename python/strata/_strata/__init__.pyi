@@ -8,7 +8,7 @@ import numpy.typing
 import typing
 from . import quant
 from . import decode
-__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'amx_status', 'build_features', 'decode', 'force_isa', 'inspect_model', 'metal_device_available', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
+__all__: list[str] = ['ConfigError', 'Engine', 'EngineCheckpoint', 'FormatError', 'GGUFFile', 'IOFailure', 'InvalidArgument', 'Settings', 'StrataError', 'active_isa', 'amx_status', 'build_features', 'decode', 'force_isa', 'inspect_model', 'metal_device_available', 'prepared_models_alive', 'quant', 'set_log_level', 'set_threads', 'supported_isas', 'threads']
 class StrataError(Exception):
     pass
 class FormatError(StrataError):
@@ -246,6 +246,10 @@ def inspect_model(path: str, mtp_model: str = '') -> dict:
 def metal_device_available() -> bool:
     """
     Whether this build can run the 'metal' backend (macOS with metal-cpp); 'metal-emu' runs everywhere
+    """
+def prepared_models_alive() -> int:
+    """
+    How many prepared models (one per file and load settings, shared by every cpu engine in mmap mode opened on them) are alive in this process
     """
 def set_log_level(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...

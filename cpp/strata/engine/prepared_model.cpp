@@ -1,0 +1,83 @@
+#include "strata/engine/prepared_model.h"
+
+#include <sys/stat.h>
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "strata/cpu/features.h"
+
+namespace strata::engine {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::pair<PreparedModelKey, std::weak_ptr<const PreparedModel>>> entries;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+bool identity_of(const std::string& path, FileIdentity& id) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  id.dev = static_cast<uint64_t>(st.st_dev);
+  id.ino = static_cast<uint64_t>(st.st_ino);
+  id.size = static_cast<uint64_t>(st.st_size);
+  // Modification and status-change times together: a file rewritten in place changes both.
+#if defined(__APPLE__)
+  const struct timespec &t = st.st_mtimespec, &c = st.st_ctimespec;
+#else
+  const struct timespec &t = st.st_mtim, &c = st.st_ctim;
+#endif
+  id.mtime_ns = static_cast<int64_t>(t.tv_sec) * 1000000000 + static_cast<int64_t>(t.tv_nsec);
+  id.ctime_ns = static_cast<int64_t>(c.tv_sec) * 1000000000 + static_cast<int64_t>(c.tv_nsec);
+  return true;
+}
+
+}  // namespace
+
+model::RepackReport prepare_cpu_model(model::Model& m, model::DrafterRequant requant, cpu::RepackMode repack,
+                                      bool include_experts, ThreadPool* pool) {
+  model::requant_drafter(m, requant, pool);
+  return model::repack_weights(m, repack, include_experts, pool);
+}
+
+std::optional<PreparedModelKey> prepared_model_key(const std::string& path, const std::string& mtp_path,
+                                                   std::optional<model::KvType> kv_type, model::DrafterRequant requant,
+                                                   cpu::RepackMode repack) {
+  PreparedModelKey k;
+  if (!identity_of(path, k.file)) return std::nullopt;
+  if (!mtp_path.empty() && !identity_of(mtp_path, k.mtp_file)) return std::nullopt;
+  k.kv_type = kv_type ? static_cast<int>(*kv_type) : -1;
+  k.requant = static_cast<int>(requant);
+  k.repack = static_cast<int>(repack);
+  k.isa = static_cast<int>(cpu::active_isa());
+  return k;
+}
+
+std::shared_ptr<const PreparedModel> shared_prepared_model(
+    const PreparedModelKey& key, const std::function<std::shared_ptr<PreparedModel>()>& make) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  std::erase_if(r.entries, [](const auto& e) { return e.second.expired(); });
+  for (const auto& [k, weak] : r.entries)
+    if (k == key)
+      if (auto live = weak.lock()) return live;
+  std::shared_ptr<const PreparedModel> made = make();
+  r.entries.emplace_back(key, made);
+  return made;
+}
+
+int prepared_models_alive() {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  int n = 0;
+  for (const auto& e : r.entries) n += e.second.expired() ? 0 : 1;
+  return n;
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,68 @@
+#pragma once
+// A model made ready for the CPU backend — the drafter's low-bit copy and the repacked weights
+// (cpu/repack/repack.h) — and shared between engines. Every engine a process opens on the same file
+// with the same load settings reads one copy: without it each Python session loaded and repacked the
+// whole model again (a second session doubled the process's memory and paid the repack's seconds).
+// After preparation a model is only read (model/model.h), so engines on any threads may share it.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "strata/cpu/cpu_settings.h"
+#include "strata/model/drafter_requant.h"
+#include "strata/model/model.h"
+#include "strata/model/weight_repack.h"
+
+namespace strata {
+class ThreadPool;
+}
+
+namespace strata::engine {
+
+struct PreparedModel {
+  std::unique_ptr<model::Model> model;
+  model::RepackReport repack;  // what preparing it repacked
+};
+
+// Requant the drafter, then repack, in place: before any Window / Mtp takes views of the weights.
+// include_experts: the routed experts are read from the mapping (mmap mode); a streaming store
+// repacks each expert slice as it arrives instead.
+model::RepackReport prepare_cpu_model(model::Model& m, model::DrafterRequant requant, cpu::RepackMode repack,
+                                      bool include_experts, ThreadPool* pool);
+
+// What makes two prepared models the same: the files (by identity, so a file replaced on disk is
+// loaded again) and every setting preparation reads. Only mmap mode shares (experts included).
+struct FileIdentity {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;  // a file rewritten in place changes both
+  bool operator==(const FileIdentity&) const = default;
+};
+
+struct PreparedModelKey {
+  FileIdentity file;
+  FileIdentity mtp_file;  // deepseek4's separate MTP file (all 0 = none)
+  int kv_type = -1;       // model::KvType, -1 = the architecture's own
+  int requant = 0;        // model::DrafterRequant
+  int repack = 0;         // cpu::RepackMode, resolved
+  int isa = 0;            // cpu::Isa: `auto` repacks what the active path's kernels read faster
+  bool operator==(const PreparedModelKey&) const = default;
+};
+
+// The key of `path` (and `mtp_path`, "" = none) under these settings; nullopt when a file cannot be
+// stat'ed (loading then reports the error).
+std::optional<PreparedModelKey> prepared_model_key(const std::string& path, const std::string& mtp_path,
+                                                   std::optional<model::KvType> kv_type, model::DrafterRequant requant,
+                                                   cpu::RepackMode repack);
+
+// The process's live prepared model under `key`, or a new one from make() — kept for as long as an
+// engine holds it (the registry holds weak references). make() runs under the registry's lock, so two
+// engines opened at once on one file still load it once.
+std::shared_ptr<const PreparedModel> shared_prepared_model(const PreparedModelKey& key,
+                                                           const std::function<std::shared_ptr<PreparedModel>()>& make);
+
+// Live prepared models in the registry (tests).
+int prepared_models_alive();
+
+}  // namespace strata::engine
