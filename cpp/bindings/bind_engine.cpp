@@ -385,6 +385,9 @@ class PyEngine {
 
  private:
   void build_cpu(const EngineArgs& a) {
+    if (a.n_threads < 0 || a.n_threads > 1024)  // before any load
+      throw_error(ErrorKind::Value,
+                  "cpu backend: n_threads = " + std::to_string(a.n_threads) + " must be in [0, 1024]");
     RunnerConfig cfg;
     cfg.experts = a.experts;
     cfg.moce = a.settings.moce.params();
@@ -415,7 +418,10 @@ class PyEngine {
       auto prepared = shared_prepared_model(*key, [&] {
         auto p = std::make_shared<PreparedModel>();
         p->model = load();
-        p->repack = prepare_cpu_model(*p->model, a.requant, repack, true, &ThreadPool::global());
+        // On the engine's own thread count when it asked for one, as an engine preparing alone does.
+        std::unique_ptr<ThreadPool> own;
+        if (a.n_threads > 0) own = std::make_unique<ThreadPool>(a.n_threads);
+        p->repack = prepare_cpu_model(*p->model, a.requant, repack, true, own ? own.get() : &ThreadPool::global());
         if (p->repack.matrices > 0) log(LogLevel::Info, p->repack.summary());
         return p;
       });
@@ -486,7 +492,7 @@ class PyEngine {
 }  // namespace
 
 void bind_engine(py::module_& m) {
-  m.def("prepared_models_alive", &engine::prepared_models_alive,
+  m.def("prepared_models_alive", &engine::prepared_models_alive, py::call_guard<py::gil_scoped_release>(),
         "How many prepared models (one per file and load settings, shared by every cpu engine in mmap mode "
         "opened on them) are alive in this process");
   m.def(

@@ -55,7 +55,8 @@ std::optional<PreparedModelKey> prepared_model_key(const std::string& path, cons
   k.kv_type = kv_type ? static_cast<int>(*kv_type) : -1;
   k.requant = static_cast<int>(requant);
   k.repack = static_cast<int>(repack);
-  k.isa = static_cast<int>(cpu::active_isa());
+  // `auto` repacks what the active path's kernels read faster; `on` / `off` do not look at the path.
+  k.isa = repack == cpu::RepackMode::Auto ? static_cast<int>(cpu::active_isa()) : -1;
   return k;
 }
 

@@ -33,7 +33,9 @@ model::RepackReport prepare_cpu_model(model::Model& m, model::DrafterRequant req
                                       bool include_experts, ThreadPool* pool);
 
 // What makes two prepared models the same: the files (by identity, so a file replaced on disk is
-// loaded again) and every setting preparation reads. Only mmap mode shares (experts included).
+// loaded again) and the settings that choose what preparation makes. Only mmap mode shares (experts
+// included). Under repack `auto` the first engine's decision to leave the routed experts mapped (their
+// copies would not fit in half the available memory) holds for every engine that shares its model.
 struct FileIdentity {
   uint64_t dev = 0, ino = 0, size = 0;
   int64_t mtime_ns = 0, ctime_ns = 0;  // a file rewritten in place changes both
@@ -58,7 +60,8 @@ std::optional<PreparedModelKey> prepared_model_key(const std::string& path, cons
 
 // The process's live prepared model under `key`, or a new one from make() — kept for as long as an
 // engine holds it (the registry holds weak references). make() runs under the registry's lock, so two
-// engines opened at once on one file still load it once.
+// engines opened at once on one file still load it once (engines being built elsewhere in the process
+// wait for it meanwhile: a load takes seconds at most, and happens once per file and settings).
 std::shared_ptr<const PreparedModel> shared_prepared_model(const PreparedModelKey& key,
                                                            const std::function<std::shared_ptr<PreparedModel>()>& make);
 

@@ -196,6 +196,7 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
   std::span<const int32_t> ids;
   if (policy.top_k > 0 && policy.top_k < V && policy.top_k <= 256) {
     n = select_top_k(logits, V, policy.top_k, w, ws);
+    if (n == 0) throw_error(ErrorKind::Value, "sample_dist: every logit is -inf");  // (empty ids = all V below)
     ids = ws.cand_ids;
   } else {
     for (int i = 0; i < V; ++i) {
