@@ -30,7 +30,6 @@
 #include "strata/model/drafter_requant.h"
 #include "strata/model/model.h"
 #include "strata/util/error.h"
-#include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
 
 namespace py = pybind11;
@@ -41,7 +40,6 @@ namespace {
 using engine::LogitRows;
 using engine::prepare_cpu_model;
 using engine::prepared_model_key;
-using engine::PreparedModel;
 using engine::Runner;
 using engine::RunnerConfig;
 using engine::Sequence;
@@ -385,9 +383,7 @@ class PyEngine {
 
  private:
   void build_cpu(const EngineArgs& a) {
-    if (a.n_threads < 0 || a.n_threads > 1024)  // before any load
-      throw_error(ErrorKind::Value,
-                  "cpu backend: n_threads = " + std::to_string(a.n_threads) + " must be in [0, 1024]");
+    engine::check_n_threads(a.n_threads);  // before any load
     RunnerConfig cfg;
     cfg.experts = a.experts;
     cfg.moce = a.settings.moce.params();
@@ -416,14 +412,10 @@ class PyEngine {
     std::unique_ptr<Runner> runner;
     if (key) {
       auto prepared = shared_prepared_model(*key, [&] {
-        auto p = std::make_shared<PreparedModel>();
-        p->model = load();
         // On the engine's own thread count when it asked for one, as an engine preparing alone does.
         std::unique_ptr<ThreadPool> own;
         if (a.n_threads > 0) own = std::make_unique<ThreadPool>(a.n_threads);
-        p->repack = prepare_cpu_model(*p->model, a.requant, repack, true, own ? own.get() : &ThreadPool::global());
-        if (p->repack.matrices > 0) log(LogLevel::Info, p->repack.summary());
-        return p;
+        return prepare_cpu_model(load(), a.requant, repack, true, own ? own.get() : &ThreadPool::global());
       });
       runner = std::make_unique<Runner>(std::move(prepared), cfg);
     } else {

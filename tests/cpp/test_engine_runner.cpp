@@ -172,11 +172,9 @@ TEST(runners_share_one_prepared_model) {
   o.seed = 33;
   RunnerConfig c = cfg_for(8);
   c.mtp_requant = strata::model::DrafterRequant::Q4;
-  auto prepared = std::make_shared<strata::engine::PreparedModel>();
-  prepared->model = tiny_model(o);
-  prepared->repack =
-      strata::engine::prepare_cpu_model(*prepared->model, strata::model::DrafterRequant::Q4,
-                                        strata::cpu::RepackMode::On, true, &strata::ThreadPool::global());
+  std::shared_ptr<const strata::engine::PreparedModel> prepared =
+      strata::engine::prepare_cpu_model(tiny_model(o), strata::model::DrafterRequant::Q4, strata::cpu::RepackMode::On,
+                                        true, &strata::ThreadPool::global());
   CHECK(!prepared->model->owned_weights.empty());
   Runner own(tiny_model(o), c);
   Runner a(prepared, c);

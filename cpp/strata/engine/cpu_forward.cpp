@@ -6,15 +6,17 @@
 
 #include "strata/cpu/repack/repack.h"
 #include "strata/util/error.h"
-#include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
 
 namespace strata::engine {
 
+void check_n_threads(int n_threads) {
+  if (n_threads < 0 || n_threads > 1024)
+    throw_error(ErrorKind::Value, "cpu backend: n_threads = " + std::to_string(n_threads) + " must be in [0, 1024]");
+}
+
 ThreadPool* CpuForward::make_pool(const CpuForwardConfig& cfg) {
-  if (cfg.n_threads < 0 || cfg.n_threads > 1024)
-    throw_error(ErrorKind::Value,
-                "cpu backend: n_threads = " + std::to_string(cfg.n_threads) + " must be in [0, 1024]");
+  check_n_threads(cfg.n_threads);
   if (cfg.n_threads == 0) return &ThreadPool::global();
   own_pool_ = std::make_unique<ThreadPool>(cfg.n_threads);
   return own_pool_.get();
@@ -31,12 +33,7 @@ CpuForward::CpuForward(std::unique_ptr<model::Model> model, const CpuForwardConf
   // the store dropped the expert ranges stayed cached). Neither read changes a routed expert's view.
   if (stream) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model), ec);
   // R-11 and the repacked weights, before any view is taken; stream-mode experts repack as they arrive.
-  auto prepared = std::make_shared<PreparedModel>();
-  prepared->repack = prepare_cpu_model(*model, cfg.mtp_requant, ec.repack, !stream, pool);
-  prepared->model = std::move(model);
-  prepared_ = std::move(prepared);
-  model_ = prepared_->model.get();
-  if (prepared_->repack.matrices > 0) log(LogLevel::Info, prepared_->repack.summary());
+  prepared_ = prepare_cpu_model(std::move(model), cfg.mtp_requant, ec.repack, !stream, pool);
   build(cfg, ec, pool);
 }
 
@@ -45,7 +42,6 @@ CpuForward::CpuForward(std::shared_ptr<const PreparedModel> prepared, const CpuF
   if (!prepared_ || !prepared_->model) throw_error(ErrorKind::Value, "cpu backend: no model");
   if (cfg.experts.mode != experts::ExpertMode::Mmap)
     throw_error(ErrorKind::Internal, "cpu backend: a shared prepared model serves mmap mode only");
-  model_ = prepared_->model.get();
   ThreadPool* pool = make_pool(cfg);
   experts::ExpertStoreConfig ec = cfg.experts;
   ec.repack = prepared_->repack.mode;
@@ -53,21 +49,21 @@ CpuForward::CpuForward(std::shared_ptr<const PreparedModel> prepared, const CpuF
 }
 
 void CpuForward::build(const CpuForwardConfig& cfg, const experts::ExpertStoreConfig& ec, ThreadPool* pool) {
-  const model::HParams& hp = model_->hparams();
+  const model::HParams& hp = model().hparams();
   // mmap mode: the store takes the views the repack made.
-  if (!experts_) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(*model_), ec);
+  if (!experts_) experts_ = std::make_unique<experts::ExpertStore>(experts::expert_layout(model()), ec);
   WindowConfig wc;
   wc.max_ctx = cfg.max_ctx;
   wc.max_rows = cfg.max_rows;
   wc.pool = pool;
   wc.experts = experts_.get();
   wc.moce = cfg.moce;
-  const bool with_mtp = model_->mtp.has_value();
+  const bool with_mtp = model().mtp.has_value();
   const int64_t ctx = cfg.max_ctx > 0 ? cfg.max_ctx : std::min<int64_t>(hp.context_length, 32768);
   // The Mtp's own policy in the cell_select convention (sinks + (p - W', p]) with W' = W + 1 is the
   // draft row's list when the run covers the window; lists hold sink + W' + 1 entries at most.
   if (with_mtp) wc.extra_list = std::min(ctx, cfg.mtp_sink + cfg.mtp_window + 2);
-  window_ = std::make_unique<Window>(*model_, wc);
+  window_ = std::make_unique<Window>(model(), wc);
   if (with_mtp) {
     MtpConfig mc;
     mc.sink = cfg.mtp_sink;
@@ -78,7 +74,7 @@ void CpuForward::build(const CpuForwardConfig& cfg, const experts::ExpertStoreCo
     mc.experts = experts_.get();
     mc.expert_layer = static_cast<int>(hp.moe_layers());  // expert_layout puts the MTP block after the main layers
     mc.resident_only = cfg.drafter_resident;
-    mtp_ = std::make_unique<Mtp>(*model_, mc, &window_->scratch());
+    mtp_ = std::make_unique<Mtp>(model(), mc, &window_->scratch());
   }
 }
 
@@ -112,7 +108,7 @@ int CpuForward::run_window(const int32_t* tokens, int R, int64_t start, float* l
 }
 
 void CpuForward::copy_logits(int rows, float* out) const {
-  const std::size_t V = model_->hparams().n_vocab;
+  const std::size_t V = model().hparams().n_vocab;
   for (int r = 0; r < rows; ++r)
     std::memcpy(out + static_cast<std::size_t>(r) * V, window_->logits(r), V * sizeof(float));
 }
@@ -127,7 +123,7 @@ int32_t CpuForward::draft_row(const float* H, int32_t token, int64_t pos, std::s
   m.run_row(H, token, pos, cells.data(), static_cast<int64_t>(cells.size()), true,
             chained ? MtpState::Chained : MtpState::Main);
   if (logits_out) std::memcpy(logits_out, m.draft_logits(0), static_cast<std::size_t>(m.vocab_size()) * sizeof(float));
-  const model::HParams& hp = model_->hparams();
+  const model::HParams& hp = model().hparams();
   std::memcpy(streams_out, m.out_streams(0), static_cast<std::size_t>(hp.hc_count) * hp.n_embd * sizeof(float));
   return m.draft_token(0);
 }

@@ -34,6 +34,9 @@ struct CpuForwardConfig {
   std::optional<cpu::RepackMode> repack;  // repacked weights (cpu/repack/repack.h); nullopt = STRATA_REPACK
 };
 
+// Throws Value unless n_threads is in [0, 1024] (the pool sizes an engine accepts).
+void check_n_threads(int n_threads);
+
 class CpuForward final : public SequenceBackend {
  public:
   // Prepares `model` itself (drafter requant, repack) for this engine alone.
@@ -43,16 +46,14 @@ class CpuForward final : public SequenceBackend {
   CpuForward(std::shared_ptr<const PreparedModel> prepared, const CpuForwardConfig& cfg);
   ~CpuForward() override;
 
-  const model::Model& model() const { return *model_; }
+  const model::Model& model() const { return *prepared_->model; }
   Window& window() { return *window_; }
   const Window& window() const { return *window_; }
   Mtp* mtp() { return mtp_.get(); }
   experts::ExpertStore& expert_store() { return *experts_; }
   const model::RepackReport& repack_report() const { return prepared_->repack; }
-  // The prepared model this engine reads (shared with every engine opened on it).
-  const std::shared_ptr<const PreparedModel>& prepared() const { return prepared_; }
 
-  const model::HParams& hparams() const override { return model_->hparams(); }
+  const model::HParams& hparams() const override { return model().hparams(); }
   int64_t max_ctx() const override { return window_->max_ctx(); }
   int max_rows() const override { return window_->max_rows(); }
   int max_logit_rows() const override { return window_->max_logit_rows(); }
@@ -73,8 +74,7 @@ class CpuForward final : public SequenceBackend {
   ThreadPool* make_pool(const CpuForwardConfig& cfg);
   void build(const CpuForwardConfig& cfg, const experts::ExpertStoreConfig& ec, ThreadPool* pool);
 
-  std::shared_ptr<const PreparedModel> prepared_;
-  const model::Model* model_ = nullptr;  // prepared_->model
+  std::shared_ptr<const PreparedModel> prepared_;  // the weights, maybe shared with other engines
   std::unique_ptr<ThreadPool> own_pool_;
   std::unique_ptr<experts::ExpertStore> experts_;  // before the window and MTP that use it
   std::unique_ptr<Window> window_;

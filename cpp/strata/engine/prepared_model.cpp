@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strata/cpu/features.h"
+#include "strata/util/log.h"
 
 namespace strata::engine {
 namespace {
@@ -40,10 +41,14 @@ bool identity_of(const std::string& path, FileIdentity& id) {
 
 }  // namespace
 
-model::RepackReport prepare_cpu_model(model::Model& m, model::DrafterRequant requant, cpu::RepackMode repack,
-                                      bool include_experts, ThreadPool* pool) {
-  model::requant_drafter(m, requant, pool);
-  return model::repack_weights(m, repack, include_experts, pool);
+std::shared_ptr<PreparedModel> prepare_cpu_model(std::unique_ptr<model::Model> m, model::DrafterRequant requant,
+                                                 cpu::RepackMode repack, bool include_experts, ThreadPool* pool) {
+  model::requant_drafter(*m, requant, pool);
+  auto p = std::make_shared<PreparedModel>();
+  p->repack = model::repack_weights(*m, repack, include_experts, pool);
+  if (p->repack.matrices > 0) log(LogLevel::Info, p->repack.summary());
+  p->model = std::move(m);
+  return p;
 }
 
 std::optional<PreparedModelKey> prepared_model_key(const std::string& path, const std::string& mtp_path,

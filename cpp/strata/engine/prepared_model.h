@@ -26,11 +26,11 @@ struct PreparedModel {
   model::RepackReport repack;  // what preparing it repacked
 };
 
-// Requant the drafter, then repack, in place: before any Window / Mtp takes views of the weights.
-// include_experts: the routed experts are read from the mapping (mmap mode); a streaming store
-// repacks each expert slice as it arrives instead.
-model::RepackReport prepare_cpu_model(model::Model& m, model::DrafterRequant requant, cpu::RepackMode repack,
-                                      bool include_experts, ThreadPool* pool);
+// Requant the drafter, then repack (logging what it repacked): before any Window / Mtp takes views of
+// the weights. include_experts: the routed experts are read from the mapping (mmap mode); a streaming
+// store repacks each expert slice as it arrives instead.
+std::shared_ptr<PreparedModel> prepare_cpu_model(std::unique_ptr<model::Model> m, model::DrafterRequant requant,
+                                                 cpu::RepackMode repack, bool include_experts, ThreadPool* pool);
 
 // What makes two prepared models the same: the files (by identity, so a file replaced on disk is
 // loaded again) and the settings that choose what preparation makes. Only mmap mode shares (experts

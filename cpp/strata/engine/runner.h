@@ -33,7 +33,6 @@ class Runner final : public Sequence {
 
   const model::Model& model() const { return cpu().model(); }
   const model::RepackReport& repack_report() const { return cpu().repack_report(); }
-  const std::shared_ptr<const PreparedModel>& prepared() const { return cpu().prepared(); }
   Window& window() { return cpu().window(); }
   const Window& window() const { return cpu().window(); }
   Mtp& mtp();

@@ -1,7 +1,6 @@
 #include "strata/sampling/sample_dist.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -13,6 +12,12 @@ namespace strata::sampling {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// A logit that is NaN or +inf is an error wherever it stands (-inf is a mask).
+void check_logit(int i, float x) {
+  if (!(x < std::numeric_limits<float>::infinity()))
+    throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
+}
 
 // Total order used wherever a cut is made: larger value first, then lower id.
 struct ByValueThenId {
@@ -49,8 +54,7 @@ int select_top_k(const float* logits, int V, int k, double* w, SampleWorkspace& 
   double floor = kNegInf;
   for (int i = 0; i < V; ++i) {
     const float x = logits[i];
-    if (!(x < std::numeric_limits<float>::infinity()))  // NaN or +inf
-      throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
+    check_logit(i, x);
     const double v = static_cast<double>(x);
     if (!(v > floor)) continue;
     size_t pos = idx.size();
@@ -170,8 +174,7 @@ int32_t greedy_argmax(const float* logits, int V) {
   float top = -std::numeric_limits<float>::infinity();  // -inf (a mask) never beats it
   for (int i = 0; i < V; ++i) {
     const float x = logits[i];
-    if (!(x < std::numeric_limits<float>::infinity()))  // NaN or +inf
-      throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
+    check_logit(i, x);
     if (x > top) {  // strictly: ties stay with the lowest id
       top = x;
       best = i;
@@ -200,10 +203,8 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
     ids = ws.cand_ids;
   } else {
     for (int i = 0; i < V; ++i) {
-      const float x = logits[i];
-      if (std::isnan(x) || x == std::numeric_limits<float>::infinity())
-        throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
-      w[i] = static_cast<double>(x);
+      check_logit(i, logits[i]);
+      w[i] = static_cast<double>(logits[i]);
     }
     apply_top_k(w, V, policy.top_k, ws);  // 1. top-k (k > 256 here, or off)
   }
