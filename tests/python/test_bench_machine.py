@@ -66,21 +66,35 @@ def test_decode_bytes_per_token_counts_k_of_e_experts(tmp_path: Path) -> None:
     assert machine.decode_bytes_per_token(path) == dense + experts * s.experts_used // s.experts
 
 
+def test_kv_bytes_per_token_counts_every_attended_cell(tmp_path: Path) -> None:
+    path = lc.build_gguf(lc.TINY, tmp_path / "tiny.gguf", "Q8_0", seed=1)
+    s = lc.TINY
+    per_cell_f32 = s.layers * s.kv_heads * 2 * s.head_dim * 4
+    # 10 prompt cells, then decode steps attending 11, 12, 13 cells: 12 on average
+    assert machine.kv_bytes_per_token(path, 10, 3, 4) == per_cell_f32 * 12
+    assert machine.kv_bytes_per_token(path, 10, 3, 2) == per_cell_f32 * 6
+    assert machine.kv_bytes_per_token(path, 100, 2, 4) == round(per_cell_f32 * 101.5)
+
+
 def test_report_has_the_floor_table() -> None:
     agreement = lc.logit_agreement([[0.0, 1.0]], [[0.0, 1.0]])
     row = lc.SpeedRow(threads=2, strata_prefill=100.0, llama_prefill=50.0, strata_decode=20.0,
                       llama_decode=10.0, greedy_agree=3, strata_runs={}, llama_runs={},
                       strata_switches_per_token=1.5,
                       llama_switches_per_token=0.25, strata_busy_cpus=1.9, llama_busy_cpus=1.98,
-                      read_bandwidth_gbs=10.0, bytes_per_token=250_000_000)
+                      read_bandwidth_gbs=10.0, bytes_per_token=250_000_000,
+                      strata_kv_bytes_per_token=50_000_000, llama_kv_bytes_per_token=20_000_000)
     assert row.bandwidth_fraction(20.0) == 0.5
+    assert row.bandwidth_fraction(20.0, row.strata_kv_bytes_per_token) == 0.6
     report = lc.ModelReport(model="small Q8_0", path="x.gguf", file_mib=1.0, shape=None, agreement=agreement,
                             speed=[row])
     text = lc.render([report], 128, 32, markdown=False)
     floor = text.split("decode against the bandwidth floor")[1]
     cells = floor.splitlines()[3].split()
     assert cells[:4] == ["small", "Q8_0", "2", "250"]
-    assert cells[4:] == ["10.0", "50%", "25%", "1.5", "0.2", "1.90", "1.98"]
+    assert cells[4:7] == ["10.0", "50%", "25%"]
+    assert cells[7:10] == ["50.0", "/", "20.0"]  # K/V MB per token, strata / llama.cpp (cell types differ)
+    assert cells[10:] == ["60%", "27%", "1.5", "0.2", "1.90", "1.98"]
 
 
 def test_machine_info_names_cpu_isa_and_llc() -> None:

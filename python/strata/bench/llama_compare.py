@@ -51,6 +51,7 @@ from strata.bench.machine import (
     active_isa,
     cpu_model,
     decode_bytes_per_token,
+    kv_bytes_per_token,
     llc_bytes,
     read_bandwidth_gbs,
 )
@@ -425,11 +426,16 @@ class SpeedRow:
     llama_busy_cpus: float = 0.0
     read_bandwidth_gbs: float = 0.0  # measured with the same thread count
     bytes_per_token: int = 0  # weight bytes one decode token reads
+    # K/V cell bytes one decode step reads on average (machine.kv_bytes_per_token), per engine's cell type
+    strata_kv_bytes_per_token: int = 0
+    llama_kv_bytes_per_token: int = 0
 
-    def bandwidth_fraction(self, decode_tok_s: float) -> float:
+    def bandwidth_fraction(self, decode_tok_s: float, kv_bytes: int = 0) -> float:
+        """(weight bytes + kv_bytes) per token x tok/s / the read bandwidth; kv_bytes = 0 is issue 12's figure
+        (weights only)."""
         if self.read_bandwidth_gbs <= 0:
             return 0.0
-        return self.bytes_per_token * decode_tok_s / (self.read_bandwidth_gbs * 1e9)
+        return (self.bytes_per_token + kv_bytes) * decode_tok_s / (self.read_bandwidth_gbs * 1e9)
 
 
 @dataclass
@@ -462,6 +468,9 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
 
     prompt = prompt_tokens(n_prompt, vocab, seed + 2)
     bytes_per_token = decode_bytes_per_token(path)
+    kv_value_bytes = {"f32": 4, "f16": 2}
+    strata_kv_bytes = kv_bytes_per_token(path, n_prompt, n_decode, kv_value_bytes[strata_kv])
+    llama_kv_bytes = kv_bytes_per_token(path, n_prompt, n_decode, kv_value_bytes[kv])
     rows = []
     for t in threads:
         log(f"{path.name}: {t} thread(s), prefill {n_prompt} + decode {n_decode}, best of {repeats} ...")
@@ -489,6 +498,7 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
             llama_switches_per_token=speeds[1].decode_switches[bl] / n_decode,
             strata_busy_cpus=speeds[0].decode_busy[bs], llama_busy_cpus=speeds[1].decode_busy[bl],
             read_bandwidth_gbs=bw, bytes_per_token=bytes_per_token,
+            strata_kv_bytes_per_token=strata_kv_bytes, llama_kv_bytes_per_token=llama_kv_bytes,
         ))
     return ModelReport(
         model=label, path=str(path), file_mib=path.stat().st_size / 2**20,
@@ -537,7 +547,8 @@ AGREE_COLUMNS = ("model", "positions", "max |Δ|", "mean |Δ|", "logit std", "ma
 SPEED_COLUMNS = ("model", "threads", "prefill strata", "prefill llama.cpp", "ratio", "decode strata",
                  "decode llama.cpp", "ratio", "greedy agree")
 FLOOR_COLUMNS = ("model", "threads", "MB/token", "read GB/s", "strata % of bw", "llama.cpp % of bw",
-                 "strata switches/tok", "llama.cpp switches/tok", "strata busy CPUs", "llama.cpp busy CPUs")
+                 "K/V MB/token", "strata % with K/V", "llama.cpp % with K/V", "strata switches/tok",
+                 "llama.cpp switches/tok", "strata busy CPUs", "llama.cpp busy CPUs")
 
 
 def agreement_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
@@ -557,10 +568,18 @@ def speed_rows(reports: Sequence[ModelReport], n_decode: int) -> list[list[str]]
             for r in reports for s in r.speed]
 
 
+def _kv_mb(strata_bytes: int, llama_bytes: int) -> str:
+    a, b = f"{strata_bytes / 1e6:.1f}", f"{llama_bytes / 1e6:.1f}"
+    return a if a == b else f"{a} / {b}"
+
+
 def floor_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
     return [[r.model, str(s.threads), f"{s.bytes_per_token / 1e6:.0f}", f"{s.read_bandwidth_gbs:.1f}",
              f"{100 * s.bandwidth_fraction(s.strata_decode):.0f}%",
              f"{100 * s.bandwidth_fraction(s.llama_decode):.0f}%",
+             _kv_mb(s.strata_kv_bytes_per_token, s.llama_kv_bytes_per_token),
+             f"{100 * s.bandwidth_fraction(s.strata_decode, s.strata_kv_bytes_per_token):.0f}%",
+             f"{100 * s.bandwidth_fraction(s.llama_decode, s.llama_kv_bytes_per_token):.0f}%",
              f"{s.strata_switches_per_token:.1f}", f"{s.llama_switches_per_token:.1f}",
              f"{s.strata_busy_cpus:.2f}", f"{s.llama_busy_cpus:.2f}"]
             for r in reports for s in r.speed]
@@ -591,7 +610,8 @@ def render(reports: Sequence[ModelReport], n_prompt: int, n_decode: int, markdow
              "best run; ratio = strata / llama.cpp)",
              table(SPEED_COLUMNS, speed_rows(reports, n_decode), left=2), "",
              "decode against the bandwidth floor (weight bytes per token x tok/s / measured read bandwidth,"
-             " same threads) and the pool's behaviour (context switches per token, busy CPUs),"
+             " same threads; 'with K/V' adds the K/V cells a step reads, strata / llama.cpp where their cell"
+             " types differ) and the pool's behaviour (context switches per token, busy CPUs),"
              " best decode run",
              table(FLOOR_COLUMNS, floor_rows(reports), left=2)]
     return "\n".join(parts)
