@@ -15,6 +15,8 @@ Tolerances, with llama.cpp's logits as the reference and std = their standard de
 from __future__ import annotations
 
 import importlib.util
+import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,57 @@ def test_bench_llama_is_a_cli_tool(capsys: pytest.CaptureFixture[str]) -> None:
         cli_main(["bench", "llama", "--help"])
     assert exc.value.code == 0
     assert "--threads" in capsys.readouterr().out
+
+
+def _saved_run(path: Path, prompt: int, with_kv: bool) -> None:
+    """A ``bench llama --json`` file as run() writes it; without the K/V fields when `with_kv` is false (a
+    file from before they existed)."""
+    agreement = lc.logit_agreement([[0.0, 1.0, 2.0]], [[0.0, 1.0, 2.1]])
+    rows = [lc.SpeedRow(threads=t, strata_prefill=300.0 * t, llama_prefill=100.0 * t, strata_decode=40.0 * t,
+                        llama_decode=20.0 * t, greedy_agree=33, strata_runs={"decode_s": [0.8]},
+                        llama_runs={"decode_s": [1.6]}, read_bandwidth_gbs=12.0 * t,
+                        bytes_per_token=265_000_000, strata_kv_bytes_per_token=26_000_000,
+                        llama_kv_bytes_per_token=26_000_000)
+            for t in (1, 2)]
+    report = asdict(lc.ModelReport(model="small Q8_0", path="x.gguf", file_mib=1358.0, shape=None,
+                                      agreement=agreement, speed=rows))
+    if not with_kv:
+        for row in report["speed"]:
+            del row["strata_kv_bytes_per_token"], row["llama_kv_bytes_per_token"]
+    doc = {"machine": {"cpu": "Test CPU"}, "settings": {"prompt": prompt, "decode": 32}, "models": [report]}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_from_json_replays_the_tables_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    new, old = tmp_path / "p512.json", tmp_path / "p128-old.json"
+    _saved_run(new, 512, with_kv=True)
+    _saved_run(old, 128, with_kv=False)
+    settings, reports = lc.load_report(new)
+    assert settings["prompt"] == 512 and settings["cpu"] == "Test CPU"
+    row = reports[0].speed[1]
+    assert row.strata_decode == 80.0 and row.strata_kv_bytes_per_token == 26_000_000
+    assert lc.load_report(old)[1][0].speed[0].strata_kv_bytes_per_token == 0  # the field's default
+
+    png = tmp_path / "out.png"
+    argv = ["bench", "llama", "--from-json", str(new), "--from-json", str(old), "--plot", str(png)]
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    # one table set per prompt length, each with that run's rows: 128 first
+    assert out.index("prefill: 128 tokens") < out.index("prefill: 512 tokens")
+    floor_512 = out.split("prefill: 512 tokens")[1].split("decode against the bandwidth floor")[1]
+    cells = floor_512.splitlines()[3].split()  # small Q8_0, 1 thread: 265 MB x 40 tok/s / 12 GB/s
+    assert cells[:6] == ["small", "Q8_0", "1", "265", "12.0", "88%"]
+    assert cells[7:9] == ["26.0", "97%"]  # + 26 MB of K/V per token
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_from_json_refuses_a_file_that_is_not_a_report(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"models": [{"model": "x"}]}), encoding="utf-8")
+    assert cli_main(["bench", "llama", "--from-json", str(bad)]) == 1
+    assert "not a bench llama --json file" in capsys.readouterr().err
+    assert cli_main(["bench", "llama", "--from-json", str(tmp_path / "missing.json")]) == 1
 
 
 # --- with llama.cpp ----------------------------------------------------------------------------

@@ -38,7 +38,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -617,6 +617,67 @@ def render(reports: Sequence[ModelReport], n_prompt: int, n_decode: int, markdow
     return "\n".join(parts)
 
 
+def load_report(path: Path) -> tuple[dict[str, Any], list[ModelReport]]:
+    """A ``--json`` file of an earlier run: its settings (with the machine's CPU as "cpu") and model reports
+    (a file written before a field existed gets that field's default)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    speed_fields = {f.name for f in fields(SpeedRow)}
+    reports = []
+    for m in doc["models"]:
+        reports.append(ModelReport(
+            model=m["model"], path=m["path"], file_mib=m["file_mib"], shape=m["shape"],
+            agreement=Agreement(**m["agreement"]),
+            speed=[SpeedRow(**{k: v for k, v in row.items() if k in speed_fields}) for row in m["speed"]]))
+    return {**doc.get("settings", {}), "cpu": doc.get("machine", {}).get("cpu", "?")}, reports
+
+
+def plot(reports: Sequence[ModelReport], path: Path, title: str,
+         prompts: Sequence[int] | None = None) -> None:
+    """Decode and prefill tok/s of both engines and decode against the bandwidth floor, one group of bars
+    per (model, prompt, threads). `prompts[i]` is report i's prompt length (labels only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels, rows = [], []
+    for i, r in enumerate(reports):
+        for s in r.speed:
+            prompt = f", {prompts[i]} tok" if prompts else ""
+            labels.append(f"{r.model}{prompt}, {s.threads}T")
+            rows.append(s)
+    x = np.arange(len(rows))
+    w = 0.38
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8 + 0.1 * len(rows)))
+    panels = [("decode tok/s", [s.strata_decode for s in rows], [s.llama_decode for s in rows]),
+              ("prefill tok/s", [s.strata_prefill for s in rows], [s.llama_prefill for s in rows])]
+    for ax, (name, ours, theirs) in zip(axes[:2], panels, strict=True):
+        ax.barh(x - w / 2, ours, w, label="strata")
+        ax.barh(x + w / 2, theirs, w, label="llama.cpp")
+        for xi, a, b in zip(x, ours, theirs, strict=True):
+            ax.text(a, xi - w / 2, f" {a / b:.2f}x", va="center", fontsize=6)
+        ax.set_xlabel(name)
+    ax = axes[2]
+    ours_w = [100 * s.bandwidth_fraction(s.strata_decode) for s in rows]
+    ours_kv = [100 * s.bandwidth_fraction(s.strata_decode, s.strata_kv_bytes_per_token) for s in rows]
+    ax.barh(x - w / 2, ours_w, w, label="strata, weights")
+    ax.barh(x - w / 2, [b - a for a, b in zip(ours_w, ours_kv, strict=True)], w, left=ours_w,
+            label="strata, + K/V", alpha=0.5)
+    ax.barh(x + w / 2, [100 * s.bandwidth_fraction(s.llama_decode) for s in rows], w,
+            label="llama.cpp, weights")
+    ax.axvline(85, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("decode: % of the measured read bandwidth")
+    for ax in axes:
+        ax.set_yticks(x)
+        ax.set_yticklabels(labels if ax is axes[0] else [], fontsize=7)
+        ax.invert_yaxis()
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
@@ -655,9 +716,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="llama.cpp's K/V cache type alone (default: --kv)")
     p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the full report as JSON")
+    p.add_argument("--plot", type=Path, default=None, metavar="PNG",
+                   help="draw decode and prefill tok/s and the bandwidth floor of both engines (matplotlib)")
+    p.add_argument("--title", default=None, help="the plot's title (default: the CPU)")
+    p.add_argument("--from-json", type=Path, action="append", default=None, metavar="JSON",
+                   help="measure nothing: print the tables (and --plot) of earlier --json files (repeatable)")
+
+
+def replay(args: argparse.Namespace) -> int:
+    """--from-json: the tables and plot of earlier runs, nothing measured."""
+    reports: list[ModelReport] = []
+    runs: list[tuple[int, int]] = []  # each report's (prompt, decode steps)
+    cpus: list[str] = []
+    for path in args.from_json:
+        try:
+            settings, rs = load_report(path)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"error: {path}: not a bench llama --json file ({e})", file=sys.stderr)
+            return 1
+        reports += rs
+        run_of = (int(settings.get("prompt", args.prompt)), int(settings.get("decode", args.decode)))
+        runs += [run_of] * len(rs)
+        cpus.append(str(settings["cpu"]))
+    for prompt, decode in sorted(set(runs)):
+        print(render([r for r, k in zip(reports, runs, strict=True) if k == (prompt, decode)], prompt, decode,
+                     args.markdown))
+    if args.plot is not None:
+        title = args.title or f"strata vs llama.cpp (bench llama), {', '.join(dict.fromkeys(cpus))}"
+        plot(reports, args.plot, title, [p for p, _ in runs])
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_json:
+        return replay(args)
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -733,6 +825,9 @@ def run(args: argparse.Namespace) -> int:
             "models": [asdict(r) for r in reports],
         }
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    if args.plot is not None:
+        plot(reports, args.plot, args.title or f"strata vs llama.cpp (bench llama), {info['cpu']}",
+             [args.prompt] * len(reports))
     return 0
 
 
