@@ -666,6 +666,7 @@ def plot(reports: Sequence[ModelReport], path: Path, title: str,
     ax.barh(x + w / 2, [100 * s.bandwidth_fraction(s.llama_decode) for s in rows], w,
             label="llama.cpp, weights")
     ax.axvline(85, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlim(0, max(105.0, *ours_kv) * 1.02)
     ax.set_xlabel("decode: % of the measured read bandwidth")
     for ax in axes:
         ax.set_yticks(x)
