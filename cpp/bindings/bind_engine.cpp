@@ -37,13 +37,12 @@ namespace py = pybind11;
 namespace strata::bindings {
 namespace {
 
+using engine::load_cpu_model;
 using engine::LogitRows;
-using engine::prepare_cpu_model;
-using engine::prepared_model_key;
 using engine::Runner;
 using engine::RunnerConfig;
 using engine::Sequence;
-using engine::shared_prepared_model;
+using engine::shared_cpu_model;
 
 struct PyCheckpoint {
   engine::SequenceCheckpoint cp;
@@ -397,30 +396,16 @@ class PyEngine {
     cfg.mtp_requant = a.requant;
     cfg.repack = a.repack;
     requant_ = a.requant;
-    auto load = [&] {
-      std::unique_ptr<model::Model> m = model::Model::load(a.path, a.mtp_model);
-      if (a.settings.kv_type) m->set_kv_type(*a.settings.kv_type);
-      return m;
-    };
     // mmap mode: one prepared copy of the weights per file and load settings in the process, shared by
     // every engine (session) opened on it (engine/prepared_model.h). A streaming store advises the
     // mapping before the load-time reads, so each streaming engine prepares its own.
-    const cpu::RepackMode repack = a.repack.value_or(cpu::repack_mode());
-    const auto key = a.experts.mode == experts::ExpertMode::Mmap
-                         ? prepared_model_key(a.path, a.mtp_model, a.settings.kv_type, a.requant, repack)
-                         : std::nullopt;
     std::unique_ptr<Runner> runner;
-    if (key) {
-      auto prepared = shared_prepared_model(*key, [&] {
-        // On the engine's own thread count when it asked for one, as an engine preparing alone does.
-        std::unique_ptr<ThreadPool> own;
-        if (a.n_threads > 0) own = std::make_unique<ThreadPool>(a.n_threads);
-        return prepare_cpu_model(load(), a.requant, repack, true, own ? own.get() : &ThreadPool::global());
-      });
-      runner = std::make_unique<Runner>(std::move(prepared), cfg);
-    } else {
-      runner = std::make_unique<Runner>(load(), cfg);
-    }
+    if (a.experts.mode == experts::ExpertMode::Mmap)
+      runner = std::make_unique<Runner>(shared_cpu_model(a.path, a.mtp_model, a.settings.kv_type, a.requant,
+                                                         a.repack.value_or(cpu::repack_mode()), a.n_threads),
+                                        cfg);
+    else
+      runner = std::make_unique<Runner>(load_cpu_model(a.path, a.mtp_model, a.settings.kv_type), cfg);
     model_ = &runner->model();
     seq_ = std::move(runner);
   }

@@ -8,6 +8,7 @@
 
 #include "strata/cpu/features.h"
 #include "strata/util/log.h"
+#include "strata/util/thread_pool.h"
 
 namespace strata::engine {
 namespace {
@@ -76,6 +77,28 @@ std::shared_ptr<const PreparedModel> shared_prepared_model(
   std::shared_ptr<const PreparedModel> made = make();
   r.entries.emplace_back(key, made);
   return made;
+}
+
+std::unique_ptr<model::Model> load_cpu_model(const std::string& path, const std::string& mtp_path,
+                                             std::optional<model::KvType> kv_type) {
+  std::unique_ptr<model::Model> m = model::Model::load(path, mtp_path);
+  if (kv_type) m->set_kv_type(*kv_type);
+  return m;
+}
+
+std::shared_ptr<const PreparedModel> shared_cpu_model(const std::string& path, const std::string& mtp_path,
+                                                      std::optional<model::KvType> kv_type,
+                                                      model::DrafterRequant requant, cpu::RepackMode repack,
+                                                      int n_threads) {
+  auto make = [&] {
+    std::unique_ptr<ThreadPool> own;
+    if (n_threads > 0) own = std::make_unique<ThreadPool>(n_threads);
+    return prepare_cpu_model(load_cpu_model(path, mtp_path, kv_type), requant, repack, true,
+                             own ? own.get() : &ThreadPool::global());
+  };
+  const std::optional<PreparedModelKey> key = prepared_model_key(path, mtp_path, kv_type, requant, repack);
+  if (!key) return make();
+  return shared_prepared_model(*key, make);
 }
 
 int prepared_models_alive() {

@@ -65,6 +65,19 @@ std::optional<PreparedModelKey> prepared_model_key(const std::string& path, cons
 std::shared_ptr<const PreparedModel> shared_prepared_model(const PreparedModelKey& key,
                                                            const std::function<std::shared_ptr<PreparedModel>()>& make);
 
+// `path` (with `mtp_path`, "" = none) loaded, its K/V cell type set: what every cpu engine starts from.
+std::unique_ptr<model::Model> load_cpu_model(const std::string& path, const std::string& mtp_path,
+                                             std::optional<model::KvType> kv_type);
+
+// mmap mode: the process's prepared model of `path` under these settings, shared with every engine opened
+// on it alike; when none is alive it is loaded and prepared on a pool of n_threads (0 = the global pool),
+// as an engine preparing alone would. A file that cannot be stat'ed is loaded unshared (the load reports
+// the error).
+std::shared_ptr<const PreparedModel> shared_cpu_model(const std::string& path, const std::string& mtp_path,
+                                                      std::optional<model::KvType> kv_type,
+                                                      model::DrafterRequant requant, cpu::RepackMode repack,
+                                                      int n_threads);
+
 // Live prepared models in the registry (tests).
 int prepared_models_alive();
 

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 _SYS_CPU = Path("/sys/devices/system/cpu")
 
@@ -106,26 +104,16 @@ class ProcessMeter:
         return Counters(switches=switches - self._switches, cpu_s=cpu - self._cpu, wall_s=wall)
 
 
-def _arch_scalar(reader: Any) -> Callable[..., int]:
-    arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
-
-    def scalar(key: str, default: int | None = None) -> int:
-        field = reader.fields.get(f"{arch}.{key}")
-        if field is None:
-            if default is None:
-                raise KeyError(f"{arch}.{key}")
-            return default
-        return int(field.parts[-1][0])
-
-    return scalar
-
-
 def decode_bytes_per_token(path: Path) -> int:
     """Weight bytes a decode token reads from this qwen3moe GGUF (see the module docstring)."""
     import gguf
 
     reader = gguf.GGUFReader(str(path))
-    scalar = _arch_scalar(reader)
+    arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
+
+    def scalar(key: str) -> int:
+        return int(reader.fields[f"{arch}.{key}"].parts[-1][0])
+
     experts, used = scalar("expert_count"), scalar("expert_used_count")
     total = 0
     for t in reader.tensors:
@@ -139,14 +127,10 @@ def decode_bytes_per_token(path: Path) -> int:
 def kv_bytes_per_token(path: Path, n_prompt: int, n_decode: int, bytes_per_value: int) -> int:
     """K/V bytes a decode step reads on average over `n_decode` steps after an `n_prompt`-token prompt, each
     layer's cells stored at `bytes_per_value` (4 for f32, 2 for f16): step i attends the n_prompt + i + 1
-    cells up to its own, so the mean is n_prompt + (n_decode + 1) / 2 cells of
-    layers x kv_heads x (key_length + value_length) values."""
-    import gguf
+    cells up to its own, so the mean is n_prompt + (n_decode + 1) / 2 cells, each of layers x kv_heads
+    keys and values of key_length (the cell shape of the engine's own reading of the file)."""
+    from strata import _strata
 
-    scalar = _arch_scalar(gguf.GGUFReader(str(path)))
-    layers, heads = scalar("block_count"), scalar("attention.head_count")
-    kv_heads = scalar("attention.head_count_kv", heads)
-    head_dim = scalar("embedding_length") // heads
-    per_cell = layers * kv_heads * (scalar("attention.key_length", head_dim) +
-                                    scalar("attention.value_length", head_dim)) * bytes_per_value
+    hp = _strata.inspect_model(str(path))["hparams"]
+    per_cell = int(hp["layers"]) * int(hp["head_count_kv"]) * 2 * int(hp["key_length"]) * bytes_per_value
     return round(per_cell * (n_prompt + (n_decode + 1) / 2))
