@@ -25,3 +25,8 @@ def engine(path: str | Path, *, backend: str = "cpu", n_threads: int = 0, max_ct
     if moce is not None:
         eng.moce = moce
     return eng
+
+
+# f32 K/V cells: what the tests that check logits against transformers or llama.cpp to float rounding
+# ask for (the cpu backend's auto is fp16 for qwen3moe / glm4moe on x86-64; docs/engine.md).
+F32_CELLS = strata.Config(kv_type="f32").native()

@@ -18,6 +18,7 @@ from gguf import MODEL_ARCH, GGMLQuantizationType, GGUFReader, get_tensor_name_m
 from gguf.quants import dequantize
 
 import strata
+from engine_args import F32_CELLS
 from strata import _strata
 from strata.cli.__main__ import main as cli_main
 from strata.convert import convert_hf_dir
@@ -102,7 +103,7 @@ def test_convert_dir_tokenizer_and_logits(tmp_path: Path, arch: str) -> None:
     assert len(meta["tokenizer.ggml.tokens"]) == V  # padded to the embedding rows
 
     tokens = m.tokenizer.encode(PROMPTS[0], add_special=False)
-    got = _strata.Engine(str(out), n_threads=1, max_ctx=64).eval(tokens, logits="all")
+    got = _strata.Engine(str(out), n_threads=1, max_ctx=64, settings=F32_CELLS).eval(tokens, logits="all")
     assert _rel_diff(got, _hf_logits(model, tokens)) <= 1e-4
 
 
@@ -119,7 +120,7 @@ def test_half_precision_checkpoints_read_exactly(tmp_path: Path, arch: str, dtyp
     np.testing.assert_array_equal(np.asarray(norm.data),
                                   rounded.state_dict()["model.layers.1.input_layernorm.weight"].numpy())
     tokens = [5, 77, 123, 9, 250, 31]
-    got = _strata.Engine(str(out), n_threads=1, max_ctx=64).eval(tokens, logits="all")
+    got = _strata.Engine(str(out), n_threads=1, max_ctx=64, settings=F32_CELLS).eval(tokens, logits="all")
     # float32 arithmetic on both sides; half-precision-rounded weights are less benign to the
     # summation-order differences than random float32 ones (measured up to 1.8e-4)
     assert _rel_diff(got, _hf_logits(rounded, tokens)) <= 3e-4
@@ -168,7 +169,7 @@ def test_outtypes(tmp_path: Path, outtype: str, qtype: GGMLQuantizationType, tol
                 "output_norm.weight"):
         assert tensors[f32].tensor_type == GGMLQuantizationType.F32, f32
     tokens = [5, 77, 123, 9, 250, 31]
-    got = _strata.Engine(str(out), n_threads=1, max_ctx=64).eval(tokens, logits="all")
+    got = _strata.Engine(str(out), n_threads=1, max_ctx=64, settings=F32_CELLS).eval(tokens, logits="all")
     # Against transformers running the weights the file stores. F16/BF16 weights meet f32
     # activations (exact products); Q8_0/Q4_0 weights meet activations rounded to Q8 blocks (as in
     # llama.cpp), an error of its own (measured 0.023 and 0.025 here).
@@ -205,7 +206,7 @@ def test_llama_cpp_loads_the_converted_glm(tmp_path: Path) -> None:
     llm.eval(tokens)
     got = np.array(llm.scores[: len(tokens)], dtype=np.float32)
     assert _rel_diff(got, _hf_logits(model, tokens)) <= 1e-3  # F16 K/V in llama.cpp (measured 6.2e-4)
-    ours = _strata.Engine(str(out), n_threads=1, max_ctx=64).eval(tokens, logits="all")
+    ours = _strata.Engine(str(out), n_threads=1, max_ctx=64, settings=F32_CELLS).eval(tokens, logits="all")
     assert _rel_diff(ours, got) <= 1e-3  # strata against llama.cpp on the same file
     hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(src / "tokenizer.json"))
     for text in PROMPTS[:2]:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine_args import engine
+from engine_args import F32_CELLS, engine
 from strata import _strata
 from strata.convert import convert_qwen3moe, make_random_strata
 from strata_train import ReferenceRunner, StrataConfig
@@ -177,7 +177,7 @@ def test_qwen3moe_matches_transformers(tmp_path: Path) -> None:
                 p.copy_(torch.randn_like(p) * p.shape[-1] ** -0.5)
     model.save_pretrained(tmp_path / "hf")
     path = convert_qwen3moe(tmp_path / "hf", tmp_path / "q.gguf")
-    eng = _strata.Engine(str(path), n_threads=2, max_ctx=64)
+    eng = _strata.Engine(str(path), n_threads=2, max_ctx=64, settings=F32_CELLS)
     assert eng.arch == "qwen3moe" and not eng.has_mtp
     assert eng.hparams["kv_type"] == "f32"
     ids = [int(t) for t in np.random.default_rng(1).integers(0, 300, 20)]
@@ -185,3 +185,12 @@ def test_qwen3moe_matches_transformers(tmp_path: Path) -> None:
     with torch.no_grad():
         want = model(torch.tensor([ids])).logits[0].float().numpy()
     assert _rel_diff(got, want) <= 1e-4
+    # The default cells (fp16 on x86-64) round K and V to 11 significant bits: within 1e-2 of the
+    # logits' scale, and further from transformers than f32 cells where they are fp16.
+    default = _strata.Engine(str(path), n_threads=2, max_ctx=64)
+    kv = default.hparams["kv_type"]
+    assert kv == ("f16" if "avx2" in _strata.supported_isas() else "f32")
+    got16 = default.eval(ids, logits="all")
+    assert _rel_diff(got16, want) <= 1e-2
+    if kv == "f16":
+        assert _rel_diff(got16, want) > _rel_diff(got, want)

@@ -58,6 +58,7 @@ def hf_glm(seed: int = 0, **changes: Any) -> Any:
 
 
 def _engine(path: Path, **kw: Any) -> Any:
+    kw.setdefault("kv_type", "f32")  # logits equal to transformers' to float rounding
     return engine(path, n_threads=1, max_ctx=64, **kw)
 
 

@@ -122,7 +122,7 @@ def test_file_has_the_nextn_layer(built: tuple[Any, GlmMtpReference, Path]) -> N
 def test_draft_rows_equal_the_reference(built: tuple[Any, GlmMtpReference, Path], prompt_len: int) -> None:
     main, ref, path = built
     prompt = TOKENS[:prompt_len]
-    eng = engine(path, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
+    eng = engine(path, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051, kv_type="f32")
     last = eng.eval(prompt)
     with torch.no_grad():
         hf_last = main(torch.tensor([prompt])).logits[0, -1].numpy()
@@ -191,7 +191,7 @@ def test_accepted_drafts_keep_greedy_output(agreeing: tuple[Any, GlmMtpReference
     b = run(sampled, temperature=0.8, seed=5)
     assert a.tokens == b.tokens and a.stats.rounds > 0
     # the agreeing drafter is still checked row by row against the reference
-    eng = engine(path, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
+    eng = engine(path, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051, kv_type="f32")
     prompt = TOKENS[:8]
     t = int(eng.eval(prompt).argmax())
     logits, drafts = eng.mtp_draft(t, n_steps=2)

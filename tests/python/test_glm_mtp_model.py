@@ -15,7 +15,7 @@ import torch
 from gguf.constants import GGMLQuantizationType
 from gguf.quants import quantize
 
-from engine_args import engine
+from engine_args import F32_CELLS, engine
 from strata import _strata
 from strata.convert import convert_hf_dir
 from strata_train.glm_mtp_model import GlmMtpConfig, GlmMtpModel
@@ -98,13 +98,13 @@ def test_main_logits_equal_transformers_and_strata(trained_like: tuple[GlmMtpMod
         ours = model.lm_head(model.model.norm(model.hidden(tokens)))[0].numpy()
         want = hf(tokens).logits[0].numpy()
     assert _rel(ours, want) <= 1e-4
-    eng = _strata.Engine(str(gguf), n_threads=1, max_ctx=64)
+    eng = _strata.Engine(str(gguf), n_threads=1, max_ctx=64, settings=F32_CELLS)
     assert _rel(eng.eval(PROMPT), want[-1]) <= 1e-4
 
 
 def test_draft_chain_equals_strata(trained_like: tuple[GlmMtpModel, Path]) -> None:
     model, gguf = trained_like
-    eng = engine(gguf, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051)
+    eng = engine(gguf, n_threads=1, max_ctx=64, mtp_sink=0, mtp_window=2051, kv_type="f32")
     t = int(eng.eval(PROMPT).argmax())
     steps = 3
     logits, drafts = eng.mtp_draft(t, n_steps=steps)

@@ -55,7 +55,8 @@ def _hf_model(seed: int = 0) -> Any:
 
 
 def _strata_logits(path: Path) -> np.ndarray:
-    return lc.StrataRunner(path, n_threads=1, n_ctx=64).all_logits(PROMPT)
+    # f32 cells, as llama.cpp's runner here is asked for: logits equal to float rounding.
+    return lc.StrataRunner(path, n_threads=1, n_ctx=64, kv="f32").all_logits(PROMPT)
 
 
 # --- without llama.cpp -------------------------------------------------------------------------
@@ -90,7 +91,8 @@ def test_random_model_is_seeded_and_runs(tmp_path: Path) -> None:
     assert a.read_bytes() != c.read_bytes()
     hp = _strata.Engine(str(a), n_threads=1, max_ctx=64).hparams
     assert (hp["arch"], hp["embedding_length"], hp["expert_count"]) == ("qwen3moe", 64, 8)
-    assert hp["vocab_size"] == 512 and hp["kv_type"] == "f32"
+    auto = "f16" if "avx2" in _strata.supported_isas() else "f32"
+    assert hp["vocab_size"] == 512 and hp["kv_type"] == auto
     logits = _strata_logits(a)
     assert logits.shape == (len(PROMPT), 512) and np.isfinite(logits).all()
     assert 0.5 < logits.std() < 2.0  # the N(0, 1/fan_in) weights keep activations O(1)
@@ -117,8 +119,9 @@ def _saved_run(path: Path, prompt: int, with_kv: bool) -> None:
                         llama_kv_bytes_per_token=26_000_000)
             for t in (1, 2)]
     report = asdict(lc.ModelReport(model="small Q8_0", path="x.gguf", file_mib=1358.0, shape=None,
-                                      agreement=agreement, speed=rows))
+                                      agreement=agreement, speed=rows, strata_kv="f32", llama_kv="f32"))
     if not with_kv:
+        del report["strata_kv"], report["llama_kv"]
         for row in report["speed"]:
             del row["strata_kv_bytes_per_token"], row["llama_kv_bytes_per_token"]
     doc = {"machine": {"cpu": "Test CPU"}, "settings": {"prompt": prompt, "decode": 32}, "models": [report]}
@@ -134,6 +137,8 @@ def test_from_json_replays_the_tables_and_plots(tmp_path: Path, capsys: pytest.C
     row = reports[0].speed[1]
     assert row.strata_decode == 80.0 and row.strata_kv_bytes_per_token == 26_000_000
     assert lc.load_report(old)[1][0].speed[0].strata_kv_bytes_per_token == 0  # the field's default
+    assert (reports[0].strata_kv, reports[0].llama_kv) == ("f32", "f32")
+    assert (lc.load_report(old)[1][0].strata_kv, lc.load_report(old)[1][0].llama_kv) == ("", "")
 
     png = tmp_path / "out.png"
     argv = ["bench", "llama", "--from-json", str(new), "--from-json", str(old), "--plot", str(png)]
@@ -141,6 +146,9 @@ def test_from_json_replays_the_tables_and_plots(tmp_path: Path, capsys: pytest.C
     out = capsys.readouterr().out
     # one table set per prompt length, each with that run's rows: 128 first
     assert out.index("prefill: 128 tokens") < out.index("prefill: 512 tokens")
+    # the cell types where the file has them, nothing where it predates them
+    assert out.count("small Q8_0: 1358 MiB; K/V cells strata f32, llama.cpp f32") == 1
+    assert out.count("small Q8_0: 1358 MiB\n") == 1
     floor_512 = out.split("prefill: 512 tokens")[1].split("decode against the bandwidth floor")[1]
     cells = floor_512.splitlines()[3].split()  # small Q8_0, 1 thread: 265 MB x 40 tok/s / 12 GB/s
     assert cells[:6] == ["small", "Q8_0", "1", "265", "12.0", "88%"]
@@ -199,8 +207,20 @@ def test_llama_cpp_agrees_with_strata_q8_0(tmp_path: Path) -> None:
 def test_compare_model_reports_both_engines(tmp_path: Path) -> None:
     path = lc.build_gguf(lc.TINY, tmp_path / "tiny.gguf", "Q8_0")
     r = lc.compare_model(path, "tiny", lc.TINY, threads=[1], n_prompt=8, n_decode=3, n_agree=8, repeats=1,
-                         seed=0, kv="f32", log=lambda _: None)
+                         seed=0, kv="f32", log=lambda _: None, strata_kv="f32")
     assert r.agreement.positions == 8 and r.agreement.max_abs_diff_rel < 0.05
+    assert (r.strata_kv, r.llama_kv) == ("f32", "f32")
+    # Each engine's default cells (bench llama's --kv auto): strata's auto, llama.cpp's f16, the K/V bytes
+    # at each one's own type. fp16 rounding (llama.cpp also rounds Q to fp16 for its K·Q) moves single
+    # logits by up to ~0.1 of their spread here, not the distributions.
+    d = lc.compare_model(path, "tiny", lc.TINY, threads=[1], n_prompt=8, n_decode=3, n_agree=8, repeats=1,
+                         seed=0, kv="auto", log=lambda _: None)
+    auto = "f16" if "avx2" in _strata.supported_isas() else "f32"
+    assert (d.strata_kv, d.llama_kv) == (auto, "f16")
+    assert d.agreement.mean_kl < 1e-3 and d.agreement.top1_agreement >= 0.875, d.agreement
+    ratio = 1 if auto == "f16" else 2
+    assert d.speed[0].strata_kv_bytes_per_token == d.speed[0].llama_kv_bytes_per_token * ratio
+    assert r.speed[0].strata_kv_bytes_per_token == 2 * d.speed[0].llama_kv_bytes_per_token > 0
     (row,) = r.speed
     assert row.threads == 1
     assert min(row.strata_prefill, row.llama_prefill, row.strata_decode, row.llama_decode) > 0

@@ -29,6 +29,7 @@ from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 import iquant_pack
 import kquant_pack
 import strata
+from engine_args import F32_CELLS
 from strata import _strata
 from strata.cli.__main__ import main as cli_main
 from strata.convert import convert_qwen3moe
@@ -135,7 +136,9 @@ def top1(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def logits(path: Path, ids: list[int]) -> np.ndarray:
-    return np.asarray(_strata.Engine(str(path), n_threads=2, max_ctx=64).eval(ids, logits="all"))
+    # f32 cells: the mixes are compared with their decoded reference to float rounding
+    eng = _strata.Engine(str(path), n_threads=2, max_ctx=64, settings=F32_CELLS)
+    return np.asarray(eng.eval(ids, logits="all"))
 
 
 def reference(path: Path, ids: list[int]) -> np.ndarray:

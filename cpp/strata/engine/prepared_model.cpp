@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strata/cpu/features.h"
+#include "strata/engine/kv_cells.h"
 #include "strata/util/log.h"
 #include "strata/util/thread_pool.h"
 
@@ -79,10 +80,18 @@ std::shared_ptr<const PreparedModel> shared_prepared_model(
   return made;
 }
 
+model::KvType auto_cpu_kv_type(const model::HParams& hp) {
+  const bool float_cells =
+      hp.kv_type == model::KvType::F32 && (hp.arch == model::Arch::Qwen3Moe || hp.arch == model::Arch::Glm4Moe);
+  if (float_cells && hp.head_dim <= static_cast<uint32_t>(kMaxF16HeadDim) && cpu::isa_supported(cpu::Isa::Avx2))
+    return model::KvType::F16;
+  return hp.kv_type;
+}
+
 std::unique_ptr<model::Model> load_cpu_model(const std::string& path, const std::string& mtp_path,
                                              std::optional<model::KvType> kv_type) {
   std::unique_ptr<model::Model> m = model::Model::load(path, mtp_path);
-  if (kv_type) m->set_kv_type(*kv_type);
+  m->set_kv_type(kv_type ? *kv_type : auto_cpu_kv_type(m->hparams()));
   return m;
 }
 

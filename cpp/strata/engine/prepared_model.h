@@ -65,7 +65,15 @@ std::optional<PreparedModelKey> prepared_model_key(const std::string& path, cons
 std::shared_ptr<const PreparedModel> shared_prepared_model(const PreparedModelKey& key,
                                                            const std::function<std::shared_ptr<PreparedModel>()>& make);
 
-// `path` (with `mtp_path`, "" = none) loaded, its K/V cell type set: what every cpu engine starts from.
+// The cell type `kv_type` auto gives a model on the cpu backend: fp16 where the architecture's own
+// type is f32 (qwen3moe, glm4moe) and this processor has the F16C attention kernels (x86-64 with the
+// avx2 path; decided by the hardware, not the active path, so forcing a lower path keeps the cells);
+// otherwise the architecture's own (strata int8, deepseek4's compressed f32, f32 without F16C, where
+// fp16 would be converted in scalar code). 16-bit caches are llama.cpp's, vLLM's and mlx-lm's default.
+model::KvType auto_cpu_kv_type(const model::HParams& hp);
+
+// `path` (with `mtp_path`, "" = none) loaded, its K/V cell type set (nullopt = auto_cpu_kv_type): what
+// every cpu engine starts from.
 std::unique_ptr<model::Model> load_cpu_model(const std::string& path, const std::string& mtp_path,
                                              std::optional<model::KvType> kv_type);
 

@@ -20,10 +20,11 @@ likewise (``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and attention, Q6_K outp
 is smaller than 4x the last-level cache would measure the cache, not memory: the bench then adds the
 ``medium`` shape in the same format (or says it cannot).
 
-K/V precision: strata keeps ``qwen3moe`` K/V cells in f32 by default (docs/gguf.md §3); llama.cpp is asked
-for f32 K/V as well (``type_k = type_v = F32``). ``--kv f16`` stores both engines' cells in fp16 (strata's
-``Config.kv_type``, llama.cpp's default cache type); ``--llama-kv`` sets llama.cpp's alone. Flash attention
-off (llama-cpp-python's default). Measures only; it never fails on speed.
+K/V precision: by default (``--kv auto``) each engine keeps its own default cache type: strata's
+``Config.kv_type`` auto (fp16 cells for ``qwen3moe`` on x86-64 CPUs with F16C, f32 elsewhere; docs/engine.md)
+and llama.cpp's f16 (``type_k = type_v = F16``). ``--kv f32`` or ``--kv f16`` stores both engines' cells in
+that type; ``--llama-kv`` sets llama.cpp's alone. The tables name the types used. Flash attention off
+(llama-cpp-python's default). Measures only; it never fails on speed.
 
 llama_cpp is imported only when a comparison runs; building the models needs numpy and gguf only.
 """
@@ -297,6 +298,7 @@ class StrataRunner:
         config = Config.parse_env()[0].replace(kv_type=kv)
         self._engine = _strata.Engine(str(path), n_threads=n_threads, max_ctx=n_ctx, encode_mtp=False,
                                       settings=config.native())
+        self.kv_type = str(self._engine.hparams["kv_type"])  # what `auto` resolved to
 
     def all_logits(self, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
         return np.asarray(self._engine.eval(np.asarray(tokens, dtype=np.int64), start_pos=0, logits="all"))
@@ -309,10 +311,15 @@ class StrataRunner:
         return int(np.argmax(self._engine.eval(np.array([token], dtype=np.int64))))
 
 
+def llama_kv_type(kv: str) -> str:
+    """llama.cpp's cache type for a --kv value: ``auto`` is its default, f16."""
+    return "f16" if kv == "auto" else kv
+
+
 def _ggml_type(name: str) -> int:
     import llama_cpp
 
-    return int({"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16}[name])
+    return int({"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16}[llama_kv_type(name)])
 
 
 class LlamaRunner:
@@ -446,15 +453,18 @@ class ModelReport:
     shape: dict[str, Any] | None
     agreement: Agreement
     speed: list[SpeedRow]
+    # The K/V cell types the engines ran with ("" in files written before they were recorded).
+    strata_kv: str = ""
+    llama_kv: str = ""
 
 
 def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Sequence[int], n_prompt: int,
                   n_decode: int, n_agree: int, repeats: int, seed: int, kv: str,
                   log: Callable[[str], None] = print,
-                  bandwidth: Callable[[int], float] | None = None, strata_kv: str = "f32") -> ModelReport:
-    """`kv`: llama.cpp's K/V type; `strata_kv`: strata's (Config.kv_type). `bandwidth(threads)` measures the
-    read bandwidth in GB/s; it runs just before and just after each thread count's timed runs, and the larger
-    figure is the floor (load on a shared machine only lowers it)."""
+                  bandwidth: Callable[[int], float] | None = None, strata_kv: str = "auto") -> ModelReport:
+    """`kv`: llama.cpp's K/V type (auto = f16); `strata_kv`: strata's (Config.kv_type; auto = the engine's).
+    `bandwidth(threads)` measures the read bandwidth in GB/s; it runs just before and just after each thread
+    count's timed runs, and the larger figure is the floor (load on a shared machine only lowers it)."""
     n_ctx = max(n_prompt + n_decode, n_agree) + 8
     n_ctx = (n_ctx + 255) // 256 * 256
     log(f"{path.name}: logit agreement over {n_agree} positions ...")
@@ -463,14 +473,17 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
     agree_prompt = prompt_tokens(n_agree, vocab, seed + 1)
     ref_logits = ref.all_logits(agree_prompt)
     del ref
-    ours = StrataRunner(path, threads[-1], n_ctx, strata_kv).all_logits(agree_prompt)
+    ours_runner = StrataRunner(path, threads[-1], n_ctx, strata_kv)
+    strata_cells = ours_runner.kv_type
+    ours = ours_runner.all_logits(agree_prompt)
+    del ours_runner
     agreement = logit_agreement(ref_logits, ours)
 
     prompt = prompt_tokens(n_prompt, vocab, seed + 2)
     bytes_per_token = decode_bytes_per_token(path)
     kv_value_bytes = {"f32": 4, "f16": 2}
-    strata_kv_bytes = kv_bytes_per_token(path, n_prompt, n_decode, kv_value_bytes[strata_kv])
-    llama_kv_bytes = kv_bytes_per_token(path, n_prompt, n_decode, kv_value_bytes[kv])
+    strata_kv_bytes = kv_bytes_per_token(path, n_prompt, n_decode, kv_value_bytes[strata_cells])
+    llama_kv_bytes = kv_bytes_per_token(path, n_prompt, n_decode, kv_value_bytes[llama_kv_type(kv)])
     rows = []
     for t in threads:
         log(f"{path.name}: {t} thread(s), prefill {n_prompt} + decode {n_decode}, best of {repeats} ...")
@@ -504,7 +517,7 @@ def compare_model(path: Path, label: str, shape: MoeShape | None, threads: Seque
         model=label, path=str(path), file_mib=path.stat().st_size / 2**20,
         shape=None if shape is None else {**asdict(shape), "params": shape.params(),
                                           "active_params": shape.active_params()},
-        agreement=agreement, speed=rows,
+        agreement=agreement, speed=rows, strata_kv=strata_cells, llama_kv=llama_kv_type(kv),
     )
 
 
@@ -532,14 +545,15 @@ def machine_info() -> dict[str, Any]:
 
 
 def _model_line(r: ModelReport) -> str:
+    cells = f"; K/V cells strata {r.strata_kv}, llama.cpp {r.llama_kv}" if r.strata_kv else ""
     if r.shape is None:
-        return f"{r.model}: {r.file_mib:.0f} MiB"
+        return f"{r.model}: {r.file_mib:.0f} MiB{cells}"
     s = r.shape
     return (f"{r.model}: d={s['d']}, {s['layers']} layers, {s['experts']} experts top-{s['experts_used']}, "
             f"expert ffn {s['expert_ffn']}, {s['heads']}/{s['kv_heads']} heads x {s['head_dim']}, "
             f"vocab {s['vocab']}; {s['params'] / 1e6:.0f} M params "
             f"({s['active_params'] / 1e6:.0f} M per token), "
-            f"{r.file_mib:.0f} MiB")
+            f"{r.file_mib:.0f} MiB{cells}")
 
 
 AGREE_COLUMNS = ("model", "positions", "max |Δ|", "mean |Δ|", "logit std", "max |Δ| / std", "top-1 agree",
@@ -627,7 +641,8 @@ def load_report(path: Path) -> tuple[dict[str, Any], list[ModelReport]]:
         reports.append(ModelReport(
             model=m["model"], path=m["path"], file_mib=m["file_mib"], shape=m["shape"],
             agreement=Agreement(**m["agreement"]),
-            speed=[SpeedRow(**{k: v for k, v in row.items() if k in speed_fields}) for row in m["speed"]]))
+            speed=[SpeedRow(**{k: v for k, v in row.items() if k in speed_fields}) for row in m["speed"]],
+            strata_kv=str(m.get("strata_kv", "")), llama_kv=str(m.get("llama_kv", ""))))
     return {**doc.get("settings", {}), "cpu": doc.get("machine", {}).get("cpu", "?")}, reports
 
 
@@ -710,9 +725,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agree-tokens", type=int, default=64, help="positions compared for logit agreement (64)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per engine; the best counts (3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--kv", choices=("f32", "f16"), default="f32",
+    p.add_argument("--kv", choices=("auto", "f32", "f16"), default="auto",
                    help="K/V cell type of both engines (strata's Config.kv_type, llama.cpp's type_k / "
-                        "type_v; f32 = strata's default for qwen3moe, f16 = llama.cpp's)")
+                        "type_v); auto = each engine's default: strata's auto (f16 for qwen3moe on x86-64, "
+                        "else f32), llama.cpp's f16")
     p.add_argument("--llama-kv", choices=("f32", "f16"), default=None,
                    help="llama.cpp's K/V cache type alone (default: --kv)")
     p.add_argument("--markdown", action="store_true", help="print the tables as markdown")
@@ -811,7 +827,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"machine: {info['cpu']}, {info['cpus']} CPUs, ISA path {info['isa']}, last-level cache "
           f"{llc >> 20} MiB, read bandwidth {bw}; load average before {info.get('loadavg', ['?'])[0]}, after "
           f"{info_after.get('loadavg', ['?'])[0]}; llama-cpp-python {info.get('llama_cpp_python')}, "
-          f"K/V strata {args.kv}, llama.cpp {args.llama_kv or args.kv}")
+          f"K/V asked: strata {args.kv}, llama.cpp {args.llama_kv or args.kv} (used: on each model's line)")
     for path, label, _ in models:
         size = path.stat().st_size
         if llc > 0 and size < LLC_FACTOR * llc:
