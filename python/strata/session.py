@@ -101,10 +101,11 @@ class Session:
         if prior is not None:
             self._engine.spec_adaptive_seed(prior)
         self._n_ctx = int(self._engine.max_ctx)
+        self._kv_type = str(self._engine.hparams["kv_type"])  # what Config.kv_type auto resolved to
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)
         self._tokens: list[int] = []
-        self._stats = GenerationStats(speculative=self._speculative, adaptive=self._adaptive)
+        self._stats = self._new_stats()
         self._lock = threading.RLock()
         self._active: object | None = None
 
@@ -160,7 +161,10 @@ class Session:
             self._tokens = []
             self._engine.rollback(0)
             self._rng.reseed(self._seed)
-            self._stats = GenerationStats(speculative=self._speculative, adaptive=self._adaptive)
+            self._stats = self._new_stats()
+
+    def _new_stats(self) -> GenerationStats:
+        return GenerationStats(speculative=self._speculative, adaptive=self._adaptive, kv_type=self._kv_type)
 
     # ------------------------------------------------------------------------------- save / load
     def save(self, path: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> None:
@@ -382,7 +386,7 @@ class _Run:
         tok = session._model.tokenizer
         self.eog = tok.eog_ids
         self.text = _TextStream(tok, stops)
-        self.stats = GenerationStats(speculative=session._speculative, adaptive=session._adaptive)
+        self.stats = session._new_stats()
         session._stats = self.stats
         self.done = False
         # Expert-store counters of this call: snapshots of the engine's running totals.

@@ -42,6 +42,8 @@ class GenerationStats:
             refreshed every 32 rounds, and at its end.
         seeded: whether adaptive speculation started from costs measured before (by an earlier session
             of the model, or an earlier process through the cost cache) instead of probing first.
+        kv_type: how the session's K/V cells are stored, ``"f16"``, ``"f32"`` or ``"int8"`` (what
+            ``Config.kv_type`` auto resolved to on this machine; docs/engine.md, "KV cells").
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
         expert_hits, expert_misses: routed-expert uses of this call found resident / not resident
             (prefill and decode; in mmap mode misses are counted only with the page-cache probe).
@@ -73,6 +75,7 @@ class GenerationStats:
     estimated_gain: float = 0.0
     measured_gain: float = 0.0
     seeded: bool = False
+    kv_type: str = ""
     expert_mode: str = "mmap"
     expert_hits: int = 0
     expert_misses: int = 0
@@ -183,6 +186,7 @@ class GenerationStats:
             "estimated_gain": self.estimated_gain,
             "measured_gain": self.measured_gain,
             "seeded": self.seeded,
+            "kv_type": self.kv_type,
             "expert_mode": self.expert_mode,
             "expert_hits": self.expert_hits,
             "expert_misses": self.expert_misses,
@@ -204,7 +208,8 @@ class GenerationStats:
         lines = [
             f"prompt: {self.prompt_tokens} tokens ({self.cached_tokens} cached), "
             f"prefill {self.prefill_tokens} tokens in {self.prefill_seconds:.3f} s "
-            f"({self.prefill_tokens_per_second:.1f} tok/s)",
+            f"({self.prefill_tokens_per_second:.1f} tok/s)"
+            + (f"; K/V cells {self.kv_type}" if self.kv_type else ""),
             f"generated: {self.generated_tokens} tokens in {self.decode_seconds:.3f} s "
             f"({self.decode_tokens_per_second:.1f} tok/s), finish: {self.finish_reason or 'interrupted'}",
         ]

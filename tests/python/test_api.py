@@ -401,6 +401,7 @@ def test_stats_are_filled(models: dict[str, strata.Model]) -> None:
     assert d["generated_tokens"] == 40 and d["acceptance"] == st.acceptance and d["finish_reason"] == "length"
     summary = st.summary()
     assert "tokens/round" in summary and "tok/s" in summary and "finish: length" in summary
+    assert st.kv_type == "int8" and "K/V cells int8" in summary  # the strata format's own cells
     _, p = generate(m, max_tokens=5, config=PLAIN)
     assert "speculative: off" in p.stats.summary() and p.stats.steps == 4
 

@@ -120,6 +120,18 @@ def test_kv_type_stores_the_cells_as_asked(tiny_qwen3moe: str) -> None:
     assert np.isfinite(logits["int8"]).all() and diff["f16"] < diff["int8"], (diff, scale)
 
 
+def test_a_sessions_stats_name_its_cells(tiny_qwen3moe: str) -> None:
+    """--stats says what `auto` resolved to on this machine, and an explicit type is what it names."""
+    auto = "f16" if "avx2" in _strata.supported_isas() else "f32"
+    model = strata.Model(tiny_qwen3moe, spec_cost_cache=False)
+    for kv, want in (("auto", auto), ("f32", "f32"), ("int8", "int8")):
+        s = model.session(config=strata.Config(threads=1, kv_type=kv),  # type: ignore[arg-type]
+                          sampling=strata.SamplingPolicy(temperature=0))
+        "".join(s.generate([1, 2, 3], max_tokens=2))
+        assert s.stats.kv_type == want and s.stats.as_dict()["kv_type"] == want
+        assert f"; K/V cells {want}" in s.stats.summary().splitlines()[0]
+
+
 def test_kv_type_on_the_demo_model_and_where_it_is_refused() -> None:
     # The strata format's cells are int8; f16 cells run the same model, drafter included.
     eng = _strata.Engine(PATH, n_threads=1, max_ctx=48, settings=strata.Config(kv_type="f16").native())
