@@ -2,7 +2,7 @@
 // the pool does meanwhile (docs/benchmarks.md, "The thread pool").
 //
 //   pool_decode_bench --model PATH [--threads 1,2] [--spin-us 0,300] [--prompt N] [--tokens N]
-//                     [--reps N] [--kv-type f32|f16|int8]
+//                     [--reps N] [--kv-type auto|f32|f16|int8]
 //
 // For every (threads, spin) configuration: its own ThreadPool and Window; a prompt of N tokens is
 // prefilled once (timed: prefill tok/s), then each repetition rolls back to the prompt and decodes
@@ -23,6 +23,7 @@
 
 #include "strata/cpu/features.h"
 #include "strata/cpu/repack/repack.h"
+#include "strata/engine/prepared_model.h"
 #include "strata/engine/window.h"
 #include "strata/model/model.h"
 #include "strata/model/weight_repack.h"
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
   std::string path;
   std::vector<int> threads{1, 2}, spins{0, ThreadPool::kDefaultSpinMicros};
   int prompt = 128, tokens = 32, reps = 5;
-  std::string kv_type;  // "" = the model's own
+  std::string kv_type = "auto";  // auto: what an engine's `kv_type` auto gives (engine::auto_cpu_kv_type)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s --model PATH [--threads 1,2] [--spin-us 0,300] [--prompt N] [--tokens N] [--reps N] "
-                   "[--kv-type f32|f16|int8]\n",
+                   "[--kv-type auto|f32|f16|int8]\n",
                    argv[0]);
       return 2;
     }
@@ -120,14 +121,16 @@ int main(int argc, char** argv) {
   }
   try {
     auto model = model::Model::load(path);
-    if (kv_type == "f32")
+    if (kv_type == "auto")
+      model->set_kv_type(engine::auto_cpu_kv_type(model->hparams()));
+    else if (kv_type == "f32")
       model->set_kv_type(model::KvType::F32);
     else if (kv_type == "f16")
       model->set_kv_type(model::KvType::F16);
     else if (kv_type == "int8")
       model->set_kv_type(model::KvType::Int8);
     else if (!kv_type.empty()) {
-      std::fprintf(stderr, "pool_decode_bench: --kv-type must be f32, f16 or int8\n");
+      std::fprintf(stderr, "pool_decode_bench: --kv-type must be auto, f32, f16 or int8\n");
       return 2;
     }
     std::printf("K/V cells: %s\n", model::kv_type_name(model->hparams().kv_type));

@@ -139,7 +139,7 @@ SETTINGS: tuple[Setting, ...] = (
             "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels", True),
     Setting("STRATA_KV_TYPE", "kv_type", "kv", "auto",
             "auto | f32 | f16 | int8; how K/V cells are stored (auto: int8 for strata, fp16 for qwen3moe / "
-            "glm4moe where the CPU has F16C (x86-64), else f32); cpu backend, not deepseek4", True),
+            "glm4moe on x86-64 CPUs with AVX2+FMA+F16C, else f32); cpu backend, not deepseek4", True),
 )
 
 # Read by the HTTP server (docs/server.md), not Config fields; known, so never "unknown setting".
@@ -241,8 +241,8 @@ class Config:
         repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS weight rows
             at load for the kernels (docs/quantization.md).
         kv_type: how K/V cells are stored: ``"auto"`` (int8 for strata; fp16 for qwen3moe / glm4moe on
-            x86-64 CPUs with F16C, as llama.cpp's default cache, f32 elsewhere), ``"f32"`` (logits equal to
-            transformers' to float rounding), ``"f16"`` (half the bytes of f32) or
+            x86-64 CPUs with AVX2+FMA+F16C, as llama.cpp's default cache, f32 elsewhere), ``"f32"``
+            (logits equal to transformers' to float rounding), ``"f16"`` (half the bytes of f32) or
             ``"int8"`` (one fp16 scale per 64 values). CPU backend; deepseek4 keeps its own (docs/engine.md).
     """
 

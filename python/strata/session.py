@@ -207,8 +207,8 @@ class Session:
         fresh = self._restored(state, name)
         with self._lock:
             self._active = None
-            for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_seed", "_rng",
-                         "_tokens", "_stats", "_adaptive"):
+            for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_kv_type", "_seed",
+                         "_rng", "_tokens", "_stats", "_adaptive"):
                 setattr(self, attr, getattr(fresh, attr))
         return dict(state.extra)
 

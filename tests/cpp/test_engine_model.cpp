@@ -7,6 +7,9 @@
 #include <limits>
 #include <string>
 
+#include "strata/cpu/features.h"
+#include "strata/engine/kv_cells.h"
+#include "strata/engine/prepared_model.h"
 #include "strata/util/error.h"
 #include "test_engine_support.h"
 
@@ -170,4 +173,33 @@ TEST(tensor_shapes_and_presence) {
   CHECK_LOAD_ERROR(
       q, [](MemorySource& s) { s.add_f32("blk.0.ffn_gate_shexp.weight", {8, 32}, std::vector<float>(256)); },
       "shared expert");
+}
+
+// kv_type auto on the cpu backend (engine::auto_cpu_kv_type): fp16 for qwen3moe / glm4moe, whose own
+// cells are f32, on a processor that runs the avx2 path (its attention kernels read fp16 with F16C),
+// decided by the hardware and not the active path; every other model keeps its own type.
+TEST(auto_kv_type_on_the_cpu_backend) {
+  using strata::model::Arch;
+  using strata::model::KvType;
+  const bool avx2 = strata::cpu::isa_supported(strata::cpu::Isa::Avx2);
+  const KvType want = avx2 ? KvType::F16 : KvType::F32;
+  TinyOptions q;
+  q.qwen3moe = true;
+  const auto qwen = strata::model::Model::from_source(tiny_source(q));
+  CHECK(qwen->hparams().kv_type == KvType::F32);  // the architecture's own, as loaded
+  CHECK(strata::engine::auto_cpu_kv_type(qwen->hparams()) == want);
+  const strata::cpu::Isa before = strata::cpu::active_isa();
+  strata::cpu::force_isa(strata::cpu::Isa::Scalar);  // a forced lower path keeps the cells
+  CHECK(strata::engine::auto_cpu_kv_type(qwen->hparams()) == want);
+  strata::cpu::force_isa(before);
+  strata::model::HParams hp = qwen->hparams();
+  hp.arch = Arch::Glm4Moe;
+  CHECK(strata::engine::auto_cpu_kv_type(hp) == want);
+  hp.head_dim = strata::engine::kMaxF16HeadDim + 2;  // heads fp16 cells do not take stay f32
+  CHECK(strata::engine::auto_cpu_kv_type(hp) == KvType::F32);
+  const auto own = strata::model::Model::from_source(tiny_source(TinyOptions{}));  // the strata format
+  CHECK(own->hparams().kv_type == KvType::Int8 && strata::engine::auto_cpu_kv_type(own->hparams()) == KvType::Int8);
+  hp = qwen->hparams();
+  hp.arch = Arch::DeepSeek4;  // compressed f32 cells, never another type
+  CHECK(strata::engine::auto_cpu_kv_type(hp) == KvType::F32);
 }

@@ -5,6 +5,8 @@ STRATA_METAL_MTP_TILE and STRATA_METALLIB are Config fields, and the prefix-reus
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -130,6 +132,16 @@ def test_a_sessions_stats_name_its_cells(tiny_qwen3moe: str) -> None:
         "".join(s.generate([1, 2, 3], max_tokens=2))
         assert s.stats.kv_type == want and s.stats.as_dict()["kv_type"] == want
         assert f"; K/V cells {want}" in s.stats.summary().splitlines()[0]
+    # A session file saved with int8 cells, loaded into an auto session: the engine is swapped, and so is
+    # what the stats name.
+    saved = model.session(config=strata.Config(threads=1, kv_type="int8"))
+    "".join(saved.generate([1, 2, 3], max_tokens=2))
+    path = Path(tiny_qwen3moe).with_suffix(".session")
+    saved.save(path)
+    loaded = model.session(config=strata.Config(threads=1))
+    loaded.load(path)
+    "".join(loaded.generate("", max_tokens=2))
+    assert loaded.stats.kv_type == "int8"
 
 
 def test_kv_type_on_the_demo_model_and_where_it_is_refused() -> None:

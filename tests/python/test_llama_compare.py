@@ -173,7 +173,7 @@ llama = pytest.mark.llama
 def _llama_logits(path: Path) -> np.ndarray:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail("the llama tests need llama-cpp-python (pip install llama-cpp-python)")
-    return lc.LlamaRunner(path, n_threads=1, n_ctx=64, logits_all=True).all_logits(PROMPT)
+    return lc.LlamaRunner(path, n_threads=1, n_ctx=64, logits_all=True, kv="f32").all_logits(PROMPT)
 
 
 @llama

@@ -63,7 +63,7 @@ def f32_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def agree(path: Path) -> lc.Agreement:
-    ref = lc.LlamaRunner(path, n_threads=1, n_ctx=64, logits_all=True).all_logits(PROMPT)
+    ref = lc.LlamaRunner(path, n_threads=1, n_ctx=64, logits_all=True, kv="f32").all_logits(PROMPT)
     ours = lc.StrataRunner(path, n_threads=1, n_ctx=64, kv="f32").all_logits(PROMPT)  # llama.cpp's cells here
     return lc.logit_agreement(ref, ours)
 

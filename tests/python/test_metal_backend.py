@@ -24,7 +24,7 @@ TINY = dict(vocab_size=VOCAB, d=32, n_layers=2, n_heads=4, n_kv_heads=2, head_di
             n_experts=6, n_experts_used=2, expert_ffn=16, shared_ffn=16, hc_count=4, hc_sinkhorn_iters=3,
             hc_eps=1e-6, rms_eps=1e-6, mtp=True, mtp_vocab_ids=None, context_length=256)
 EMU = strata.Config(backend="metal-emu", context_length=128, mtp_sink=2, mtp_window=6)
-CPU = EMU.replace(backend="cpu")
+CPU = EMU.replace(backend="cpu", kv_type="f32")  # metal-emu keeps qwen3moe's own f32 cells
 
 
 def strata_model(path: Path, scale: float, seed: int) -> Path:

@@ -164,7 +164,7 @@ const std::vector<SettingInfo>& known_settings() {
       {kSpecSample, "sampling", "exact", "exact | greedy: verification rule for temperature > 0"},
       {kKvType, "kv", "auto",
        "auto | f32 | f16 | int8: how K/V cells are stored (auto: int8 for strata, fp16 for qwen3moe / glm4moe "
-       "where the CPU has F16C (x86-64), else f32); cpu backend, not deepseek4"},
+       "on x86-64 with AVX2+FMA+F16C, else f32); cpu backend, not deepseek4"},
       {kMoceBonus, "moce", "0", "log-bonus λ in [-8, 8]; resident scores are scaled by m = e^λ when m > 1"},
       {kMoceRank1, "moce", "1", "rank-1 scale r in (0, 1024]; used only when r > 1 and protect > 1"},
       {kMoceProtect, "moce", "0", "integer 0..64 (r_prot); first rank that gets the bonus is max(1, r_prot)"},

@@ -41,7 +41,7 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
       max_ctx_(mtp_ctx(m.hparams(), cfg.max_ctx)),
       policy_{cfg.sink, cfg.window, 0},
       kv_(1, m.ds4_mtp ? 1 : std::max<int64_t>(max_ctx_, 1), static_cast<int>(m.hparams().n_head_kv),
-          static_cast<int>(m.hparams().head_dim), m.hparams().kv_type, 0),  // strata int8, glm4moe f32
+          static_cast<int>(m.hparams().head_dim), m.hparams().kv_type, 0),  // the main model's cell type
       rope_(static_cast<int>(m.hparams().rope_dim), m.hparams().rope_base),
       s_(scratch) {
   m.note_cells_built();

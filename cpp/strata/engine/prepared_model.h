@@ -45,7 +45,7 @@ struct FileIdentity {
 struct PreparedModelKey {
   FileIdentity file;
   FileIdentity mtp_file;  // deepseek4's separate MTP file (all 0 = none)
-  int kv_type = -1;       // model::KvType, -1 = the architecture's own
+  int kv_type = -1;       // model::KvType, -1 = auto (auto_cpu_kv_type: fixed per file and processor)
   int requant = 0;        // model::DrafterRequant
   int repack = 0;         // cpu::RepackMode, resolved
   int isa = 0;            // cpu::Isa: `auto` repacks what the active path's kernels read faster
@@ -66,10 +66,11 @@ std::shared_ptr<const PreparedModel> shared_prepared_model(const PreparedModelKe
                                                            const std::function<std::shared_ptr<PreparedModel>()>& make);
 
 // The cell type `kv_type` auto gives a model on the cpu backend: fp16 where the architecture's own
-// type is f32 (qwen3moe, glm4moe) and this processor has the F16C attention kernels (x86-64 with the
-// avx2 path; decided by the hardware, not the active path, so forcing a lower path keeps the cells);
-// otherwise the architecture's own (strata int8, deepseek4's compressed f32, f32 without F16C, where
-// fp16 would be converted in scalar code). 16-bit caches are llama.cpp's, vLLM's and mlx-lm's default.
+// type is f32 (qwen3moe, glm4moe) and this processor runs the avx2 path, whose attention kernels read
+// fp16 cells with F16C (decided by the hardware, not the active path, so forcing a lower path keeps
+// the cells); otherwise the architecture's own (strata int8, deepseek4's compressed f32, f32 without
+// the avx2 path, where fp16 would be converted in scalar code). 16-bit caches are llama.cpp's, vLLM's and mlx-lm's
+// default.
 model::KvType auto_cpu_kv_type(const model::HParams& hp);
 
 // `path` (with `mtp_path`, "" = none) loaded, its K/V cell type set (nullopt = auto_cpu_kv_type): what

@@ -21,7 +21,8 @@ is smaller than 4x the last-level cache would measure the cache, not memory: the
 ``medium`` shape in the same format (or says it cannot).
 
 K/V precision: by default (``--kv auto``) each engine keeps its own default cache type: strata's
-``Config.kv_type`` auto (fp16 cells for ``qwen3moe`` on x86-64 CPUs with F16C, f32 elsewhere; docs/engine.md)
+``Config.kv_type`` auto (fp16 cells for ``qwen3moe`` on x86-64 CPUs with AVX2+FMA+F16C, f32 elsewhere;
+docs/engine.md)
 and llama.cpp's f16 (``type_k = type_v = F16``). ``--kv f32`` or ``--kv f16`` stores both engines' cells in
 that type; ``--llama-kv`` sets llama.cpp's alone. The tables name the types used. Flash attention off
 (llama-cpp-python's default). Measures only; it never fails on speed.
@@ -325,7 +326,7 @@ def _ggml_type(name: str) -> int:
 class LlamaRunner:
     name = "llama.cpp"
 
-    def __init__(self, path: Path, n_threads: int, n_ctx: int, logits_all: bool, kv: str = "f32") -> None:
+    def __init__(self, path: Path, n_threads: int, n_ctx: int, logits_all: bool, kv: str = "auto") -> None:
         import llama_cpp
 
         self._llama_cpp = llama_cpp

@@ -109,7 +109,7 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
 def add_kv_type_argument(g: argparse._ActionsContainer) -> None:
     g.add_argument("--kv-type", choices=("auto", "f32", "f16", "int8"), default=None,
                    help="how K/V cells are stored: auto = int8 for strata files, f16 for qwen3moe and "
-                   "glm4moe where the CPU has F16C (x86-64; llama.cpp's default cache type), else f32; "
+                   "glm4moe on x86-64 with AVX2+FMA+F16C (llama.cpp's default cache type), else f32; "
                    "f16 = half of f32's bytes; int8 = one fp16 scale per 64 values; cpu backend, not "
                    "deepseek4 (STRATA_KV_TYPE)")
 
