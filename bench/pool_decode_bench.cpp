@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/config/settings.h"
 #include "strata/cpu/features.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/engine/prepared_model.h"
@@ -120,19 +121,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto model = model::Model::load(path);
-    if (kv_type == "auto")
-      model->set_kv_type(engine::auto_cpu_kv_type(model->hparams()));
-    else if (kv_type == "f32")
-      model->set_kv_type(model::KvType::F32);
-    else if (kv_type == "f16")
-      model->set_kv_type(model::KvType::F16);
-    else if (kv_type == "int8")
-      model->set_kv_type(model::KvType::Int8);
-    else if (!kv_type.empty()) {
-      std::fprintf(stderr, "pool_decode_bench: --kv-type must be auto, f32, f16 or int8\n");
-      return 2;
-    }
+    // The cell type as an engine reads it (the kv_type setting's parser; auto = engine::auto_cpu_kv_type).
+    const config::Settings settings = config::load_settings_strict({{"STRATA_KV_TYPE", kv_type}});
+    auto model = engine::load_cpu_model(path, "", settings.kv_type);
     std::printf("K/V cells: %s\n", model::kv_type_name(model->hparams().kv_type));
     // Repacked weights as an engine has them (STRATA_REPACK, default auto: docs/quantization.md).
     const model::RepackReport repacked = model::repack_weights(*model, cpu::repack_mode(), true, nullptr);
@@ -152,7 +143,8 @@ int main(int argc, char** argv) {
         c.window = std::make_unique<engine::Window>(*model, wc);
         configs.push_back(std::move(c));
       }
-    std::vector<int32_t> toks(static_cast<std::size_t>(prompt + tokens));
+    // At least 17 tokens: the warm-up below reads token 16 even for a shorter prompt.
+    std::vector<int32_t> toks(static_cast<std::size_t>(std::max(prompt + tokens, 17)));
     for (std::size_t i = 0; i < toks.size(); ++i)
       toks[i] = static_cast<int32_t>((i * 7919 + 13) % std::min<uint32_t>(hp.n_vocab, 257));
     for (auto& c : configs) {  // warm-up: page the weights in, first-touch the scratch

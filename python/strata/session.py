@@ -101,7 +101,6 @@ class Session:
         if prior is not None:
             self._engine.spec_adaptive_seed(prior)
         self._n_ctx = int(self._engine.max_ctx)
-        self._kv_type = str(self._engine.hparams["kv_type"])  # what Config.kv_type auto resolved to
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)
         self._tokens: list[int] = []
@@ -164,7 +163,9 @@ class Session:
             self._stats = self._new_stats()
 
     def _new_stats(self) -> GenerationStats:
-        return GenerationStats(speculative=self._speculative, adaptive=self._adaptive, kv_type=self._kv_type)
+        # kv_type: what Config.kv_type auto resolved to, read from the engine (once per call).
+        return GenerationStats(speculative=self._speculative, adaptive=self._adaptive,
+                               kv_type=str(self._engine.hparams["kv_type"]))
 
     # ------------------------------------------------------------------------------- save / load
     def save(self, path: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> None:
@@ -207,8 +208,8 @@ class Session:
         fresh = self._restored(state, name)
         with self._lock:
             self._active = None
-            for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_kv_type", "_seed",
-                         "_rng", "_tokens", "_stats", "_adaptive"):
+            for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_seed", "_rng",
+                         "_tokens", "_stats", "_adaptive"):
                 setattr(self, attr, getattr(fresh, attr))
         return dict(state.extra)
 
