@@ -11,13 +11,15 @@ Measures only; it never fails on speed.
 
 ``--cpu-time`` times the single-thread columns in process CPU time rather than wall time: on a host
 shared with other jobs, time the process spent waiting for a core is then not counted.
+``--acts N`` multiplies N activation rows at once (a verification window's rows: each 16-row group of
+weights is read once for all of them); GB/s still counts the weight bytes once.
 ``--isas avx2,avx512`` runs every format once per kernel path (forced with ``force_isa``) so the
 paths compare on the same matrices. A format written ``Q4_0_R16`` / ``Q8_0_R16`` / ``Q4_K_R16`` /
 ``IQ4_XS_R16`` is the plain format's random matrix repacked into the interleaved 16-row layout
 (cpu/repack/repack.h) before timing: next to the plain format, the repack's speed-up.
 
     PYTHONPATH=python python3 bench/gemv_bench.py [--mib 256] [--cols 4096] [--reps 5] [--markdown]
-        [--isas avx2,avx512] [--types Q4_0,Q4_0_R16,Q8_0,Q8_0_R16]
+        [--isas avx2,avx512] [--types Q4_0,Q4_0_R16,Q8_0,Q8_0_R16] [--acts 1]
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=5, help="timed calls per case (best is reported)")
     ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--acts", type=int, default=1, help="activation rows per call (a window's rows)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time the 1-thread columns in process CPU time (a host shared with other jobs: "
@@ -117,12 +120,14 @@ def main() -> None:
     print(
         f"ISA {', '.join(isas)} (runnable: {', '.join(_strata.supported_isas())}), {threads} threads, "
         f"{os.cpu_count()} CPUs; weights ~{args.mib} MiB per matrix, {args.cols} columns; "
-        f"best of {args.reps}; "
+        f"{args.acts} activation row(s); best of {args.reps}; "
         "read bandwidth measured next to each format"
     )
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal(args.cols, dtype=np.float32)
+    if args.acts < 1:
+        ap.error("--acts must be >= 1")
+    x = rng.standard_normal(args.cols if args.acts == 1 else (args.acts, args.cols), dtype=np.float32)
     results = []
     saved_isa = str(_strata.active_isa())
     for type_name, isa in ((t, i) for t in args.types.split(",") for i in isas):

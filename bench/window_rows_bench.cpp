@@ -2,6 +2,7 @@
 // model after a prompt, and where it goes (docs/benchmarks.md, "Window rows").
 //
 //   window_rows_bench [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces]
+//                     [--no-repack]  (the weights as mapped; by default repacked, as an engine runs them)
 //                     [--only R]   (only windows of R rows, no output: instruction counts under valgrind)
 //
 // Part 1 times engine::Window::run for R = 1..max-rows rows at position P (after a P-token
@@ -29,6 +30,7 @@
 #include "strata/engine/multi_linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
+#include "strata/engine/prepared_model.h"
 #include "strata/engine/window.h"
 #include "strata/model/model.h"
 #include "strata/util/thread_pool.h"
@@ -239,6 +241,7 @@ int main(int argc, char** argv) {
   int threads = 1, reps = 200, max_rows = 5;
   int64_t prompt = 256;
   bool pieces = true;
+  bool repack = true;
   int only = 0;  // > 0: time only windows of this many rows (instruction counts under valgrind)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -253,6 +256,8 @@ int main(int argc, char** argv) {
       path = next();
     else if (a == "--no-pieces")
       pieces = false;
+    else if (a == "--no-repack")
+      repack = false;
     else if (a == "--only")
       only = std::atoi(next());
     else if (a == "--threads")
@@ -264,16 +269,20 @@ int main(int argc, char** argv) {
     else if (a == "--max-rows")
       max_rows = std::atoi(next());
     else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces] [--only R]\n",
-          argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--model PATH] [--threads N] [--reps N] [--prompt N] [--max-rows R] [--no-pieces] "
+                   "[--no-repack] [--only R]\n",
+                   argv[0]);
       return 2;
     }
   }
-  auto model = model::Model::load(path);
-  const model::HParams& hp = model->hparams();
   ThreadPool pool(threads);
+  // As an engine runs it: the file's K/V cell type and the weights repacked (unless --no-repack).
+  const auto prepared =
+      engine::prepare_cpu_model(engine::load_cpu_model(path, "", std::nullopt), model::DrafterRequant::Off,
+                                repack ? cpu::RepackMode::Auto : cpu::RepackMode::Off, true, &pool);
+  const model::Model* model = prepared->model.get();
+  const model::HParams& hp = model->hparams();
   engine::WindowConfig cfg;
   cfg.max_ctx = prompt + 64;
   cfg.max_rows = std::max(64, max_rows);

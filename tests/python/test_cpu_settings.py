@@ -113,7 +113,8 @@ def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu:
         _strata.quant.repack(w[:24], plain, 24, cols)
 
 
-# One activation row (the decode GEMV, the one that prefetches), every repacked type.
+# One activation row (the decode GEMV) and several (a verification window; 5 = a pass of 4 that
+# prefetches, then one that does not), every repacked type.
 _PREFETCH_SCRIPT = f"""
 import sys
 import numpy as np
@@ -122,15 +123,17 @@ from test_cpu_settings import _check_repacked_gemv, _random_weights
 rng = np.random.default_rng(5)
 for plain in ("Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_XS"):
     w = _random_weights(plain, 48, 1024, rng)
-    _check_repacked_gemv(plain, w, rng.standard_normal((1, 1024), dtype=np.float32))
+    for acts in (1, 2, 5):
+        _check_repacked_gemv(plain, w, rng.standard_normal((acts, 1024), dtype=np.float32))
 print("ok")
 """
 
 
 @pytest.mark.parametrize("distance", ["off", "64", "1024", "65536"])
 def test_decode_gemv_prefetch_changes_no_bit(distance: str) -> None:
-    """STRATA_PREFETCH (read once per process, hence a subprocess): the single-activation repacked
-    GEMV that prefetches ahead gives the plain scalar kernel's bits at any distance."""
+    """STRATA_PREFETCH (read once per process, hence a subprocess): the repacked GEMVs that prefetch
+    ahead (one activation, and the first pass over each row group of several) give the plain scalar
+    kernel's bits at any distance."""
     out = subprocess.run([sys.executable, "-c", _PREFETCH_SCRIPT], capture_output=True, text=True,
                          env={**_env(), "STRATA_PREFETCH": distance})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

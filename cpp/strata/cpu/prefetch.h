@@ -1,11 +1,14 @@
 #pragma once
-// Software prefetch in the single-activation (decode) GEMVs over the repacked Q8_0_R16 / Q4_0_R16
-// weights. A decode step streams every weight once; on the Intel Xeon these kernels were measured on,
-// one core kept too few lines in flight to reach the memory's bandwidth, and prefetching a fixed
-// distance ahead of the block being multiplied gave 20-25 % (Q8_0), 45-60 % (Q4_0) and 15-25 % (Q4_K_M)
-// more decode tokens/s; on an AMD Zen 4 the same prefetches cost 10-30 % (its hardware prefetchers already keep
-// up, the extra instructions do not pay). So the default depends on the vendor; STRATA_PREFETCH
-// (cpu/cpu_settings.h, docs/settings.md) overrides it. A prefetch never changes a result.
+// Software prefetch in the GEMVs over the repacked weights: the single-activation (decode) kernels,
+// and the first pass over each 16-row group of the several-activation kernels (a verification
+// window's rows; later passes find the group in L1). A decode step streams every weight once; on the
+// Intel Xeon these kernels were measured on, one core kept too few lines in flight to reach the
+// memory's bandwidth, and prefetching a fixed distance ahead of the block being multiplied gave
+// 20-25 % (Q8_0), 45-60 % (Q4_0) and 15-25 % (Q4_K_M) more decode tokens/s; from memory, the
+// 2-activation kernels read 13-45 % more GB/s with it on an Ice Lake Xeon. On an AMD Zen 4 the same
+// prefetches cost 10-30 % (its hardware prefetchers already keep up, the extra instructions do not pay). So the default
+// depends on the vendor; STRATA_PREFETCH (cpu/cpu_settings.h, docs/settings.md) overrides it. A prefetch never changes
+// a result.
 #include <cstddef>
 #include <cstdint>
 

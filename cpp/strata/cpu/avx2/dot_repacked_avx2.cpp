@@ -104,9 +104,12 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
                 float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
   const int64_t nb = n / quant::kQK32;
+  // Only a group's first pass streams its weights from memory; later passes find them in L1.
+  const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
   ActTerms::for_each_chunk(y, nact, nb, nrows, Ops::kBias, [&](const ActTerms* t, int c0, int nc) {
     repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-      repack::for_each_act_pass<2>(nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv); });
+      repack::for_each_act_pass<2>(
+          nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv, a == 0 ? pf : 0); });
     });
   });
 }

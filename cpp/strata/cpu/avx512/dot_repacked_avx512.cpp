@@ -106,13 +106,16 @@ void group_one_act(int64_t nb, const uint8_t* grp, const ActTerms& t, float* out
 }
 
 // One group against A activations: outs[a][0 .. 16). Each activation keeps two vpdpbusd chains, as
-// above (with one chain of eight, two activations ran no faster per activation than one).
+// above (with one chain of eight, two activations ran no faster per activation than one). With pf > 0
+// each block pair first prefetches the pair's bytes pf further on, as the one-activation kernel does.
 template <typename Ops, int A>
-void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const* outs, int64_t r0, int n_valid) {
+void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const* outs, int64_t r0, int n_valid,
+                std::size_t pf) {
   using L = typename Ops::L;
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != 0 && (b & 1) == 0) prefetch_lines(grp + L::pair(b) + pf, 2 * L::kBlockBytes);
     __m512i st[8];
     Ops::steps(grp + L::qs_off(b, nb), st);
     const __m512 dw = _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb)));
@@ -159,9 +162,12 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
                 float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_0* const*>(acts);
   const int64_t nb = n / quant::kQK32;
+  // Only a group's first pass streams its weights from memory; later passes find them in L1.
+  const std::size_t pf = gemv_prefetch_bytes(Ops::kType);
   ActTerms::for_each_chunk(y, nact, nb, nrows, Ops::kBias, [&](const ActTerms* t, int c0, int nc) {
     repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-      repack::for_each_act_pass<4>(nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv); });
+      repack::for_each_act_pass<4>(
+          nc, [&]<int A>(int a) { group_acts<Ops, A>(nb, grp, t + a, outs + c0 + a, r, nv, a == 0 ? pf : 0); });
     });
   });
 }

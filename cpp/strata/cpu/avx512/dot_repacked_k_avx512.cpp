@@ -214,8 +214,10 @@ void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64
                              int nact, float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
   const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q4_K_R16);  // the first pass streams the group
   repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact, [&]<int A>(int a) { group<A>(nb, grp, y + a, outs + a, r, nv); });
+    repack::for_each_act_pass<4>(nact,
+                                 [&]<int A>(int a) { group<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
   });
 }
 
@@ -231,8 +233,10 @@ void dot_rows_multi_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64
                              int nact, float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
   const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q6_K_R16);  // the first pass streams the group
   repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact, [&]<int A>(int a) { group_q6<A>(nb, grp, y + a, outs + a, r, nv); });
+    repack::for_each_act_pass<4>(nact,
+                                 [&]<int A>(int a) { group_q6<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
   });
 }
 
