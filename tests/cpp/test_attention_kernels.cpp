@@ -184,8 +184,9 @@ TEST(value_kernels_bitwise_per_cell) {
 
 // The AVX-512 table's f32 and fp16 entries (the 8-lane kernels with 32 registers: passes of four heads)
 // against the portable table bitwise: every group size 1..16 (whole passes of four and remainders
-// of 1-3), Dh 128, 64 and 100 (not a multiple of 8), lists not a multiple of the 4-cell batch and
-// across the 64-cell value piece, with gaps and implicit, scores and values. Skipped, with a line
+// of 1-3), Dh 128, 64, 80 and 16 (16-lane scores and values), 72 (16-lane scores, 8-lane values: not
+// a multiple of 16) and 100 (8-lane: not a multiple of 8), lists not a multiple of the 4- or 8-cell
+// batch and across the 64-cell value piece, with gaps and implicit, scores and values. Skipped, with a line
 // saying so, on a CPU without AVX-512.
 TEST(avx512_float_kernels_bitwise_portable) {
 #if defined(STRATA_HAVE_AVX512_TU)
@@ -198,13 +199,13 @@ TEST(avx512_float_kernels_bitwise_portable) {
   const AttnKernels& ref = attn_kernels_scalar();
   const AttnKernels& avx = attn_kernels_avx512();
   for (KvType type : {KvType::F32, KvType::F16})
-    for (int dh : {128, 64, 100}) {
+    for (int dh : {128, 64, 80, 72, 16, 100}) {
       const int n_cells = 200;
       KvCells kv = filled_cells(g, type, dh, 2, n_cells);
       const KvHeadData hd = kv.head_data(0, 1);
       const float sqrt_dh = std::sqrt(static_cast<float>(dh));
       for (int G = 1; G <= kMaxHeadGroup; ++G)
-        for (int len : {1, 6, 67, 130})
+        for (int len : {1, 6, 9, 67, 130})
           for (bool implicit : {false, true}) {
             const std::vector<int32_t> list = gapped_list(n_cells, len, implicit ? 0 : 2);
             const int32_t* lp = implicit ? nullptr : list.data();

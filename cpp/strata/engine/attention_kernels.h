@@ -67,7 +67,8 @@ const AttnKernels& attn_kernels_scalar();
 const AttnKernels& attn_kernels_avx2();
 #endif
 #if defined(STRATA_HAVE_AVX512_TU)
-// int8 K/V with Dh a multiple of 64 on 16 lanes; the other entries are the 8-lane kernels of
+// 16 lanes for int8 K/V with Dh a multiple of 64 and for f32 / fp16 K/V with Dh a multiple of 8
+// (scores) or 16 (values); other shapes and the indexer run the 8-lane kernels of
 // engine/x86/attention_kernels_x86.h with 32 ymm registers (passes of four query heads).
 const AttnKernels& attn_kernels_avx512();
 #endif

@@ -1,11 +1,12 @@
-// AVX-512 versions of the int8 attention kernels (engine/attention_kernels.h) for head sizes made
-// of whole 64-blocks (the strata format's Dh = 64, 128, ...); other shapes, f32 cells and the
-// indexer run the 8-lane kernels of engine/x86/attention_kernels_x86.h compiled in this file
-// (32 ymm registers: passes of four query heads instead of the AVX2 table's three). The per-lane operations are those
-// of the AVX2 and portable kernels (multiplies and adds separate, vec_dot.h's lanes and tree), so the results are
-// bitwise the same; what 16 lanes and 32 registers buy: two cells' 8-lane dot sums share one zmm (cells c and c + 4 of
-// a batch of eight, so the tree below leaves the eight totals in order), and a chunk's value sums
-// cover a whole 64-column block for three heads.
+// AVX-512 versions of the attention kernels (engine/attention_kernels.h). int8 cells with head
+// sizes made of whole 64-blocks (the strata format's Dh = 64, 128, ...) and f32 / fp16 cells with
+// Dh a multiple of 8 (scores) or 16 (values) run 16-lane kernels below; other shapes and the
+// indexer run the 8-lane kernels of engine/x86/attention_kernels_x86.h compiled in this file (32 ymm
+// registers: passes of four query heads instead of the AVX2 table's three). The per-lane operations
+// are those of the AVX2 and portable kernels (multiplies and adds separate, vec_dot.h's lanes and
+// tree), so the results are bitwise the same; what 16 lanes and 32 registers buy: two cells' 8-lane
+// dot sums share one zmm (cells c and c + 4 of a batch of eight, so the tree below leaves the eight
+// totals in order), and a chunk's value sums cover a whole 64-column block for three heads.
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
@@ -21,7 +22,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "strata/engine/attention_kernels.h"
 #include "strata/engine/kv_quant.h"
@@ -202,8 +205,192 @@ void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, co
     x86::with_heads<kMaxG>(G - g0, [&](auto gs) { values_g<gs.value>(h, e + g0 * es, es, cells, n, co + g0); });
 }
 
-const AttnKernels kAvx512{scores_i8_avx512,      kEightLane.scores_f32, values_i8_avx512,         kEightLane.values_f32,
-                          kEightLane.scores_f16, kEightLane.values_f16, kEightLane.indexer_scores};
+// f32 and fp16 cells (T = float / uint16_t) on 16 lanes: the 8-lane kernels' per-lane operations
+// (engine/x86/attention_kernels_x86.h: 8 interleaved dot sums per cell and head over the whole head,
+// reduced by the hadd tree; one multiply and one add per value element and cell), so bitwise the
+// same. Scores: batches of eight cells, two cells' sums in one zmm as the int8 kernel's; values:
+// 16-column registers. Passes of four query heads (a Qwen3-style GQA group reads each K and V line
+// once). Dh a multiple of 8 (scores) / 16 (values); other shapes run the 8-lane kernels.
+constexpr int kMaxGF = 4;
+
+template <typename T>
+const T* keys_of(const KvHeadData& h) {
+  if constexpr (std::is_same_v<T, uint16_t>)
+    return h.kh;
+  else
+    return h.kf;
+}
+
+template <typename T>
+const T* values_of(const KvHeadData& h) {
+  if constexpr (std::is_same_v<T, uint16_t>)
+    return h.vh;
+  else
+    return h.vf;
+}
+
+// Eight elements of cell a in lanes 0-7, eight of cell b in lanes 8-15, as floats (fp16 -> f32 is
+// exact, as fp16_to_fp32).
+inline __m512 load_pair(const float* a, const float* b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+inline __m512 load_pair(const uint16_t* a, const uint16_t* b) {
+  const __m256i ab =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_cvtph_ps(ab);
+}
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Asks for the cache lines of bytes [p, p + bytes) towards L1 (a prefetch never changes a result).
+inline void prefetch_span(const void* p, int64_t bytes) {
+  auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
+  for (; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+}
+
+// The 8-lane kernels' prefetch (x86::kPrefetchValuesMaxBytes: the V rows are asked for with the K
+// rows while a head's V rows fit a quarter of an L2), one batch of eight cells ahead.
+constexpr int64_t kAskValuesMaxBytes = int64_t{256} * 1024;
+
+template <typename T, int G>
+void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
+                float* scores, int64_t stride, bool ask_ahead) {
+  const int dh = h.dh;
+  const __m256 vsq = _mm256_set1_ps(sqrt_dh);
+  const T* keys = keys_of<T>(h);
+  const T* vals = values_of<T>(h);
+  const int64_t row_bytes = int64_t{sizeof(T)} * dh;
+  const bool ask_v = ask_ahead && vals != nullptr && n * row_bytes <= kAskValuesMaxBytes;
+  for (int64_t i = 0; i < n; i += kCells) {
+    int64_t c[kCells];
+    batch_cells(cells, i, n, c);
+    const T* k[kCells];
+    for (int j = 0; j < kCells; ++j) k[j] = keys + c[j] * dh;
+    for (int64_t j = i + kCells; ask_ahead && j < std::min(n, i + 2 * kCells); ++j) {
+      const int64_t cell = cells ? cells[j] : j;
+      prefetch_span(keys + cell * dh, row_bytes);
+      if (ask_v) prefetch_span(vals + cell * dh, row_bytes);
+    }
+    __m512 acc[4][G];
+#pragma GCC unroll 16
+    for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) acc[p][g] = _mm512_setzero_ps();
+    for (int j = 0; j < dh; j += 8) {
+      __m512 qv[G];
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) qv[g] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[g] + j));
+#pragma GCC unroll 16
+      for (int p = 0; p < 4; ++p) {
+        const __m512 kv = load_pair(k[p] + j, k[p + 4] + j);
+#pragma GCC unroll 16
+        for (int g = 0; g < G; ++g) acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
+      }
+    }
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g)
+      store8(_mm256_div_ps(reduce8(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), vsq), scores + g * stride + i, n - i);
+  }
+}
+
+template <typename T>
+void scores_f_avx512(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
+                     float* scores, int64_t stride) {
+  if (h.dh % 8 != 0) {
+    (std::is_same_v<T, float> ? kEightLane.scores_f32 : kEightLane.scores_f16)(h, q, G, cells, n, sqrt_dh, scores,
+                                                                               stride);
+    return;
+  }
+  // Only the first pass asks for cells ahead; the later ones find them in cache.
+  for (int g0 = 0; g0 < G; g0 += kMaxGF)
+    x86::with_heads<kMaxGF>(G - g0, [&](auto gs) {
+      scores_f_g<T, gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
+    });
+}
+
+// Columns [col, col + 16·NV) of the G outputs summed in registers over a piece's cells (per element
+// and cell one multiply and one add, cells in order; from +0 on the first piece, from the stored
+// sums after it). w[g·kPiece + i] is cell i's weight. ahead_bytes > 0: also asks for that many bytes
+// from col on of the cell four ahead (the 8-lane kernels' distance).
+template <typename T, int G, int NV>
+void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
+                 float* const* co, int64_t ahead_bytes) {
+  constexpr int64_t kAhead = 4;
+  __m512 acc[G][NV];
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(co[g] + col + 16 * v);
+  base += col;
+  for (int64_t i = 0; i < n; ++i) {
+    const T* x = base + (cells ? cells[i] : i) * dh;
+    if (ahead_bytes > 0 && i + kAhead < n)
+      prefetch_span(base + (cells ? cells[i + kAhead] : i + kAhead) * dh, ahead_bytes);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      const __m512 xv = load16(x + 16 * v);
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g)
+        acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
+    }
+  }
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(co[g] + col + 16 * v, acc[g][v]);
+}
+
+// 16-column registers per slab with G heads: the widest power of two up to 8 whose G·NV accumulators
+// leave room for a value, a weight and the compiler's temporaries in 32 registers.
+template <int G>
+constexpr int slab_width16() {
+  int nv = 8;
+  while (nv > 1 && G * nv > 28) nv /= 2;
+  return nv;
+}
+
+template <typename T, int G>
+void values_f_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, float* const* co,
+                bool ask_ahead) {
+  constexpr int NV = slab_width16<G>();
+  const int dh = h.dh;
+  const T* base = values_of<T>(h);
+  alignas(64) float w[G * kPiece];
+  for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
+    const int64_t pn = std::min<int64_t>(kPiece, n - p0);
+    const int32_t* pc = cells ? cells + p0 : nullptr;
+    const T* pb = cells ? base : base + p0 * dh;
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g)
+      for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
+    // The first slab asks for the whole row of the cells ahead; the later slabs find it in cache.
+    const int64_t ahead = ask_ahead ? int64_t{sizeof(T)} * dh : 0;
+    int col = 0;
+    for (; col + 16 * NV <= dh; col += 16 * NV)
+      values_slab<T, G, NV>(pb, dh, w, pc, pn, col, p0 == 0, co, col == 0 ? ahead : 0);
+    for (; col < dh; col += 16) values_slab<T, G, 1>(pb, dh, w, pc, pn, col, p0 == 0, co, col == 0 ? ahead : 0);
+  }
+}
+
+template <typename T>
+void values_f_avx512(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n,
+                     float* const* co) {
+  if (h.dh % 16 != 0 || n <= 0) {
+    (std::is_same_v<T, float> ? kEightLane.values_f32 : kEightLane.values_f16)(h, e, es, G, cells, n, co);
+    return;
+  }
+  for (int g0 = 0; g0 < G; g0 += kMaxGF)
+    x86::with_heads<kMaxGF>(G - g0,
+                            [&](auto gs) { values_f_g<T, gs.value>(h, e + g0 * es, es, cells, n, co + g0, g0 == 0); });
+}
+
+const AttnKernels kAvx512{scores_i8_avx512,         scores_f_avx512<float>,    values_i8_avx512,
+                          values_f_avx512<float>,   scores_f_avx512<uint16_t>, values_f_avx512<uint16_t>,
+                          kEightLane.indexer_scores};
 
 }  // namespace
 
