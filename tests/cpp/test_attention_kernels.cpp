@@ -182,12 +182,14 @@ TEST(value_kernels_bitwise_per_cell) {
     }
 }
 
-// The AVX-512 table's f32 and fp16 entries (the 8-lane kernels with 32 registers: passes of four heads)
-// against the portable table bitwise: every group size 1..16 (whole passes of four and remainders
-// of 1-3), Dh 128, 64, 80 and 16 (16-lane scores and values), 72 (16-lane scores, 8-lane values: not
-// a multiple of 16) and 100 (8-lane: not a multiple of 8), lists not a multiple of the 4- or 8-cell
-// batch and across the 64-cell value piece, with gaps and implicit, scores and values. Skipped, with a line
-// saying so, on a CPU without AVX-512.
+// The AVX-512 table's f32 and fp16 entries (16-lane kernels, passes of four heads, falling back to the
+// 8-lane kernels) against the portable table bitwise: every group size 1..16 (whole passes of four and
+// remainders of 1-3), Dh 128, 64, 80 and 16 (16-lane scores and values), 144 and 256 (a second
+// 128-column value slab and a 16-column tail after one, for G <= 3), 72 (16-lane scores, 8-lane values:
+// not a multiple of 16) and 100 (8-lane: not a multiple of 8), lists not a multiple of the 4- or 8-cell
+// batch and across the 64-cell value piece, with gaps and implicit, up to the buffer's last cell;
+// scores and values, neither writing past its output. Skipped, with a line saying so, on a CPU without
+// AVX-512.
 TEST(avx512_float_kernels_bitwise_portable) {
 #if defined(STRATA_HAVE_AVX512_TU)
   if (!strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) {
@@ -199,13 +201,13 @@ TEST(avx512_float_kernels_bitwise_portable) {
   const AttnKernels& ref = attn_kernels_scalar();
   const AttnKernels& avx = attn_kernels_avx512();
   for (KvType type : {KvType::F32, KvType::F16})
-    for (int dh : {128, 64, 80, 72, 16, 100}) {
+    for (int dh : {128, 64, 80, 144, 256, 72, 16, 100}) {
       const int n_cells = 200;
       KvCells kv = filled_cells(g, type, dh, 2, n_cells);
       const KvHeadData hd = kv.head_data(0, 1);
       const float sqrt_dh = std::sqrt(static_cast<float>(dh));
       for (int G = 1; G <= kMaxHeadGroup; ++G)
-        for (int len : {1, 6, 9, 67, 130})
+        for (int len : {1, 6, 9, 67, 130, n_cells})
           for (bool implicit : {false, true}) {
             const std::vector<int32_t> list = gapped_list(n_cells, len, implicit ? 0 : 2);
             const int32_t* lp = implicit ? nullptr : list.data();
@@ -223,7 +225,7 @@ TEST(avx512_float_kernels_bitwise_portable) {
             // Values over the whole list as one call (pieces of 64 cells inside the kernel).
             std::vector<float> e(static_cast<std::size_t>(G * n));
             for (std::size_t i = 0; i < e.size(); ++i) e[i] = i % 11 == 3 ? 0.0f : std::exp(-20.0f * u01(g));
-            std::vector<float> vwant(static_cast<std::size_t>(G * dh), 5.0f), vgot(vwant.size(), 5.0f);
+            std::vector<float> vwant(static_cast<std::size_t>(G * dh), 5.0f), vgot(vwant.size() + 16, 5.0f);
             float *cw[kMaxHeadGroup], *cg[kMaxHeadGroup];
             for (int h = 0; h < G; ++h) {
               cw[h] = vwant.data() + h * dh;
@@ -232,6 +234,7 @@ TEST(avx512_float_kernels_bitwise_portable) {
             ref.values_for(type)(hd, e.data(), n, G, lp, n, cw);
             avx.values_for(type)(hd, e.data(), n, G, lp, n, cg);
             CHECK_MSG(same_bits(vgot.data(), vwant.data(), vwant.size()), "values " + what);
+            for (std::size_t i = vwant.size(); i < vgot.size(); ++i) CHECK_MSG(vgot[i] == 5.0f, "values past " + what);
           }
     }
 #else
