@@ -52,6 +52,48 @@ inline __m512 load_pair(const int8_t* a, const int8_t* b) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ab));
 }
 
+// Eight elements of cell a in lanes 0-7, eight of cell b in lanes 8-15, as floats (fp16 -> f32 is
+// exact, as fp16_to_fp32).
+inline __m512 load_pair(const float* a, const float* b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+inline __m512 load_pair(const uint16_t* a, const uint16_t* b) {
+  const __m256i ab =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_cvtph_ps(ab);
+}
+
+// Sixteen elements as floats.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load16(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// The 8-lane dot sums of G query heads with the eight cells k[0..7] over columns [o, o + len) (len a
+// multiple of 8): acc[p][g] holds cells p and p + 4 (one multiply, then one add per element, from +0).
+template <typename T, int G>
+inline void pair_dots(const float* const* q, const T* const* k, int64_t o, int len, __m512 (&acc)[4][G]) {
+#pragma GCC unroll 16
+  for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) acc[p][g] = _mm512_setzero_ps();
+  for (int j = 0; j < len; j += 8) {
+    __m512 qv[G];
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) qv[g] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[g] + o + j));
+#pragma GCC unroll 16
+    for (int p = 0; p < 4; ++p) {
+      const __m512 kv = load_pair(k[p] + o + j, k[p + 4] + o + j);
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
+    }
+  }
+}
+
 // _mm256_hadd_ps on each 256-bit half: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3].
 inline __m512 hadd512(__m512 a, __m512 b) {
   return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
@@ -107,23 +149,8 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) tot[g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const int64_t o = b * kKvBlock;
       __m512 acc[4][G];
-#pragma GCC unroll 16
-      for (int p = 0; p < 4; ++p)
-#pragma GCC unroll 16
-        for (int g = 0; g < G; ++g) acc[p][g] = _mm512_setzero_ps();
-      for (int j = 0; j < kKvBlock; j += 8) {
-        __m512 qv[G];
-#pragma GCC unroll 16
-        for (int g = 0; g < G; ++g) qv[g] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[g] + o + j));
-#pragma GCC unroll 16
-        for (int p = 0; p < 4; ++p) {
-          const __m512 kv = load_pair(k[p] + o + j, k[p + 4] + o + j);
-#pragma GCC unroll 16
-          for (int g = 0; g < G; ++g) acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
-        }
-      }
+      pair_dots<int8_t, G>(q, k, b * kKvBlock, kKvBlock, acc);
       const __m256 s = scales8(h.ks + b, c, nb);
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
@@ -145,24 +172,27 @@ void scores_i8_avx512(const KvHeadData& h, const float* const* q, int G, const i
         G - g0, [&](auto gs) { scores_i8_g<gs.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride); });
 }
 
-// One 64-column block of the G outputs summed in registers over a piece's cells (per element and
-// cell one multiply and one add, cells in order; from +0 on the first piece, from the stored sums
-// after it). w[g·kPiece + i] = e·scale of cell i for this block.
-template <int G>
-void values_block(const int8_t* base, int dh, const float* w, const int32_t* cells, int64_t n, int64_t col, bool first,
-                  float* const* co) {
-  __m512 acc[G][4];
+// Columns [col, col + 16·NV) of the G outputs summed in registers over a piece's cells (per element
+// and cell one multiply and one add, cells in order; from +0 on the first piece, from the stored
+// sums after it). w[g·kPiece + i] is cell i's weight. ahead_bytes > 0: also asks for that many bytes
+// from col on of the cell x86::kPrefetchCells ahead (the 8-lane kernels' distance).
+template <typename T, int G, int NV>
+void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
+                 float* const* co, int64_t ahead_bytes) {
+  constexpr int64_t kAhead = x86::kPrefetchCells;
+  __m512 acc[G][NV];
 #pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 16
-    for (int v = 0; v < 4; ++v) acc[g][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(co[g] + col + 16 * v);
+    for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(co[g] + col + 16 * v);
   base += col;
   for (int64_t i = 0; i < n; ++i) {
-    const int8_t* x = base + (cells ? cells[i] : i) * dh;
+    const T* x = base + (cells ? cells[i] : i) * dh;
+    if (ahead_bytes > 0 && i + kAhead < n)
+      x86::prefetch_span(base + (cells ? cells[i + kAhead] : i + kAhead) * dh, ahead_bytes);
 #pragma GCC unroll 16
-    for (int v = 0; v < 4; ++v) {
-      const __m512 xv =
-          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16 * v))));
+    for (int v = 0; v < NV; ++v) {
+      const __m512 xv = load16(x + 16 * v);
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
@@ -171,7 +201,7 @@ void values_block(const int8_t* base, int dh, const float* w, const int32_t* cel
 #pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 16
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(co[g] + col + 16 * v, acc[g][v]);
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(co[g] + col + 16 * v, acc[g][v]);
 }
 
 template <int G>
@@ -190,7 +220,7 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
 #pragma GCC unroll 16
         for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
       }
-      values_block<G>(pb, dh, w, pc, pn, b * kKvBlock, p0 == 0, co);
+      values_slab<int8_t, G, 4>(pb, dh, w, pc, pn, static_cast<int>(b * kKvBlock), p0 == 0, co, 0);
     }
   }
 }
@@ -213,84 +243,23 @@ void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, co
 // once). Dh a multiple of 8 (scores) / 16 (values); other shapes run the 8-lane kernels.
 constexpr int kMaxGF = 4;
 
-template <typename T>
-const T* keys_of(const KvHeadData& h) {
-  if constexpr (std::is_same_v<T, uint16_t>)
-    return h.kh;
-  else
-    return h.kf;
-}
-
-template <typename T>
-const T* values_of(const KvHeadData& h) {
-  if constexpr (std::is_same_v<T, uint16_t>)
-    return h.vh;
-  else
-    return h.vf;
-}
-
-// Eight elements of cell a in lanes 0-7, eight of cell b in lanes 8-15, as floats (fp16 -> f32 is
-// exact, as fp16_to_fp32).
-inline __m512 load_pair(const float* a, const float* b) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
-}
-inline __m512 load_pair(const uint16_t* a, const uint16_t* b) {
-  const __m256i ab =
-      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-  return _mm512_cvtph_ps(ab);
-}
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-// Asks for the cache lines of bytes [p, p + bytes) towards L1 (a prefetch never changes a result).
-inline void prefetch_span(const void* p, int64_t bytes) {
-  auto a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
-  for (; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-}
-
-// The 8-lane kernels' prefetch (x86::kPrefetchValuesMaxBytes: the V rows are asked for with the K
-// rows while a head's V rows fit a quarter of an L2), one batch of eight cells ahead.
-constexpr int64_t kAskValuesMaxBytes = int64_t{256} * 1024;
-
 template <typename T, int G>
 void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
                 float* scores, int64_t stride, bool ask_ahead) {
   const int dh = h.dh;
   const __m256 vsq = _mm256_set1_ps(sqrt_dh);
-  const T* keys = keys_of<T>(h);
-  const T* vals = values_of<T>(h);
-  const int64_t row_bytes = int64_t{sizeof(T)} * dh;
-  const bool ask_v = ask_ahead && vals != nullptr && n * row_bytes <= kAskValuesMaxBytes;
+  const T* keys = x86::keys_of<T>(h);
+  const T* vals = x86::values_of<T>(h);
+  // The 8-lane kernels' prefetch, one batch of eight cells ahead.
+  const bool ask_v = ask_ahead && x86::ask_values_too(vals, n, int64_t{sizeof(T)} * dh);
   for (int64_t i = 0; i < n; i += kCells) {
     int64_t c[kCells];
     batch_cells(cells, i, n, c);
     const T* k[kCells];
     for (int j = 0; j < kCells; ++j) k[j] = keys + c[j] * dh;
-    for (int64_t j = i + kCells; ask_ahead && j < std::min(n, i + 2 * kCells); ++j) {
-      const int64_t cell = cells ? cells[j] : j;
-      prefetch_span(keys + cell * dh, row_bytes);
-      if (ask_v) prefetch_span(vals + cell * dh, row_bytes);
-    }
+    if (ask_ahead) x86::prefetch_rows(keys, vals, ask_v, cells, i + kCells, std::min(n, i + 2 * kCells), dh);
     __m512 acc[4][G];
-#pragma GCC unroll 16
-    for (int p = 0; p < 4; ++p)
-#pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) acc[p][g] = _mm512_setzero_ps();
-    for (int j = 0; j < dh; j += 8) {
-      __m512 qv[G];
-#pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) qv[g] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[g] + j));
-#pragma GCC unroll 16
-      for (int p = 0; p < 4; ++p) {
-        const __m512 kv = load_pair(k[p] + j, k[p + 4] + j);
-#pragma GCC unroll 16
-        for (int g = 0; g < G; ++g) acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
-      }
-    }
+    pair_dots<T, G>(q, k, 0, dh, acc);
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g)
       store8(_mm256_div_ps(reduce8(acc[0][g], acc[1][g], acc[2][g], acc[3][g]), vsq), scores + g * stride + i, n - i);
@@ -312,53 +281,14 @@ void scores_f_avx512(const KvHeadData& h, const float* const* q, int G, const in
     });
 }
 
-// Columns [col, col + 16·NV) of the G outputs summed in registers over a piece's cells (per element
-// and cell one multiply and one add, cells in order; from +0 on the first piece, from the stored
-// sums after it). w[g·kPiece + i] is cell i's weight. ahead_bytes > 0: also asks for that many bytes
-// from col on of the cell four ahead (the 8-lane kernels' distance).
-template <typename T, int G, int NV>
-void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
-                 float* const* co, int64_t ahead_bytes) {
-  constexpr int64_t kAhead = 4;
-  __m512 acc[G][NV];
-#pragma GCC unroll 16
-  for (int g = 0; g < G; ++g)
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(co[g] + col + 16 * v);
-  base += col;
-  for (int64_t i = 0; i < n; ++i) {
-    const T* x = base + (cells ? cells[i] : i) * dh;
-    if (ahead_bytes > 0 && i + kAhead < n)
-      prefetch_span(base + (cells ? cells[i + kAhead] : i + kAhead) * dh, ahead_bytes);
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-      const __m512 xv = load16(x + 16 * v);
-#pragma GCC unroll 16
-      for (int g = 0; g < G; ++g)
-        acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
-    }
-  }
-#pragma GCC unroll 16
-  for (int g = 0; g < G; ++g)
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(co[g] + col + 16 * v, acc[g][v]);
-}
-
-// 16-column registers per slab with G heads: the widest power of two up to 8 whose G·NV accumulators
-// leave room for a value, a weight and the compiler's temporaries in 32 registers.
-template <int G>
-constexpr int slab_width16() {
-  int nv = 8;
-  while (nv > 1 && G * nv > 28) nv /= 2;
-  return nv;
-}
-
 template <typename T, int G>
 void values_f_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* cells, int64_t n, float* const* co,
                 bool ask_ahead) {
-  constexpr int NV = slab_width16<G>();
+  constexpr int NV = x86::slab_width<G, /*Regs=*/32>();
   const int dh = h.dh;
-  const T* base = values_of<T>(h);
+  const T* base = x86::values_of<T>(h);
+  // The first slab asks for the whole row of the cells ahead; the later slabs find it in cache.
+  const int64_t ahead = ask_ahead ? int64_t{sizeof(T)} * dh : 0;
   alignas(64) float w[G * kPiece];
   for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
     const int64_t pn = std::min<int64_t>(kPiece, n - p0);
@@ -367,8 +297,6 @@ void values_f_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* 
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g)
       for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
-    // The first slab asks for the whole row of the cells ahead; the later slabs find it in cache.
-    const int64_t ahead = ask_ahead ? int64_t{sizeof(T)} * dh : 0;
     int col = 0;
     for (; col + 16 * NV <= dh; col += 16 * NV)
       values_slab<T, G, NV>(pb, dh, w, pc, pn, col, p0 == 0, co, col == 0 ? ahead : 0);

@@ -50,6 +50,24 @@ inline void prefetch_span(const void* p, int64_t bytes) {
   for (; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
 }
 
+// Whether the score kernels also ask for a head's V rows: while they fit kPrefetchValuesMaxBytes.
+inline bool ask_values_too(const void* vals, int64_t n, int64_t row_bytes) {
+  return vals != nullptr && n * row_bytes <= kPrefetchValuesMaxBytes;
+}
+
+// Asks for the K rows, and the V rows when ask_v, of list entries [j0, j1) (cells == nullptr: entry
+// j is cell j).
+template <typename T>
+inline void prefetch_rows(const T* keys, const T* vals, bool ask_v, const int32_t* cells, int64_t j0, int64_t j1,
+                          int dh) {
+  const int64_t row_bytes = int64_t{sizeof(T)} * dh;
+  for (int64_t j = j0; j < j1; ++j) {
+    const int64_t cell = cells ? cells[j] : j;
+    prefetch_span(keys + cell * dh, row_bytes);
+    if (ask_v) prefetch_span(vals + cell * dh, row_bytes);
+  }
+}
+
 template <int N>
 using Int = std::integral_constant<int, N>;
 
@@ -257,18 +275,14 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
   const __m128 vsq = _mm_set1_ps(sqrt_dh);
   const T* keys = keys_of<T>(h);
   const T* vals = values_of<T>(h);
-  const int64_t row_bytes = int64_t{sizeof(T)} * dh;
-  const bool ask_v = ask_ahead && vals != nullptr && n * row_bytes <= kPrefetchValuesMaxBytes;
+  const bool ask_v = ask_ahead && ask_values_too(vals, n, int64_t{sizeof(T)} * dh);
   for (int64_t i = 0; i < n; i += kCells) {
     int64_t c[kCells];
     batch_cells(cells, i, n, c);
     const T* k[kCells];
     for (int j = 0; j < kCells; ++j) k[j] = keys + c[j] * dh;
-    for (int64_t j = i + kPrefetchCells; ask_ahead && j < std::min(n, i + kPrefetchCells + kCells); ++j) {
-      const int64_t cell = cells ? cells[j] : j;
-      prefetch_span(keys + cell * dh, row_bytes);
-      if (ask_v) prefetch_span(vals + cell * dh, row_bytes);
-    }
+    if (ask_ahead)
+      prefetch_rows(keys, vals, ask_v, cells, i + kPrefetchCells, std::min(n, i + kPrefetchCells + kCells), dh);
     __m128 part[G];
     dots4<T, G>(q, k, 0, dh, part);
 #pragma GCC unroll 16
