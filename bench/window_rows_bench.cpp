@@ -168,7 +168,7 @@ class PiecewiseWindow {
       engine::head_input(hp_, m_.head_hc, m_.output_norm, X + first * nd, logit_rows, s, s.h.data(), pool_);
       t[kHead] += ms_since(t0);
       t0 = Clock::now();
-      engine::linear(m_.output, s.h.data(), logit_rows, logits_.data(), pool_);
+      engine::linear(m_.logits_head(), s.h.data(), logit_rows, logits_.data(), pool_);
       t[kOutput] += ms_since(t0);
     }
   }
@@ -229,7 +229,7 @@ void time_dense(const model::Model& m, engine::Scratch& s, ThreadPool* pool, int
   }
   out.expert1 += ms_since(t0);
   t0 = Clock::now();
-  engine::linear(m.output, x.data(), R, y.data(), pool);
+  engine::linear(m.logits_head(), x.data(), R, y.data(), pool);
   out.output += ms_since(t0);
   (void)s;
 }

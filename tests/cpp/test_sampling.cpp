@@ -294,6 +294,62 @@ TEST(greedy_verification_at_temperature_zero) {
   CHECK_EQ(r.next_token, 3);
 }
 
+TEST(greedy_verification_is_each_rows_distribution_argmax) {
+  // Temperature 0 takes each row's token as a plain step does (sample_logits, which skips the
+  // distribution when no penalty applies); it must keep the documented rule: drafts kept while each
+  // equals the argmax of its row's p_i (sample_dist over history ++ the drafts before it), the next
+  // token that argmax. Random rows with ties and masks, with and without penalties and cuts.
+  std::mt19937_64 gen(21);
+  SampleWorkspace ws, ref_ws;
+  std::vector<float> dist;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int V = 3 + static_cast<int>(gen() % 300);
+    const int k = static_cast<int>(gen() % 5);
+    std::vector<float> logits(static_cast<size_t>((k + 1) * V));
+    for (float& x : logits) {
+      const uint64_t u = gen() % 16;
+      x = u == 0 ? -std::numeric_limits<float>::infinity() : static_cast<float>(gen() % 7) * 0.5f;  // ties
+    }
+    for (int i = 0; i <= k; ++i) logits[static_cast<size_t>(i * V) + gen() % static_cast<uint64_t>(V)] = 9.0f;
+    SamplingPolicy pol = temp(0.0f);
+    if (trial % 3 == 1) {
+      pol.repetition_penalty = 1.5f;
+      pol.presence_penalty = 4.0f;
+    }
+    if (trial % 4 == 2) pol.top_k = 1 + static_cast<int>(gen() % 8);
+    const std::vector<int32_t> hist = {static_cast<int32_t>(gen() % static_cast<uint64_t>(V)),
+                                       static_cast<int32_t>(gen() % static_cast<uint64_t>(V))};
+    // Drafts: mostly each row's reference argmax, sometimes another token.
+    std::vector<int32_t> drafts(static_cast<size_t>(k));
+    dist.resize(static_cast<size_t>(V));
+    int ref_accepted = k, ref_next = -1;
+    for (int i = 0; i <= k; ++i) {
+      sample_dist(logits.data() + static_cast<size_t>(i * V), V, pol, hist,
+                  std::span<const int32_t>(drafts.data(), static_cast<size_t>(i)), dist.data(), ref_ws);
+      const int32_t best = argmax(dist.data(), V);
+      if (i == k) {
+        ref_next = best;
+        break;
+      }
+      drafts[static_cast<size_t>(i)] = gen() % 4 == 0 ? static_cast<int32_t>(gen() % static_cast<uint64_t>(V)) : best;
+      if (drafts[static_cast<size_t>(i)] != best) {
+        ref_accepted = i;
+        ref_next = best;
+        break;
+      }
+    }
+    for (int i = ref_accepted + 1; i < k; ++i) drafts[static_cast<size_t>(i)] = 0;  // never judged
+    Rng rng(5);
+    const auto before = rng.state();
+    for (SpecSample mode : {SpecSample::Exact, SpecSample::Greedy}) {
+      const auto r = verify_window(logits.data(), V, drafts, pol, mode, hist, rng, ws);
+      CHECK_EQ(r.accepted, ref_accepted);
+      CHECK_EQ(r.next_token, ref_next);
+    }
+    CHECK(rng.state() == before);
+  }
+}
+
 TEST(exact_verification_edges) {
   const int V = 4;
   SampleWorkspace ws;
