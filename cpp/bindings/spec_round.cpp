@@ -147,9 +147,12 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
     if (!state.spec) return py::none();
     a = state.spec->adaptive().stats();
   }
-  py::list chosen, verify_s, accept;
+  py::list chosen, verify_s, verify_n, accept;
   for (int n = 0; n <= a.max_drafts; ++n) chosen.append(a.chosen[static_cast<std::size_t>(n)]);
-  for (int m = 1; m <= a.max_drafts + 1; ++m) verify_s.append(a.verify_s[static_cast<std::size_t>(m)]);
+  for (int m = 1; m <= a.max_drafts + 1; ++m) {
+    verify_s.append(a.verify_s[static_cast<std::size_t>(m)]);
+    verify_n.append(a.verify_samples[static_cast<std::size_t>(m)]);
+  }
   for (int j = 0; j < a.max_drafts; ++j) accept.append(a.accept[static_cast<std::size_t>(j)]);
   py::dict d;
   d["max_drafts"] = a.max_drafts;
@@ -162,6 +165,10 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
   d["estimated_gain"] = a.estimated_gain;
   d["measured_gain"] = a.measured_gain;
   d["seeded"] = a.seeded;
+  // Samples this session measured (seeds not counted): 0 = that cost is only the seed's.
+  d["verify_samples"] = verify_n;
+  d["draft_step_samples"] = a.draft_samples;
+  d["plain_samples"] = a.plain_samples;
   return d;
 }
 

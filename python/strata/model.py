@@ -24,7 +24,7 @@ from strata.errors import InvalidArgument, IOFailure
 from strata.native_engine import open_engine
 from strata.sampling import SamplingPolicy
 from strata.session import Session
-from strata.spec_cost_cache import SpecCostCache
+from strata.spec_cost_cache import SpecCostCache, fastest
 
 if TYPE_CHECKING:
     from strata.tokenizer import Tokenizer
@@ -165,7 +165,9 @@ class Model:
         self._cost_cache = SpecCostCache.for_model(self._path, self._mtp_model, _strata.__version__,
                                                    on=spec_cost_cache) if self._has_mtp else None
         self._adaptive_costs: dict[str, dict[str, Any]] = (
-            self._cost_cache.load() if self._cost_cache is not None else {})
+            {config: {"runs": runs, "seed": fastest(runs)}
+             for config, runs in self._cost_cache.load_runs().items()}
+            if self._cost_cache is not None else {})
         self._metadata: dict[str, Any] = dict(gguf.metadata)
         self._file_size = gguf.file_size
         self._parameters = sum(t.n_elements for t in gguf.tensors if t.type != "I32")
@@ -220,9 +222,11 @@ class Model:
 
     @property
     def adaptive_costs(self) -> dict[str, dict[str, Any]]:
-        """Adaptive speculation's latest measured costs (``Engine.spec_adaptive_stats()``) per
-        ``repr(Config)``: a new session with the same settings starts from them (docs/drafting.md).
-        Starts with what the cross-process cost cache holds for this model file on this machine."""
+        """Adaptive speculation's costs per ``repr(Config)``: the latest session's
+        ``Engine.spec_adaptive_stats()`` snapshot with ``runs`` (the costs each of the last runs measured
+        itself, newest first) and ``seed`` (each cost at its fastest over them), which a new session with
+        the same settings starts from (docs/drafting.md). Starts with what the cross-process cost cache
+        holds for this model file on this machine (``runs`` and ``seed`` only)."""
         return self._adaptive_costs
 
     def save_adaptive_costs(self, config_key: str) -> None:

@@ -40,6 +40,7 @@ from strata.errors import ConfigError, FormatError, InvalidArgument
 from strata.native_engine import open_engine
 from strata.sampling import SamplingPolicy
 from strata.session_file import SessionState, model_fingerprint, read_session_file, write_session_file
+from strata.spec_cost_cache import measured_run, seed_entry
 from strata.stats import GenerationStats
 
 if TYPE_CHECKING:
@@ -98,8 +99,11 @@ class Session:
         # pay, this session skips the probe's drafts (docs/drafting.md, "Seeded sessions").
         self._costs_key = repr(config)
         prior = model.adaptive_costs.get(self._costs_key) if self._adaptive else None
+        # The runs before this session's: its own measured costs go in front of them (seed_entry).
+        self._cost_runs_before: list[dict[str, Any]] = []
         if prior is not None:
-            self._engine.spec_adaptive_seed(prior)
+            self._engine.spec_adaptive_seed(prior.get("seed", prior))
+            self._cost_runs_before = list(prior["runs"]) if "runs" in prior else [measured_run(prior)]
         self._n_ctx = int(self._engine.max_ctx)
         self._seed = sampling.resolve_seed()
         self._rng = decode.Rng(self._seed)
@@ -510,7 +514,7 @@ class _Run:
                     self.rounds_since_costs = 0
                     costs = self.engine.spec_adaptive_stats()
                     self.stats.record_adaptive(costs)
-                    s._model.adaptive_costs[s._costs_key] = costs
+                    s._model.adaptive_costs[s._costs_key] = seed_entry(costs, s._cost_runs_before)
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         self.record_experts()

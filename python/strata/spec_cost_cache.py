@@ -11,6 +11,13 @@ is already a run's median of its recent samples; other processes only ever add t
 measured under a passing load must not decide whether the next one drafts — the engine's viability
 test judges its own samples the same way, draft/adaptive.h).
 
+A run stores only the costs it measured itself (``measured_run``: the engine counts its own samples;
+a cost it never timed holds just the seed it started from and is stored as 0). So a cost ages out when
+``RUNS_KEPT`` runs in a row did not measure it: a seeded session that finds drafting hopeless runs no
+drafts, and before this rule its copy of the seed was stored as a new measurement, so one slow probe
+(a cold first draft step and window) kept drafting off for that model and settings for good. A seed
+without a draft step and a 2-row window does not let the engine skip its probe.
+
 The file is a cache: a missing, unreadable, corrupt, oversized or foreign file, or an entry with wrong
 types or values, is ignored (a broken file: one warning through ``logging``, printed to stderr when the
 application configured no logging; a bad entry: a debug message) and the next save rewrites the file
@@ -45,6 +52,8 @@ __all__ = [
     "MAX_ENTRIES",
     "SpecCostCache",
     "cache_dir",
+    "measured_run",
+    "seed_entry",
 ]
 
 ENV_SWITCH = "STRATA_SPEC_CACHE"
@@ -120,11 +129,16 @@ class SpecCostCache:
 
     # ------------------------------------------------------------------------------------ reading
     def load(self) -> dict[str, dict[str, Any]]:
-        """Costs per ``repr(Config)`` stored for this model, machine and version ({} when none)."""
-        out: dict[str, dict[str, Any]] = {}
+        """Costs per ``repr(Config)`` stored for this model, machine and version ({} when none): each
+        cost at its fastest over the key's last runs (what a new session is seeded with)."""
+        return {config: fastest(runs) for config, runs in self.load_runs().items()}
+
+    def load_runs(self) -> dict[str, list[dict[str, Any]]]:
+        """The stored runs' costs per ``repr(Config)``, newest first ({} when none)."""
+        out: dict[str, list[dict[str, Any]]] = {}
         for entry in self._entries(warn=True):
             if entry["where"] == self.where:
-                out[entry["config"]] = fastest(entry["runs"])
+                out[entry["config"]] = list(entry["runs"])
         return out
 
     def _entries(self, warn: bool) -> list[dict[str, Any]]:
@@ -174,9 +188,8 @@ class SpecCostCache:
         first in the file, keep the ``MAX_ENTRIES`` most recent valid entries and replace the file
         atomically. False (and a debug message) when the folder cannot be written or the costs are not
         valid."""
-        verify = [float(x) for x in stats["verify_seconds"]]
-        run = {"verify_seconds": verify, "draft_step_seconds": float(stats["draft_step_seconds"]),
-               "plain_seconds": float(stats["plain_seconds"])}
+        run = measured_run(stats)
+        verify = run["verify_seconds"]
         entries = self._entries(warn=False)
         mine = [e for e in entries if e["where"] == self.where and e["config"] == config_key]
         # Earlier runs with another number of window sizes (another draft_steps) are not comparable.
@@ -206,6 +219,33 @@ class SpecCostCache:
                     pass
             return False
         return True
+
+
+def measured_run(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """One run's costs as the cache keeps them, from an engine's ``spec_adaptive_stats()``: each cost the
+    run measured itself, 0 for one it did not (its sample count is 0: the value is only the seed it was
+    given). Stats without sample counts (written by hand) count as measured."""
+    def own(value: Any, samples: Any) -> float:
+        return float(value) if samples is None or int(samples) > 0 else 0.0
+
+    verify = list(stats["verify_seconds"])
+    counts = stats.get("verify_samples")
+    if counts is None or len(counts) != len(verify):
+        counts = [None] * len(verify)
+    return {"verify_seconds": [own(v, n) for v, n in zip(verify, counts, strict=True)],
+            "draft_step_seconds": own(stats["draft_step_seconds"], stats.get("draft_step_samples")),
+            "plain_seconds": own(stats["plain_seconds"], stats.get("plain_samples"))}
+
+
+def seed_entry(stats: Mapping[str, Any], runs_before: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a Model keeps per settings key while it runs (``Model.adaptive_costs``): a session's latest
+    ``spec_adaptive_stats()`` snapshot, ``runs`` (its measured costs first, then the ``RUNS_KEPT - 1``
+    runs before it with as many window sizes) and ``seed`` (each cost at its fastest over ``runs``: what
+    the next session with the same settings is seeded with)."""
+    run = measured_run(stats)
+    sizes = len(run["verify_seconds"])
+    runs = [run, *[r for r in runs_before if len(r["verify_seconds"]) == sizes]][:RUNS_KEPT]
+    return {**stats, "runs": runs, "seed": fastest(runs)}
 
 
 def fastest(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -322,3 +322,52 @@ TEST(seeded_with_hopeless_costs_the_probe_drafts_nothing) {
   CHECK_EQ(b.choose(3), 1);
   CHECK_THROWS(b.seed(good.stats()));  // only before the first round
 }
+
+TEST(a_seed_without_the_probes_costs_does_not_skip_the_probe) {
+  // Plain steps alone (the costs a seeded session that drafted nothing measured) extrapolate every
+  // window row to a whole step: "hopeless" from that would never be re-measured, so the probe runs.
+  strata::draft::AdaptiveStats prior;
+  prior.max_drafts = 3;
+  prior.verify_s[1] = 1.0;
+  prior.plain_s = 0.9;
+  AdaptiveDrafts a(3);
+  a.seed(prior);
+  CHECK(a.stats().seeded);
+  CHECK(a.hopeless());
+  CHECK_EQ(a.choose(3), 1);  // the probe drafts
+  // With the draft step and the 2-row window it measures, the same verdict skips it.
+  prior.draft_step_s = 0.1;
+  prior.verify_s[2] = 2.0;
+  AdaptiveDrafts b(3);
+  b.seed(prior);
+  CHECK(b.hopeless());
+  CHECK_EQ(b.choose(3), 0);
+}
+
+TEST(stats_count_only_the_samples_a_session_measured) {
+  // Seeds are not samples of this session: the cost cache stores a cost only when it was measured.
+  strata::draft::AdaptiveStats prior;
+  prior.max_drafts = 2;
+  prior.verify_s[1] = 1.0;
+  prior.verify_s[2] = 2.0;
+  prior.draft_step_s = 0.1;
+  prior.plain_s = 0.9;
+  AdaptiveDrafts a(2);
+  a.seed(prior);
+  auto s = a.stats();
+  CHECK_EQ(s.draft_samples, 0);
+  CHECK_EQ(s.plain_samples, 0);
+  CHECK_EQ(s.verify_samples[1], 0);
+  CHECK_EQ(s.verify_samples[2], 0);
+  CHECK(s.verify_s[2] > 0.0);  // the seed still stands in for the estimate
+  CHECK_EQ(a.choose(2), 0);    // hopeless seed: the probe's first round is a plain step
+  a.record_plain(0.9, a.encode_plain());
+  a.record_round(0, 0, 1);
+  a.record_draft(2, 0.2);
+  a.record_verify(3, 2.5);
+  s = a.stats();
+  CHECK_EQ(s.draft_samples, 1);
+  CHECK_EQ(s.plain_samples + s.verify_samples[1], 1);
+  CHECK_EQ(s.verify_samples[2], 0);
+  CHECK_EQ(s.verify_samples[3], 1);
+}

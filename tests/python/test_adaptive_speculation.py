@@ -130,3 +130,23 @@ def test_costs_are_recorded_at_a_calls_end_and_every_32_rounds_while_it_streams(
     assert steps >= 40  # enough rounds for a mid-stream snapshot (drafting commits at most 4 tokens a round)
     assert [at for _, at in snapshots[:-1]] == list(range(32, steps, 32))[: len(snapshots) - 1]
     assert snapshots[0][1] == 32 and snapshots[-1][1] in (steps, steps - steps % 32)
+
+
+def test_in_one_process_a_seed_nobody_re_measures_ages_out(model: strata.Model) -> None:
+    """Sessions of one Model (a server's requests) keep the same rule as the cost cache: a seeded session
+    that drafts nothing stores no draft or window cost of its own, so after RUNS_KEPT of them the seed
+    holds none and the next session probes again."""
+    from strata.spec_cost_cache import RUNS_KEPT
+
+    key = repr(strata.Config(speculative=None, threads=1))
+    hopeless = {"verify_seconds": [0.0006, 0.01, 0.02, 0.03], "draft_step_seconds": 0.001,
+                "plain_seconds": 0.0005}
+    model.adaptive_costs.clear()
+    model.adaptive_costs[key] = {"runs": [hopeless], "seed": hopeless}
+    drafted = []
+    for _ in range(RUNS_KEPT + 1):
+        _, st = _run(model, None, tokens=24)
+        drafted.append(sum(st.draft_counts[1:]))
+        assert model.adaptive_costs[key]["seed"]["plain_seconds"] > 0
+    assert drafted[:RUNS_KEPT] == [0] * RUNS_KEPT and drafted[RUNS_KEPT] >= 1
+    model.adaptive_costs.clear()

@@ -240,3 +240,47 @@ def test_generate_twice_from_the_command_line_the_second_run_is_seeded(cache_fol
     assert "costs measured from scratch" in runs[0].stderr
     assert "seeded with earlier costs" in runs[1].stderr
     assert runs[0].stdout == runs[1].stdout
+
+
+# Costs under which even all-accepted drafts cannot pay (a 2-row window costs 20 plain steps).
+_HOPELESS = {"verify_seconds": [0.0006, 0.01, 0.02, 0.03], "draft_step_seconds": 0.001,
+             "plain_seconds": 0.0005}
+
+
+def test_a_cost_no_run_measures_ages_out_and_the_probe_runs_again(cache_folder: Path) -> None:
+    """A seeded session that finds drafting hopeless drafts nothing, so it stores only the plain-step
+    costs it measured, not its copy of the seed; once RUNS_KEPT runs in a row measured no draft step and
+    window, the seed no longer holds them and the next session probes (drafts) again — a slow probe
+    cannot keep drafting off for good."""
+    scc.SpecCostCache.for_model(str(DEMO_MODEL_PATH), "", strata.__version__).save(KEY, _HOPELESS)  # type: ignore[union-attr]
+    drafted = []
+    for _ in range(scc.RUNS_KEPT + 1):
+        model = strata.Model()  # a new process: seeded from the file
+        s = model.session(config=CONFIG, sampling=strata.SamplingPolicy(temperature=0.0))
+        "".join(s.generate(PROMPT, max_tokens=24))
+        costs = s._engine.spec_adaptive_stats()
+        assert costs["seeded"] is True
+        drafted.append(sum(s.stats.draft_counts[1:]))
+        newest = _entries(cache_folder)[0]["runs"][0]  # type: ignore[index]
+        if drafted[-1] == 0:
+            assert costs["draft_step_samples"] == 0 and costs["draft_step_seconds"] > 0  # the seed's
+            assert newest["draft_step_seconds"] == 0.0 and newest["verify_seconds"][1:] == [0.0] * 3
+            assert newest["plain_seconds"] > 0  # what it did measure
+    assert drafted[:scc.RUNS_KEPT] == [0] * scc.RUNS_KEPT
+    assert drafted[scc.RUNS_KEPT] >= 1  # the probe's draft
+
+
+def test_measured_run_keeps_only_what_the_run_timed() -> None:
+    stats = {"verify_seconds": [0.5, 2.0, 3.0], "draft_step_seconds": 0.1, "plain_seconds": 0.4,
+             "verify_samples": [3, 0, 1], "draft_step_samples": 0, "plain_samples": 5}
+    assert scc.measured_run(stats) == {"verify_seconds": [0.5, 0.0, 3.0], "draft_step_seconds": 0.0,
+                                       "plain_seconds": 0.4}
+    # Without sample counts every cost counts as measured (costs written by hand).
+    assert scc.measured_run(_GOOD_COSTS) == _GOOD_COSTS
+    # In a process: the entry puts this run first and seeds with the fastest of the kept runs.
+    old = {"verify_seconds": [0.3, 1.0, 0.0], "draft_step_seconds": 0.2, "plain_seconds": 0.3}
+    before = [old] * scc.RUNS_KEPT
+    entry = scc.seed_entry(stats, before)
+    assert len(entry["runs"]) == scc.RUNS_KEPT and entry["runs"][0] == scc.measured_run(stats)
+    assert entry["seed"] == {**old, "verify_seconds": [0.3, 1.0, 3.0]}
+    assert entry["plain_samples"] == 5  # the session's snapshot stays readable

@@ -110,6 +110,7 @@ void AdaptiveDrafts::seed(const AdaptiveStats& prior) {
   if (prior.draft_step_s > 0.0) draft_.add(prior.draft_step_s);
   if (prior.plain_s > 0.0) plain_.add(prior.plain_s);
   seeded_ = true;
+  seed_has_probe_ = prior.draft_step_s > 0.0 && prior.max_drafts >= 1 && prior.verify_s[2] > 0.0;
 }
 
 int AdaptiveDrafts::choose(int k_cap) {
@@ -125,7 +126,7 @@ int AdaptiveDrafts::choose(int k_cap) {
   }
   if (rounds_ < kProbeRounds) {
     // Seeded with costs that say drafting cannot pay: the probe's drafts become plain steps.
-    n = rounds_ < kProbeRounds - 1 && !(seeded_ && hopeless()) ? std::min(k_cap, 1) : 0;
+    n = rounds_ < kProbeRounds - 1 && !(seed_has_probe_ && hopeless()) ? std::min(k_cap, 1) : 0;
   } else if (rounds_ < warmup_rounds()) {
     n = std::min(k_cap, k_ - static_cast<int>((rounds_ - kProbeRounds) % pass_len));
     if (n > 0 && !viable(n)) n = 0;
@@ -169,12 +170,14 @@ int AdaptiveDrafts::choose(int k_cap) {
 void AdaptiveDrafts::record_draft(int steps, double seconds) {
   if (steps < 1) return;
   draft_.add(seconds / static_cast<double>(steps));
+  ++draft_n_;
   if (warm()) round_s_ += seconds;
 }
 
 void AdaptiveDrafts::record_verify(int rows, double seconds) {
   if (rows < 1 || rows > k_ + 1) return;
   verify_[static_cast<std::size_t>(rows)].add(seconds);
+  ++verify_n_[static_cast<std::size_t>(rows)];
   if (warm()) round_s_ += seconds;
 }
 
@@ -188,6 +191,7 @@ void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
   plain_sum_ += seconds;
   ++plain_cnt_;
   plain_.add(seconds);
+  ++plain_n_;
   if (warm()) round_s_ += seconds;
 }
 
@@ -226,6 +230,9 @@ AdaptiveStats AdaptiveDrafts::stats() const {
     s.verify_s[static_cast<std::size_t>(m)] = verify_[static_cast<std::size_t>(m)].value();
   s.draft_step_s = draft_.value();
   s.plain_s = plain_.value();
+  s.verify_samples = verify_n_;
+  s.draft_samples = draft_n_;
+  s.plain_samples = plain_n_;
   for (int j = 0; j < k_; ++j) {
     const auto i = static_cast<std::size_t>(j);
     s.accept[i] = (accept_[i] + kPriorAccept) / (reach_[i] + kPriorReach);

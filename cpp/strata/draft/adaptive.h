@@ -60,6 +60,11 @@ struct AdaptiveStats {
   // the current base (so 1.0 = plain decoding's speed as measured inside the same run).
   double measured_gain = 0.0;
   bool seeded = false;  // started from an earlier run's costs (AdaptiveDrafts::seed)
+  // Samples this session measured itself (seeds not counted): a cost with none is only the seed's, and
+  // the cost cache must not store it as this run's measurement (a seed nobody re-measures never ages out).
+  std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_samples{};  // [m] windows of m rows
+  int64_t draft_samples = 0;
+  int64_t plain_samples = 0;
 };
 
 // The median of the last kRecent samples of a time (0 before any).
@@ -92,6 +97,8 @@ class AdaptiveDrafts {
   // When they say drafting is hopeless, the probe's rounds are plain steps instead of drafts, so a
   // later session on a model where drafting cannot pay does not pay the probe again (its first
   // draft step and window are the session's slowest); exploration still re-measures every count.
+  // Only a seed that holds what the probe measures (a draft step and a 2-row window) can skip it: with
+  // those missing, "hopeless" would rest on extrapolation from plain steps alone.
   void seed(const AdaptiveStats& prior);
   // Drafts to run this round, 0..k_cap (k_cap <= max_drafts: what fits this round).
   int choose(int k_cap);
@@ -125,6 +132,7 @@ class AdaptiveDrafts {
 
   int k_;
   bool seeded_ = false;
+  bool seed_has_probe_ = false;        // the seed held a draft step and a 2-row window
   int warmup_passes_ = kWarmupPasses;  // fewer once drafting was found hopeless
   int64_t rounds_ = 0;
   int since_explore_ = 0;
@@ -136,6 +144,8 @@ class AdaptiveDrafts {
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
   RecentMedian draft_, plain_;
+  std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_n_{};  // this session's samples (stats)
+  int64_t draft_n_ = 0, plain_n_ = 0;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};
