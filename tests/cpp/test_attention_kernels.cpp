@@ -369,3 +369,46 @@ TEST(attend_group_bitwise_per_cell_attention) {
     }
   strata::cpu::force_isa(was);
 }
+
+// attend_rows (a window's or prefill chunk's rows over the implicit list, each key read once for all
+// of them) against attend_group row by row: every ISA path, all K/V types, G·T up to kMaxHeadGroup,
+// first rows around the softmax chunk and the score kernels' batches of 8 cells.
+TEST(attend_rows_bitwise_row_by_row_attend_group) {
+  std::mt19937 g(71);
+  std::vector<strata::cpu::Isa> isas = {strata::cpu::Isa::Scalar};
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) isas.push_back(strata::cpu::Isa::Avx512);
+  const strata::cpu::Isa was = strata::cpu::active_isa();
+  for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
+    for (int dh : {64, 128}) {
+      const int n_cells = 140;
+      KvCells kv = filled_cells(g, type, dh, 2, n_cells);
+      for (strata::cpu::Isa isa : isas) {
+        strata::cpu::force_isa(isa);
+        for (int G : {1, 2, 4, 8})
+          for (int T : {2, 3, 4, 16})
+            for (int n0 : {1, 7, 63, 64, 65, 120}) {
+              if (G * T > kMaxHeadGroup || n0 + T - 1 > n_cells) continue;
+              const int Q = G * T;
+              auto qv = rnd(g, static_cast<std::size_t>(Q * dh), 2.0f);
+              std::vector<float> want(static_cast<std::size_t>(Q * dh)), got(want.size(), 7.0f);
+              std::vector<float> sc(static_cast<std::size_t>(Q * (n0 + T))), ch(static_cast<std::size_t>(G * dh));
+              const float* qs[kMaxHeadGroup];
+              float* outs[kMaxHeadGroup];
+              float* wants[kMaxHeadGroup];
+              for (int i = 0; i < Q; ++i) {
+                qs[i] = qv.data() + i * dh;
+                outs[i] = got.data() + i * dh;
+                wants[i] = want.data() + i * dh;
+              }
+              for (int t = 0; t < T; ++t)
+                attend_group(kv, 0, 1, qs + t * G, G, nullptr, n0 + t, sc.data(), ch.data(), wants + t * G);
+              attend_rows(kv, 0, 1, qs, G, T, n0, sc.data(), ch.data(), outs);
+              const std::string what = std::string(strata::cpu::isa_name(isa)) + " dh " + std::to_string(dh) + " G " +
+                                       std::to_string(G) + " T " + std::to_string(T) + " n0 " + std::to_string(n0);
+              CHECK_MSG(same_bits(got.data(), want.data(), want.size()), what);
+            }
+      }
+    }
+  strata::cpu::force_isa(was);
+}

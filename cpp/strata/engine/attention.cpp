@@ -114,8 +114,8 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
   const CellPolicy& pol = c.policy;
   const bool implicit = pol.window <= 0 && !c.cell_list;
   const int64_t list_stride = s.shape.max_list;
-  // Per slot: the indexer's scores (one row) or a head group's attention scores (G per cell).
-  const int64_t score_stride = std::max(s.shape.max_ctx, s.shape.max_list) * s.head_group;
+  // Per slot: the indexer's scores (one row) or the attention scores of T rows' head group (T·G per cell).
+  const int64_t score_stride = std::max(s.shape.max_ctx, s.shape.max_list) * s.head_group * s.rows_per_pass;
   if (c.cell_list) {
     // An explicit list from the caller (a single row: the drafter's own cell bookkeeping).
     std::memcpy(s.cells.data(), c.cell_list, sizeof(int32_t) * static_cast<std::size_t>(c.cell_list_n));
@@ -160,7 +160,41 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
   // for the group (attend_group; per head bitwise attend_head).
   const int64_t group = hq / hkv;
   const int64_t gsize = std::min<int64_t>(group, kMaxHeadGroup);
-  const int64_t per_row = hkv * ((group + gsize - 1) / gsize);
+  const int64_t subgroups = (group + gsize - 1) / gsize;
+  const int64_t per_row = hkv * subgroups;
+  auto gate = [&](int64_t r, int64_t h0, int G, float* const* outs) {
+    if (!gated) return;
+    for (int g = 0; g < G; ++g) {
+      const float* gt = s.q.data() + r * qrows + 2 * (h0 + g) * dh + dh;
+      for (int64_t i = 0; i < dh; ++i) outs[g][i] *= sigmoid(gt[i]);
+    }
+  };
+  // Several rows over the implicit list (a window or a prefill chunk): T rows' heads of a KV head in
+  // one pass, each key read once for all of them (attend_rows; bitwise the row-by-row attend_group).
+  const int64_t T = implicit ? std::min<int64_t>(s.rows_per_pass, kMaxHeadGroup / gsize) : 1;
+  if (R > 1 && T > 1) {
+    const int64_t tiles = (R + T - 1) / T;
+    parallel_items(c.pool, tiles * per_row, [&](int slot, int64_t item) {
+      const int64_t r0 = (item / per_row) * T, j = item % per_row;
+      const int64_t kvh = j / subgroups;
+      const int64_t h0 = kvh * group + (j % subgroups) * gsize;
+      const int G = static_cast<int>(std::min(gsize, (kvh + 1) * group - h0));
+      const int nt = static_cast<int>(std::min(T, R - r0));
+      const float* qs[kMaxHeadGroup];
+      float* outs[kMaxHeadGroup];
+      for (int t = 0; t < nt; ++t)
+        for (int g = 0; g < G; ++g) {
+          prepare_query(r0 + t, h0 + g);
+          qs[t * G + g] = s.qh.data() + ((r0 + t) * hq + h0 + g) * dh;
+          outs[t * G + g] = s.att.data() + ((r0 + t) * hq + h0 + g) * dh;
+        }
+      attend_rows(kv, c.kv_layer, static_cast<int>(kvh), qs, G, nt, s.n_cells[static_cast<std::size_t>(r0)],
+                  s.slot_scores.data() + slot * score_stride, s.slot_chunk.data() + slot * gsize * dh, outs);
+      for (int t = 0; t < nt; ++t) gate(r0 + t, h0, G, outs + t * G);
+    });
+    linear(w.o, s.att.data(), R, s.out.data(), c.pool);
+    return;
+  }
   parallel_items(c.pool, R * per_row, [&](int slot, int64_t item) {
     const int64_t r = item / per_row, j = item % per_row;
     const int64_t kvh = j / ((group + gsize - 1) / gsize);
@@ -176,11 +210,7 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
     }
     attend_group(kv, c.kv_layer, static_cast<int>(kvh), qs, G, list, s.n_cells[static_cast<std::size_t>(r)],
                  s.slot_scores.data() + slot * score_stride, s.slot_chunk.data() + slot * gsize * dh, outs);
-    if (gated)
-      for (int g = 0; g < G; ++g) {
-        const float* gt = s.q.data() + r * qrows + 2 * (h0 + g) * dh + dh;
-        for (int64_t i = 0; i < dh; ++i) outs[g][i] *= sigmoid(gt[i]);
-      }
+    gate(r, h0, G, outs);
   });
 
   linear(w.o, s.att.data(), R, s.out.data(), c.pool);

@@ -32,32 +32,27 @@ void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, cons
   attend_group(kv, layer, kv_head, qs, 1, cells, n, scores, chunk_o, outs);
 }
 
-void attend_group(const KvCells& kv, int layer, int kv_head, const float* const* q, int G, const int32_t* cells,
-                  int64_t n, float* scores, float* chunk_o, float* const* out) {
+namespace {
+
+// The softmax and values of G heads whose scores are ready: head g's n scores at scores[g·stride ..].
+void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_t* cells, int64_t n,
+                    const float* scores, int64_t stride, float* chunk_o, float* const* out) {
   const int dh = kv.head_dim();
-  const float sqrt_dh = std::sqrt(static_cast<float>(dh));
-  for (int g = 0; g < G; ++g) std::memset(out[g], 0, sizeof(float) * static_cast<std::size_t>(dh));
-  if (n <= 0) return;
-  const AttnKernels& ak = attn_kernels();
-  const KvHeadData hd = kv.head_data(layer, kv_head);
-  const auto score_fn = ak.scores_for(kv.type());
-  const auto value_fn = ak.values_for(kv.type());
-  // Scores head-major: scores[g·n + i] = (q_g · k_i) / sqrt(Dh), all cells in one call.
-  score_fn(hd, q, G, cells, n, sqrt_dh, scores, n);
+  const auto value_fn = attn_kernels().values_for(kv.type());
   float big[kMaxHeadGroup], denom[kMaxHeadGroup], m[kMaxHeadGroup], l[kMaxHeadGroup];
   float* co[kMaxHeadGroup];
   // A chunk's weights e^{s−m} per head (std::exp, as the Metal kernels have it), computed once.
   float e[kMaxHeadGroup * kSoftmaxChunk];
   for (int g = 0; g < G; ++g) {
     big[g] = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) big[g] = std::max(big[g], scores[g * n + i]);
+    for (int64_t i = 0; i < n; ++i) big[g] = std::max(big[g], scores[g * stride + i]);
     denom[g] = 0.0f;
     co[g] = chunk_o + static_cast<std::size_t>(g) * dh;
   }
   for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
     const int64_t c1 = std::min(n, c0 + kSoftmaxChunk);
     for (int g = 0; g < G; ++g) {
-      const float* s = scores + g * n;
+      const float* s = scores + g * stride;
       float* eg = e + g * kSoftmaxChunk;
       m[g] = -INFINITY;
       for (int64_t i = c0; i < c1; ++i) m[g] = std::max(m[g], s[i]);
@@ -80,6 +75,34 @@ void attend_group(const KvCells& kv, int layer, int kv_head, const float* const*
   }
   for (int g = 0; g < G; ++g)
     for (int j = 0; j < dh; ++j) out[g][j] /= denom[g];
+}
+
+}  // namespace
+
+void attend_group(const KvCells& kv, int layer, int kv_head, const float* const* q, int G, const int32_t* cells,
+                  int64_t n, float* scores, float* chunk_o, float* const* out) {
+  const int dh = kv.head_dim();
+  for (int g = 0; g < G; ++g) std::memset(out[g], 0, sizeof(float) * static_cast<std::size_t>(dh));
+  if (n <= 0) return;
+  const KvHeadData hd = kv.head_data(layer, kv_head);
+  // Scores head-major: scores[g·n + i] = (q_g · k_i) / sqrt(Dh), all cells in one call.
+  attn_kernels().scores_for(kv.type())(hd, q, G, cells, n, std::sqrt(static_cast<float>(dh)), scores, n);
+  softmax_values(kv, hd, G, cells, n, scores, n, chunk_o, out);
+}
+
+void attend_rows(const KvCells& kv, int layer, int kv_head, const float* const* q, int G, int T, int64_t n0,
+                 float* scores, float* chunk_o, float* const* out) {
+  const int dh = kv.head_dim();
+  for (int i = 0; i < G * T; ++i) std::memset(out[i], 0, sizeof(float) * static_cast<std::size_t>(dh));
+  if (n0 <= 0) return;
+  const KvHeadData hd = kv.head_data(layer, kv_head);
+  // Every row's heads scored over the last row's cells in one call (each score is the per-cell
+  // formulation, whatever the heads and cells around it: bitwise what each row's own call gives);
+  // row t then uses its first n0 + t.
+  const int64_t n = n0 + T - 1;
+  attn_kernels().scores_for(kv.type())(hd, q, G * T, nullptr, n, std::sqrt(static_cast<float>(dh)), scores, n);
+  for (int t = 0; t < T; ++t)
+    softmax_values(kv, hd, G, nullptr, n0 + t, scores + static_cast<std::size_t>(t) * G * n, n, chunk_o, out + t * G);
 }
 
 }  // namespace strata::engine

@@ -26,4 +26,12 @@ void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, cons
 void attend_group(const KvCells& kv, int layer, int kv_head, const float* const* q, int G, const int32_t* cells,
                   int64_t n, float* scores, float* chunk_o, float* const* out);
 
+// T rows of a window or prefill chunk, G heads each (G·T <= kMaxHeadGroup), over the implicit cell
+// list: row t attends to cells 0 .. n0 + t - 1 (causal). Each key is read and converted once for all
+// G·T heads (a row-by-row attend_group reads every key T times); each result is bitwise
+// attend_group's for its row. q[t·G + g], out[t·G + g]: Dh floats; scores: scratch of
+// G·T·(n0 + T - 1) floats; chunk_o: scratch of G·Dh floats.
+void attend_rows(const KvCells& kv, int layer, int kv_head, const float* const* q, int G, int T, int64_t n0,
+                 float* scores, float* chunk_o, float* const* out);
+
 }  // namespace strata::engine

@@ -47,7 +47,8 @@ struct Scratch {
   AlignedBuffer<int32_t> cells;       // [R][max_list]
   AlignedBuffer<int64_t> n_cells;     // [R]
   int head_group = 1;                 // G: query heads attended together (attend_group)
-  AlignedBuffer<float> slot_scores;   // [slots][G][max(max_ctx, max_list)]
+  int rows_per_pass = 1;              // T: rows whose G heads attend together (attend_rows; G·T <= 16)
+  AlignedBuffer<float> slot_scores;   // [slots][T·G][max(max_ctx, max_list)]
   AlignedBuffer<int32_t> slot_order;  // [slots][max_ctx]
   AlignedBuffer<float> slot_chunk;    // [slots][G][Dh]
   AlignedBuffer<float> out;           // [R][d] sub-layer output
