@@ -216,8 +216,50 @@ TEST(acceptance_follows_a_change) {
   AdaptiveDrafts a(2);
   for (int i = 0; i < 100; ++i) feed(a, 2, flat, 0.05, 2);
   CHECK(a.stats().accept[0] > 0.9);
-  for (int i = 0; i < 100; ++i) feed(a, 2, flat, 0.05, 0);
-  CHECK(a.stats().accept[0] < 0.2);
+  // Drafts stop being accepted: the rounds stop drafting within a few rounds (the realized-gain guard
+  // sees them lose before the decayed acceptance counts do), and the estimate falls with every round
+  // that still drafts.
+  int drafted_late = 0;
+  for (int i = 0; i < 100; ++i) drafted_late += feed(a, 2, flat, 0.05, 0) > 0 && i >= 50;
+  CHECK(drafted_late <= 8);
+  CHECK(a.stats().guarded > 0);
+  CHECK(a.stats().accept[0] < 0.7);
+  // Without the guard's shortcut (no rounds of the new regime drafted by choice) the estimate alone falls.
+  AdaptiveDrafts b(2);
+  for (int i = 0; i < 100; ++i) feed(b, 2, flat, 0.05, 2);
+  for (int i = 0; i < 60; ++i) {
+    b.record_round(2, 0, 1);  // observed rounds with no draft accepted
+  }
+  CHECK(b.stats().accept[0] < 0.2);
+}
+
+namespace {
+// A 2-row window that usually costs a step but every fourth call nine: its median says drafting pays
+// nearly double, the rounds as a whole commit fewer tokens per second than plain steps.
+int spiky_calls = 0;
+double spiky(int m) {
+  if (m == 2) return ++spiky_calls % 4 == 0 ? 9.0 : 1.0;
+  return static_cast<double>(m);
+}
+}  // namespace
+
+TEST(the_realized_gain_guard_stops_drafting_that_loses) {
+  spiky_calls = 0;
+  AdaptiveDrafts a(1);
+  std::vector<int> ns;
+  for (int i = 0; i < 600; ++i) ns.push_back(feed(a, 1, spiky, 0.05, 1));
+  const auto s = a.stats();
+  CHECK(s.estimated_gain > 0.99);
+  CHECK(s.guarded > 400);  // regular rounds run as plain steps
+  int drafted = 0;
+  for (std::size_t i = 100; i < ns.size(); ++i) drafted += ns[i] > 0;
+  CHECK(drafted < 60);  // re-tests and exploration only
+  CHECK(s.measured_gain > 0.9);
+  // The same costs without spikes pay: nothing guarded.
+  AdaptiveDrafts b(1);
+  for (int i = 0; i < 600; ++i) feed(b, 1, [](int m) { return m == 2 ? 1.0 : static_cast<double>(m); }, 0.05, 1);
+  CHECK_EQ(b.stats().guarded, 0);
+  CHECK(b.stats().measured_gain > 1.8);
 }
 
 TEST(recent_median_ignores_an_outlier) {

@@ -95,6 +95,11 @@ bool AdaptiveDrafts::viable(int n) const {
   return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) < static_cast<double>(n + 1) * plain;
 }
 
+bool AdaptiveDrafts::drafting_loses() const {
+  if (guard_n_ < kGuardMinRounds || guard_s_ <= 0.0) return false;
+  return guard_tokens_ / guard_s_ * expected_cost(0) < 1.0;  // plain steps' cost as the economics see it
+}
+
 bool AdaptiveDrafts::hopeless() const {
   if (plain_.empty()) return false;
   for (int n = 1; n <= k_; ++n)
@@ -150,6 +155,19 @@ int AdaptiveDrafts::choose(int k_cap) {
         n = i;
       }
     }
+    // The realized-gain guard (adaptive.h): while recent regular drafting rounds lose against plain
+    // steps, run plain steps for an exploration interval, then let drafting be measured afresh.
+    if (rounds_ >= guard_until_ && guard_until_ > 0) {
+      guard_tokens_ = guard_s_ = guard_n_ = 0.0;
+      guard_until_ = 0;
+    }
+    if (n > 0 && guard_until_ == 0 && drafting_loses()) guard_until_ = rounds_ + explore_every_;
+    if (n > 0 && guard_until_ > 0) {
+      n = 0;
+      best = expected_tokens(0) / expected_cost(0);
+      ++guarded_;
+    }
+    guard_round_ = n > 0;
     gain_sum_ += best * base_cost();
     ++gain_n_;
     if (explored_)
@@ -159,8 +177,10 @@ int AdaptiveDrafts::choose(int k_cap) {
     explored_ = false;
     last_best_ = n;
   }
+  if (exploring_ || rounds_ < warmup_rounds()) guard_round_ = false;
   since_explore_ = exploring_ ? 0 : since_explore_ + 1;
   plain_run_ = n == 0 ? plain_run_ + 1 : 0;
+  round_now_s_ = 0.0;
   last_chosen_[static_cast<std::size_t>(n)] = rounds_;
   ++chosen_[static_cast<std::size_t>(n)];
   ++rounds_;
@@ -171,6 +191,7 @@ void AdaptiveDrafts::record_draft(int steps, double seconds) {
   if (steps < 1) return;
   draft_.add(seconds / static_cast<double>(steps));
   ++draft_n_;
+  round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
 }
 
@@ -178,6 +199,7 @@ void AdaptiveDrafts::record_verify(int rows, double seconds) {
   if (rows < 1 || rows > k_ + 1) return;
   verify_[static_cast<std::size_t>(rows)].add(seconds);
   ++verify_n_[static_cast<std::size_t>(rows)];
+  round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
 }
 
@@ -192,6 +214,7 @@ void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
   ++plain_cnt_;
   plain_.add(seconds);
   ++plain_n_;
+  round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
 }
 
@@ -209,6 +232,14 @@ bool AdaptiveDrafts::encode_plain() const {
 
 void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
   if (warm()) tokens_ += tokens;
+  if (guard_round_) {
+    // A regular drafting round as a whole: what the guard weighs against plain steps.
+    guard_tokens_ = guard_tokens_ * kGuardDecay + static_cast<double>(tokens);
+    guard_s_ = guard_s_ * kGuardDecay + round_now_s_;
+    guard_n_ = guard_n_ * kGuardDecay + 1.0;
+    guard_round_ = false;
+  }
+  round_now_s_ = 0.0;
   if (verified < 1) return;
   for (int j = 0; j < k_; ++j) {
     const auto s = static_cast<std::size_t>(j);
@@ -224,6 +255,7 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   AdaptiveStats s;
   s.max_drafts = k_;
   s.seeded = seeded_;
+  s.guarded = guarded_;
   s.rounds = rounds_;
   s.chosen = chosen_;
   for (int m = 1; m <= k_ + 1; ++m)

@@ -36,7 +36,15 @@
 // false; on the demo model that encoding is a fifth of a step), until kReencodeBefore rounds before the next exploring
 // round, so that round's drafter has a short run of recent cells. A plain step without that encoding is timed
 // separately (c_plain); when measured it is the cost of n = 0 and the baseline of the gains, since it is what decoding
-// without a drafter costs. Everything is sized at construction: choosing allocates nothing.
+// without a drafter costs.
+// Realized-gain guard: the economics rest on medians of each cost, and a round's real cost can differ from their sum
+// (a cold first window, a stale c_plain measured in a slow moment, caches the drafter's reads disturb). So the regular
+// rounds that drafted (not the warm-up's or exploration's, which are meant to be suboptimal) are also measured as a
+// whole: tokens committed over their seconds (drafting, verification and any plain step they fell back to), decayed by
+// kGuardDecay per such round. Once they weigh at least kGuardMinRounds and committed fewer tokens per second than plain
+// steps do (1 / c_plain), the regular rounds run plain steps for one exploration interval; then the guard forgets and
+// drafting, if the economics still choose it, is measured afresh (so a loss costs a few rounds per interval).
+// Everything is sized at construction: choosing allocates nothing.
 #include <array>
 #include <cstdint>
 
@@ -60,6 +68,7 @@ struct AdaptiveStats {
   // the current base (so 1.0 = plain decoding's speed as measured inside the same run).
   double measured_gain = 0.0;
   bool seeded = false;  // started from an earlier run's costs (AdaptiveDrafts::seed)
+  int64_t guarded = 0;  // regular rounds whose draft count the realized-gain guard replaced by a plain step
   // Samples this session measured itself (seeds not counted): a cost with none is only the seed's, and
   // the cost cache must not store it as this run's measurement (a seed nobody re-measures never ages out).
   std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_samples{};  // [m] windows of m rows
@@ -89,6 +98,8 @@ class AdaptiveDrafts {
   static constexpr int kExploreMax = 256;
   static constexpr int kPlainStretch = 2;
   static constexpr int kReencodeBefore = 4;
+  static constexpr double kGuardDecay = 0.9;      // per drafting round: about the last ten weigh
+  static constexpr double kGuardMinRounds = 3.0;  // decayed drafting rounds before the guard may act
 
   explicit AdaptiveDrafts(int max_drafts);
 
@@ -120,6 +131,8 @@ class AdaptiveDrafts {
   bool viable(int n) const;
   // No draft count is viable.
   bool hopeless() const;
+  // Recent drafting rounds committed fewer tokens per second than plain steps (the guard above).
+  bool drafting_loses() const;
   AdaptiveStats stats() const;
 
  private:
@@ -141,6 +154,11 @@ class AdaptiveDrafts {
   bool explored_ = false;                                      // an exploring round ran since the last regular choice
   int last_best_ = -1;                                         // the last regular choice
   int plain_run_ = 0;                                          // rounds in a row that chose a plain step
+  bool guard_round_ = false;                                   // the round just chosen is a regular drafting round
+  double round_now_s_ = 0.0;                                   // its seconds so far
+  double guard_tokens_ = 0.0, guard_s_ = 0.0, guard_n_ = 0.0;  // decayed sums over those rounds
+  int64_t guard_until_ = 0;                                    // > 0: plain steps until this round
+  int64_t guarded_ = 0;                                        // rounds the guard turned into plain steps
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
   RecentMedian draft_, plain_;
