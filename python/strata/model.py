@@ -233,7 +233,8 @@ class Model:
         """Write the costs kept for ``config_key`` (a ``repr(Config)``) to the cross-process cost cache
         (nothing when it is off or there are none; a folder that cannot be written is no error)."""
         costs = self._adaptive_costs.get(config_key)
-        if self._cost_cache is not None and costs is not None:
+        # An entry only loaded from the file (runs and seed, no session's snapshot) has nothing new.
+        if self._cost_cache is not None and costs is not None and "verify_seconds" in costs:
             self._cost_cache.save(config_key, costs)
 
     @property

@@ -189,13 +189,11 @@ class SpecCostCache:
         atomically. False (and a debug message) when the folder cannot be written or the costs are not
         valid."""
         run = measured_run(stats)
-        verify = run["verify_seconds"]
         entries = self._entries(warn=False)
         mine = [e for e in entries if e["where"] == self.where and e["config"] == config_key]
-        # Earlier runs with another number of window sizes (another draft_steps) are not comparable.
-        before = [r for r in mine[0]["runs"] if len(r["verify_seconds"]) == len(verify)] if mine else []
+        before = list(mine[0]["runs"]) if mine else []
         entry = {"where": self.where, "config": config_key, "used": time.time(),
-                 "runs": [run, *before][:RUNS_KEPT]}
+                 "runs": same_sizes([run, *before][:RUNS_KEPT])}
         why = _entry_problem(entry)
         if why:
             log.debug("strata: speculation costs not cached: %s", why)
@@ -242,10 +240,17 @@ def seed_entry(stats: Mapping[str, Any], runs_before: list[dict[str, Any]]) -> d
     ``spec_adaptive_stats()`` snapshot, ``runs`` (its measured costs first, then the ``RUNS_KEPT - 1``
     runs before it with as many window sizes) and ``seed`` (each cost at its fastest over ``runs``: what
     the next session with the same settings is seeded with)."""
-    run = measured_run(stats)
-    sizes = len(run["verify_seconds"])
-    runs = [run, *[r for r in runs_before if len(r["verify_seconds"]) == sizes]][:RUNS_KEPT]
+    runs = same_sizes([measured_run(stats), *runs_before][:RUNS_KEPT])
     return {**stats, "runs": runs, "seed": fastest(runs)}
+
+
+def same_sizes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs with their window lists padded with 0 (not measured) to the longest: a short call drafts
+    with fewer window sizes (``max_tokens`` near ``draft_steps``) and must not drop the other runs."""
+    sizes = max(len(r["verify_seconds"]) for r in runs)
+    return [r if len(r["verify_seconds"]) == sizes
+            else {**r, "verify_seconds": [*r["verify_seconds"], *[0.0] * (sizes - len(r["verify_seconds"]))]}
+            for r in runs]
 
 
 def fastest(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -255,6 +255,11 @@ TEST(the_realized_gain_guard_stops_drafting_that_loses) {
   for (std::size_t i = 100; i < ns.size(); ++i) drafted += ns[i] > 0;
   CHECK(drafted < 60);  // re-tests and exploration only
   CHECK(s.measured_gain > 0.9);
+  // The windows turn cheap: once the guard's interval ends drafting is measured afresh and resumes.
+  int late = 0;
+  for (int i = 0; i < 600; ++i)
+    late += feed(a, 1, [](int m) { return m == 2 ? 1.0 : static_cast<double>(m); }, 0.05, 1) > 0 && i >= 400;
+  CHECK(late > 180);
   // The same costs without spikes pay: nothing guarded.
   AdaptiveDrafts b(1);
   for (int i = 0; i < 600; ++i) feed(b, 1, [](int m) { return m == 2 ? 1.0 : static_cast<double>(m); }, 0.05, 1);

@@ -180,6 +180,44 @@ TEST(qwen3moe_matches_naive_reference) {
   check_against_naive(o, 16, 1e-5);
 }
 
+// The same invariance over the implicit cell list (no sliding window: rows of a chunk or window attend
+// together, attend_rows), for head groups of 2 (8 rows a pass) and 1 (4 a pass, MHA), chunks and
+// windows of every size up to 7 rows, some not a multiple of the pass.
+TEST(chunking_is_bitwise_invariant_over_the_implicit_cell_list) {
+  for (int kv_heads : {2, 4}) {
+    TinyOptions o;
+    o.seed = 11;
+    o.window = 0;
+    o.kv_heads = kv_heads;
+    auto model = tiny_model(o);
+    strata::ThreadPool pool(2);
+    const int n = 29;
+    auto toks = tokens_for(n, 61, 5);
+    WindowConfig cfg;
+    cfg.max_ctx = 64;
+    cfg.max_rows = 32;
+    cfg.pool = &pool;
+    Window w(*model, cfg);
+    std::vector<std::vector<float>> ref;
+    for (int p = 0; p < n; ++p) {
+      w.run(toks.data() + p, 1, p, LogitRows::Last);
+      ref.emplace_back(w.logits(0), w.logits(0) + 61);
+    }
+    w.rollback(0);
+    w.run(toks.data(), n, 0, LogitRows::All);
+    for (int p = 0; p < n; ++p) CHECK(std::memcmp(w.logits(p), ref[static_cast<std::size_t>(p)].data(), 61 * 4) == 0);
+    for (int rows = 2; rows <= 7; ++rows) {
+      w.rollback(0);
+      w.run(toks.data(), 13, 0, LogitRows::None);
+      w.run(toks.data() + 13, rows, 13, LogitRows::All);
+      for (int r = 0; r < rows; ++r)
+        CHECK_MSG(std::memcmp(w.logits(r), ref[static_cast<std::size_t>(13 + r)].data(), 61 * 4) == 0,
+                  "kv_heads " + std::to_string(kv_heads) + " window of " + std::to_string(rows) + " row " +
+                      std::to_string(r));
+    }
+  }
+}
+
 TEST(chunking_is_bitwise_invariant) {
   TinyOptions o;
   o.seed = 7;

@@ -284,3 +284,29 @@ def test_measured_run_keeps_only_what_the_run_timed() -> None:
     assert len(entry["runs"]) == scc.RUNS_KEPT and entry["runs"][0] == scc.measured_run(stats)
     assert entry["seed"] == {**old, "verify_seconds": [0.3, 1.0, 3.0]}
     assert entry["plain_samples"] == 5  # the session's snapshot stays readable
+
+
+def test_a_short_call_keeps_the_other_runs(cache_folder: Path) -> None:
+    """A call with max_tokens near draft_steps drafts with fewer window sizes: its run is padded (0 = not
+    measured) rather than dropping the key's other runs, in the file and in a process."""
+    cache = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 2]})
+    long_run = {"verify_seconds": [0.001, 0.002, 0.003, 0.004], "draft_step_seconds": 0.0005,
+                "plain_seconds": 0.0009}
+    short_run = {"verify_seconds": [0.0008, 0.0015], "draft_step_seconds": 0.0004, "plain_seconds": 0.0007}
+    assert cache.save("Config(k)", long_run)
+    assert cache.save("Config(k)", short_run)
+    (entry,) = _entries(cache_folder)
+    assert len(entry["runs"]) == 2  # type: ignore[arg-type]
+    assert cache.load()["Config(k)"] == {"verify_seconds": [0.0008, 0.0015, 0.003, 0.004],
+                                         "draft_step_seconds": 0.0004, "plain_seconds": 0.0007}
+    in_process = scc.seed_entry(short_run, [long_run])
+    assert in_process["seed"]["verify_seconds"] == [0.0008, 0.0015, 0.003, 0.004]
+
+
+def test_saving_an_entry_only_loaded_from_the_file_writes_nothing(cache_folder: Path) -> None:
+    _generate(strata.Model(), tokens=8)
+    before = (cache_folder / scc.FILE_NAME).read_bytes()
+    model = strata.Model()
+    assert set(model.adaptive_costs[KEY]) == {"runs", "seed"}
+    model.save_adaptive_costs(KEY)  # no session ran: nothing new, and no error
+    assert (cache_folder / scc.FILE_NAME).read_bytes() == before

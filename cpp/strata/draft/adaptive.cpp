@@ -161,6 +161,8 @@ int AdaptiveDrafts::choose(int k_cap) {
       guard_tokens_ = guard_s_ = guard_n_ = 0.0;
       guard_until_ = 0;
     }
+    // Drafting chosen again after plain choices: judged on its new rounds, not on losses from before.
+    if (n > 0 && last_best_ == 0 && guard_until_ == 0) guard_tokens_ = guard_s_ = guard_n_ = 0.0;
     if (n > 0 && guard_until_ == 0 && drafting_loses()) guard_until_ = rounds_ + explore_every_;
     if (n > 0 && guard_until_ > 0) {
       n = 0;
@@ -190,6 +192,7 @@ int AdaptiveDrafts::choose(int k_cap) {
 void AdaptiveDrafts::record_draft(int steps, double seconds) {
   if (steps < 1) return;
   draft_.add(seconds / static_cast<double>(steps));
+  own_draft_.add(seconds / static_cast<double>(steps));
   ++draft_n_;
   round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
@@ -198,6 +201,7 @@ void AdaptiveDrafts::record_draft(int steps, double seconds) {
 void AdaptiveDrafts::record_verify(int rows, double seconds) {
   if (rows < 1 || rows > k_ + 1) return;
   verify_[static_cast<std::size_t>(rows)].add(seconds);
+  own_verify_[static_cast<std::size_t>(rows)].add(seconds);
   ++verify_n_[static_cast<std::size_t>(rows)];
   round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
@@ -213,6 +217,7 @@ void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
   plain_sum_ += seconds;
   ++plain_cnt_;
   plain_.add(seconds);
+  own_plain_.add(seconds);
   ++plain_n_;
   round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
@@ -227,6 +232,8 @@ bool AdaptiveDrafts::encode_plain() const {
   const int64_t round = rounds_ - 1;  // the round just chosen
   if (round < warmup_rounds()) return round >= kProbeRounds;
   if (exploring_ || plain_run_ < kPlainStretch) return true;
+  // Before the guard ends (drafting is then re-measured) as before an exploring round: recent cells.
+  if (guard_until_ > 0 && round >= guard_until_ - kReencodeBefore) return true;
   return since_explore_ >= explore_every_ - kReencodeBefore;
 }
 
@@ -258,10 +265,12 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.guarded = guarded_;
   s.rounds = rounds_;
   s.chosen = chosen_;
-  for (int m = 1; m <= k_ + 1; ++m)
-    s.verify_s[static_cast<std::size_t>(m)] = verify_[static_cast<std::size_t>(m)].value();
-  s.draft_step_s = draft_.value();
-  s.plain_s = plain_.value();
+  for (int m = 1; m <= k_ + 1; ++m) {
+    const auto i = static_cast<std::size_t>(m);
+    s.verify_s[i] = own_verify_[i].empty() ? verify_[i].value() : own_verify_[i].value();
+  }
+  s.draft_step_s = own_draft_.empty() ? draft_.value() : own_draft_.value();
+  s.plain_s = own_plain_.empty() ? plain_.value() : own_plain_.value();
   s.verify_samples = verify_n_;
   s.draft_samples = draft_n_;
   s.plain_samples = plain_n_;

@@ -56,7 +56,8 @@ inline constexpr int kAdaptiveMaxDrafts = 16;  // = kMaxDraftSteps (speculator.h
 struct AdaptiveStats {
   int max_drafts = 0;
   int64_t rounds = 0;
-  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen{};   // rounds that chose n drafts (before retention)
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen{};  // rounds that chose n drafts (before retention)
+  // Costs: the median of the session's own recent samples, or the seed's value while it has none.
   std::array<double, kAdaptiveMaxDrafts + 2> verify_s{};  // c_verify(m), m = 1..k+1 (index m); 0 = unmeasured
   double draft_step_s = 0.0;                              // c_draft
   double plain_s = 0.0;                                   // c_plain (0 = unmeasured)
@@ -164,6 +165,10 @@ class AdaptiveDrafts {
   RecentMedian draft_, plain_;
   std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_n_{};  // this session's samples (stats)
   int64_t draft_n_ = 0, plain_n_ = 0;
+  // The same costs over this session's own samples only (no seed): what stats() reports once measured, so
+  // a run never passes a mix of its seed and its own samples on as its measurement.
+  std::array<RecentMedian, kAdaptiveMaxDrafts + 2> own_verify_{};
+  RecentMedian own_draft_, own_plain_;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};

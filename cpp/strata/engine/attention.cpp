@@ -171,7 +171,9 @@ void attention_forward(const BlockContext& c, int R, int64_t start) {
   };
   // Several rows over the implicit list (a window or a prefill chunk): T rows' heads of a KV head in
   // one pass, each key read once for all of them (attend_rows; bitwise the row-by-row attend_group).
-  const int64_t T = implicit ? std::min<int64_t>(s.rows_per_pass, kMaxHeadGroup / gsize) : 1;
+  // Fewer rows a pass where tiles would leave threads without an item (a short window on many threads).
+  const int64_t fill = std::max<int64_t>(1, R * per_row / std::max(parallel_slots_count(c.pool), 1));
+  const int64_t T = implicit ? std::min({static_cast<int64_t>(s.rows_per_pass), kMaxHeadGroup / gsize, fill}) : 1;
   if (R > 1 && T > 1) {
     const int64_t tiles = (R + T - 1) / T;
     parallel_items(c.pool, tiles * per_row, [&](int slot, int64_t item) {

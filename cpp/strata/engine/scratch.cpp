@@ -32,8 +32,10 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   cells.resize(R * z(s.max_list));
   n_cells.resize(R);
   head_group = static_cast<int>(std::clamp<int64_t>(hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1, 1, kMaxHeadGroup));
+  // At most 4 rows a pass: a verification window's size, 4x a prefill chunk's key reads saved, and the
+  // score scratch (which grows with it) at most 4x.
   rows_per_pass = static_cast<int>(
-      std::clamp<int64_t>(std::min<int64_t>(kMaxHeadGroup / head_group, s.max_rows), 1, kMaxHeadGroup));
+      std::clamp<int64_t>(std::min<int64_t>(kMaxHeadGroup / head_group, s.max_rows), 1, kMaxRowsPerPass));
   const std::size_t G = static_cast<std::size_t>(head_group);
   slot_scores.resize(slots * G * static_cast<std::size_t>(rows_per_pass) * z(std::max(s.max_ctx, s.max_list)));
   slot_order.resize(slots * z(s.max_ctx));

@@ -35,19 +35,20 @@ struct Scratch {
   AlignedBuffer<float> collapsed;  // [R][d]
   AlignedBuffer<float> xn;         // [R][d] normed sub-layer input
   // Attention.
-  AlignedBuffer<float> q;             // [R][q_rows] projection output
-  AlignedBuffer<float> k;             // [R][Hkv·Dh]
-  AlignedBuffer<float> v;             // [R][Hkv·Dh]
-  AlignedBuffer<float> qh;            // [R][Hq·Dh] normed, rotated queries
-  AlignedBuffer<float> att;           // [R][Hq·Dh] head outputs
-  AlignedBuffer<float> rope_cs;       // [R][rope_dim]
-  AlignedBuffer<float> iq;            // [R][Hi·Di]
-  AlignedBuffer<float> iw;            // [R][Hi]
-  AlignedBuffer<float> ik;            // [R][Di]
-  AlignedBuffer<int32_t> cells;       // [R][max_list]
-  AlignedBuffer<int64_t> n_cells;     // [R]
-  int head_group = 1;                 // G: query heads attended together (attend_group)
-  int rows_per_pass = 1;              // T: rows whose G heads attend together (attend_rows; G·T <= 16)
+  AlignedBuffer<float> q;          // [R][q_rows] projection output
+  AlignedBuffer<float> k;          // [R][Hkv·Dh]
+  AlignedBuffer<float> v;          // [R][Hkv·Dh]
+  AlignedBuffer<float> qh;         // [R][Hq·Dh] normed, rotated queries
+  AlignedBuffer<float> att;        // [R][Hq·Dh] head outputs
+  AlignedBuffer<float> rope_cs;    // [R][rope_dim]
+  AlignedBuffer<float> iq;         // [R][Hi·Di]
+  AlignedBuffer<float> iw;         // [R][Hi]
+  AlignedBuffer<float> ik;         // [R][Di]
+  AlignedBuffer<int32_t> cells;    // [R][max_list]
+  AlignedBuffer<int64_t> n_cells;  // [R]
+  int head_group = 1;              // G: query heads attended together (attend_group)
+  static constexpr int kMaxRowsPerPass = 4;
+  int rows_per_pass = 1;              // T: rows whose G heads attend together (attend_rows; G·T <= 16, T <= 4)
   AlignedBuffer<float> slot_scores;   // [slots][T·G][max(max_ctx, max_list)]
   AlignedBuffer<int32_t> slot_order;  // [slots][max_ctx]
   AlignedBuffer<float> slot_chunk;    // [slots][G][Dh]
