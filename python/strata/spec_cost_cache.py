@@ -193,7 +193,7 @@ class SpecCostCache:
         mine = [e for e in entries if e["where"] == self.where and e["config"] == config_key]
         before = list(mine[0]["runs"]) if mine else []
         entry = {"where": self.where, "config": config_key, "used": time.time(),
-                 "runs": same_sizes([run, *before][:RUNS_KEPT])}
+                 "runs": kept_runs(run, before)}
         why = _entry_problem(entry)
         if why:
             log.debug("strata: speculation costs not cached: %s", why)
@@ -240,8 +240,13 @@ def seed_entry(stats: Mapping[str, Any], runs_before: list[dict[str, Any]]) -> d
     ``spec_adaptive_stats()`` snapshot, ``runs`` (its measured costs first, then the ``RUNS_KEPT - 1``
     runs before it with as many window sizes) and ``seed`` (each cost at its fastest over ``runs``: what
     the next session with the same settings is seeded with)."""
-    runs = same_sizes([measured_run(stats), *runs_before][:RUNS_KEPT])
+    runs = kept_runs(measured_run(stats), runs_before)
     return {**stats, "runs": runs, "seed": fastest(runs)}
+
+
+def kept_runs(run: dict[str, Any], before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``run`` first, then the ``RUNS_KEPT - 1`` runs before it, window lists of one length."""
+    return same_sizes([run, *before][:RUNS_KEPT])
 
 
 def same_sizes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:

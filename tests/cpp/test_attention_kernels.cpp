@@ -54,6 +54,14 @@ std::vector<const AttnKernels*> tables() {
   return t;
 }
 
+// The x86 ISA paths this machine can run, scalar first.
+std::vector<strata::cpu::Isa> runnable_isas() {
+  std::vector<strata::cpu::Isa> isas = {strata::cpu::Isa::Scalar};
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) isas.push_back(strata::cpu::Isa::Avx512);
+  return isas;
+}
+
 // Cells with varied magnitudes, some all-zero (scale 0) and some never written (zeroed by
 // prepare_write's gap rule).
 KvCells filled_cells(std::mt19937& g, KvType type, int dh, int hkv, int n_cells) {
@@ -332,9 +340,7 @@ TEST(indexer_score_kernel_bitwise_per_cell) {
 // ISA path, both K/V types, G up to kMaxHeadGroup, lists around the softmax chunk, the implicit list.
 TEST(attend_group_bitwise_per_cell_attention) {
   std::mt19937 g(53);
-  std::vector<strata::cpu::Isa> isas = {strata::cpu::Isa::Scalar};
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) isas.push_back(strata::cpu::Isa::Avx512);
+  const std::vector<strata::cpu::Isa> isas = runnable_isas();
   const strata::cpu::Isa was = strata::cpu::active_isa();
   for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
     for (int dh : {64, 70}) {
@@ -375,9 +381,7 @@ TEST(attend_group_bitwise_per_cell_attention) {
 // first rows around the softmax chunk and the score kernels' batches of 8 cells.
 TEST(attend_rows_bitwise_row_by_row_attend_group) {
   std::mt19937 g(71);
-  std::vector<strata::cpu::Isa> isas = {strata::cpu::Isa::Scalar};
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) isas.push_back(strata::cpu::Isa::Avx512);
+  const std::vector<strata::cpu::Isa> isas = runnable_isas();
   const strata::cpu::Isa was = strata::cpu::active_isa();
   for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
     for (int dh : {64, 128}) {

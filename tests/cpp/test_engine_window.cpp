@@ -180,6 +180,22 @@ TEST(qwen3moe_matches_naive_reference) {
   check_against_naive(o, 16, 1e-5);
 }
 
+namespace {
+// Every position's logits token by token (61 of them), then the same positions as one chunk with every
+// row's logits, checked bitwise against them; returns the token-by-token logits.
+std::vector<std::vector<float>> token_by_token_then_one_chunk(Window& w, const std::vector<int32_t>& toks, int n) {
+  std::vector<std::vector<float>> ref;
+  for (int p = 0; p < n; ++p) {
+    w.run(toks.data() + p, 1, p, LogitRows::Last);
+    ref.emplace_back(w.logits(0), w.logits(0) + 61);
+  }
+  w.rollback(0);
+  w.run(toks.data(), n, 0, LogitRows::All);
+  for (int p = 0; p < n; ++p) CHECK(std::memcmp(w.logits(p), ref[static_cast<std::size_t>(p)].data(), 61 * 4) == 0);
+  return ref;
+}
+}  // namespace
+
 // The same invariance over the implicit cell list (no sliding window: rows of a chunk or window attend
 // together, attend_rows), for head groups of 2 (8 rows a pass) and 1 (4 a pass, MHA), chunks and
 // windows of every size up to 7 rows, some not a multiple of the pass.
@@ -198,14 +214,7 @@ TEST(chunking_is_bitwise_invariant_over_the_implicit_cell_list) {
     cfg.max_rows = 32;
     cfg.pool = &pool;
     Window w(*model, cfg);
-    std::vector<std::vector<float>> ref;
-    for (int p = 0; p < n; ++p) {
-      w.run(toks.data() + p, 1, p, LogitRows::Last);
-      ref.emplace_back(w.logits(0), w.logits(0) + 61);
-    }
-    w.rollback(0);
-    w.run(toks.data(), n, 0, LogitRows::All);
-    for (int p = 0; p < n; ++p) CHECK(std::memcmp(w.logits(p), ref[static_cast<std::size_t>(p)].data(), 61 * 4) == 0);
+    const std::vector<std::vector<float>> ref = token_by_token_then_one_chunk(w, toks, n);
     for (int rows = 2; rows <= 7; ++rows) {
       w.rollback(0);
       w.run(toks.data(), 13, 0, LogitRows::None);
@@ -232,14 +241,7 @@ TEST(chunking_is_bitwise_invariant) {
     cfg.max_rows = 32;
     cfg.pool = &pool;
     Window w(*model, cfg);
-    for (int p = 0; p < n; ++p) {
-      w.run(toks.data() + p, 1, p, LogitRows::Last);
-      ref.emplace_back(w.logits(0), w.logits(0) + 61);
-    }
-    // One chunk with every row's logits.
-    w.rollback(0);
-    w.run(toks.data(), n, 0, LogitRows::All);
-    for (int p = 0; p < n; ++p) CHECK(std::memcmp(w.logits(p), ref[static_cast<std::size_t>(p)].data(), 61 * 4) == 0);
+    ref = token_by_token_then_one_chunk(w, toks, n);  // and one chunk with every row's logits
     // Verification windows of 4 rows after a prefix.
     w.rollback(0);
     w.run(toks.data(), 11, 0, LogitRows::Last);

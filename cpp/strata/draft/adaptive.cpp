@@ -157,12 +157,12 @@ int AdaptiveDrafts::choose(int k_cap) {
     }
     // The realized-gain guard (adaptive.h): while recent regular drafting rounds lose against plain
     // steps, run plain steps for an exploration interval, then let drafting be measured afresh.
-    if (rounds_ >= guard_until_ && guard_until_ > 0) {
+    // It forgets when its interval ends, and when drafting is chosen again after plain choices (judged on
+    // its new rounds, not on losses from before).
+    if ((guard_until_ > 0 && rounds_ >= guard_until_) || (n > 0 && last_best_ == 0 && guard_until_ == 0)) {
       guard_tokens_ = guard_s_ = guard_n_ = 0.0;
       guard_until_ = 0;
     }
-    // Drafting chosen again after plain choices: judged on its new rounds, not on losses from before.
-    if (n > 0 && last_best_ == 0 && guard_until_ == 0) guard_tokens_ = guard_s_ = guard_n_ = 0.0;
     if (n > 0 && guard_until_ == 0 && drafting_loses()) guard_until_ = rounds_ + explore_every_;
     if (n > 0 && guard_until_ > 0) {
       n = 0;
