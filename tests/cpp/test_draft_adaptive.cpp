@@ -418,3 +418,24 @@ TEST(stats_count_only_the_samples_a_session_measured) {
   CHECK_EQ(s.verify_samples[2], 0);
   CHECK_EQ(s.verify_samples[3], 1);
 }
+
+TEST(a_session_of_plain_steps_estimates_no_gain_whatever_the_seed) {
+  // A seed from a quiet run (c_verify(1) 0.1 s) and bare plain steps measured under load (1 s): the
+  // economics price a plain step at the cheaper of the two, and a plain choice is then a gain of 1.0,
+  // not c_plain / c_verify(1). (--stats printed 8.60x for such a run before.)
+  strata::draft::AdaptiveStats prior;
+  prior.max_drafts = 1;
+  prior.verify_s[1] = 0.1;
+  prior.verify_s[2] = 0.4;
+  prior.draft_step_s = 0.2;
+  prior.plain_s = 0.1;
+  AdaptiveDrafts a(1);
+  a.seed(prior);
+  CHECK(a.hopeless());
+  int drafted = 0;
+  for (int i = 0; i < 100; ++i) drafted += feed(a, 1, linear, 2.0, 1, 1.0) > 0;
+  CHECK_EQ(drafted, 0);
+  const auto s = a.stats();
+  CHECK(s.verify_samples[1] < 50);  // mostly bare steps: the seeded c_verify(1) still counts
+  CHECK_NEAR(s.estimated_gain, 1.0, 1e-9);
+}

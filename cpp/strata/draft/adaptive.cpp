@@ -170,7 +170,10 @@ int AdaptiveDrafts::choose(int k_cap) {
       ++guarded_;
     }
     guard_round_ = n > 0;
-    gain_sum_ += best * base_cost();
+    // The expected speed-up over a plain step as the economics price it (C_0), so a plain choice reads
+    // 1.0: with base_cost() (c_plain alone) a seeded c_verify(1) from a quieter run, below a c_plain
+    // measured under load, made a session of plain steps report gains of several x.
+    gain_sum_ += best * expected_cost(0);
     ++gain_n_;
     if (explored_)
       explore_every_ = n != last_best_ ? kExploreEvery
