@@ -151,6 +151,41 @@ TEST(plain_steps_keep_the_drafter_run) {
   }
 }
 
+TEST(a_window_after_a_draft_leaves_the_draft_steps_cell) {
+  // A round: draft from 11 (step 0 writes drafter cell 11 from the streams of 11 and token 12), then
+  // the window [t12, d] at 12. The window encodes cell 12 only; cell 11 stays as the draft step wrote
+  // it, and the drafts from there on equal those of a sequence that encoded every row by evals alone.
+  TinyOptions o;
+  auto toks = toks_for(20, 9);
+  Runner run(tiny_model(o), cfg_for(8));
+  run.eval(toks.data(), 12, 0, LogitRows::Last, nullptr);
+  const int64_t before = run.drafter_rows_encoded();
+  CHECK_EQ(before, int64_t{11});  // rows 0..10; 11's next token is not known yet
+  int32_t dt[1];
+  run.mtp_draft(nullptr, toks[12], 11, 1, nullptr, dt);
+  const int32_t win[2] = {toks[12], toks[13]};
+  run.eval(win, 2, 12, LogitRows::Last, nullptr);
+  CHECK_EQ(run.drafter_rows_encoded() - before, int64_t{1});
+  for (int c = 0; c <= 12; ++c) CHECK(run.mtp_cell_valid(c));
+  Runner ref(tiny_model(o), cfg_for(8));
+  ref.eval(toks.data(), 14, 0, LogitRows::Last, nullptr);
+  CHECK_EQ(ref.drafter_rows_encoded(), int64_t{13});
+  const auto& hp = run.model().hparams();
+  std::vector<float> a(2 * hp.mtp_vocab), b(2 * hp.mtp_vocab);
+  int32_t ta[2], tb[2];
+  run.mtp_draft(nullptr, toks[14], 13, 2, a.data(), ta);
+  ref.mtp_draft(nullptr, toks[14], 13, 2, b.data(), tb);
+  CHECK(a == b);
+  // The draft above wrote cell 13 with token 14; fed another token at 14, cell 13 is encoded again
+  // from the held streams (two rows: 13 and 14).
+  const int32_t other[2] = {static_cast<int32_t>((toks[14] + 1) % 61), toks[15]};
+  const int64_t n0 = run.drafter_rows_encoded();
+  run.eval(other, 2, 14, LogitRows::Last, nullptr);
+  CHECK_EQ(run.drafter_rows_encoded() - n0, int64_t{2});
+  CHECK(run.mtp_cell_valid(13));
+  CHECK(run.mtp_cell_valid(14));
+}
+
 TEST(eval_all_logits_in_chunks_equal_rows) {
   TinyOptions o;
   auto toks = toks_for(20, 3);

@@ -99,6 +99,7 @@ void Sequence::encode_rows(const int32_t* tokens, int64_t chunk_start, int rows)
   }
   if (m == 0) return;  // cells from the chunk on were marked stale when the eval began
   backend_->draft_encode(mtp_in_.data(), mtp_tok_.data(), m, q0);
+  rows_encoded_ += m;
   drafter_wrote(q0, m, mtp_tok_.data());
 }
 

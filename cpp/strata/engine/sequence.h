@@ -126,6 +126,9 @@ class Sequence : public DecodeTarget {
   void mtp_draft(const float* H, int32_t next_token, int64_t p, int n_steps, float* logits_out, int32_t* tokens_out);
   // Whether drafter cell c holds committed K/V a draft row may read (DraftCells' valid set).
   bool mtp_cell_valid(int64_t c) const;
+  // Drafter rows encoded by evals since construction (a round's window skips the cell its first draft
+  // step wrote; tests count it).
+  int64_t drafter_rows_encoded() const { return rows_encoded_; }
   const draft::DraftCells& draft_cells() const { return cells_; }
   const CellLedger& ledger() const { return ledger_; }
   // The cells the last draft row attended to.
@@ -169,6 +172,7 @@ class Sequence : public DecodeTarget {
   std::vector<int32_t> mtp_next_;
   std::vector<uint64_t> mtp_stamp_;
   uint64_t mtp_clock_ = 0;
+  int64_t rows_encoded_ = 0;
   AlignedBuffer<float> mtp_in_;     // [max_rows][n][d] the drafter's input streams (encode rows, chains)
   AlignedBuffer<int32_t> mtp_tok_;  // [max_rows]
   CellLedger::Chain chain_;
