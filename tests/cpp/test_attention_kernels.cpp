@@ -20,6 +20,7 @@
 #include "strata/engine/vec_dot.h"
 #include "strata/util/error.h"
 #include "strata/util/fp16.h"
+#include "test_quant_util.h"
 
 using namespace strata::engine;
 using strata::model::kv_type_name;
@@ -52,14 +53,6 @@ std::vector<const AttnKernels*> tables() {
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) t.push_back(&attn_kernels_avx512());
 #endif
   return t;
-}
-
-// The x86 ISA paths this machine can run, scalar first.
-std::vector<strata::cpu::Isa> runnable_isas() {
-  std::vector<strata::cpu::Isa> isas = {strata::cpu::Isa::Scalar};
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) isas.push_back(strata::cpu::Isa::Avx2);
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) isas.push_back(strata::cpu::Isa::Avx512);
-  return isas;
 }
 
 // Cells with varied magnitudes, some all-zero (scale 0) and some never written (zeroed by
@@ -340,8 +333,8 @@ TEST(indexer_score_kernel_bitwise_per_cell) {
 // ISA path, both K/V types, G up to kMaxHeadGroup, lists around the softmax chunk, the implicit list.
 TEST(attend_group_bitwise_per_cell_attention) {
   std::mt19937 g(53);
-  const std::vector<strata::cpu::Isa> isas = runnable_isas();
-  const strata::cpu::Isa was = strata::cpu::active_isa();
+  const std::vector<strata::cpu::Isa> isas = quant_test::runnable_isas();
+  const quant_test::IsaGuard restore;
   for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
     for (int dh : {64, 70}) {
       const int n_cells = 200;
@@ -373,7 +366,6 @@ TEST(attend_group_bitwise_per_cell_attention) {
           }
       }
     }
-  strata::cpu::force_isa(was);
 }
 
 // attend_rows (a window's or prefill chunk's rows over the implicit list, each key read once for all
@@ -381,8 +373,8 @@ TEST(attend_group_bitwise_per_cell_attention) {
 // first rows around the softmax chunk and the score kernels' batches of 8 cells.
 TEST(attend_rows_bitwise_row_by_row_attend_group) {
   std::mt19937 g(71);
-  const std::vector<strata::cpu::Isa> isas = runnable_isas();
-  const strata::cpu::Isa was = strata::cpu::active_isa();
+  const std::vector<strata::cpu::Isa> isas = quant_test::runnable_isas();
+  const quant_test::IsaGuard restore;
   for (KvType type : {KvType::Int8, KvType::F32, KvType::F16})
     for (int dh : {64, 128}) {
       const int n_cells = 140;
@@ -414,5 +406,4 @@ TEST(attend_rows_bitwise_row_by_row_attend_group) {
             }
       }
     }
-  strata::cpu::force_isa(was);
 }

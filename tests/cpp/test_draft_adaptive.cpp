@@ -34,6 +34,17 @@ double flat(int m) { return 1.0 + 0.02 * (m - 1); }      // memory-bound: a wind
 double linear(int m) { return static_cast<double>(m); }  // compute-bound: every row a whole step
 double half_shared(int m) { return 0.5 + 0.5 * m; }      // half of a step shared by the window's rows
 
+// An earlier run's costs, as AdaptiveDrafts::seed takes them (0: not measured).
+strata::draft::AdaptiveStats prior_costs(int max_drafts, double verify1, double verify2, double draft, double plain) {
+  strata::draft::AdaptiveStats prior;
+  prior.max_drafts = max_drafts;
+  prior.verify_s[1] = verify1;
+  prior.verify_s[2] = verify2;
+  prior.draft_step_s = draft;
+  prior.plain_s = plain;
+  return prior;
+}
+
 }  // namespace
 
 TEST(warmup_cycles_every_window_size) {
@@ -373,10 +384,7 @@ TEST(seeded_with_hopeless_costs_the_probe_drafts_nothing) {
 TEST(a_seed_without_the_probes_costs_does_not_skip_the_probe) {
   // Plain steps alone (the costs a seeded session that drafted nothing measured) extrapolate every
   // window row to a whole step: "hopeless" from that would never be re-measured, so the probe runs.
-  strata::draft::AdaptiveStats prior;
-  prior.max_drafts = 3;
-  prior.verify_s[1] = 1.0;
-  prior.plain_s = 0.9;
+  strata::draft::AdaptiveStats prior = prior_costs(3, 1.0, 0.0, 0.0, 0.9);
   AdaptiveDrafts a(3);
   a.seed(prior);
   CHECK(a.stats().seeded);
@@ -393,14 +401,8 @@ TEST(a_seed_without_the_probes_costs_does_not_skip_the_probe) {
 
 TEST(stats_count_only_the_samples_a_session_measured) {
   // Seeds are not samples of this session: the cost cache stores a cost only when it was measured.
-  strata::draft::AdaptiveStats prior;
-  prior.max_drafts = 2;
-  prior.verify_s[1] = 1.0;
-  prior.verify_s[2] = 2.0;
-  prior.draft_step_s = 0.1;
-  prior.plain_s = 0.9;
   AdaptiveDrafts a(2);
-  a.seed(prior);
+  a.seed(prior_costs(2, 1.0, 2.0, 0.1, 0.9));
   auto s = a.stats();
   CHECK_EQ(s.draft_samples, 0);
   CHECK_EQ(s.plain_samples, 0);
@@ -423,14 +425,8 @@ TEST(a_session_of_plain_steps_estimates_no_gain_whatever_the_seed) {
   // A seed from a quiet run (c_verify(1) 0.1 s) and bare plain steps measured under load (1 s): the
   // economics price a plain step at the cheaper of the two, and a plain choice is then a gain of 1.0,
   // not c_plain / c_verify(1). (--stats printed 8.60x for such a run before.)
-  strata::draft::AdaptiveStats prior;
-  prior.max_drafts = 1;
-  prior.verify_s[1] = 0.1;
-  prior.verify_s[2] = 0.4;
-  prior.draft_step_s = 0.2;
-  prior.plain_s = 0.1;
   AdaptiveDrafts a(1);
-  a.seed(prior);
+  a.seed(prior_costs(1, 0.1, 0.4, 0.2, 0.1));
   CHECK(a.hopeless());
   int drafted = 0;
   for (int i = 0; i < 100; ++i) drafted += feed(a, 1, linear, 2.0, 1, 1.0) > 0;

@@ -80,10 +80,10 @@ void Sequence::encode_rows(const int32_t* tokens, int64_t chunk_start, int rows)
   int64_t q0 = chunk_start;
   if (chunk_start > 0) {
     const auto prev = static_cast<std::size_t>(chunk_start - 1);
-    if (cells_.valid(static_cast<int32_t>(chunk_start - 1)) && mtp_next_[prev] == tokens[0]) {
-      // Already holds these streams with this token: a round's first draft step wrote it (its window
-      // starts at the next position). Encoding it again cost ~4 % of a 2-row window's instructions.
-    } else if (carry_pos_ == chunk_start - 1) {
+    // Valid with the token fed now: e.g. written by a round's first draft step, whose window starts
+    // here (encoding it again cost ~4 % of a 2-row window's instructions).
+    const bool held = cells_.valid(static_cast<int32_t>(chunk_start - 1)) && mtp_next_[prev] == tokens[0];
+    if (!held && carry_pos_ == chunk_start - 1) {
       std::memcpy(mtp_in_.data(), carry_.data(), nd_ * sizeof(float));
       mtp_tok_[0] = tokens[0];
       m = 1;
