@@ -227,3 +227,23 @@ def test_compare_model_reports_both_engines(tmp_path: Path) -> None:
     assert 0 <= row.greedy_agree <= 4
     text = lc.render([r], 8, 3, markdown=True)
     assert "| tiny | 1 |" in text and "max \\|Δ\\| / std" in text  # pipes in a cell escaped
+
+
+def test_preflight_turns_a_crashing_child_into_a_message(tmp_path: Path) -> None:
+    # What a fault inside llama.cpp does to the process that runs it (session 23: its AMX kernels).
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    msg = lc.llama_preflight(tmp_path / "m.gguf", 1, script=crash)
+    assert msg is not None and "SIGSEGV" in msg and "m.gguf" in msg
+    raised = "raise RuntimeError('failed to load model')"
+    msg = lc.llama_preflight(tmp_path / "m.gguf", 1, script=raised)
+    assert msg is not None and "exit 1" in msg and "failed to load model" in msg
+    assert lc.llama_preflight(tmp_path / "m.gguf", 1, script="pass") is None
+    msg = lc.llama_preflight(tmp_path / "m.gguf", 1, script="import time; time.sleep(30)", timeout_s=0.5)
+    assert msg is not None and "within" in msg
+
+
+@llama
+def test_preflight_passes_on_a_model_llama_cpp_runs(tmp_path: Path) -> None:
+    path = convert_qwen3moe(_hf_model(2), tmp_path / "q8.gguf", tokenizer=byte_level_tokenizer(VOCAB),
+                            weight_type="Q8_0")
+    assert lc.llama_preflight(path, 1, "f16") is None

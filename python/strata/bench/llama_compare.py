@@ -25,7 +25,9 @@ K/V precision: by default (``--kv auto``) each engine keeps its own default cach
 docs/engine.md)
 and llama.cpp's f16 (``type_k = type_v = F16``). ``--kv f32`` or ``--kv f16`` stores both engines' cells in
 that type; ``--llama-kv`` sets llama.cpp's alone. The tables name the types used. Flash attention off
-(llama-cpp-python's default). Measures only; it never fails on speed.
+(llama-cpp-python's default). Measures only; it never fails on speed. Before measuring, llama.cpp runs
+each model once in a child process: when that child dies (llama.cpp's AMX kernels faulted on a VM that
+advertises AMX, session 23) the bench stops with the signal and how to rebuild llama-cpp-python.
 
 llama_cpp is imported only when a comparison runs; building the models needs numpy and gguf only.
 """
@@ -358,6 +360,51 @@ class LlamaRunner:
 
 
 Runner = StrataRunner | LlamaRunner
+
+
+# llama.cpp in a child process: loads the model as the comparison does and runs a batch with every row's
+# logits, then a single-token step (the batched and one-row kernels the comparison reaches first).
+_PREFLIGHT = """
+import sys
+import llama_cpp
+path, threads, n_ctx, kv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+llm = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, n_threads=threads,
+                      n_threads_batch=threads, logits_all=True, verbose=False, n_gpu_layers=0, type_k=kv,
+                      type_v=kv, flash_attn=False)
+llm.eval([(7 * i + 3) % llm.n_vocab() for i in range(min(64, n_ctx - 1))])
+llm.eval([1])
+"""
+AMX_ADVICE = ("On a VM whose CPU flags advertise AMX, llama.cpp's AMX kernels are a known cause; rebuild "
+              "llama-cpp-python without them: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX512=ON "
+              "-DGGML_AVX512_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF\" "
+              "pip install --force-reinstall --no-cache-dir llama-cpp-python")
+
+
+def llama_preflight(path: Path, threads: int, kv: str = "auto", script: str | None = None,
+                    timeout_s: float = 900.0) -> str | None:
+    """Runs llama.cpp once on `path` in a child process (`script`: the code it runs, for tests). None when
+    it exits cleanly; else what happened (the signal that killed it, its last error line, or a timeout), so
+    that a crash inside llama.cpp ends the benchmark with a message instead of taking this process down."""
+    import signal
+    import subprocess
+
+    code = _PREFLIGHT if script is None else script
+    kv_code = _ggml_type(kv) if script is None else 0
+    cmd = [sys.executable, "-c", code, str(path), str(threads), "256", str(kv_code)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return f"llama.cpp did not finish a 64-token evaluation of {path.name} within {timeout_s:.0f} s"
+    if done.returncode == 0:
+        return None
+    if done.returncode < 0:
+        try:
+            name = signal.Signals(-done.returncode).name
+        except ValueError:
+            name = f"signal {-done.returncode}"
+        return f"llama.cpp was killed by {name} evaluating {path.name}"
+    last = next((line for line in reversed(done.stderr.strip().splitlines()) if line.strip()), "")
+    return f"llama.cpp failed evaluating {path.name} (exit {done.returncode}): {last[-300:]}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -811,6 +858,14 @@ def run(args: argparse.Namespace) -> int:
                     f"adding medium {wtype}")
                 medium = cached_gguf(MEDIUM, args.workdir, wtype, args.seed, log)
                 models.append((medium, f"medium {wtype}", MEDIUM))
+    # llama.cpp first runs each model in a child process: a crash inside it (e.g. its AMX kernels on a VM
+    # that advertises AMX) is reported here rather than killing the benchmark without a word.
+    for path, _, _ in models:
+        log(f"{path.name}: llama.cpp in a child process first ...")
+        failure = llama_preflight(path, max(args.threads), args.llama_kv or args.kv)
+        if failure is not None:
+            print(f"error: {failure}; nothing was measured. {AMX_ADVICE}", file=sys.stderr)
+            return 1
     log(f"measuring the read bandwidth at {', '.join(map(str, args.threads))} thread(s) ...")
     bandwidth = {t: read_bandwidth_gbs(t, llc) for t in args.threads}
 
