@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 from strata.bench.machine import active_isa, cpu_model
+from strata.bench.spec_processes import parse_stats
 
 PROMPTS = {
     "fib": "def fibonacci(n):",
@@ -28,7 +29,6 @@ PROMPTS = {
     "story": "Once upon a time, there was a little",
 }
 MODES = ("off", "on", "auto")
-_GENERATED = re.compile(r"generated: \d+ tokens in [0-9.]+ s \(([0-9.]+) tok/s")
 _ROUNDS = re.compile(r"speculative: (\d+) rounds, ([0-9.]+) tokens/round")
 _CHOSEN = re.compile(r"drafts verified per step (\{[^}]*\})")
 
@@ -39,12 +39,10 @@ def run_once(prompt: str, mode: str, temperature: float, threads: int, tokens: i
     cmd = [sys.executable, "-m", "strata.cli", "generate", prompt, "-n", str(tokens), "-t", str(threads),
            "--temp", str(temperature), "--seed", str(seed), "--stats", "--speculative", mode]
     err = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stderr
-    g = _GENERATED.search(err)
-    if g is None:
-        raise RuntimeError(f"no 'generated:' line in the --stats output:\n{err[-2000:]}")
+    _, tok_s, _, _ = parse_stats(err)
     r, c = _ROUNDS.search(err), _CHOSEN.search(err)
     summary = f"{r.group(1)} rounds, {r.group(2)} tokens/round {c.group(1) if c else ''}".strip() if r else ""
-    return float(g.group(1)), summary
+    return tok_s, summary
 
 
 def main() -> None:

@@ -38,6 +38,8 @@ import argparse
 import json
 import os
 import platform
+import signal
+import subprocess
 import sys
 import time
 import zlib
@@ -362,17 +364,15 @@ class LlamaRunner:
 Runner = StrataRunner | LlamaRunner
 
 
-# llama.cpp in a child process: loads the model as the comparison does and runs a batch with every row's
-# logits, then a single-token step (the batched and one-row kernels the comparison reaches first).
+# llama.cpp in a child process, as the comparison starts it (LlamaRunner): every row's logits of a batch,
+# then a single-token step (the batched and one-row kernels the comparison reaches first).
 _PREFLIGHT = """
 import sys
-import llama_cpp
-path, threads, n_ctx, kv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-llm = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, n_threads=threads,
-                      n_threads_batch=threads, logits_all=True, verbose=False, n_gpu_layers=0, type_k=kv,
-                      type_v=kv, flash_attn=False)
-llm.eval([(7 * i + 3) % llm.n_vocab() for i in range(min(64, n_ctx - 1))])
-llm.eval([1])
+from pathlib import Path
+from strata.bench.llama_compare import LlamaRunner
+runner = LlamaRunner(Path(sys.argv[1]), int(sys.argv[2]), 256, logits_all=True, kv=sys.argv[3])
+runner.all_logits([(7 * i + 3) % 257 for i in range(64)])
+runner.step(1)
 """
 AMX_ADVICE = ("On a VM whose CPU flags advertise AMX, llama.cpp's AMX kernels are a known cause; rebuild "
               "llama-cpp-python without them: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX512=ON "
@@ -385,12 +385,7 @@ def llama_preflight(path: Path, threads: int, kv: str = "auto", script: str | No
     """Runs llama.cpp once on `path` in a child process (`script`: the code it runs, for tests). None when
     it exits cleanly; else what happened (the signal that killed it, its last error line, or a timeout), so
     that a crash inside llama.cpp ends the benchmark with a message instead of taking this process down."""
-    import signal
-    import subprocess
-
-    code = _PREFLIGHT if script is None else script
-    kv_code = _ggml_type(kv) if script is None else 0
-    cmd = [sys.executable, "-c", code, str(path), str(threads), "256", str(kv_code)]
+    cmd = [sys.executable, "-c", _PREFLIGHT if script is None else script, str(path), str(threads), kv]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
