@@ -161,6 +161,7 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
   d["verify_seconds"] = verify_s;
   d["draft_step_seconds"] = a.draft_step_s;
   d["plain_seconds"] = a.plain_s;
+  d["round_overhead_seconds"] = a.overhead_s;  // per round, outside the timed parts (the caller's share)
   d["acceptance"] = accept;
   d["estimated_gain"] = a.estimated_gain;
   d["measured_gain"] = a.measured_gain;

@@ -186,6 +186,73 @@ TEST(a_window_after_a_draft_leaves_the_draft_steps_cell) {
   CHECK(run.mtp_cell_valid(14));
 }
 
+TEST(rows_skipped_while_encoding_is_off_are_encoded_in_one_batch_later) {
+  // Adaptive speculation turns the drafter's encoding off in plain stretches; the sequence keeps the
+  // last kPendingRows rows (streams and next token) and encodes them in one batch before the next draft
+  // chain (or the next eval that encodes): the chain then reads the same cells, bit for bit, as a
+  // sequence that encoded every row.
+  TinyOptions o;
+  auto toks = toks_for(40, 11);
+  constexpr int kKept = strata::engine::Sequence::kPendingRows;
+  Runner run(tiny_model(o), cfg_for(8));
+  Runner ref(tiny_model(o), cfg_for(8));
+  run.eval(toks.data(), 12, 0, LogitRows::Last, nullptr);
+  ref.eval(toks.data(), 12, 0, LogitRows::Last, nullptr);
+  run.set_drafter_encoding(false);
+  const int64_t enc0 = run.drafter_rows_encoded();
+  const int P = 12 + kKept + 4;  // more plain steps than rows kept
+  for (int p = 12; p < P; ++p) {
+    run.eval(&toks[static_cast<std::size_t>(p)], 1, p, LogitRows::Last, nullptr);
+    ref.eval(&toks[static_cast<std::size_t>(p)], 1, p, LogitRows::Last, nullptr);
+  }
+  CHECK_EQ(run.drafter_rows_encoded(), enc0);
+  for (int c = 11; c < P; ++c) CHECK(!run.mtp_cell_valid(c));
+  // The chain at P - 1 first encodes rows P - 1 - kKept .. P - 2 (one batch), then writes cell P - 1.
+  const auto& hp = run.model().hparams();
+  std::vector<float> a(2 * hp.mtp_vocab), b(2 * hp.mtp_vocab);
+  int32_t ta[2], tb[2];
+  run.mtp_draft(nullptr, toks[P], P - 1, 2, a.data(), ta);
+  ref.mtp_draft(nullptr, toks[P], P - 1, 2, b.data(), tb);
+  CHECK_EQ(run.drafter_rows_encoded() - enc0, int64_t{kKept});
+  for (int c = 11; c < P - 1 - kKept; ++c) CHECK(!run.mtp_cell_valid(c));
+  for (int c = P - 1 - kKept; c < P; ++c) CHECK(run.mtp_cell_valid(c));
+  std::vector<int32_t> la, lb;
+  run.draft_cells().draft_row_cells(P - 1, la);
+  ref.draft_cells().draft_row_cells(P - 1, lb);
+  CHECK(la == lb);  // the window (3 cells back) lies inside the rows caught up
+  CHECK(a == b);
+  CHECK(ta[0] == tb[0] && ta[1] == tb[1]);
+
+  // Encoding back on: the first encoding eval puts the kept rows in front of its own (one batch).
+  run.rollback(P);
+  const int Q = P + 3;
+  for (int p = P; p < Q; ++p) run.eval(&toks[static_cast<std::size_t>(p)], 1, p, LogitRows::Last, nullptr);
+  run.set_drafter_encoding(true);
+  const int64_t enc1 = run.drafter_rows_encoded();
+  run.eval(&toks[static_cast<std::size_t>(Q)], 1, Q, LogitRows::Last, nullptr);
+  CHECK_EQ(run.drafter_rows_encoded() - enc1, int64_t{Q - P + 1});  // rows P - 1 .. Q - 1
+  for (int c = P - 1 - kKept; c < Q; ++c) CHECK(run.mtp_cell_valid(c));
+  CHECK_EQ(run.draft_cells().run_end(), Q);
+
+  // A kept row whose main cells were evaluated again is dropped (its next token may differ), and with it
+  // every row before it (a chain reads a run that ends at its own cell): after a rollback and another
+  // token, the chain reads the sinks and its own cell only.
+  run.set_drafter_encoding(false);
+  const int R = Q + 1;
+  for (int p = R; p < R + 4; ++p) run.eval(&toks[static_cast<std::size_t>(p)], 1, p, LogitRows::Last, nullptr);
+  run.rollback(R + 2);
+  const int32_t other = static_cast<int32_t>((toks[R + 2] + 1) % 61);
+  run.eval(&other, 1, R + 2, LogitRows::Last, nullptr);
+  const int64_t enc2 = run.drafter_rows_encoded();
+  run.mtp_draft(nullptr, toks[R + 3], R + 2, 1, nullptr, ta);
+  CHECK_EQ(run.drafter_rows_encoded() - enc2, int64_t{0});
+  for (int c = R - 1; c <= R + 1; ++c) CHECK(!run.mtp_cell_valid(c));
+  CHECK(run.mtp_cell_valid(R + 2));
+  std::vector<int32_t> lc;
+  run.draft_cells().draft_row_cells(R + 2, lc);
+  CHECK(lc == (std::vector<int32_t>{0, 1, R + 2}));
+}
+
 TEST(eval_all_logits_in_chunks_equal_rows) {
   TinyOptions o;
   auto toks = toks_for(20, 3);

@@ -199,14 +199,15 @@ TEST(adaptive_rounds_judge_one_shadow_draft) {
     tg.eval(first, 3, 0, LogitRows::Last, lg.data(), -1);
     tg.wrong_mask = mask;
     int32_t t = ScriptedTarget::next_of(9);
-    // The probe (1 draft twice, no shadow; a plain step), then the warm-up chooses 3, 2, 1, 0: the 2-
-    // and 1-draft rounds draft one more than they verify.
-    const int want_verified[7] = {1, 1, 0, 3, 2, 1, 0};
-    for (int i = 0; i < 7; ++i) {
+    // The probe (1 draft three times, no shadow — the speculator's first round is cold, not a sample —
+    // then a plain step), then the warm-up chooses 3, 2, 1, 0: the 2- and 1-draft rounds draft one more
+    // than they verify.
+    const int want_verified[8] = {1, 1, 1, 0, 3, 2, 1, 0};
+    for (int i = 0; i < 8; ++i) {
       const double reach_before = spec.adaptive().stats().accept[2];
       const RoundResult r = spec.round(t, {}, opt, rng);
       CHECK_EQ(r.verified, want_verified[i]);
-      CHECK_EQ(r.drafted, r.verified == 0 ? 0 : i < 2 ? 1 : std::min(r.verified + 1, 3));
+      CHECK_EQ(r.drafted, r.verified == 0 ? 0 : i < 3 ? 1 : std::min(r.verified + 1, 3));
       if (r.verified > 0) CHECK_EQ(tg.window_rows.back(), int64_t{r.verified + 1});
       // The committed tokens are the model's greedy continuation whatever was drafted.
       int32_t prev = t;
@@ -214,7 +215,7 @@ TEST(adaptive_rounds_judge_one_shadow_draft) {
         CHECK_EQ(r.tokens[j], ScriptedTarget::next_of(prev));
         prev = r.tokens[j];
       }
-      if (i == 4) {
+      if (i == 5) {
         // Step 2 was judged by the shadow draft: right (mask 0) raises its estimate, wrong lowers it.
         const double after = spec.adaptive().stats().accept[2];
         CHECK(mask == 0 ? after > reach_before : after < reach_before);

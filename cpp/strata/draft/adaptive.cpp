@@ -35,7 +35,13 @@ double RecentMedian::min() const {
   return *std::min_element(buf_.begin(), buf_.begin() + n_);
 }
 
-AdaptiveDrafts::AdaptiveDrafts(int max_drafts) : k_(max_drafts) {
+AdaptiveDrafts::AdaptiveDrafts(int max_drafts, bool skip_cold_samples) : k_(max_drafts) {
+  if (skip_cold_samples) {
+    probe_rounds_ = kProbeRounds + 1;  // one more draft round: the first one's costs are not samples
+  } else {
+    verify_warm_.fill(true);
+    draft_warm_ = true;
+  }
   if (max_drafts < 1 || max_drafts > kAdaptiveMaxDrafts)
     throw_error(ErrorKind::Value, "adaptive speculation: max_drafts " + std::to_string(max_drafts) +
                                       " is outside [1, " + std::to_string(kAdaptiveMaxDrafts) + "]");
@@ -47,8 +53,12 @@ double AdaptiveDrafts::window_cost(int rows, bool fastest) const {
     return fastest ? v.min() : v.value();
   };
   if (!verify_[static_cast<std::size_t>(rows)].empty()) return cost(rows);
-  // Unmeasured: a line through the smallest and the largest measured sizes (one row per step when
-  // only one size is known; 1 s per row before anything is measured).
+  // Unmeasured: a line through the smallest and the largest measured sizes. With one size m > 1 known
+  // (the probe's 2-row windows), through it and the bare plain step as one row: a window of m rows
+  // costs at least a plain step, so the slope is never below the true one, while a line through the
+  // origin (proportional) put a 4-row window at twice a 2-row one where the rows past the first cost a
+  // fifth of a step (measured on an AMX Xeon: 2.8 plain steps against 1.8) and made drafting look
+  // hopeless. One row per step when no plain step is measured either; 1 s per row before anything is.
   int lo = 0, hi = 0;
   for (int m = 1; m <= k_ + 1; ++m)
     if (!verify_[static_cast<std::size_t>(m)].empty()) {
@@ -57,6 +67,10 @@ double AdaptiveDrafts::window_cost(int rows, bool fastest) const {
     }
   if (lo == 0) return static_cast<double>(rows);
   const double clo = cost(lo);
+  if (hi == lo && lo > 1 && !plain_.empty()) {
+    const double c1 = std::min(fastest ? plain_.min() : plain_.value(), clo);
+    return c1 + (clo - c1) * static_cast<double>(rows - 1) / static_cast<double>(lo - 1);
+  }
   if (hi == lo) return clo * static_cast<double>(rows) / static_cast<double>(lo);
   const double slope = (cost(hi) - clo) / static_cast<double>(hi - lo);
   return std::max(clo + slope * static_cast<double>(rows - lo), 0.0);
@@ -75,11 +89,14 @@ double AdaptiveDrafts::expected_tokens(int n) const {
 }
 
 double AdaptiveDrafts::expected_cost(int n) const {
-  if (n == 0) return std::min(window_cost(1), base_cost());
-  return static_cast<double>(n) * draft_.value() + window_cost(n + 1);
+  if (n == 0) return std::min(window_cost(1), base_cost()) + overhead();
+  // n < k: the speculator drafts one more step than it verifies (the shadow draft that observes the next
+  // step's acceptance), a draft step the round pays for.
+  const int steps = n < k_ ? n + 1 : n;
+  return static_cast<double>(steps) * draft_.value() + window_cost(n + 1) + overhead();
 }
 
-int64_t AdaptiveDrafts::warmup_rounds() const { return kProbeRounds + static_cast<int64_t>(warmup_passes_) * (k_ + 1); }
+int64_t AdaptiveDrafts::warmup_rounds() const { return probe_rounds_ + static_cast<int64_t>(warmup_passes_) * (k_ + 1); }
 
 bool AdaptiveDrafts::warm() const { return rounds_ > warmup_rounds(); }
 
@@ -89,10 +106,13 @@ bool AdaptiveDrafts::viable(int n) const {
   // c_plain's floor: a step with the drafter's encoding (c_verify(1), the warm-up's plain steps) is never
   // cheaper than one without, so the fastest of either bounds the bare step from above — one slow bare
   // sample must not keep drafting viable for a whole warm-up.
+  // Every round also pays the per-round overhead once.
   if (plain_.empty()) return true;
   double plain = plain_.min();
   if (!verify_[1].empty()) plain = std::min(plain, verify_[1].min());
-  return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) < static_cast<double>(n + 1) * plain;
+  const double o = overhead(true);
+  return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) + o <
+         static_cast<double>(n + 1) * (plain + o);
 }
 
 bool AdaptiveDrafts::drafting_loses() const {
@@ -116,6 +136,30 @@ void AdaptiveDrafts::seed(const AdaptiveStats& prior) {
   if (prior.plain_s > 0.0) plain_.add(prior.plain_s);
   seeded_ = true;
   seed_has_probe_ = prior.draft_step_s > 0.0 && prior.max_drafts >= 1 && prior.verify_s[2] > 0.0;
+  // A seed with every cost the probe and the warm-up measure (each window size, the draft step, the bare
+  // plain step) skips both: the session starts with the economics, and acceptance, the one thing a seed
+  // cannot know (it follows the text), comes from exploration and its streaks.
+  // (c_verify(1), a plain step with the drafter's encoding, is not needed: plain steps do without it.)
+  bool complete = seed_has_probe_ && prior.max_drafts >= k_ && prior.plain_s > 0.0;
+  for (int m = 2; m <= k_ + 1; ++m) complete = complete && prior.verify_s[static_cast<std::size_t>(m)] > 0.0;
+  if (complete) {
+    probe_rounds_ = 0;
+    warmup_passes_ = 0;
+    if (hopeless()) explore_every_ = kExploreMax;  // as after a probe that found it so
+  }
+}
+
+int AdaptiveDrafts::best_count(int k_cap) const {
+  int n = 0;
+  double best = -1.0;
+  for (int i = 0; i <= k_cap; ++i) {
+    const double rate = expected_tokens(i) / expected_cost(i);
+    if (rate > best) {
+      best = rate;
+      n = i;
+    }
+  }
+  return n;
 }
 
 int AdaptiveDrafts::choose(int k_cap) {
@@ -123,18 +167,25 @@ int AdaptiveDrafts::choose(int k_cap) {
   int n = 0;
   exploring_ = false;
   const int64_t pass_len = static_cast<int64_t>(k_) + 1;
-  if (rounds_ >= kProbeRounds && rounds_ < warmup_rounds() && (rounds_ - kProbeRounds) % pass_len == 0 && hopeless()) {
+  if (rounds_ >= probe_rounds_ && rounds_ < warmup_rounds() && (rounds_ - probe_rounds_) % pass_len == 0 && hopeless()) {
     // The probe (one draft twice, then a bare plain step) or a warm-up pass found that no draft count can
     // beat plain decoding: the warm-up ends, and exploration starts at its longest interval.
-    warmup_passes_ = static_cast<int>((rounds_ - kProbeRounds) / pass_len);
+    warmup_passes_ = static_cast<int>((rounds_ - probe_rounds_) / pass_len);
     explore_every_ = kExploreMax;
   }
-  if (rounds_ < kProbeRounds) {
+  if (rounds_ < probe_rounds_) {
     // Seeded with costs that say drafting cannot pay: the probe's drafts become plain steps.
-    n = rounds_ < kProbeRounds - 1 && !(seed_has_probe_ && hopeless()) ? std::min(k_cap, 1) : 0;
+    n = rounds_ < probe_rounds_ - 1 && !(seed_has_probe_ && hopeless()) ? std::min(k_cap, 1) : 0;
   } else if (rounds_ < warmup_rounds()) {
-    n = std::min(k_cap, k_ - static_cast<int>((rounds_ - kProbeRounds) % pass_len));
+    n = std::min(k_cap, k_ - static_cast<int>((rounds_ - probe_rounds_) % pass_len));
     if (n > 0 && !viable(n)) n = 0;
+  } else if (streak_n_ > 0 && streak_n_ <= k_cap && viable(streak_n_) && best_count(k_cap) == 0) {
+    // The last exploring round paid for itself: explore again with as many drafts (adaptive.h, "Streaks"),
+    // so a text that turned predictable is measured in a few rounds, not one per interval; once the
+    // economics choose drafting themselves, regular rounds take over.
+    exploring_ = true;
+    explored_ = true;
+    n = streak_n_;
   } else if (since_explore_ >= explore_every_ - 1) {
     // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live;
     // among the viable ones unless none is (then any: costs measured under load must not rule
@@ -147,14 +198,8 @@ int AdaptiveDrafts::choose(int k_cap) {
           last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)])
         n = i;
   } else {
-    double best = -1.0;
-    for (int i = 0; i <= k_cap; ++i) {
-      const double rate = expected_tokens(i) / expected_cost(i);
-      if (rate > best) {
-        best = rate;
-        n = i;
-      }
-    }
+    n = best_count(k_cap);
+    double best = expected_tokens(n) / expected_cost(n);
     // The realized-gain guard (adaptive.h): while recent regular drafting rounds lose against plain
     // steps, run plain steps for an exploration interval, then let drafting be measured afresh.
     // It forgets when its interval ends, and when drafting is chosen again after plain choices (judged on
@@ -184,7 +229,6 @@ int AdaptiveDrafts::choose(int k_cap) {
   }
   if (exploring_ || rounds_ < warmup_rounds()) guard_round_ = false;
   since_explore_ = exploring_ ? 0 : since_explore_ + 1;
-  plain_run_ = n == 0 ? plain_run_ + 1 : 0;
   round_now_s_ = 0.0;
   last_chosen_[static_cast<std::size_t>(n)] = rounds_;
   ++chosen_[static_cast<std::size_t>(n)];
@@ -194,20 +238,29 @@ int AdaptiveDrafts::choose(int k_cap) {
 
 void AdaptiveDrafts::record_draft(int steps, double seconds) {
   if (steps < 1) return;
+  round_now_s_ += seconds;
+  if (warm()) round_s_ += seconds;
+  if (!draft_warm_) {  // the session's first draft step is cold (see verify_warm_)
+    draft_warm_ = true;
+    return;
+  }
   draft_.add(seconds / static_cast<double>(steps));
   own_draft_.add(seconds / static_cast<double>(steps));
   ++draft_n_;
-  round_now_s_ += seconds;
-  if (warm()) round_s_ += seconds;
 }
 
 void AdaptiveDrafts::record_verify(int rows, double seconds) {
   if (rows < 1 || rows > k_ + 1) return;
-  verify_[static_cast<std::size_t>(rows)].add(seconds);
-  own_verify_[static_cast<std::size_t>(rows)].add(seconds);
-  ++verify_n_[static_cast<std::size_t>(rows)];
   round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
+  const auto m = static_cast<std::size_t>(rows);
+  if (!verify_warm_[m]) {  // the session's first window of this size is cold: not a sample
+    verify_warm_[m] = true;
+    return;
+  }
+  verify_[m].add(seconds);
+  own_verify_[m].add(seconds);
+  ++verify_n_[m];
 }
 
 void AdaptiveDrafts::record_plain(double seconds, bool encoded) {
@@ -231,21 +284,43 @@ bool AdaptiveDrafts::encode_plain() const {
   // economics compares drafting with what decoding without the drafter costs even when it drafts
   // every round afterwards (c_verify(1) includes the encoding, a fifth of a step on the demo model,
   // and would make plain decoding look slower than it is), and the hopeless test has its baseline.
-  // The warm-up passes' plain steps encode.
+  // The warm-up passes' plain steps and exploring plain steps encode (c_verify(1) samples); every
+  // other plain step does not: the target keeps its rows and encodes the recent ones in one batch
+  // before the next draft round (DecodeTarget::catch_up_drafter).
   const int64_t round = rounds_ - 1;  // the round just chosen
-  if (round < warmup_rounds()) return round >= kProbeRounds;
-  if (exploring_ || plain_run_ < kPlainStretch) return true;
-  // Before the guard ends (drafting is then re-measured) as before an exploring round: recent cells.
-  if (guard_until_ > 0 && round >= guard_until_ - kReencodeBefore) return true;
-  return since_explore_ >= explore_every_ - kReencodeBefore;
+  if (round < warmup_rounds()) return round >= probe_rounds_;
+  return exploring_;
+}
+
+void AdaptiveDrafts::record_period(double seconds) {
+  const double timed = last_round_s_;
+  const int tokens = last_round_tokens_;
+  last_round_s_ = -1.0;
+  if (timed < 0.0 || tokens != 1 || !(seconds >= timed)) return;
+  // A pause of the caller is not a round's overhead: only periods within a few rounds' cost count.
+  if (seconds > 4.0 * timed) return;
+  overhead_.add(seconds - timed);
 }
 
 void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
   if (warm()) tokens_ += tokens;
+  // A streak goes on while exploring rounds pay for themselves: their tokens at plain steps' cost (C_0)
+  // take at least the round's seconds and its overhead; at most kStreakMax rounds.
+  if (exploring_ && verified >= 1 && streak_len_ < kStreakMax &&
+      static_cast<double>(tokens) * expected_cost(0) >= round_now_s_ + overhead()) {
+    // Every draft accepted: one more next time, up to k.
+    streak_n_ = std::min(accepted >= verified ? verified + 1 : verified, k_);
+    ++streak_len_;
+  } else {
+    streak_n_ = 0;
+    streak_len_ = 0;
+  }
+  last_round_s_ = round_now_s_;
+  last_round_tokens_ = tokens;
   if (guard_round_) {
-    // A regular drafting round as a whole: what the guard weighs against plain steps.
+    // A regular drafting round as a whole, with its overhead: what the guard weighs against plain steps.
     guard_tokens_ = guard_tokens_ * kGuardDecay + static_cast<double>(tokens);
-    guard_s_ = guard_s_ * kGuardDecay + round_now_s_;
+    guard_s_ = guard_s_ * kGuardDecay + round_now_s_ + overhead();
     guard_n_ = guard_n_ * kGuardDecay + 1.0;
     guard_round_ = false;
   }
@@ -274,6 +349,7 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   }
   s.draft_step_s = own_draft_.empty() ? draft_.value() : own_draft_.value();
   s.plain_s = own_plain_.empty() ? plain_.value() : own_plain_.value();
+  s.overhead_s = overhead();
   s.verify_samples = verify_n_;
   s.draft_samples = draft_n_;
   s.plain_samples = plain_n_;

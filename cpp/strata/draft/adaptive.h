@@ -4,15 +4,17 @@
 //
 // A round that verifies n drafts commits, in expectation, R_n = 1 + Σ_{i<n} A_i tokens, where
 // A_i = a_0·…·a_i is the chance that drafts 0..i are all accepted and a_j the live acceptance of
-// draft step j given that the drafts before it were accepted. It costs C_n = n·c_draft + c_verify(n+1)
-// seconds: c_draft the measured time of one draft step, c_verify(m) that of a verification window of m
-// rows (c_verify(1) is a plain step). Each round picks the n in 0..k that maximises R_n / C_n
+// draft step j given that the drafts before it were accepted. It costs C_n = s_n·c_draft + c_verify(n+1)
+// + o seconds: c_draft the measured time of one draft step (s_n = n + 1 draft steps when n < k, the
+// speculator's shadow draft included, else n), c_verify(m) that of a verification window of m rows
+// (c_verify(1) is a plain step), o the per-round overhead below. Each round picks the n in 0..k that maximises R_n / C_n
 // (n = 0: a plain step, 1 token for c_verify(1)).
 //
 // Estimates: every time is the median of its last 8 samples (RecentMedian) (robust to a cold first call and to
 // other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
 // with a prior of one half-accepted draft per step. Probe: rounds 0 and 1 verify one draft each, round 2
-// is a plain step without the drafter's encoding (c_plain). Hopeless: when even perfect acceptance would
+// is a plain step without the drafter's encoding (c_plain); with skip_cold_samples (the speculator's
+// setting) rounds 0-2 draft and round 3 is the plain step, the first round's costs not being samples. Hopeless: when even perfect acceptance would
 // not pay (C_n >= (n + 1)·c_plain for every n, n drafts committing at most n + 1 tokens; sizes not yet
 // measured extrapolated), as on a small cache-resident model where every window row costs a whole
 // step, there is no warm-up and exploration runs at its longest interval. Viable: a draft count n
@@ -31,12 +33,25 @@
 // the choice after an exploring round is the same as before it (straight to kExploreMax when drafting
 // is hopeless), back to kExploreEvery when it changes.
 //
-// The probe's plain step runs without the drafter's encoding, so c_plain is measured from the start. Plain stretches:
-// once kPlainStretch rounds in a row chose a plain step, plain steps stop encoding the drafter's K/V (encode_plain()
-// false; on the demo model that encoding is a fifth of a step), until kReencodeBefore rounds before the next exploring
-// round, so that round's drafter has a short run of recent cells. A plain step without that encoding is timed
-// separately (c_plain); when measured it is the cost of n = 0 and the baseline of the gains, since it is what decoding
-// without a drafter costs.
+// The probe's plain step runs without the drafter's encoding, so c_plain is measured from the start. Plain steps after
+// the warm-up skip the drafter's K/V encoding too (encode_plain() false; on the demo model that encoding is a fifth of a
+// step) unless they explore: the target keeps those rows' streams and encodes the most recent ones in one batch before
+// the next draft round (DecodeTarget::catch_up_drafter), so an exploring or returning draft round reads a run of recent
+// cells and its acceptance is the drafter's, not that of a drafter with no memory. A plain step without that encoding
+// is timed separately (c_plain); when measured it is the cost of n = 0 and the baseline of the gains, since it is what
+// decoding without a drafter costs.
+// Streaks: an exploring round that paid for itself (its tokens at C_0 each took at least its seconds) is followed by
+// another exploring round with as many drafts (one more when all of them were accepted), while that count is viable and the economics still choose plain steps,
+// up to kStreakMax in a row. Exploration adds one acceptance observation per interval, and the estimate's memory
+// (kDecay per observed round) still holds the warm-up's, so a text that turned predictable later (code that settles
+// into a pattern) stayed priced at the warm-up's acceptance for hundreds of rounds. A streak costs nothing while its
+// rounds pay and ends at the first that does not; once the economics choose drafting, regular rounds take over.
+// Per-round overhead: what a round costs outside the parts timed above — the caller's sampling bookkeeping,
+// detokenizing and streaming the text, the call itself (record_period: the seconds from one round's start to the next
+// minus the previous round's timed seconds, sampled after rounds that committed one token so the caller's per-token
+// work is counted once). Every round pays it once whatever it commits, so C_n includes it: a round of n drafts shares
+// it among its tokens. Measured through the Python API on the demo model: 0.06–0.08 ms a round against a 0.6–0.7 ms step.
+// Periods much longer than a round (the caller paused between requests) are not overhead and are dropped.
 // Realized-gain guard: the economics rest on medians of each cost, and a round's real cost can differ from their sum
 // (a cold first window, a stale c_plain measured in a slow moment, caches the drafter's reads disturb). So the regular
 // rounds that drafted (not the warm-up's or exploration's, which are meant to be suboptimal) are also measured as a
@@ -60,6 +75,7 @@ struct AdaptiveStats {
   // Costs: the median of the session's own recent samples, or the seed's value while it has none.
   std::array<double, kAdaptiveMaxDrafts + 2> verify_s{};  // c_verify(m), m = 1..k+1 (index m); 0 = unmeasured
   double draft_step_s = 0.0;                              // c_draft
+  double overhead_s = 0.0;                                // per-round overhead outside the timed parts (0 = none yet)
   double plain_s = 0.0;                                   // c_plain (0 = unmeasured)
   std::array<double, kAdaptiveMaxDrafts> accept{};        // a_j, j = 0..k-1
   // Expected speed-up over plain decoding of the chosen rounds: mean over rounds of
@@ -97,12 +113,13 @@ class AdaptiveDrafts {
   static constexpr int kWarmupPasses = 2;
   static constexpr int kExploreEvery = 32;
   static constexpr int kExploreMax = 256;
-  static constexpr int kPlainStretch = 2;
-  static constexpr int kReencodeBefore = 4;
+  static constexpr int kStreakMax = 16;           // exploring rounds in a row while every draft is accepted
   static constexpr double kGuardDecay = 0.9;      // per drafting round: about the last ten weigh
   static constexpr double kGuardMinRounds = 3.0;  // decayed drafting rounds before the guard may act
 
-  explicit AdaptiveDrafts(int max_drafts);
+  // skip_cold_samples: the session's first draft step and first window of each size are not samples
+  // (the speculator's setting; unit tests of the economics feed every sample).
+  explicit AdaptiveDrafts(int max_drafts, bool skip_cold_samples = false);
 
   // Before the first round: start from the costs an earlier run measured on the same model and
   // settings (its verify_s, draft_step_s, plain_s; zeros are skipped), each as one recent sample.
@@ -110,7 +127,8 @@ class AdaptiveDrafts {
   // later session on a model where drafting cannot pay does not pay the probe again (its first
   // draft step and window are the session's slowest); exploration still re-measures every count.
   // Only a seed that holds what the probe measures (a draft step and a 2-row window) can skip it: with
-  // those missing, "hopeless" would rest on extrapolation from plain steps alone.
+  // those missing, "hopeless" would rest on extrapolation from plain steps alone. A seed holding every
+  // window size 2..k+1, the draft step and the bare plain step skips the probe and the warm-up.
   void seed(const AdaptiveStats& prior);
   // Drafts to run this round, 0..k_cap (k_cap <= max_drafts: what fits this round).
   int choose(int k_cap);
@@ -119,15 +137,18 @@ class AdaptiveDrafts {
   void record_verify(int rows, double seconds);
   // A plain step (n = 0): with the drafter's K/V encoded (timed as c_verify(1)) or without (c_plain).
   void record_plain(double seconds, bool encoded);
+  // At the start of a round: seconds since the previous round started.
+  void record_period(double seconds);
   // Whether the plain step of the round just chosen should encode the drafter's K/V.
   bool encode_plain() const;
   // A verification of `verified` drafts of which the first `accepted` were accepted; `tokens` committed.
   void record_round(int verified, int accepted, int tokens);
 
   double expected_tokens(int n) const;  // R_n
+  int best_count(int k_cap) const;      // the n in 0..k_cap with the largest R_n / C_n
   double expected_cost(int n) const;    // C_n in seconds (unmeasured sizes are extrapolated)
   // The round just chosen is one of the probe's (its draft needs no shadow draft).
-  bool probing() const { return rounds_ <= kProbeRounds; }
+  bool probing() const { return rounds_ <= probe_rounds_; }
   // n drafts could beat plain steps if every one were accepted (true until c_plain is measured).
   bool viable(int n) const;
   // No draft count is viable.
@@ -141,6 +162,7 @@ class AdaptiveDrafts {
   // yet measured extrapolated from the measured ones.
   double window_cost(int rows, bool fastest = false) const;
   double base_cost() const;  // c_plain when measured, else c_verify(1)
+  double overhead(bool fastest = false) const { return fastest ? overhead_.min() : overhead_.value(); }
   bool warm() const;         // the round being recorded came after the warm-up
   int64_t warmup_rounds() const;
 
@@ -154,9 +176,19 @@ class AdaptiveDrafts {
   bool exploring_ = false;                                     // the round just chosen explores
   bool explored_ = false;                                      // an exploring round ran since the last regular choice
   int last_best_ = -1;                                         // the last regular choice
-  int plain_run_ = 0;                                          // rounds in a row that chose a plain step
   bool guard_round_ = false;                                   // the round just chosen is a regular drafting round
   double round_now_s_ = 0.0;                                   // its seconds so far
+  double last_round_s_ = -1.0;                                 // the last recorded round's timed seconds (-1: none)
+  int last_round_tokens_ = 0;                                  // and the tokens it committed
+  RecentMedian overhead_;                                      // per-round overhead samples
+  int streak_n_ = 0;                                           // > 0: the next round explores with this many drafts
+  int streak_len_ = 0;                                         // exploring rounds in the current streak
+  // The first draft step and the first window of each size in a session are not samples: measured on the demo
+  // model, they take 2-3x a later one (first use of their code paths and buffers), and with only a few samples
+  // by the end of the probe and the warm-up they decided medians and the hopeless test.
+  std::array<bool, kAdaptiveMaxDrafts + 2> verify_warm_{};
+  bool draft_warm_ = false;  // both start true without skip_cold_samples
+  int probe_rounds_ = kProbeRounds;  // with skip_cold_samples one draft round more
   double guard_tokens_ = 0.0, guard_s_ = 0.0, guard_n_ = 0.0;  // decayed sums over those rounds
   int64_t guard_until_ = 0;                                    // > 0: plain steps until this round
   int64_t guarded_ = 0;                                        // rounds the guard turned into plain steps

@@ -70,7 +70,7 @@ Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
       max_drafts_(max_drafts),
       V_(target.n_vocab()),
       Vr_(target.draft_vocab()),
-      adaptive_(std::clamp(max_drafts, 1, kMaxDraftSteps)) {
+      adaptive_(std::clamp(max_drafts, 1, kMaxDraftSteps), /*skip_cold_samples=*/true) {
   if (max_drafts < 1 || max_drafts > kMaxDraftSteps)
     throw_error(ErrorKind::Value, "speculator: max_drafts " + std::to_string(max_drafts) + " is outside [1, " +
                                       std::to_string(kMaxDraftSteps) + "]");
@@ -113,9 +113,18 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
                                       " drafts (this speculator holds at most " + std::to_string(max_drafts_) + ")");
   // Drafts fit when every window row has a cell: positions p .. p + k.
   int k = static_cast<int>(std::min<int64_t>(opt.max_drafts, target_.max_ctx() - 1 - p));
-  if (k < 1 || p < 1 || !target_.has_drafter() || !target_.draft_ready(p - 1))
+  if (k < 1 || p < 1 || !target_.has_drafter() || !target_.draft_ready(p - 1)) {
+    have_last_start_ = false;  // a step outside the economics: no period to attribute
     return plain_step(t, p, history, opt, rng);
+  }
   const bool adaptive = opt.adaptive;
+  if (adaptive) {
+    const auto start = std::chrono::steady_clock::now();
+    if (have_last_start_)
+      adaptive_.record_period(std::chrono::duration<double>(start - last_start_).count());
+    last_start_ = start;
+    have_last_start_ = true;
+  }
   // Adaptive, chained: one draft past the chosen count is drafted but not verified. When every
   // verified draft is accepted, the token the window commits after them is exactly what that draft
   // had to be (greedy: the row's argmax; by sampling: the row's sampled token), so the acceptance of
@@ -139,7 +148,10 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     }
   }
 
-  // Drafting: the chain starts at the last committed row p - 1 with next token t.
+  // Drafting: the chain starts at the last committed row p - 1 with next token t. Rows the plain steps
+  // before it did not encode are encoded first in one batch (Sequence::encode_pending), outside the
+  // draft step's timing: once per return from a plain stretch, not a cost of every draft step.
+  target_.catch_up_drafter(p - 1);
   RoundResult r;
   auto t0 = std::chrono::steady_clock::now();
   target_.draft_begin(p - 1, t);

@@ -22,6 +22,7 @@
 // deterministic drafts, and the same output as plain decoding with the same seed, whatever number of
 // drafts the (timing-dependent) choice made.
 // Buffers are sized once at construction: a round allocates nothing.
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -93,6 +94,10 @@ class Speculator {
   std::vector<int32_t> one_;         // history fallback: [t]
   sampling::SampleWorkspace ws_;
   AdaptiveDrafts adaptive_;
+  // The start of the last adaptive round (the period between two starts holds the caller's share of a
+  // round: AdaptiveDrafts::record_period).
+  std::chrono::steady_clock::time_point last_start_{};
+  bool have_last_start_ = false;
 };
 
 }  // namespace strata::draft

@@ -57,6 +57,9 @@ class DecodeTarget {
   // drafter's cells then have a gap, which draft_cells handles (a later chain reads the sinks and the
   // run written since). Backends that always encode ignore it.
   virtual void set_drafter_encoding(bool on) { (void)on; }
+  // Before a draft chain at p: encode the drafter rows deferred while encoding was off (a batch of the
+  // most recent ones, so the chain does not read only its own cell). Targets that always encode ignore it.
+  virtual void catch_up_drafter(int64_t p) { (void)p; }
 };
 
 }  // namespace strata::engine

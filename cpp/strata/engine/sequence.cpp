@@ -28,6 +28,11 @@ Sequence::Sequence(std::unique_ptr<SequenceBackend> backend, const SequenceConfi
     mtp_in_.resize(rows * nd_);
     mtp_tok_.resize(rows);
     list_.reserve(static_cast<std::size_t>(cells_.max_row_cells()));
+    if (encode_allowed_) {
+      pend_in_.resize(static_cast<std::size_t>(kPendingRows) * nd_);
+      pend_tok_.assign(kPendingRows, -1);
+      pend_stamp_.assign(2 * static_cast<std::size_t>(kPendingRows), 0);
+    }
   }
 }
 
@@ -74,8 +79,59 @@ void Sequence::drafter_wrote(int64_t q0, int m, const int32_t* next_tokens) {
   cells_.wrote(static_cast<int32_t>(q0), m);
 }
 
+void Sequence::keep_pending(int64_t q, const float* streams, int32_t next_token) {
+  if (q < pend_begin_ || q > pend_end_) pend_begin_ = q;  // not next to the kept run: start over
+  pend_end_ = q;                                          // rows from q on are replaced
+  const auto slot = static_cast<std::size_t>(q % kPendingRows);
+  std::memcpy(pend_in_.data() + slot * nd_, streams, nd_ * sizeof(float));
+  pend_tok_[slot] = next_token;
+  pend_stamp_[2 * slot] = cell_stamp_[static_cast<std::size_t>(q)];
+  pend_stamp_[2 * slot + 1] = cell_stamp_[static_cast<std::size_t>(q + 1)];
+  pend_end_ = q + 1;
+  pend_begin_ = std::max(pend_begin_, pend_end_ - kPendingRows);
+}
+
+int Sequence::pending_before(int64_t q_end, int cap) const {
+  if (pend_tok_.empty() || q_end <= pend_begin_ || q_end > pend_end_ || q_end >= n_past_) return 0;
+  int count = 0;
+  for (int64_t q = q_end - 1; q >= pend_begin_ && count < cap; --q, ++count) {
+    const auto slot = static_cast<std::size_t>(q % kPendingRows);
+    // Rows whose cells were rewritten since were computed from other tokens; a cell already valid with
+    // this next token needs nothing (and the rows before it were encoded with it).
+    if (pend_stamp_[2 * slot] != cell_stamp_[static_cast<std::size_t>(q)] ||
+        pend_stamp_[2 * slot + 1] != cell_stamp_[static_cast<std::size_t>(q + 1)] ||
+        (cells_.valid(static_cast<int32_t>(q)) && mtp_next_[static_cast<std::size_t>(q)] == pend_tok_[slot]))
+      break;
+  }
+  return count;
+}
+
+void Sequence::copy_pending(int64_t q_end, int count) {
+  for (int i = 0; i < count; ++i) {
+    const int64_t q = q_end - count + i;
+    const auto slot = static_cast<std::size_t>(q % kPendingRows);
+    std::memcpy(mtp_in_.data() + static_cast<std::size_t>(i) * nd_, pend_in_.data() + slot * nd_,
+                nd_ * sizeof(float));
+    mtp_tok_[static_cast<std::size_t>(i)] = pend_tok_[slot];
+  }
+  pend_begin_ = pend_end_ = 0;  // encoded (or older than what is): nothing kept
+}
+
+int Sequence::encode_pending(int64_t p) {
+  if (!has_drafter()) return 0;
+  const int m = pending_before(p, std::min(kPendingRows, max_rows()));
+  if (m == 0) return 0;
+  end_chain();
+  copy_pending(p, m);
+  backend_->draft_encode(mtp_in_.data(), mtp_tok_.data(), m, p - m);
+  rows_encoded_ += m;
+  drafter_wrote(p - m, m, mtp_tok_.data());
+  return m;
+}
+
 void Sequence::encode_rows(const int32_t* tokens, int64_t chunk_start, int rows) {
-  // Rows q = chunk_start-1 .. chunk_start+rows-2: streams of q with token q+1.
+  // Rows q = chunk_start-1 .. chunk_start+rows-2: streams of q with token q+1, after any rows kept
+  // while encoding was off that end just before them (one batch).
   int m = 0;
   int64_t q0 = chunk_start;
   if (chunk_start > 0) {
@@ -84,14 +140,17 @@ void Sequence::encode_rows(const int32_t* tokens, int64_t chunk_start, int rows)
     // here (encoding it again cost ~4 % of a 2-row window's instructions).
     const bool held = cells_.valid(static_cast<int32_t>(chunk_start - 1)) && mtp_next_[prev] == tokens[0];
     if (!held && carry_pos_ == chunk_start - 1) {
-      std::memcpy(mtp_in_.data(), carry_.data(), nd_ * sizeof(float));
-      mtp_tok_[0] = tokens[0];
-      m = 1;
-      q0 = chunk_start - 1;
+      m = pending_before(chunk_start - 1, std::min(kPendingRows, max_rows() - rows));
+      q0 = chunk_start - 1 - m;
+      copy_pending(chunk_start - 1, m);
+      std::memcpy(mtp_in_.data() + static_cast<std::size_t>(m) * nd_, carry_.data(), nd_ * sizeof(float));
+      mtp_tok_[static_cast<std::size_t>(m)] = tokens[0];
+      ++m;
     } else if (mtp_next_[prev] != tokens[0]) {
       cells_.wrote(static_cast<int32_t>(chunk_start - 1), 0);  // its next token changed; cannot re-encode
     }
   }
+  pend_begin_ = pend_end_ = 0;
   for (int r = 0; r + 1 < rows; ++r) {
     std::memcpy(mtp_in_.data() + static_cast<std::size_t>(m) * nd_, backend_->row_streams(r), nd_ * sizeof(float));
     mtp_tok_[static_cast<std::size_t>(m)] = tokens[r + 1];
@@ -152,10 +211,16 @@ int64_t Sequence::eval_rows(const int32_t* tokens, int64_t n, int64_t start, Log
     last_rows_ = ran;
     n_past_ = pos + ran;
     // While the chunk's final streams are held: the drafter's rows, then the carry of its last row.
-    if (drafter && cfg_.encode_mtp)
+    if (drafter && cfg_.encode_mtp) {
       encode_rows(tokens + off, pos, ran);
-    else if (drafter)
+    } else if (drafter) {
       cells_.wrote(static_cast<int32_t>(std::max<int64_t>(pos - 1, 0)), 0);
+      if (!pend_tok_.empty()) {  // encoding is off for now: keep the last rows for a later batch
+        if (pos > 0 && carry_pos_ == pos - 1 && ran <= kPendingRows) keep_pending(pos - 1, carry_.data(), tokens[off]);
+        for (int r = std::max(0, ran - 1 - kPendingRows); r + 1 < ran; ++r)
+          keep_pending(pos + r, backend_->row_streams(r), tokens[off + r + 1]);
+      }
+    }
     std::memcpy(carry_.data(), backend_->row_streams(ran - 1), nd_ * sizeof(float));
     carry_pos_ = pos + ran - 1;
     if (ran < rows) return off + ran;
@@ -225,6 +290,7 @@ void Sequence::restore(const SequenceCheckpoint& cp) {
   backend_->set_length(n_past_);
   last_rows_ = 0;
   carry_pos_ = -1;
+  pend_begin_ = pend_end_ = 0;
   if (has_drafter()) {
     // The checkpoint's sink and run, cut at n_past - 1 (its next token is unknown again) and at the
     // first drafter cell written since (chain cells of later rounds, re-encodings after rollbacks).
@@ -246,6 +312,9 @@ void Sequence::draft_begin_from(const float* H, int64_t p, int32_t next_token) {
                                       " is not an evaluated position (n_past = " + std::to_string(n_past_) + ")");
   if (next_token < 0 || next_token >= n_vocab())
     throw_error(ErrorKind::Value, "draft: token " + std::to_string(next_token) + " is outside the vocabulary");
+  // Rows deferred while encoding was off, up to p - 1 (step 0 writes cell p); this ends no chain
+  // of the caller's, as draft_begin starts a new one anyway.
+  if (!H) encode_pending(p);
   if (!H) {
     H = streams_at(p);
     if (!H)

@@ -119,8 +119,17 @@ class Sequence : public DecodeTarget {
   void draft_begin_from(const float* H, int64_t p, int32_t next_token);
   int32_t draft_step(float* logits_out) override;
   // Adaptive speculation turns the drafter's K/V encoding off around plain steps while drafting does
-  // not pay; never beyond what the engine was made with (SequenceConfig::encode_mtp).
+  // not pay; never beyond what the engine was made with (SequenceConfig::encode_mtp). While it is off
+  // the last kPendingRows rows' streams and next tokens are kept (a copy per row), and the next
+  // encoding eval or draft chain encodes them first in one batch: a chain after a plain stretch reads
+  // those recent cells, not only the sinks and its own (its acceptance is then the drafter's, and a
+  // plain step pays nothing for it).
+  static constexpr int kPendingRows = 8;
   void set_drafter_encoding(bool on) override { cfg_.encode_mtp = on && encode_allowed_; }
+  // Encodes the kept rows that end at p (cells up to p - 1), as draft_begin(p, ..) does first; returns
+  // how many. The speculator calls it before timing a draft round.
+  int encode_pending(int64_t p);
+  void catch_up_drafter(int64_t p) override { encode_pending(p); }
   // n_steps chained steps: draft_begin_from(H, p, next_token) then n_steps draft_step()s. logits_out:
   // [n_steps][Vr] or nullptr; tokens_out: [n_steps].
   void mtp_draft(const float* H, int32_t next_token, int64_t p, int n_steps, float* logits_out, int32_t* tokens_out);
@@ -146,6 +155,11 @@ class Sequence : public DecodeTarget {
                     int64_t draft_from_row, int64_t cut_from_row);
   void check_eval_args(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, const float* logits_out) const;
   void encode_rows(const int32_t* tokens, int64_t chunk_start, int rows);
+  // Deferred drafter rows (encoding off): keep row q's streams and next token; how many kept rows end at
+  // q_end and still hold (their main cells unchanged), at most cap; copy them into mtp_in_ / mtp_tok_.
+  void keep_pending(int64_t q, const float* streams, int32_t next_token);
+  int pending_before(int64_t q_end, int cap) const;
+  void copy_pending(int64_t q_end, int count);
   void drafter_wrote(int64_t q0, int m, const int32_t* next_tokens);  // committed cells q0..q0+m-1
   bool drafter_cell_lost(int64_t keep, int64_t n_target, bool changed) const;
   void end_chain() {
@@ -180,6 +194,12 @@ class Sequence : public DecodeTarget {
   int32_t chain_token_ = -1;  // the token the chain's next step embeds
   uint64_t rounds_ = 0;
   std::vector<int32_t> list_;  // a draft row's cells (capacity sink + window + 1)
+  // Deferred drafter rows: positions [pend_begin_, pend_end_), row q in slot q % kPendingRows with the
+  // main cells' write clocks of q and q + 1 when kept (a row whose cells were rewritten since is dropped).
+  AlignedBuffer<float> pend_in_;  // [kPendingRows][n][d]
+  std::vector<int32_t> pend_tok_;
+  std::vector<uint64_t> pend_stamp_;  // [kPendingRows][2]
+  int64_t pend_begin_ = 0, pend_end_ = 0;
 };
 
 }  // namespace strata::engine
