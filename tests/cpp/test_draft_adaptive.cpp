@@ -99,7 +99,7 @@ TEST(one_window_size_and_the_plain_step_make_the_line) {
   a.record_verify(2, 0.7);
   a.record_draft(1, 0.1);
   CHECK_NEAR(a.expected_cost(3), 3 * 0.1 + 0.5 + 0.2 * 3, 1e-12);  // 4 rows: 1.1 (proportional: 1.4)
-  CHECK_NEAR(a.expected_cost(2), 3 * 0.1 + 0.9, 1e-12);  // 2 drafts and the shadow draft
+  CHECK_NEAR(a.expected_cost(2), 3 * 0.1 + 0.9, 1e-12);            // 2 drafts and the shadow draft
   // Compute-bound (every row a whole step): the same line is proportional.
   AdaptiveDrafts b(3);
   b.record_plain(0.5, false);
@@ -111,7 +111,7 @@ TEST(one_window_size_and_the_plain_step_make_the_line) {
 
 TEST(the_first_draft_step_and_window_of_each_size_are_not_samples) {
   AdaptiveDrafts a(2, /*skip_cold_samples=*/true);
-  a.record_draft(1, 0.9);  // cold
+  a.record_draft(1, 0.9);   // cold
   a.record_verify(2, 3.0);  // cold
   a.record_verify(3, 4.0);  // cold
   auto s = a.stats();

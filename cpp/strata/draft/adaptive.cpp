@@ -96,7 +96,9 @@ double AdaptiveDrafts::expected_cost(int n) const {
   return static_cast<double>(steps) * draft_.value() + window_cost(n + 1) + overhead();
 }
 
-int64_t AdaptiveDrafts::warmup_rounds() const { return probe_rounds_ + static_cast<int64_t>(warmup_passes_) * (k_ + 1); }
+int64_t AdaptiveDrafts::warmup_rounds() const {
+  return probe_rounds_ + static_cast<int64_t>(warmup_passes_) * (k_ + 1);
+}
 
 bool AdaptiveDrafts::warm() const { return rounds_ > warmup_rounds(); }
 
@@ -167,7 +169,8 @@ int AdaptiveDrafts::choose(int k_cap) {
   int n = 0;
   exploring_ = false;
   const int64_t pass_len = static_cast<int64_t>(k_) + 1;
-  if (rounds_ >= probe_rounds_ && rounds_ < warmup_rounds() && (rounds_ - probe_rounds_) % pass_len == 0 && hopeless()) {
+  if (rounds_ >= probe_rounds_ && rounds_ < warmup_rounds() && (rounds_ - probe_rounds_) % pass_len == 0 &&
+      hopeless()) {
     // The probe (one draft twice, then a bare plain step) or a warm-up pass found that no draft count can
     // beat plain decoding: the warm-up ends, and exploration starts at its longest interval.
     warmup_passes_ = static_cast<int>((rounds_ - probe_rounds_) / pass_len);

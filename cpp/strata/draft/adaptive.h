@@ -7,22 +7,21 @@
 // draft step j given that the drafts before it were accepted. It costs C_n = s_n·c_draft + c_verify(n+1)
 // + o seconds: c_draft the measured time of one draft step (s_n = n + 1 draft steps when n < k, the
 // speculator's shadow draft included, else n), c_verify(m) that of a verification window of m rows
-// (c_verify(1) is a plain step), o the per-round overhead below. Each round picks the n in 0..k that maximises R_n / C_n
-// (n = 0: a plain step, 1 token for c_verify(1)).
+// (c_verify(1) is a plain step), o the per-round overhead below. Each round picks the n in 0..k that maximises R_n /
+// C_n (n = 0: a plain step, 1 token for c_verify(1)).
 //
 // Estimates: every time is the median of its last 8 samples (RecentMedian) (robust to a cold first call and to
 // other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
 // with a prior of one half-accepted draft per step. Probe: rounds 0 and 1 verify one draft each, round 2
 // is a plain step without the drafter's encoding (c_plain); with skip_cold_samples (the speculator's
-// setting) rounds 0-2 draft and round 3 is the plain step, the first round's costs not being samples. Hopeless: when even perfect acceptance would
-// not pay (C_n >= (n + 1)·c_plain for every n, n drafts committing at most n + 1 tokens; sizes not yet
-// measured extrapolated), as on a small cache-resident model where every window row costs a whole
-// step, there is no warm-up and exploration runs at its longest interval. Viable: a draft count n
-// that could pay at all, n·c_draft + c_verify(n + 1) < (n + 1)·c_plain, each time at its fastest
-// recent sample (noise only ever adds time, and a session's first draft step and first window are
-// slower than the rest — measured on the demo model: 0.67 ms against 0.1-0.25 ms, and 1.9 ms against
-// 1.1-1.4 ms — so one probe round alone made drafting look hopeless where it pays; unmeasured sizes
-// extrapolated as below). The warm-up runs plain steps in place of counts that are not viable, and
+// setting) rounds 0-2 draft and round 3 is the plain step, the first round's costs not being samples. Hopeless: when
+// even perfect acceptance would not pay (C_n >= (n + 1)·c_plain for every n, n drafts committing at most n + 1 tokens;
+// sizes not yet measured extrapolated), as on a small cache-resident model where every window row costs a whole step,
+// there is no warm-up and exploration runs at its longest interval. Viable: a draft count n that could pay at all,
+// n·c_draft + c_verify(n + 1) < (n + 1)·c_plain, each time at its fastest recent sample (noise only ever adds time, and
+// a session's first draft step and first window are slower than the rest — measured on the demo model: 0.67 ms against
+// 0.1-0.25 ms, and 1.9 ms against 1.1-1.4 ms — so one probe round alone made drafting look hopeless where it pays;
+// unmeasured sizes extrapolated as below). The warm-up runs plain steps in place of counts that are not viable, and
 // exploration skips them unless none is viable (hopeless: then every count stays explored, at the
 // longest interval, so costs measured under a passing load cannot rule drafting out for good). Otherwise the warm-up
 // rounds cycle n = k, k-1, .., 0 (kWarmupPasses times) so every window size 1..k+1 and the draft step
@@ -34,26 +33,30 @@
 // is hopeless), back to kExploreEvery when it changes.
 //
 // The probe's plain step runs without the drafter's encoding, so c_plain is measured from the start. Plain steps after
-// the warm-up skip the drafter's K/V encoding too (encode_plain() false; on the demo model that encoding is a fifth of a
-// step) unless they explore: the target keeps those rows' streams and encodes the most recent ones in one batch before
-// the next draft round (DecodeTarget::catch_up_drafter), so an exploring or returning draft round reads a run of recent
-// cells and its acceptance is the drafter's, not that of a drafter with no memory. A plain step without that encoding
-// is timed separately (c_plain); when measured it is the cost of n = 0 and the baseline of the gains, since it is what
-// decoding without a drafter costs.
+// the warm-up skip the drafter's K/V encoding too (encode_plain() false; on the demo model that encoding is a fifth of
+// a step) unless they explore: the target keeps those rows' streams and encodes the most recent ones in one batch
+// before the next draft round (DecodeTarget::catch_up_drafter), so an exploring or returning draft round reads a run of
+// recent cells and its acceptance is the drafter's, not that of a drafter with no memory. A plain step without that
+// encoding is timed separately (c_plain); when measured it is the cost of n = 0 and the baseline of the gains, since it
+// is what decoding without a drafter costs.
+//
 // Streaks: an exploring round that paid for itself (its tokens at C_0 each took at least its seconds) is followed by
-// another exploring round with as many drafts (one more when all of them were accepted), while that count is viable and the economics still choose plain steps,
-// up to kStreakMax in a row. Exploration adds one acceptance observation per interval, and the estimate's memory
-// (kDecay per observed round) still holds the warm-up's, so a text that turned predictable later (code that settles
-// into a pattern) stayed priced at the warm-up's acceptance for hundreds of rounds. A streak costs nothing while its
-// rounds pay and ends at the first that does not; once the economics choose drafting, regular rounds take over.
+// another exploring round with as many drafts (one more when all of them were accepted), while that count is viable and
+// the economics still choose plain steps, up to kStreakMax in a row. Exploration adds one acceptance observation per
+// interval, and the estimate's memory (kDecay per observed round) still holds the warm-up's, so a text that turned
+// predictable later (code that settles into a pattern) stayed priced at the warm-up's acceptance for hundreds of
+// rounds. A streak costs nothing while its rounds pay and ends at the first that does not; once the economics choose
+// drafting, regular rounds take over.
+//
 // Per-round overhead: what a round costs outside the parts timed above — the caller's sampling bookkeeping,
 // detokenizing and streaming the text, the call itself (record_period: the seconds from one round's start to the next
 // minus the previous round's timed seconds, sampled after rounds that committed one token so the caller's per-token
 // work is counted once). Every round pays it once whatever it commits, so C_n includes it: a round of n drafts shares
-// it among its tokens. Measured through the Python API on the demo model: 0.06–0.08 ms a round against a 0.6–0.7 ms step.
-// Periods much longer than a round (the caller paused between requests) are not overhead and are dropped.
-// Realized-gain guard: the economics rest on medians of each cost, and a round's real cost can differ from their sum
-// (a cold first window, a stale c_plain measured in a slow moment, caches the drafter's reads disturb). So the regular
+// it among its tokens. Measured through the Python API on the demo model: 0.06–0.08 ms a round against a 0.6–0.7 ms
+// step. Periods much longer than a round (the caller paused between requests) are not overhead and are dropped.
+//
+// Realized-gain guard: the economics rest on medians of each cost, and a round's real cost can differ from their sum (a
+// cold first window, a stale c_plain measured in a slow moment, caches the drafter's reads disturb). So the regular
 // rounds that drafted (not the warm-up's or exploration's, which are meant to be suboptimal) are also measured as a
 // whole: tokens committed over their seconds (drafting, verification and any plain step they fell back to), decayed by
 // kGuardDecay per such round. Once they weigh at least kGuardMinRounds and committed fewer tokens per second than plain
@@ -163,7 +166,7 @@ class AdaptiveDrafts {
   double window_cost(int rows, bool fastest = false) const;
   double base_cost() const;  // c_plain when measured, else c_verify(1)
   double overhead(bool fastest = false) const { return fastest ? overhead_.min() : overhead_.value(); }
-  bool warm() const;         // the round being recorded came after the warm-up
+  bool warm() const;  // the round being recorded came after the warm-up
   int64_t warmup_rounds() const;
 
   int k_;
@@ -173,22 +176,22 @@ class AdaptiveDrafts {
   int64_t rounds_ = 0;
   int since_explore_ = 0;
   int explore_every_ = kExploreEvery;
-  bool exploring_ = false;                                     // the round just chosen explores
-  bool explored_ = false;                                      // an exploring round ran since the last regular choice
-  int last_best_ = -1;                                         // the last regular choice
-  bool guard_round_ = false;                                   // the round just chosen is a regular drafting round
-  double round_now_s_ = 0.0;                                   // its seconds so far
-  double last_round_s_ = -1.0;                                 // the last recorded round's timed seconds (-1: none)
-  int last_round_tokens_ = 0;                                  // and the tokens it committed
-  RecentMedian overhead_;                                      // per-round overhead samples
-  int streak_n_ = 0;                                           // > 0: the next round explores with this many drafts
-  int streak_len_ = 0;                                         // exploring rounds in the current streak
+  bool exploring_ = false;      // the round just chosen explores
+  bool explored_ = false;       // an exploring round ran since the last regular choice
+  int last_best_ = -1;          // the last regular choice
+  bool guard_round_ = false;    // the round just chosen is a regular drafting round
+  double round_now_s_ = 0.0;    // its seconds so far
+  double last_round_s_ = -1.0;  // the last recorded round's timed seconds (-1: none)
+  int last_round_tokens_ = 0;   // and the tokens it committed
+  RecentMedian overhead_;       // per-round overhead samples
+  int streak_n_ = 0;            // > 0: the next round explores with this many drafts
+  int streak_len_ = 0;          // exploring rounds in the current streak
   // The first draft step and the first window of each size in a session are not samples: measured on the demo
   // model, they take 2-3x a later one (first use of their code paths and buffers), and with only a few samples
   // by the end of the probe and the warm-up they decided medians and the hopeless test.
   std::array<bool, kAdaptiveMaxDrafts + 2> verify_warm_{};
-  bool draft_warm_ = false;  // both start true without skip_cold_samples
-  int probe_rounds_ = kProbeRounds;  // with skip_cold_samples one draft round more
+  bool draft_warm_ = false;                                    // both start true without skip_cold_samples
+  int probe_rounds_ = kProbeRounds;                            // with skip_cold_samples one draft round more
   double guard_tokens_ = 0.0, guard_s_ = 0.0, guard_n_ = 0.0;  // decayed sums over those rounds
   int64_t guard_until_ = 0;                                    // > 0: plain steps until this round
   int64_t guarded_ = 0;                                        // rounds the guard turned into plain steps

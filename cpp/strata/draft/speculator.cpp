@@ -120,8 +120,7 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   const bool adaptive = opt.adaptive;
   if (adaptive) {
     const auto start = std::chrono::steady_clock::now();
-    if (have_last_start_)
-      adaptive_.record_period(std::chrono::duration<double>(start - last_start_).count());
+    if (have_last_start_) adaptive_.record_period(std::chrono::duration<double>(start - last_start_).count());
     last_start_ = start;
     have_last_start_ = true;
   }

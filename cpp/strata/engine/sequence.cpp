@@ -110,8 +110,7 @@ void Sequence::copy_pending(int64_t q_end, int count) {
   for (int i = 0; i < count; ++i) {
     const int64_t q = q_end - count + i;
     const auto slot = static_cast<std::size_t>(q % kPendingRows);
-    std::memcpy(mtp_in_.data() + static_cast<std::size_t>(i) * nd_, pend_in_.data() + slot * nd_,
-                nd_ * sizeof(float));
+    std::memcpy(mtp_in_.data() + static_cast<std::size_t>(i) * nd_, pend_in_.data() + slot * nd_, nd_ * sizeof(float));
     mtp_tok_[static_cast<std::size_t>(i)] = pend_tok_[slot];
   }
   pend_begin_ = pend_end_ = 0;  // encoded (or older than what is): nothing kept
