@@ -1,6 +1,7 @@
 #include "strata/draft/adaptive.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "strata/util/error.h"
@@ -164,6 +165,31 @@ int AdaptiveDrafts::best_count(int k_cap) const {
   return n;
 }
 
+int AdaptiveDrafts::explore_count(int k_cap) const {
+  // The draft count run longest ago (ties to the larger), so every estimate stays live; among the viable
+  // ones unless none is (then any: costs measured under load must not rule drafting out for good).
+  int n = 0;
+  const bool any = hopeless();
+  for (int i = 0; i <= k_cap; ++i)
+    if ((i == 0 || any || viable(i)) &&
+        last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)])
+      n = i;
+  return n;
+}
+
+int64_t AdaptiveDrafts::explore_interval(int k_cap) const {
+  // Not while the guard holds drafting back: the economics then price drafting as paying, and it does not.
+  if (last_best_ != 0 || guard_until_ > 0 || hopeless()) return explore_every_;
+  const int n = explore_count(k_cap);
+  if (n == 0) return explore_every_;
+  // Plain steps lost by exploring with n drafts, as the economics price it (at most its cost over C_0).
+  const double c0 = expected_cost(0);
+  const double lost = (expected_cost(n) - expected_tokens(n) * c0) / c0;
+  const double budget = lost <= 0.0 ? 0.0 : std::ceil(lost / kExploreBudget);
+  const auto interval = static_cast<int64_t>(std::clamp(budget, double{kExploreMin}, double{kExploreMax}));
+  return std::min<int64_t>(explore_every_, interval);
+}
+
 int AdaptiveDrafts::choose(int k_cap) {
   k_cap = std::clamp(k_cap, 0, k_);
   int n = 0;
@@ -189,17 +215,10 @@ int AdaptiveDrafts::choose(int k_cap) {
     exploring_ = true;
     explored_ = true;
     n = streak_n_;
-  } else if (since_explore_ >= explore_every_ - 1) {
-    // Explore: the draft count run longest ago (ties to the larger), so every estimate stays live;
-    // among the viable ones unless none is (then any: costs measured under load must not rule
-    // drafting out for good).
+  } else if (since_explore_ >= explore_interval(k_cap) - 1) {
     exploring_ = true;
     explored_ = true;
-    const bool any = hopeless();
-    for (int i = 0; i <= k_cap; ++i)
-      if ((i == 0 || any || viable(i)) &&
-          last_chosen_[static_cast<std::size_t>(i)] <= last_chosen_[static_cast<std::size_t>(n)])
-        n = i;
+    n = explore_count(k_cap);
   } else {
     n = best_count(k_cap);
     double best = expected_tokens(n) / expected_cost(n);
@@ -211,7 +230,16 @@ int AdaptiveDrafts::choose(int k_cap) {
       guard_tokens_ = guard_s_ = guard_n_ = 0.0;
       guard_until_ = 0;
     }
-    if (n > 0 && guard_until_ == 0 && drafting_loses()) guard_until_ = rounds_ + explore_every_;
+    if (n > 0 && guard_until_ == 0 && drafting_loses()) {
+      // For an exploration interval, or shorter when the rounds lost little (the exploration budget's
+      // rule: plain steps lost per round over kExploreBudget): on a memory-bound model the first rounds of
+      // an unpredictable text lose a tenth of a step each, and 32 rounds of plain steps lost the gain.
+      const double c0 = expected_cost(0);
+      const double lost = (guard_s_ - guard_tokens_ * c0) / (guard_n_ * c0);
+      const double rounds =
+          std::clamp(std::ceil(lost / kExploreBudget), double{kExploreMin}, static_cast<double>(explore_every_));
+      guard_until_ = rounds_ + static_cast<int64_t>(rounds);
+    }
     if (n > 0 && guard_until_ > 0) {
       n = 0;
       best = expected_tokens(0) / expected_cost(0);
@@ -243,8 +271,9 @@ void AdaptiveDrafts::record_draft(int steps, double seconds) {
   if (steps < 1) return;
   round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
-  if (!draft_warm_) {  // the session's first draft step is cold (see verify_warm_)
+  if (!draft_warm_) {  // the session's first draft step is cold (see verify_warm_), and so is its round
     draft_warm_ = true;
+    guard_round_ = false;
     return;
   }
   draft_.add(seconds / static_cast<double>(steps));
@@ -257,8 +286,9 @@ void AdaptiveDrafts::record_verify(int rows, double seconds) {
   round_now_s_ += seconds;
   if (warm()) round_s_ += seconds;
   const auto m = static_cast<std::size_t>(rows);
-  if (!verify_warm_[m]) {  // the session's first window of this size is cold: not a sample
-    verify_warm_[m] = true;
+  if (!verify_warm_[m]) {    // the session's first window of this size is cold: not a sample, nor a round the
+    verify_warm_[m] = true;  // realized-gain guard judges
+    guard_round_ = false;
     return;
   }
   verify_[m].add(seconds);

@@ -48,6 +48,14 @@
 // rounds. A streak costs nothing while its rounds pay and ends at the first that does not; once the economics choose
 // drafting, regular rounds take over.
 //
+// Exploration budget: while plain steps are the regular choice and drafting is not hopeless, the interval is at most
+// the one that keeps what exploring rounds lose, as the economics price it ((C_n - R_n·C_0) / C_0 plain steps for the
+// n it would run), within kExploreBudget of the time: on a memory-bound model, where a window costs about one step and
+// an exploring round loses almost nothing, every kExploreMin rounds, so drafting resumes a few rounds after the text
+// allows it instead of after 32-256 (measured on a 2 GiB model derived from the demo: seeded sessions started with
+// unpredictable text, the guard stopped drafting, and the next exploring rounds came at rounds 31 and 95); on the demo
+// model, where an exploring round loses about one plain step, the doubling intervals are the shorter.
+//
 // Per-round overhead: what a round costs outside the parts timed above — the caller's sampling bookkeeping,
 // detokenizing and streaming the text, the call itself (record_period: the seconds from one round's start to the next
 // minus the previous round's timed seconds, sampled after rounds that committed one token so the caller's per-token
@@ -117,6 +125,8 @@ class AdaptiveDrafts {
   static constexpr int kExploreEvery = 32;
   static constexpr int kExploreMax = 256;
   static constexpr int kStreakMax = 16;           // exploring rounds in a row while every draft is accepted
+  static constexpr int kExploreMin = 4;           // the shortest interval (exploring costs nothing)
+  static constexpr double kExploreBudget = 0.01;  // plain-step time exploring may lose while plain steps rule
   static constexpr double kGuardDecay = 0.9;      // per drafting round: about the last ten weigh
   static constexpr double kGuardMinRounds = 3.0;  // decayed drafting rounds before the guard may act
 
@@ -149,7 +159,11 @@ class AdaptiveDrafts {
 
   double expected_tokens(int n) const;  // R_n
   int best_count(int k_cap) const;      // the n in 0..k_cap with the largest R_n / C_n
-  double expected_cost(int n) const;    // C_n in seconds (unmeasured sizes are extrapolated)
+  int explore_count(int k_cap) const;   // the n an exploring round runs
+  // Rounds between exploring rounds: explore_every_, or shorter while plain steps are the regular choice
+  // and exploring loses little (adaptive.h, "Exploration budget").
+  int64_t explore_interval(int k_cap) const;
+  double expected_cost(int n) const;  // C_n in seconds (unmeasured sizes are extrapolated)
   // The round just chosen is one of the probe's (its draft needs no shadow draft).
   bool probing() const { return rounds_ <= probe_rounds_; }
   // n drafts could beat plain steps if every one were accepted (true until c_plain is measured).
