@@ -192,10 +192,10 @@ TEST(rows_skipped_while_encoding_is_off_are_encoded_in_one_batch_later) {
   // chain (or the next eval that encodes): the chain then reads the same cells, bit for bit, as a
   // sequence that encoded every row.
   TinyOptions o;
-  auto toks = toks_for(40, 11);
+  auto toks = toks_for(44, 11);
   constexpr int kKept = strata::engine::Sequence::kPendingRows;
-  Runner run(tiny_model(o), cfg_for(8));
-  Runner ref(tiny_model(o), cfg_for(8));
+  Runner run(tiny_model(o), cfg_for(32));  // a batch holds every kept row
+  Runner ref(tiny_model(o), cfg_for(32));
   run.eval(toks.data(), 12, 0, LogitRows::Last, nullptr);
   ref.eval(toks.data(), 12, 0, LogitRows::Last, nullptr);
   run.set_drafter_encoding(false);

@@ -124,7 +124,7 @@ class Sequence : public DecodeTarget {
   // encoding eval or draft chain encodes them first in one batch: a chain after a plain stretch reads
   // those recent cells, not only the sinks and its own (its acceptance is then the drafter's, and a
   // plain step pays nothing for it).
-  static constexpr int kPendingRows = 8;
+  static constexpr int kPendingRows = 16;
   void set_drafter_encoding(bool on) override { cfg_.encode_mtp = on && encode_allowed_; }
   // Encodes the kept rows that end at p (cells up to p - 1), as draft_begin(p, ..) does first; returns
   // how many. The speculator calls it before timing a draft round.
