@@ -177,6 +177,11 @@ int AdaptiveDrafts::explore_count(int k_cap) const {
   return n;
 }
 
+int64_t AdaptiveDrafts::budget_rounds(double lost_steps) const {
+  const double rounds = lost_steps <= 0.0 ? 0.0 : std::ceil(lost_steps / kExploreBudget);
+  return static_cast<int64_t>(std::clamp(rounds, double{kExploreMin}, static_cast<double>(explore_every_)));
+}
+
 int64_t AdaptiveDrafts::explore_interval(int k_cap) const {
   // Not while the guard holds drafting back: the economics then price drafting as paying, and it does not.
   if (last_best_ != 0 || guard_until_ > 0 || hopeless()) return explore_every_;
@@ -184,10 +189,7 @@ int64_t AdaptiveDrafts::explore_interval(int k_cap) const {
   if (n == 0) return explore_every_;
   // Plain steps lost by exploring with n drafts, as the economics price it (at most its cost over C_0).
   const double c0 = expected_cost(0);
-  const double lost = (expected_cost(n) - expected_tokens(n) * c0) / c0;
-  const double budget = lost <= 0.0 ? 0.0 : std::ceil(lost / kExploreBudget);
-  const auto interval = static_cast<int64_t>(std::clamp(budget, double{kExploreMin}, double{kExploreMax}));
-  return std::min<int64_t>(explore_every_, interval);
+  return budget_rounds((expected_cost(n) - expected_tokens(n) * c0) / c0);
 }
 
 int AdaptiveDrafts::choose(int k_cap) {
@@ -215,7 +217,8 @@ int AdaptiveDrafts::choose(int k_cap) {
     exploring_ = true;
     explored_ = true;
     n = streak_n_;
-  } else if (since_explore_ >= explore_interval(k_cap) - 1) {
+  } else if (since_explore_ >= kExploreMin - 1 && since_explore_ >= explore_interval(k_cap) - 1) {
+    // (Every interval is at least kExploreMin: the estimates are priced only when one could end.)
     exploring_ = true;
     explored_ = true;
     n = explore_count(k_cap);
@@ -235,10 +238,7 @@ int AdaptiveDrafts::choose(int k_cap) {
       // rule: plain steps lost per round over kExploreBudget): on a memory-bound model the first rounds of
       // an unpredictable text lose a tenth of a step each, and 32 rounds of plain steps lost the gain.
       const double c0 = expected_cost(0);
-      const double lost = (guard_s_ - guard_tokens_ * c0) / (guard_n_ * c0);
-      const double rounds =
-          std::clamp(std::ceil(lost / kExploreBudget), double{kExploreMin}, static_cast<double>(explore_every_));
-      guard_until_ = rounds_ + static_cast<int64_t>(rounds);
+      guard_until_ = rounds_ + budget_rounds((guard_s_ - guard_tokens_ * c0) / (guard_n_ * c0));
     }
     if (n > 0 && guard_until_ > 0) {
       n = 0;

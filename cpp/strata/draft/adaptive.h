@@ -18,17 +18,16 @@
 // even perfect acceptance would not pay (C_n >= (n + 1)·c_plain for every n, n drafts committing at most n + 1 tokens;
 // sizes not yet measured extrapolated), as on a small cache-resident model where every window row costs a whole step,
 // there is no warm-up and exploration runs at its longest interval. Viable: a draft count n that could pay at all,
-// n·c_draft + c_verify(n + 1) < (n + 1)·c_plain, each time at its fastest recent sample (noise only ever adds time, and
-// a session's first draft step and first window are slower than the rest — measured on the demo model: 0.67 ms against
-// 0.1-0.25 ms, and 1.9 ms against 1.1-1.4 ms — so one probe round alone made drafting look hopeless where it pays;
-// unmeasured sizes extrapolated as below). The warm-up runs plain steps in place of counts that are not viable, and
-// exploration skips them unless none is viable (hopeless: then every count stays explored, at the
-// longest interval, so costs measured under a passing load cannot rule drafting out for good). Otherwise the warm-up
-// rounds cycle n = k, k-1, .., 0 (kWarmupPasses times) so every window size 1..k+1 and the draft step
-// have measurements; the hopeless test runs again before each pass (a noisy probe ends it later).
-// Exploration: every interval-th round runs the draft count chosen longest ago instead of the best
-// one, so every size's cost and every step's acceptance stay live when the load, the context length
-// or the text change. The interval starts at kExploreEvery and doubles (up to kExploreMax) each time
+// n·c_draft + c_verify(n + 1) + o < (n + 1)·(c_plain + o), each time at its fastest recent sample (noise only ever adds
+// time, and a session's first draft step and first window are slower than the rest — measured on the demo model: 0.67
+// ms against 0.1-0.25 ms, and 1.9 ms against 1.1-1.4 ms — so one probe round alone made drafting look hopeless where it
+// pays; unmeasured sizes extrapolated as below). The warm-up runs plain steps in place of counts that are not viable,
+// and exploration skips them unless none is viable (hopeless: then every count stays explored, at the longest interval,
+// so costs measured under a passing load cannot rule drafting out for good). Otherwise the warm-up rounds cycle n = k,
+// k-1, .., 0 (kWarmupPasses times) so every window size 1..k+1 and the draft step have measurements; the hopeless test
+// runs again before each pass (a noisy probe ends it later). Exploration: every interval-th round runs the draft count
+// chosen longest ago instead of the best one, so every size's cost and every step's acceptance stay live when the load,
+// the context length or the text change. The interval starts at kExploreEvery and doubles (up to kExploreMax) each time
 // the choice after an exploring round is the same as before it (straight to kExploreMax when drafting
 // is hopeless), back to kExploreEvery when it changes.
 //
@@ -163,6 +162,9 @@ class AdaptiveDrafts {
   // Rounds between exploring rounds: explore_every_, or shorter while plain steps are the regular choice
   // and exploring loses little (adaptive.h, "Exploration budget").
   int64_t explore_interval(int k_cap) const;
+  // Rounds that keep lost_steps plain steps per round within kExploreBudget of the time, in
+  // [kExploreMin, explore_every_] (the exploration budget's interval and the guard's shorter hold).
+  int64_t budget_rounds(double lost_steps) const;
   double expected_cost(int n) const;  // C_n in seconds (unmeasured sizes are extrapolated)
   // The round just chosen is one of the probe's (its draft needs no shadow draft).
   bool probing() const { return rounds_ <= probe_rounds_; }

@@ -117,7 +117,6 @@ void Sequence::copy_pending(int64_t q_end, int count) {
 }
 
 int Sequence::encode_pending(int64_t p) {
-  if (!has_drafter()) return 0;
   const int m = pending_before(p, std::min(kPendingRows, max_rows()));
   if (m == 0) return 0;
   end_chain();
