@@ -4,6 +4,7 @@
 #include "check.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -559,4 +560,32 @@ TEST(cheap_exploration_comes_often_while_plain_steps_rule) {
   }
   CHECK(first >= 0 && first <= 16);
   CHECK(late >= 45);
+}
+
+namespace {
+double one_cheap_row(int m) { return m == 1 ? 1.0 : m == 2 ? 1.03 : static_cast<double>(m) - 1.0; }
+}  // namespace
+
+TEST(each_draft_count_is_explored_within_its_own_share_of_the_budget) {
+  // A second row costs 3 % of a step, a third and fourth a whole step each: with nothing accepted, one draft
+  // loses almost nothing against a plain step and three lose two steps, so one draft is explored often and
+  // three rarely (a single interval for the count run longest ago explored each as often as the others).
+  AdaptiveDrafts a(3);
+  for (int i = 0; i < 40; ++i) feed(a, 3, one_cheap_row, 0.01, 0);
+  std::array<int, 4> explored{};
+  int last_one = -1, longest_gap = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const int n = feed(a, 3, one_cheap_row, 0.01, 0);
+    ++explored[static_cast<std::size_t>(n)];
+    if (n == 1) {
+      if (last_one >= 0) longest_gap = std::max(longest_gap, i - last_one);
+      last_one = i;
+    }
+  }
+  CHECK(explored[1] >= 20);
+  CHECK(explored[1] >= 4 * std::max(explored[3], 1));
+  CHECK(longest_gap <= 2 * AdaptiveDrafts::kExploreEvery);
+  // What exploring lost stays near the budget: (C_n - 1 token's worth) per exploring round, in plain steps.
+  const double lost = explored[1] * (2 * 0.01 + 0.03) + explored[2] * (3 * 0.01 + 1.0) + explored[3] * (3 * 0.01 + 2.0);
+  CHECK(lost / 1000.0 < 2.0 * AdaptiveDrafts::kExploreBudget);
 }

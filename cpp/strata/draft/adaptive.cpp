@@ -182,14 +182,49 @@ int64_t AdaptiveDrafts::budget_rounds(double lost_steps) const {
   return static_cast<int64_t>(std::clamp(rounds, double{kExploreMin}, static_cast<double>(explore_every_)));
 }
 
-int64_t AdaptiveDrafts::explore_interval(int k_cap) const {
-  // Not while the guard holds drafting back: the economics then price drafting as paying, and it does not.
-  if (last_best_ != 0 || guard_until_ > 0 || hopeless()) return explore_every_;
-  const int n = explore_count(k_cap);
-  if (n == 0) return explore_every_;
-  // Plain steps lost by exploring with n drafts, as the economics price it (at most its cost over C_0).
+int AdaptiveDrafts::explore_due(int k_cap) const {
+  if (since_explore_ < kExploreMin - 1) return -1;  // every interval is at least kExploreMin
+  // Not while the guard holds drafting back (the economics then price drafting as paying, and it does
+  // not), nor while drafting rules or is hopeless: every explore_every_ rounds, the count run longest ago.
+  if (last_best_ != 0 || guard_until_ > 0 || hopeless())
+    return since_explore_ >= explore_every_ - 1 ? explore_count(k_cap) : -1;
+  // Plain steps rule: the budget is shared equally by the viable counts, each with its own interval (the
+  // rounds that keep the plain steps it loses, as the economics price it, within its share of
+  // kExploreBudget). Exploring rounds come every shortest interval, and each runs the count most overdue
+  // against its own: under expert streaming one draft loses almost nothing against a plain step while
+  // three lose most of one, so one draft is explored every ten or so rounds and three rarely (with one
+  // interval for whichever count ran longest ago, drafting came back 30 rounds after the text allowed
+  // it). Where every count loses a step or so (the demo model) all intervals are explore_every_, and the
+  // count run longest ago runs, as before.
   const double c0 = expected_cost(0);
-  return budget_rounds((expected_cost(n) - expected_tokens(n) * c0) / c0);
+  std::array<double, kAdaptiveMaxDrafts + 1> lost{};  // plain steps an exploring round loses; < 0: not viable
+  int counts = 0;
+  for (int n = 1; n <= k_cap; ++n) {
+    const bool v = viable(n);
+    lost[static_cast<std::size_t>(n)] = v ? std::max(0.0, (expected_cost(n) - expected_tokens(n) * c0) / c0) : -1.0;
+    counts += v ? 1 : 0;
+  }
+  std::array<int64_t, kAdaptiveMaxDrafts + 1> interval{};
+  int64_t shortest = -1;
+  for (int n = 1; n <= k_cap; ++n) {
+    const auto i = static_cast<std::size_t>(n);
+    if (lost[i] < 0.0) continue;
+    interval[i] = budget_rounds(counts * lost[i]);
+    shortest = shortest < 0 ? interval[i] : std::min(shortest, interval[i]);
+  }
+  if (shortest < 0 || since_explore_ < shortest - 1) return -1;
+  int pick = -1;
+  double most = 0.0;
+  for (int n = 1; n <= k_cap; ++n) {
+    const auto i = static_cast<std::size_t>(n);
+    if (interval[i] == 0) continue;
+    const double overdue = static_cast<double>(rounds_ - last_chosen_[i]) / static_cast<double>(interval[i]);
+    if (overdue >= most) {
+      most = overdue;
+      pick = n;
+    }
+  }
+  return pick;
 }
 
 int AdaptiveDrafts::choose(int k_cap) {
@@ -217,11 +252,10 @@ int AdaptiveDrafts::choose(int k_cap) {
     exploring_ = true;
     explored_ = true;
     n = streak_n_;
-  } else if (since_explore_ >= kExploreMin - 1 && since_explore_ >= explore_interval(k_cap) - 1) {
-    // (Every interval is at least kExploreMin: the estimates are priced only when one could end.)
+  } else if (const int due = explore_due(k_cap); due >= 0) {
     exploring_ = true;
     explored_ = true;
-    n = explore_count(k_cap);
+    n = due;
   } else {
     n = best_count(k_cap);
     double best = expected_tokens(n) / expected_cost(n);

@@ -53,7 +53,10 @@
 // an exploring round loses almost nothing, every kExploreMin rounds, so drafting resumes a few rounds after the text
 // allows it instead of after 32-256 (measured on a 2 GiB model derived from the demo: seeded sessions started with
 // unpredictable text, the guard stopped drafting, and the next exploring rounds came at rounds 31 and 95); on the demo
-// model, where an exploring round loses about one plain step, the doubling intervals are the shorter.
+// model, where an exploring round loses about one plain step, the doubling intervals are the shorter. Each viable count
+// has its own such interval for an equal share of the budget; exploring rounds come every shortest one and run the
+// count most overdue against its own, so under expert streaming (a 2-row window about 1.4 plain steps, a 4-row one
+// 2.5) one draft is explored every ten or so rounds and three drafts rarely.
 //
 // Per-round overhead: what a round costs outside the parts timed above — the caller's sampling bookkeeping,
 // detokenizing and streaming the text, the call itself (record_period: the seconds from one round's start to the next
@@ -159,9 +162,9 @@ class AdaptiveDrafts {
   double expected_tokens(int n) const;  // R_n
   int best_count(int k_cap) const;      // the n in 0..k_cap with the largest R_n / C_n
   int explore_count(int k_cap) const;   // the n an exploring round runs
-  // Rounds between exploring rounds: explore_every_, or shorter while plain steps are the regular choice
-  // and exploring loses little (adaptive.h, "Exploration budget").
-  int64_t explore_interval(int k_cap) const;
+  // The draft count this round should explore, or -1: every explore_every_ rounds, or, while plain steps
+  // are the regular choice, each viable count within its own budget (adaptive.h, "Exploration budget").
+  int explore_due(int k_cap) const;
   // Rounds that keep lost_steps plain steps per round within kExploreBudget of the time, in
   // [kExploreMin, explore_every_] (the exploration budget's interval and the guard's shorter hold).
   int64_t budget_rounds(double lost_steps) const;
