@@ -154,6 +154,29 @@ def test_session_stats_count_the_experts(model: strata.Model) -> None:
     assert s.stats.expert_hits + s.stats.expert_misses == used
 
 
+def test_session_stats_count_the_experts_while_a_call_streams(model: strata.Model) -> None:
+    # The counters are read when stats are asked for, not after every round: mid-stream they still equal
+    # the engine's totals since the call began, and an abandoned call keeps its counts.
+    s = model.session(strata.Config(speculative=False, **STREAM))
+    eng = s._engine
+    before = eng.expert_stats()["total"]
+    stream = s.generate("hello world", max_tokens=12)
+    seen = []
+    for i, _ in enumerate(stream):
+        now = eng.expert_stats()["total"]
+        st = s.stats
+        assert st.expert_hits == now["hits"] - before["hits"]
+        assert st.expert_misses == now["misses"] - before["misses"]
+        seen.append(st.expert_hits + st.expert_misses)
+        if i == 5:
+            break
+    assert seen[-1] > seen[0] > 0
+    stream.close()  # abandoned: the counts stay those of the rounds it ran
+    now = eng.expert_stats()["total"]
+    used = now["hits"] + now["misses"] - before["hits"] - before["misses"]
+    assert s.stats.expert_hits + s.stats.expert_misses == used
+
+
 def test_generate_stats_prints_the_expert_line(path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("STRATA_EXPERT_MODE", "stream")
