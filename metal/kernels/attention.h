@@ -6,7 +6,7 @@
 //                round half to even, clamp ±127). Function constant kv_only: catch-up rows write
 //                K/V and skip the queries (R-8's drafter catch-up, prompt rows without logits).
 //   attn_chunks  split path, per (row, head, chunk of 64 list entries): scores s = (q·k̂)/sqrt(Dh)
-//                (block dots of kv_dot), m = max, e = exp(s − m), l = Σe in list order,
+//                (block dots of kv_dot), m = max, e = exp_cpu(s − m), l = Σe in list order,
 //                o_j = Σ (e·s_b)·v_j in list order -> partial planes [chunk][plane row][head].
 //   attn_merge   per (row, head): M = max m_c, denom = Σ_c e^{m_c−M}·l_c, out = Σ_c e^{m_c−M}·o_c / denom
 //                (chunks in order), times σ(gate), written as [row][Hq·Dh] for the output GEMV.
@@ -203,7 +203,7 @@ inline void attn_chunks_body(constant AttnArgs& a, device const float* qh, devic
   if (p.lane == 0) tg_m[p.sg] = sg_max;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const float m = metal::max(float(tg_m[0]), float(tg_m[1]));
-  const float e = t < len ? metal::exp(s - m) : 0.0f;
+  const float e = t < len ? exp_cpu(s - m) : 0.0f;
   tg_e[t] = e;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const ulong part = (ulong(chunk) * a.plane_stride + row) * a.n_head + h;
@@ -235,7 +235,7 @@ inline void attn_merge_body(constant AttnArgs& a, device const float* part_o, de
   float denom = 0.0f;
   for (uint c = 0; c < nc; ++c) {
     const ulong part = (ulong(c) * a.plane_stride + row) * a.n_head + h;
-    denom += metal::exp(part_ml[part * 2] - M) * part_ml[part * 2 + 1];
+    denom += exp_cpu(part_ml[part * 2] - M) * part_ml[part * 2 + 1];
   }
   device float* o = out + ulong(row) * a.out_stride + h * dh;
   device const float* gate = gates + ulong(row) * a.gate_stride + 2 * h * dh + dh;
@@ -243,7 +243,7 @@ inline void attn_merge_body(constant AttnArgs& a, device const float* part_o, de
     float acc = 0.0f;
     for (uint c = 0; c < nc; ++c) {
       const ulong part = (ulong(c) * a.plane_stride + row) * a.n_head + h;
-      acc += metal::exp(part_ml[part * 2] - M) * part_o[part * dh + j];
+      acc += exp_cpu(part_ml[part * 2] - M) * part_o[part * dh + j];
     }
     float r = nc == 0 ? 0.0f : acc / denom;
     if (a.gated != 0) r *= sigmoid_f(gate[j]);
@@ -279,7 +279,7 @@ inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device
     for (uint i = i0; i < i1; ++i) m = metal::max(m, float(s[i]));
     float l = 0.0f;
     for (uint i = i0; i < i1; ++i) {
-      const float e = metal::exp(s[i] - m);
+      const float e = exp_cpu(s[i] - m);
       s[i] = e;
       l += e;
     }
@@ -293,7 +293,7 @@ inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device
     float M = -INFINITY;
     for (uint c = 0; c < nc; ++c) M = metal::max(M, float(tg_ml[(hl * nc + c) * 2]));
     float denom = 0.0f;
-    for (uint c = 0; c < nc; ++c) denom += metal::exp(tg_ml[(hl * nc + c) * 2] - M) * tg_ml[(hl * nc + c) * 2 + 1];
+    for (uint c = 0; c < nc; ++c) denom += exp_cpu(tg_ml[(hl * nc + c) * 2] - M) * tg_ml[(hl * nc + c) * 2 + 1];
     float acc = 0.0f;
     for (uint c = 0; c < nc; ++c) {
       const uint i0 = c * kAttnChunk, i1 = metal::min(W, i0 + kAttnChunk);
@@ -302,7 +302,7 @@ inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device
         oc = oc + Kv::v_term(float(tg_s[hl * W + i]), v8, vs, ulong(cell_of(a, cells, row, i)) * hkv + g, j, dh,
                              a.kv_blocks);
       }
-      acc += metal::exp(tg_ml[(hl * nc + c) * 2] - M) * oc;
+      acc += exp_cpu(tg_ml[(hl * nc + c) * 2] - M) * oc;
     }
     float r = nc == 0 ? 0.0f : acc / denom;
     if (a.gated != 0) r *= sigmoid_f(gates[ulong(row) * a.gate_stride + 2 * h * dh + dh + j]);

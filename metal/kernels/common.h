@@ -25,6 +25,29 @@ inline void store4(device float* p, float4 v) {
 inline float half_bits_to_float(ushort b) { return float(as_type<half>(b)); }
 inline float bf16_bits_to_float(ushort b) { return as_type<float>(uint(b) << 16); }
 
+// e^x in the CPU engine's arithmetic (cpp/strata/engine/vec_dot.h exp_f32: Cephes' degree-6 polynomial
+// on [−ln2/2, ln2/2] times 2^n, each multiply and add rounded separately; 0 below −87, +∞ above 88):
+// the attention's softmax uses it on both sides, so the emulated kernels give the CPU's bytes and the
+// CPU computes it in SIMD lanes.
+inline float exp_cpu(float x) {
+  if (x != x) return x;
+  if (x < -87.0f) return 0.0f;
+  if (x > 88.0f) return INFINITY;
+  const float fx = metal::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - fx * 0.693359375f;
+  r = r - fx * -2.12194440e-4f;
+  const float z = r * r;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * z + r;
+  y = y + 1.0f;
+  return y * as_type<float>(uint(int(fx) + 127) << 23);
+}
+
 inline float sigmoid_f(float x) { return 1.0f / (1.0f + metal::exp(-x)); }
 inline float silu_f(float x) { return x / (1.0f + metal::exp(-x)); }
 

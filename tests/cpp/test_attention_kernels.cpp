@@ -99,11 +99,11 @@ void attend_head_per_cell(const KvCells& kv, int layer, int kv_head, const float
     std::fill(chunk_o.begin(), chunk_o.end(), 0.0f);
     float l = 0.0f;
     for (int64_t i = c0; i < c1; ++i) {
-      const float e = std::exp(scores[i] - m);
+      const float e = exp_f32(scores[i] - m);
       l += e;
       kv.axpy_v(vk, layer, cell(i), kv_head, e, chunk_o.data());
     }
-    const float f = std::exp(m - big);
+    const float f = exp_f32(m - big);
     denom += f * l;
     for (int j = 0; j < dh; ++j) out[j] += f * chunk_o[j];
   }

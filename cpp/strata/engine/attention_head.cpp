@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "strata/engine/attention_kernels.h"
+#include "strata/engine/vec_dot.h"
 
 namespace strata::engine {
 
@@ -34,41 +35,54 @@ void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, cons
 
 namespace {
 
+// max over n values: exact, so any order gives the same result (eight independent maxima instead of
+// one chain of dependent compares).
+float max_of(const float* x, int64_t n) {
+  float a[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) a[j] = std::max(a[j], x[i + j]);
+  for (; i < n; ++i) a[0] = std::max(a[0], x[i]);
+  for (int j = 1; j < 8; ++j) a[0] = std::max(a[0], a[j]);
+  return a[0];
+}
+
 // The softmax and values of G heads whose scores are ready: head g's n scores at scores[g·stride ..].
 void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_t* cells, int64_t n,
                     const float* scores, int64_t stride, float* chunk_o, float* const* out) {
   const int dh = kv.head_dim();
   const auto value_fn = attn_kernels().values_for(kv.type());
+  const VecKernels& vk = vec_kernels();
   float big[kMaxHeadGroup], denom[kMaxHeadGroup], m[kMaxHeadGroup], l[kMaxHeadGroup];
   float* co[kMaxHeadGroup];
-  // A chunk's weights e^{s−m} per head (std::exp, as the Metal kernels have it), computed once.
+  // A chunk's weights e^{s−m} per head, computed once: exp_f32 (engine/vec_dot.h), which the vector
+  // kernels reproduce lane for lane and the Metal kernels compute too (exp_cpu), so the bytes are the
+  // same on every path. (std::exp, one scalar call per weight, was ~4 % of a decode step at 512 cells.)
   float e[kMaxHeadGroup * kSoftmaxChunk];
   for (int g = 0; g < G; ++g) {
-    big[g] = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) big[g] = std::max(big[g], scores[g * stride + i]);
+    big[g] = max_of(scores + g * stride, n);
     denom[g] = 0.0f;
     co[g] = chunk_o + static_cast<std::size_t>(g) * dh;
   }
   for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
-    const int64_t c1 = std::min(n, c0 + kSoftmaxChunk);
+    const int64_t len = std::min(n - c0, int64_t{kSoftmaxChunk});
     for (int g = 0; g < G; ++g) {
-      const float* s = scores + g * stride;
+      const float* s = scores + g * stride + c0;
       float* eg = e + g * kSoftmaxChunk;
-      m[g] = -INFINITY;
-      for (int64_t i = c0; i < c1; ++i) m[g] = std::max(m[g], s[i]);
-      l[g] = 0.0f;
-      for (int64_t i = c0; i < c1; ++i) {
-        eg[i - c0] = std::exp(s[i] - m[g]);
-        l[g] += eg[i - c0];
-      }
+      m[g] = max_of(s, len);
+      for (int64_t i = 0; i < len; ++i) eg[i] = s[i] - m[g];
+      vk.exp(eg, eg, len);
+      float sum = 0.0f;  // in list order, as the Metal kernels add them
+      for (int64_t i = 0; i < len; ++i) sum += eg[i];
+      l[g] = sum;
     }
     // co[g] = Σ_i e_i · v_i over the chunk, the accumulators in registers across its cells.
     if (cells)
-      value_fn(hd, e, kSoftmaxChunk, G, cells + c0, c1 - c0, co);
+      value_fn(hd, e, kSoftmaxChunk, G, cells + c0, len, co);
     else
-      value_fn(from_cell(hd, c0), e, kSoftmaxChunk, G, nullptr, c1 - c0, co);
+      value_fn(from_cell(hd, c0), e, kSoftmaxChunk, G, nullptr, len, co);
     for (int g = 0; g < G; ++g) {
-      const float f = std::exp(m[g] - big[g]);
+      const float f = exp_f32(m[g] - big[g]);
       denom[g] += f * l[g];
       for (int j = 0; j < dh; ++j) out[g][j] += f * co[g][j];
     }

@@ -22,8 +22,9 @@ struct VecKernels {
 // e^x from a degree-6 polynomial on [−ln2/2, ln2/2] times 2^n (Cephes' expf), each multiply and add
 // rounded separately so the vector kernels reproduce it lane for lane: ≤ 2 ulp from the exact value
 // for x in [−87, 88]; 0 below −87 (e^−87 ≈ 1.6e−38: the normal range ends there), +∞ above 88, NaN
-// for NaN. SiLU / SwiGLU use it instead of std::exp, whose result depends on the C library and which no
-// SIMD path could match (the attention keeps std::exp: its Metal kernels are tested byte-identical).
+// for NaN. SiLU / SwiGLU and the attention's softmax use it instead of std::exp, whose result depends on
+// the C library and which no SIMD path could match (the Metal attention computes the same function,
+// metal/kernels/common.h exp_cpu, and is tested byte-identical to the CPU's).
 float exp_f32(float x);
 
 // exp_f32's constants, shared by the scalar function and the vector kernels that reproduce it.
