@@ -3,6 +3,7 @@
 #include "check.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <mutex>
 #include <cstring>
@@ -199,6 +200,44 @@ TEST(large_aligned_buffers_are_huge_page_aligned) {
   strata::AlignedBuffer<float> floats(B::kHugeMin / sizeof(float) + 1);
   CHECK(reinterpret_cast<uintptr_t>(floats.data()) % B::kHugeAlign == 0);
 }
+
+#if defined(__linux__)
+namespace {
+// The VmFlags line of the mapping that holds p (/proc/self/smaps), "" when not found.
+std::string vm_flags_of(const void* p) {
+  FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return "";
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  char line[512];
+  bool inside = false;
+  std::string out;
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+      inside = a >= lo && a < hi;
+    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+      out = line;
+      break;
+    }
+  }
+  std::fclose(f);
+  return out;
+}
+}  // namespace
+
+TEST(scratch_buffers_never_ask_for_huge_pages) {
+  // Large AlignedBuffers are advised MADV_HUGEPAGE (VmFlags "hg"); a ScratchBuffer of the same size is
+  // not: a decode step touches a row of it, and faulting in a huge page zeroes (and may compact) 2 MiB.
+  strata::AlignedBuffer<float> big(strata::AlignedBuffer<float>::kHugeMin);
+  strata::ScratchBuffer<float> scratch(strata::AlignedBuffer<float>::kHugeMin);
+  big[0] = scratch[0] = 1.0f;
+  const std::string fb = vm_flags_of(big.data()), fs = vm_flags_of(scratch.data());
+  CHECK_MSG(!fb.empty() && !fs.empty(), "no VmFlags in /proc/self/smaps");
+  CHECK_MSG(fb.find(" hg") != std::string::npos, fb);
+  CHECK_MSG(fs.find(" hg") == std::string::npos, fs);
+  CHECK(reinterpret_cast<uintptr_t>(scratch.data()) % 64 == 0);
+}
+#endif
 
 TEST(fp16_round_trip_every_half) {
   // Every finite half converts to float and back unchanged.

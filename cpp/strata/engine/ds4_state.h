@@ -16,19 +16,19 @@ namespace strata::engine {
 struct Ds4Scratch {
   Ds4Scratch(const model::HParams& hp, int max_rows, int64_t max_ctx, int n_slots);
 
-  AlignedBuffer<float> qa;            // [R][q_lora] the normed low-rank query (the indexer reads it too)
-  AlignedBuffer<float> iq;            // [R][Hi·Di] indexer queries
-  AlignedBuffer<float> iw;            // [R][Hi] indexer head weights
-  AlignedBuffer<float> cs;            // [R][rope_dim] each row's RoPE angles
+  ScratchBuffer<float> qa;            // [R][q_lora] the normed low-rank query (the indexer reads it too)
+  ScratchBuffer<float> iq;            // [R][Hi·Di] indexer queries
+  ScratchBuffer<float> iw;            // [R][Hi] indexer head weights
+  ScratchBuffer<float> cs;            // [R][rope_dim] each row's RoPE angles
   int64_t pick_stride = 1;            // min(top_k, entries max_ctx holds): a hostile top_k allocates nothing
-  AlignedBuffer<int32_t> picks;       // [R][pick_stride] compressed entries a CSA row attends to
-  AlignedBuffer<int32_t> n_picks;     // [R]
-  AlignedBuffer<float> group_in;      // [R][Hq·Dh / G] one head group's outputs
-  AlignedBuffer<float> group_out;     // [R][o_lora]
-  AlignedBuffer<float> oa;            // [R][G·o_lora]
+  ScratchBuffer<int32_t> picks;       // [R][pick_stride] compressed entries a CSA row attends to
+  ScratchBuffer<int32_t> n_picks;     // [R]
+  ScratchBuffer<float> group_in;      // [R][Hq·Dh / G] one head group's outputs
+  ScratchBuffer<float> group_out;     // [R][o_lora]
+  ScratchBuffer<float> oa;            // [R][G·o_lora]
   int64_t slot_len = 0;               // floats per slot: min(window, max_ctx) + all entries
-  AlignedBuffer<float> slot_scores;   // [slots][slot_len]
-  AlignedBuffer<int32_t> slot_order;  // [slots][slot_len]
+  ScratchBuffer<float> slot_scores;   // [slots][slot_len]
+  ScratchBuffer<int32_t> slot_order;  // [slots][slot_len]
 };
 
 struct Ds4State {

@@ -121,11 +121,11 @@ class Mtp {
   Scratch* s_;
   model::Weight head_;                                  // [Vr, d] restricted-vocab head
   std::vector<uint8_t> head_copy_;                      // gathered rows when vocab_ids is not one run
-  AlignedBuffer<float> emb_;                            // [R][d] embeddings -> normed -> e
-  AlignedBuffer<float> hn_;                             // [R][n][d] normed input streams -> fc_hidden outputs
-  AlignedBuffer<float> x_;                              // [R][n][d] block streams
-  AlignedBuffer<float> logits_;                         // [R][Vr]
-  AlignedBuffer<float> chain_streams_;                  // [n][d]
+  ScratchBuffer<float> emb_;                            // [R][d] embeddings -> normed -> e
+  ScratchBuffer<float> hn_;                             // [R][n][d] normed input streams -> fc_hidden outputs
+  ScratchBuffer<float> x_;                              // [R][n][d] block streams
+  ScratchBuffer<float> logits_;                         // [R][Vr]
+  ScratchBuffer<float> chain_streams_;                  // [n][d]
   std::vector<model::Ds4AttentionWeights> ds4_layers_;  // deepseek4: the MTP block's attention
   std::unique_ptr<Ds4State> ds4_;                       // deepseek4: its K = V cells and working memory
   int last_rows_ = 0;

@@ -187,8 +187,8 @@ class Sequence : public DecodeTarget {
   std::vector<uint64_t> mtp_stamp_;
   uint64_t mtp_clock_ = 0;
   int64_t rows_encoded_ = 0;
-  AlignedBuffer<float> mtp_in_;     // [max_rows][n][d] the drafter's input streams (encode rows, chains)
-  AlignedBuffer<int32_t> mtp_tok_;  // [max_rows]
+  ScratchBuffer<float> mtp_in_;     // [max_rows][n][d] the drafter's input streams (encode rows, chains)
+  ScratchBuffer<int32_t> mtp_tok_;  // [max_rows]
   CellLedger::Chain chain_;
   int chain_step_ = 0;
   int32_t chain_token_ = -1;  // the token the chain's next step embeds

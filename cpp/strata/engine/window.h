@@ -106,8 +106,8 @@ class Window {
   Rope rope_;
   std::unique_ptr<Ds4State> ds4_;  // deepseek4 only
   std::unique_ptr<Scratch> scratch_;
-  AlignedBuffer<float> streams_;        // [max_rows][n][d]
-  AlignedBuffer<float> logits_;         // [max_logit_rows][V]
+  ScratchBuffer<float> streams_;        // [max_rows][n][d]
+  ScratchBuffer<float> logits_;         // [max_logit_rows][V]
   AlignedBuffer<uint64_t> cell_stamp_;  // [max_ctx] write counter of the run that last wrote the cell
   uint64_t stamp_ = 0;
   int64_t n_past_ = 0;

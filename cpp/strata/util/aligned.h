@@ -4,6 +4,10 @@
 // Large buffers (repacked weights, K/V cells, expert slots: kHugeMin and up) are aligned to 2 MiB and
 // advised MADV_HUGEPAGE on Linux, so that kernels streaming them take one TLB entry per 2 MiB rather
 // than per 4 KiB (where transparent huge pages are "madvise", the usual default, nothing else gets them).
+// ScratchBuffer never asks for huge pages: per-row work areas are sized for the largest batch while a
+// decode step touches a row or a few, and the first touch of a huge page zeroes all 2 MiB of it — and
+// where memory is fragmented the kernel compacts memory first: the first draft step of a session took
+// 6 ms instead of 0.3 on the demo model, faulting in its scratch that way.
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -14,7 +18,7 @@
 
 namespace strata {
 
-template <typename T>
+template <typename T, bool kHugeOk = true>
 class AlignedBuffer {
  public:
   static constexpr std::size_t kAlign = 64;
@@ -48,7 +52,7 @@ class AlignedBuffer {
     std::free(data_);
     data_ = nullptr;
     const std::size_t want = n * sizeof(T);
-    const std::size_t align = want >= kHugeMin ? kHugeAlign : kAlign;
+    const std::size_t align = kHugeOk && want >= kHugeMin ? kHugeAlign : kAlign;
     // Sizes round to 64 bytes only: a last partial 2 MiB stays in 4 KiB pages rather than costing up to
     // 2 MiB of memory per buffer.
     const std::size_t bytes = want == 0 ? kAlign : (want + kAlign - 1) / kAlign * kAlign;
@@ -75,5 +79,9 @@ class AlignedBuffer {
   std::size_t capacity_ = 0;  // allocated elements
   std::size_t count_ = 0;     // requested size
 };
+
+// Per-row work areas (see above): small pages only.
+template <typename T>
+using ScratchBuffer = AlignedBuffer<T, false>;
 
 }  // namespace strata
