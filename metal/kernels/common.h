@@ -28,7 +28,7 @@ inline float bf16_bits_to_float(ushort b) { return as_type<float>(uint(b) << 16)
 // e^x in the CPU engine's arithmetic (cpp/strata/engine/vec_dot.h exp_f32: Cephes' degree-6 polynomial
 // on [−ln2/2, ln2/2] times 2^n, each multiply and add rounded separately; 0 below −87, +∞ above 88):
 // the attention's softmax uses it on both sides, so the emulated kernels give the CPU's bytes and the
-// CPU computes it in SIMD lanes.
+// CPU computes it in SIMD lanes (tests/cpp/test_metal_emulator.cpp checks the two agree bit for bit).
 inline float exp_cpu(float x) {
   if (x != x) return x;
   if (x < -87.0f) return 0.0f;

@@ -110,8 +110,9 @@ class Session:
         self._tokens: list[int] = []
         self._stats = self._new_stats()
         self._lock = threading.RLock()
-        self._active: object | None = None
-        self._current: _Run | None = None  # the latest generate/chat call (expert counters read lazily)
+        # The latest generate/chat call: a later call, reset() or load() replaces it, which supersedes it
+        # (its expert counters are read when stats are asked for while it runs).
+        self._current: _Run | None = None
 
     # ----------------------------------------------------------------------------------- properties
     @property
@@ -169,12 +170,11 @@ class Session:
         """Forget everything: tokens, KV and MTP cells (the drafter's too: ``rollback(0)`` invalidates every
         MTP cell), stats; the RNG restarts from the session's seed. A reset session repeats a fresh one."""
         with self._lock:
-            self._active = None
+            self._current = None
             self._tokens = []
             self._engine.rollback(0)
             self._rng.reseed(self._seed)
             self._stats = self._new_stats()
-            self._current = None
 
     def _new_stats(self) -> GenerationStats:
         # kv_type: what Config.kv_type auto resolved to, read from the engine (once per call).
@@ -221,7 +221,6 @@ class Session:
         name = os.fspath(path)
         fresh = self._restored(state, name)
         with self._lock:
-            self._active = None
             self._current = None
             for attr in ("_config", "_sampling", "_speculative", "_engine", "_n_ctx", "_seed", "_rng",
                          "_tokens", "_stats", "_adaptive"):
@@ -366,17 +365,16 @@ class Session:
         policy: SamplingPolicy,
         reseed: bool,
     ) -> Iterator[str]:
-        me = object()
         with self._lock:
-            self._active = me
-            run = _Run(self, policy, max_tokens, stops)
+            self._current = None  # supersedes the call before, even if this one fails to start
+            run = _Run(self, policy, max_tokens, stops)  # becomes self._current
             if reseed and policy.seed is not None:
                 self._rng.reseed(policy.seed)
             pieces = run.prefill(build_target(list(self._tokens)))
         yield from pieces
         while not run.done:
             with self._lock:
-                if self._active is not me:
+                if self._current is not run:
                     raise InvalidArgument("this generation was superseded by a later generate(), chat() or "
                                           "reset() on the same session")
                 pieces = run.step()

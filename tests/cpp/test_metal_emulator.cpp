@@ -4,17 +4,21 @@
 #include "check.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "metal/emu/emulator.h"
+#include "strata/engine/vec_dot.h"
 #include "strata/util/error.h"
 #include "strata/util/thread_pool.h"
 
 // Kernels below are written in the MSL subset, as the real ones are.
 #include "metal/kernels/msl_compat.h"
+#include "metal/kernels/common.h"
 
 using strata::emu::Dim3;
 using strata::emu::Emulator;
@@ -511,4 +515,23 @@ TEST(speed_of_barriers) {
   for (int it = 0; it < 8; ++it) expect += static_cast<float>(1 + it);
   CHECK_EQ(out[0], expect);
   CHECK(emu.switches() >= uint64_t{n} * groups * 16);  // every thread is resumed after every barrier
+}
+
+TEST(exp_cpu_is_the_engines_exp_f32) {
+  // The kernels' softmax exp (metal/kernels/common.h) restates engine::exp_f32 in the MSL subset; the
+  // attention's CPU / Metal byte identity rests on the two being the same function bit for bit.
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> u(-95.0f, 95.0f);
+  int differ = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float x = i < 1000 ? -0.001f * static_cast<float>(i) : u(g);
+    const float a = exp_cpu(x), b = strata::engine::exp_f32(x);
+    differ += std::memcmp(&a, &b, sizeof a) != 0;
+  }
+  for (const float x : {0.0f, -0.0f, -87.0f, -87.0001f, 88.0f, 88.0001f, -INFINITY, INFINITY}) {
+    const float a = exp_cpu(x), b = strata::engine::exp_f32(x);
+    differ += std::memcmp(&a, &b, sizeof a) != 0;
+  }
+  CHECK_EQ(differ, 0);
+  CHECK(std::isnan(exp_cpu(NAN)));
 }

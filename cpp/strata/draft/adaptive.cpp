@@ -204,27 +204,21 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
     lost[static_cast<std::size_t>(n)] = v ? std::max(0.0, (expected_cost(n) - expected_tokens(n) * c0) / c0) : -1.0;
     counts += v ? 1 : 0;
   }
-  std::array<int64_t, kAdaptiveMaxDrafts + 1> interval{};
-  int64_t shortest = -1;
-  for (int n = 1; n <= k_cap; ++n) {
-    const auto i = static_cast<std::size_t>(n);
-    if (lost[i] < 0.0) continue;
-    interval[i] = budget_rounds(counts * lost[i]);
-    shortest = shortest < 0 ? interval[i] : std::min(shortest, interval[i]);
-  }
-  if (shortest < 0 || since_explore_ < shortest - 1) return -1;
+  int64_t shortest = 0;
   int pick = -1;
   double most = 0.0;
   for (int n = 1; n <= k_cap; ++n) {
     const auto i = static_cast<std::size_t>(n);
-    if (interval[i] == 0) continue;
-    const double overdue = static_cast<double>(rounds_ - last_chosen_[i]) / static_cast<double>(interval[i]);
+    if (lost[i] < 0.0) continue;
+    const int64_t interval = budget_rounds(counts * lost[i]);
+    shortest = shortest == 0 ? interval : std::min(shortest, interval);
+    const double overdue = static_cast<double>(rounds_ - last_chosen_[i]) / static_cast<double>(interval);
     if (overdue >= most) {
       most = overdue;
       pick = n;
     }
   }
-  return pick;
+  return pick >= 0 && since_explore_ >= shortest - 1 ? pick : -1;
 }
 
 int AdaptiveDrafts::choose(int k_cap) {
