@@ -225,6 +225,33 @@ TEST(adaptive_rounds_judge_one_shadow_draft) {
   }
 }
 
+TEST(an_adaptive_round_with_no_room_to_draft_skips_the_drafters_encoding) {
+  // A call's last token (max_drafts 0): with adaptive speculation the plain step leaves the drafter's K/V
+  // to the next draft round's catch-up, as the plain stretch before it did, instead of encoding every row
+  // that stretch kept first; without it the step encodes its row as every step does.
+  TinyOptions o;
+  o.seed = 7;
+  const std::vector<int32_t> prompt = {3, 17, 5, 44, 9, 12, 30, 2, 8, 51, 6, 19};
+  for (const bool adaptive : {true, false}) {
+    Runner run(tiny_model(o), cfg(8));
+    Speculator spec(run, 3);
+    run.eval(prompt.data(), static_cast<int64_t>(prompt.size()), 0, LogitRows::Last, nullptr);
+    strata::sampling::Rng rng(1);
+    RoundOptions opt;
+    opt.max_drafts = 0;
+    opt.adaptive = adaptive;
+    int32_t t = 4;
+    const int64_t before = run.drafter_rows_encoded();
+    for (int i = 0; i < 3; ++i) t = spec.round(t, {}, opt, rng).tokens[0];
+    CHECK_EQ(run.drafter_rows_encoded() - before, (adaptive ? int64_t{0} : int64_t{3}));
+    // The next draft round catches the rows up and drafts as usual.
+    opt.max_drafts = 2;
+    const RoundResult r = spec.round(t, {}, opt, rng);
+    CHECK(r.drafted >= 1);
+    CHECK(run.drafter_rows_encoded() - before >= int64_t{3});
+  }
+}
+
 TEST(greedy_speculation_equals_plain_decoding) {
   TinyOptions o;
   o.seed = 7;

@@ -177,9 +177,10 @@ int AdaptiveDrafts::explore_count(int k_cap) const {
   return n;
 }
 
-int64_t AdaptiveDrafts::budget_rounds(double lost_steps) const {
+int64_t AdaptiveDrafts::budget_rounds(double lost_steps, int longest) const {
   const double rounds = lost_steps <= 0.0 ? 0.0 : std::ceil(lost_steps / kExploreBudget);
-  return static_cast<int64_t>(std::clamp(rounds, double{kExploreMin}, static_cast<double>(explore_every_)));
+  return static_cast<int64_t>(
+      std::clamp(rounds, double{kExploreMin}, static_cast<double>(longest > 0 ? longest : explore_every_)));
 }
 
 int AdaptiveDrafts::explore_due(int k_cap) const {
@@ -196,12 +197,20 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
   // interval for whichever count ran longest ago, drafting came back 30 rounds after the text allowed
   // it). Where every count loses a step or so (the demo model) all intervals are explore_every_, and the
   // count run longest ago runs, as before.
+  // Once this session has explored, the budget also lengthens the intervals (up to kExploreMax), and each
+  // count's loss includes what exploring rounds cost beyond their pricing (explore_extra_: the drafter's
+  // catch-up, a cold first window), so exploration as a whole stays within kExploreBudget: on the demo model
+  // at temperature 0.7 the doubling intervals explored at rounds 31, 95 and 223, each losing two to four plain
+  // steps where the economics priced one.
   const double c0 = expected_cost(0);
+  const double extra = explore_extra_.empty() ? 0.0 : explore_extra_.value();
+  const int longest = explored_any_ ? kExploreMax : explore_every_;
   std::array<double, kAdaptiveMaxDrafts + 1> lost{};  // plain steps an exploring round loses; < 0: not viable
   int counts = 0;
   for (int n = 1; n <= k_cap; ++n) {
     const bool v = viable(n);
-    lost[static_cast<std::size_t>(n)] = v ? std::max(0.0, (expected_cost(n) - expected_tokens(n) * c0) / c0) : -1.0;
+    lost[static_cast<std::size_t>(n)] =
+        v ? std::max(0.0, (expected_cost(n) - expected_tokens(n) * c0) / c0) + extra : -1.0;
     counts += v ? 1 : 0;
   }
   int64_t shortest = 0;
@@ -210,7 +219,7 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
   for (int n = 1; n <= k_cap; ++n) {
     const auto i = static_cast<std::size_t>(n);
     if (lost[i] < 0.0) continue;
-    const int64_t interval = budget_rounds(counts * lost[i]);
+    const int64_t interval = budget_rounds(counts * lost[i], longest);
     shortest = shortest == 0 ? interval : std::min(shortest, interval);
     const double overdue = static_cast<double>(rounds_ - last_chosen_[i]) / static_cast<double>(interval);
     if (overdue >= most) {
@@ -286,6 +295,12 @@ int AdaptiveDrafts::choose(int k_cap) {
     explored_ = false;
     last_best_ = n;
   }
+  if (exploring_ && n > 0) {
+    // What the economics price this exploring round at: record_period compares the round's whole period
+    // with it (explore_extra_).
+    explore_cost_s_ = expected_cost(n);
+    explored_any_ = true;
+  }
   if (exploring_ || rounds_ < warmup_rounds()) guard_round_ = false;
   since_explore_ = exploring_ ? 0 : since_explore_ + 1;
   round_now_s_ = 0.0;
@@ -356,7 +371,15 @@ bool AdaptiveDrafts::encode_plain() const {
 void AdaptiveDrafts::record_period(double seconds) {
   const double timed = last_round_s_;
   const int tokens = last_round_tokens_;
+  const double priced = last_explore_cost_s_;
   last_round_s_ = -1.0;
+  last_explore_cost_s_ = 0.0;
+  // An exploring round: its whole period (the catch-up encoding before its draft steps, a cold first
+  // window, the caller's work on its tokens) against the cost it was priced at, in plain steps; a pause of
+  // the caller (a period of several such rounds) is not a sample.
+  if (priced > 0.0 && seconds >= 0.0 && seconds <= 4.0 * priced)
+    explore_extra_.add(std::max(0.0, seconds - priced) / expected_cost(0));
+  if (priced > 0.0) return;  // its catch-up is not every round's overhead
   if (timed < 0.0 || tokens != 1 || !(seconds >= timed)) return;
   // A pause of the caller is not a round's overhead: only periods within a few rounds' cost count.
   if (seconds > 4.0 * timed) return;
@@ -378,6 +401,7 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
   }
   last_round_s_ = round_now_s_;
   last_round_tokens_ = tokens;
+  last_explore_cost_s_ = exploring_ && verified >= 1 ? explore_cost_s_ : 0.0;
   if (guard_round_) {
     // A regular drafting round as a whole, with its overhead: what the guard weighs against plain steps.
     guard_tokens_ = guard_tokens_ * kGuardDecay + static_cast<double>(tokens);

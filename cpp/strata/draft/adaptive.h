@@ -56,7 +56,13 @@
 // model, where an exploring round loses about one plain step, the doubling intervals are the shorter. Each viable count
 // has its own such interval for an equal share of the budget; exploring rounds come every shortest one and run the
 // count most overdue against its own, so under expert streaming (a 2-row window about 1.4 plain steps, a 4-row one
-// 2.5) one draft is explored every ten or so rounds and three drafts rarely.
+// 2.5) one draft is explored every ten or so rounds and three drafts rarely. After a session's first exploring round
+// the budget also caps exploration: intervals may then grow past the doubling ones (up to kExploreMax), and each
+// count's loss adds what exploring rounds measured beyond their pricing (explore_extra_: an exploring round's whole
+// period, from its start to the next round's, less its C_n — the drafter's catch-up encoding, which is not timed as a
+// draft step, and a process's cold first windows). On the demo model at temperature 0.7 the doubling intervals
+// explored at rounds 31, 95 and 223, each losing 2-4 plain steps where the economics priced about one (3 % of the
+// time against the 1 % budget); now the round after the first exploration comes a budget interval later.
 //
 // Per-round overhead: what a round costs outside the parts timed above — the caller's sampling bookkeeping,
 // detokenizing and streaming the text, the call itself (record_period: the seconds from one round's start to the next
@@ -166,8 +172,9 @@ class AdaptiveDrafts {
   // are the regular choice, each viable count within its own budget (adaptive.h, "Exploration budget").
   int explore_due(int k_cap) const;
   // Rounds that keep lost_steps plain steps per round within kExploreBudget of the time, in
-  // [kExploreMin, explore_every_] (the exploration budget's interval and the guard's shorter hold).
-  int64_t budget_rounds(double lost_steps) const;
+  // [kExploreMin, longest] (longest 0: explore_every_; the exploration budget's interval and the guard's
+  // shorter hold).
+  int64_t budget_rounds(double lost_steps, int longest = 0) const;
   double expected_cost(int n) const;  // C_n in seconds (unmeasured sizes are extrapolated)
   // The round just chosen is one of the probe's (its draft needs no shadow draft).
   bool probing() const { return rounds_ <= probe_rounds_; }
@@ -203,8 +210,13 @@ class AdaptiveDrafts {
   double last_round_s_ = -1.0;  // the last recorded round's timed seconds (-1: none)
   int last_round_tokens_ = 0;   // and the tokens it committed
   RecentMedian overhead_;       // per-round overhead samples
-  int streak_n_ = 0;            // > 0: the next round explores with this many drafts
-  int streak_len_ = 0;          // exploring rounds in the current streak
+  // Exploring rounds: what they cost beyond their pricing, in plain steps (record_period).
+  RecentMedian explore_extra_;
+  double explore_cost_s_ = 0.0;       // C_n of the exploring round just chosen
+  double last_explore_cost_s_ = 0.0;  // of the last recorded round when it explored with drafts (0: it did not)
+  bool explored_any_ = false;         // an exploring round with drafts ran in this session
+  int streak_n_ = 0;                  // > 0: the next round explores with this many drafts
+  int streak_len_ = 0;                // exploring rounds in the current streak
   // The first draft step and the first window of each size in a session are not samples: measured on the demo
   // model, they take 2-3x a later one (first use of their code paths and buffers), and with only a few samples
   // by the end of the probe and the warm-up they decided medians and the hopeless test.

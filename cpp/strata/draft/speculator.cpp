@@ -115,6 +115,12 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   int k = static_cast<int>(std::min<int64_t>(opt.max_drafts, target_.max_ctx() - 1 - p));
   if (k < 1 || p < 1 || !target_.has_drafter() || !target_.draft_ready(p - 1)) {
     have_last_start_ = false;  // a step outside the economics: no period to attribute
+    // Adaptive: a round with no room to draft (a call's last token, the context's end) skips the drafter's
+    // K/V as a plain stretch does. Encoding its row would first encode every row the stretch before it
+    // kept (up to 16: ~0.5 ms on the demo model, at the end of every call); a later draft round catches up.
+    const bool bare = opt.adaptive && k < 1 && target_.has_drafter();
+    const EncodingOffGuard guard{target_, bare};
+    if (bare) target_.set_drafter_encoding(false);
     return plain_step(t, p, history, opt, rng);
   }
   const bool adaptive = opt.adaptive;
