@@ -1,20 +1,21 @@
 // Single-thread GEMV of the 256-column super-block formats plain and repacked (Q4_K / Q4_K_R16,
 // Q6_K / Q6_K_R16, IQ4_XS / IQ4_XS_R16) per kernel path, on the shapes a Qwen3-MoE decode step reads
-// (docs/benchmarks.md, "Repacked Q4_K and Q6_K", "Repacked IQ4_XS"):
+// (docs/benchmarks.md, "Repacked Q4_K and Q6_K", "Repacked IQ4_XS"), and of Q8_0 / Q8_0_R16 and
+// Q4_0 / Q4_0_R16 (32-column blocks, Q8_0 activations; "Several activations from memory"):
 //
 //   repack_k_bench [--rows 512] [--cols 1024] [--mib 96] [--reps 7] [--isas avx2,avx512]
-//                  [--types Q4_K,Q6_K,IQ4_XS] [--acts 1]
+//                  [--types Q4_K,Q6_K,IQ4_XS,Q8_0,Q4_0] [--acts 1]
 //
 // --acts n > 1 times the multi-activation form (a prefill / verification window of n rows through
 // gemm_prepared, one thread) instead of the GEMV; GB are then weight bytes per CPU-second per pass.
 //
 // "stream": one pass over --mib MiB of distinct matrices of rows x cols (an expert's gate or up
-// projection by default; 96 MiB is 3x the 32 MiB L3, so every pass reads memory); "cached": the
-// first matrix alone, 200 times (its compute speed, in L2). Each figure is GB of weights per
-// CPU-second of this thread (CLOCK_THREAD_CPUTIME_ID: time waiting for a core on a shared host is
-// not counted); the configurations take turns within every repetition and medians are reported.
-// Under `valgrind --tool=callgrind --toggle-collect='strata::cpu::gemv*'` with --reps 1 the
-// instruction counts per configuration are deterministic.
+// projection by default; the MiB must be several times the last-level cache for every pass to read
+// memory); "cached": the first matrix alone, 200 times (its compute speed while it fits L2). Each figure is GB of
+// weights per CPU-second of this thread (CLOCK_THREAD_CPUTIME_ID: time waiting for a core on a shared host is not
+// counted); the configurations take turns within every repetition and medians are reported. Under `valgrind
+// --tool=callgrind --toggle-collect='strata::cpu::gemv*'` with --reps 1 the instruction counts per configuration are
+// deterministic.
 #include <time.h>
 
 #include <algorithm>
@@ -105,13 +106,16 @@ int main(int argc, char** argv) {
         (isas_arg.empty() || isas_arg.find(cpu::isa_name(isa)) != std::string::npos))
       isas.push_back(isa);
   std::vector<GGMLType> types;
-  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::IQ4_XS})
+  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::IQ4_XS, GGMLType::Q8_0, GGMLType::Q4_0})
     if (("," + types_arg + ",").find("," + std::string(quant::type_name(t)) + ",") != std::string::npos)
       types.push_back(t);
-  if (rows % cpu::kRepackRows != 0 || cols % 256 != 0 || isas.empty() || types.empty() || acts < 1) {
+  int64_t block_cols = 32;
+  for (GGMLType t : types) block_cols = std::max<int64_t>(block_cols, quant::block_size(t));
+  if (rows % cpu::kRepackRows != 0 || cols % block_cols != 0 || isas.empty() || types.empty() || acts < 1) {
     std::fprintf(stderr,
-                 "rows must be a multiple of 16, cols of 256, --types among Q4_K,Q6_K,IQ4_XS, --acts >= 1, and a "
-                 "SIMD path must run here\n");
+                 "rows must be a multiple of 16, cols of the types' block (256 for the K-quants and IQ4_XS, 32 for "
+                 "Q8_0 and Q4_0), --types among Q4_K,Q6_K,IQ4_XS,Q8_0,Q4_0, --acts >= 1, and a SIMD path must run "
+                 "here\n");
     return 2;
   }
 
@@ -120,14 +124,19 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd;
   for (float& v : x) v = nd(rng);
   std::vector<float> y(static_cast<std::size_t>(rows) * static_cast<std::size_t>(acts));
-  // The window's activations, quantized once (every type here takes Q8_K activations).
-  std::vector<uint8_t> xq(cpu::activation_row_bytes(GGMLType::Q4_K, cols) * static_cast<std::size_t>(acts));
-  cpu::quantize_activations(GGMLType::Q4_K, x.data(), acts, cols, xq.data());
+  // The window's activations, quantized once per activation type (Q8_K for the 256-column types, Q8_0 for
+  // Q8_0 and Q4_0).
+  const std::size_t k_bytes = cols % 256 == 0 ? cpu::activation_row_bytes(GGMLType::Q4_K, cols) : 0;
+  std::vector<uint8_t> xq_k(k_bytes * static_cast<std::size_t>(acts));
+  std::vector<uint8_t> xq_0(cpu::activation_row_bytes(GGMLType::Q8_0, cols) * static_cast<std::size_t>(acts));
+  if (cols % 256 == 0) cpu::quantize_activations(GGMLType::Q4_K, x.data(), acts, cols, xq_k.data());
+  cpu::quantize_activations(GGMLType::Q8_0, x.data(), acts, cols, xq_0.data());
   auto run = [&](GGMLType t, const uint8_t* w) {
+    const bool q32 = quant::block_size(t) == 32;
     if (acts == 1)
       cpu::gemv(t, w, rows, cols, x.data(), y.data(), nullptr);
     else
-      cpu::gemm_prepared(t, w, rows, cols, xq.data(), acts, y.data(), nullptr);
+      cpu::gemm_prepared(t, w, rows, cols, (q32 ? xq_0 : xq_k).data(), acts, y.data(), nullptr);
   };
 
   std::vector<AlignedBuffer<uint8_t>> plain, packed;
