@@ -377,8 +377,9 @@ void AdaptiveDrafts::record_period(double seconds) {
   // An exploring round: its whole period (the catch-up encoding before its draft steps, a cold first
   // window, the caller's work on its tokens) against the cost it was priced at, in plain steps; a pause of
   // the caller (a period of several such rounds) is not a sample.
-  if (priced > 0.0 && seconds >= 0.0 && seconds <= 4.0 * priced)
-    explore_extra_.add(std::max(0.0, seconds - priced) / expected_cost(0));
+  const double c0 = expected_cost(0);
+  if (priced > 0.0 && c0 > 0.0 && seconds >= 0.0 && seconds <= 4.0 * priced)
+    explore_extra_.add(std::max(0.0, seconds - priced) / c0);
   if (priced > 0.0) return;  // its catch-up is not every round's overhead
   if (timed < 0.0 || tokens != 1 || !(seconds >= timed)) return;
   // A pause of the caller is not a round's overhead: only periods within a few rounds' cost count.
