@@ -140,8 +140,8 @@ TEST(prefetch_defaults_follow_the_vendor) {
   using strata::quant::GGMLType;
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, true) == 1024);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, true) == 2048);
-  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, true) == 2048);
-  CHECK(cpu::default_prefetch_bytes(GGMLType::Q6_K_R16, true) == 2048);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, true) == 1024);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q6_K_R16, true) == 1024);
   CHECK(cpu::default_prefetch_bytes(GGMLType::IQ4_XS_R16, true) == 0);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, false) == 0);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, false) == 0);

@@ -20,7 +20,7 @@ namespace strata::cpu {
 // setting's value, else default_prefetch_bytes for this CPU. Read once per process.
 std::size_t gemv_prefetch_bytes(quant::GGMLType repacked);
 
-// The auto choice: on Intel 1024 (Q8_0_R16) / 2048 (Q4_0_R16, Q4_K_R16, Q6_K_R16), else 0; 0 for
+// The auto choice: on Intel 1024 (Q8_0_R16, Q4_K_R16, Q6_K_R16) / 2048 (Q4_0_R16), else 0; 0 for
 // other types (IQ4_XS_R16: not measured).
 std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel);
 
