@@ -7,14 +7,15 @@ namespace strata::cpu {
 
 std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel) {
   if (!intel) return 0;
+  // Q8_0_R16: ~ one 1088-byte block pair ahead; Q4_0_R16: ~ 3.5 pairs of 576 bytes. Q4_K_R16 and Q6_K_R16,
+  // a Q4_K_M file's two types, measured together: 2048 first, 1024 since session 26 (a Sapphire Rapids-class
+  // Xeon VM, medium Q4_K_M: decode +1.5-1.7 % at one and two threads, three alternations each; from memory
+  // Q4_K_R16 15.4-16.1 against 14.4-14.8 GB/s, Q6_K_R16 13.7-14.1 against 13.4-13.6).
   switch (repacked) {
-    case quant::GGMLType::Q8_0_R16: return 1024;  // ~ one 1088-byte block pair ahead
-    case quant::GGMLType::Q4_0_R16: return 2048;  // ~ 3.5 pairs of 576 bytes
-    // A Q4_K_M file's two types, measured together: 2048 first; 1024 since session 26 (a Sapphire Rapids-class
-    // Xeon VM, medium Q4_K_M: decode +1.5-1.7 %, one and two threads, three alternations each; from memory
-    // Q4_K_R16 15.4-16.1 against 14.4-14.8 GB/s, Q6_K_R16 13.7-14.1 against 13.4-13.6).
+    case quant::GGMLType::Q8_0_R16:
     case quant::GGMLType::Q4_K_R16:
     case quant::GGMLType::Q6_K_R16: return 1024;
+    case quant::GGMLType::Q4_0_R16: return 2048;
     default: return 0;
   }
 }
