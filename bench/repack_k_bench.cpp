@@ -70,6 +70,7 @@ struct Config {
   GGMLType type;  // the kernel's type (plain or repacked)
   cpu::Isa isa;
   const uint8_t* w;
+  const uint8_t* xq;  // the activations in the type's form (gemm_prepared)
   std::vector<double> stream, cached;
 };
 
@@ -106,9 +107,14 @@ int main(int argc, char** argv) {
         (isas_arg.empty() || isas_arg.find(cpu::isa_name(isa)) != std::string::npos))
       isas.push_back(isa);
   std::vector<GGMLType> types;
-  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::IQ4_XS, GGMLType::Q8_0, GGMLType::Q4_0})
-    if (("," + types_arg + ",").find("," + std::string(quant::type_name(t)) + ",") != std::string::npos)
-      types.push_back(t);
+  // Appends, not operator+: GCC 12 reports a false -Wrestrict on `"," + s + ","` here.
+  std::string wanted = ",";
+  wanted.append(types_arg).append(",");
+  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::IQ4_XS, GGMLType::Q8_0, GGMLType::Q4_0}) {
+    std::string name = ",";
+    name.append(quant::type_name(t)).append(",");
+    if (wanted.find(name) != std::string::npos) types.push_back(t);
+  }
   int64_t block_cols = 32;
   for (GGMLType t : types) block_cols = std::max<int64_t>(block_cols, quant::block_size(t));
   if (rows % cpu::kRepackRows != 0 || cols % block_cols != 0 || isas.empty() || types.empty() || acts < 1) {
@@ -124,22 +130,15 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd;
   for (float& v : x) v = nd(rng);
   std::vector<float> y(static_cast<std::size_t>(rows) * static_cast<std::size_t>(acts));
-  // The window's activations, quantized once per activation type (Q8_K for the 256-column types, Q8_0 for
-  // Q8_0 and Q4_0).
-  const std::size_t k_bytes = cols % 256 == 0 ? cpu::activation_row_bytes(GGMLType::Q4_K, cols) : 0;
-  std::vector<uint8_t> xq_k(k_bytes * static_cast<std::size_t>(acts));
-  std::vector<uint8_t> xq_0(cpu::activation_row_bytes(GGMLType::Q8_0, cols) * static_cast<std::size_t>(acts));
-  if (cols % 256 == 0) cpu::quantize_activations(GGMLType::Q4_K, x.data(), acts, cols, xq_k.data());
-  cpu::quantize_activations(GGMLType::Q8_0, x.data(), acts, cols, xq_0.data());
-  auto run = [&](GGMLType t, const uint8_t* w) {
-    const bool q32 = quant::block_size(t) == 32;
+  auto run = [&](const Config& cf, const uint8_t* w) {
     if (acts == 1)
-      cpu::gemv(t, w, rows, cols, x.data(), y.data(), nullptr);
+      cpu::gemv(cf.type, w, rows, cols, x.data(), y.data(), nullptr);
     else
-      cpu::gemm_prepared(t, w, rows, cols, (q32 ? xq_0 : xq_k).data(), acts, y.data(), nullptr);
+      cpu::gemm_prepared(cf.type, w, rows, cols, cf.xq, acts, y.data(), nullptr);
   };
 
   std::vector<AlignedBuffer<uint8_t>> plain, packed;
+  std::vector<std::vector<uint8_t>> xqs;  // per type: the window's activations, quantized once
   std::vector<Config> configs;
   std::vector<std::size_t> n_mats;
   std::string repack_lines;
@@ -149,6 +148,8 @@ int main(int argc, char** argv) {
     plain.emplace_back(bytes * n);
     packed.emplace_back(bytes * n);
     fill(t, plain.back().data(), bytes * n, rng);
+    xqs.emplace_back(cpu::activation_row_bytes(t, cols) * static_cast<std::size_t>(acts));
+    cpu::quantize_activations(t, x.data(), acts, cols, xqs.back().data());
     const double t0 = thread_cpu_s();
     for (std::size_t m = 0; m < n; ++m)
       cpu::repack_rows(t, plain.back().data() + m * bytes, rows, cols, packed.back().data() + m * bytes);
@@ -158,8 +159,8 @@ int main(int argc, char** argv) {
                     std::to_string(static_cast<double>(bytes * n) / dt / 1e9) +
                     " GB/s; the copy is the same size as the plain matrix)\n";
     for (cpu::Isa isa : isas) {
-      configs.push_back(Config{t, isa, plain.back().data(), {}, {}});
-      configs.push_back(Config{cpu::repacked_type(t), isa, packed.back().data(), {}, {}});
+      configs.push_back(Config{t, isa, plain.back().data(), xqs.back().data(), {}, {}});
+      configs.push_back(Config{cpu::repacked_type(t), isa, packed.back().data(), xqs.back().data(), {}, {}});
       n_mats.push_back(n);
       n_mats.push_back(n);
     }
@@ -171,11 +172,11 @@ int main(int argc, char** argv) {
       cpu::force_isa(cf.isa);
       const std::size_t bytes = quant::row_bytes(cf.type, cols) * static_cast<std::size_t>(rows);
       double t0 = thread_cpu_s();
-      for (std::size_t m = 0; m < n_mats[c]; ++m) run(cf.type, cf.w + m * bytes);
+      for (std::size_t m = 0; m < n_mats[c]; ++m) run(cf, cf.w + m * bytes);
       cf.stream.push_back(static_cast<double>(bytes * n_mats[c]) / (thread_cpu_s() - t0) / 1e9);
       constexpr int kCached = 200;
       t0 = thread_cpu_s();
-      for (int k = 0; k < kCached; ++k) run(cf.type, cf.w);
+      for (int k = 0; k < kCached; ++k) run(cf, cf.w);
       cf.cached.push_back(static_cast<double>(bytes) * kCached / (thread_cpu_s() - t0) / 1e9);
     }
   }

@@ -367,7 +367,7 @@ class Session:
     ) -> Iterator[str]:
         with self._lock:
             self._current = None  # supersedes the call before, even if this one fails to start
-            run = _Run(self, policy, max_tokens, stops)  # becomes self._current
+            run = self._current = _Run(self, policy, max_tokens, stops)
             if reseed and policy.seed is not None:
                 self._rng.reseed(policy.seed)
             pieces = run.prefill(build_target(list(self._tokens)))
@@ -402,7 +402,6 @@ class _Run:
         self.text = _TextStream(tok, stops)
         self.stats = session._new_stats()
         session._stats = self.stats
-        session._current = self
         self.done = False
         # Expert-store counters of this call: snapshots of the engine's running totals.
         self.expert_mode = session._config.expert_mode

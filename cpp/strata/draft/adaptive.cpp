@@ -179,8 +179,7 @@ int AdaptiveDrafts::explore_count(int k_cap) const {
 
 int64_t AdaptiveDrafts::budget_rounds(double lost_steps, int longest) const {
   const double rounds = lost_steps <= 0.0 ? 0.0 : std::ceil(lost_steps / kExploreBudget);
-  return static_cast<int64_t>(
-      std::clamp(rounds, double{kExploreMin}, static_cast<double>(longest > 0 ? longest : explore_every_)));
+  return static_cast<int64_t>(std::clamp(rounds, double{kExploreMin}, static_cast<double>(longest)));
 }
 
 int AdaptiveDrafts::explore_due(int k_cap) const {
@@ -197,14 +196,11 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
   // interval for whichever count ran longest ago, drafting came back 30 rounds after the text allowed
   // it). Where every count loses a step or so (the demo model) all intervals are explore_every_, and the
   // count run longest ago runs, as before.
-  // Once this session has explored, the budget also lengthens the intervals (up to kExploreMax), and each
-  // count's loss includes what exploring rounds cost beyond their pricing (explore_extra_: the drafter's
-  // catch-up, a cold first window), so exploration as a whole stays within kExploreBudget: on the demo model
-  // at temperature 0.7 the doubling intervals explored at rounds 31, 95 and 223, each losing two to four plain
-  // steps where the economics priced one.
+  // After the session's first exploring round the budget also caps exploration (adaptive.h, "Exploration
+  // budget"): intervals up to kExploreMax, each loss plus what exploring rounds cost beyond their price.
   const double c0 = expected_cost(0);
   const double extra = explore_extra_.empty() ? 0.0 : explore_extra_.value();
-  const int longest = explored_any_ ? kExploreMax : explore_every_;
+  const int longest = explore_cost_s_ > 0.0 ? kExploreMax : explore_every_;
   std::array<double, kAdaptiveMaxDrafts + 1> lost{};  // plain steps an exploring round loses; < 0: not viable
   int counts = 0;
   for (int n = 1; n <= k_cap; ++n) {
@@ -275,7 +271,7 @@ int AdaptiveDrafts::choose(int k_cap) {
       // rule: plain steps lost per round over kExploreBudget): on a memory-bound model the first rounds of
       // an unpredictable text lose a tenth of a step each, and 32 rounds of plain steps lost the gain.
       const double c0 = expected_cost(0);
-      guard_until_ = rounds_ + budget_rounds((guard_s_ - guard_tokens_ * c0) / (guard_n_ * c0));
+      guard_until_ = rounds_ + budget_rounds((guard_s_ - guard_tokens_ * c0) / (guard_n_ * c0), explore_every_);
     }
     if (n > 0 && guard_until_ > 0) {
       n = 0;
@@ -299,7 +295,6 @@ int AdaptiveDrafts::choose(int k_cap) {
     // What the economics price this exploring round at: record_period compares the round's whole period
     // with it (explore_extra_).
     explore_cost_s_ = expected_cost(n);
-    explored_any_ = true;
   }
   if (exploring_ || rounds_ < warmup_rounds()) guard_round_ = false;
   since_explore_ = exploring_ ? 0 : since_explore_ + 1;
@@ -377,10 +372,11 @@ void AdaptiveDrafts::record_period(double seconds) {
   // An exploring round: its whole period (the catch-up encoding before its draft steps, a cold first
   // window, the caller's work on its tokens) against the cost it was priced at, in plain steps; a pause of
   // the caller (a period of several such rounds) is not a sample.
-  const double c0 = expected_cost(0);
-  if (priced > 0.0 && c0 > 0.0 && seconds >= 0.0 && seconds <= 4.0 * priced)
-    explore_extra_.add(std::max(0.0, seconds - priced) / c0);
-  if (priced > 0.0) return;  // its catch-up is not every round's overhead
+  if (priced > 0.0) {
+    const double c0 = expected_cost(0);
+    if (c0 > 0.0 && seconds >= 0.0 && seconds <= 4.0 * priced) explore_extra_.add(std::max(0.0, seconds - priced) / c0);
+    return;  // its catch-up is not every round's overhead
+  }
   if (timed < 0.0 || tokens != 1 || !(seconds >= timed)) return;
   // A pause of the caller is not a round's overhead: only periods within a few rounds' cost count.
   if (seconds > 4.0 * timed) return;

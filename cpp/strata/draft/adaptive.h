@@ -172,9 +172,8 @@ class AdaptiveDrafts {
   // are the regular choice, each viable count within its own budget (adaptive.h, "Exploration budget").
   int explore_due(int k_cap) const;
   // Rounds that keep lost_steps plain steps per round within kExploreBudget of the time, in
-  // [kExploreMin, longest] (longest 0: explore_every_; the exploration budget's interval and the guard's
-  // shorter hold).
-  int64_t budget_rounds(double lost_steps, int longest = 0) const;
+  // [kExploreMin, longest] (the exploration budget's interval and the guard's shorter hold).
+  int64_t budget_rounds(double lost_steps, int longest) const;
   double expected_cost(int n) const;  // C_n in seconds (unmeasured sizes are extrapolated)
   // The round just chosen is one of the probe's (its draft needs no shadow draft).
   bool probing() const { return rounds_ <= probe_rounds_; }
@@ -212,9 +211,8 @@ class AdaptiveDrafts {
   RecentMedian overhead_;       // per-round overhead samples
   // Exploring rounds: what they cost beyond their pricing, in plain steps (record_period).
   RecentMedian explore_extra_;
-  double explore_cost_s_ = 0.0;       // C_n of the exploring round just chosen
+  double explore_cost_s_ = 0.0;       // C_n of the last exploring round with drafts (0: none yet this session)
   double last_explore_cost_s_ = 0.0;  // of the last recorded round when it explored with drafts (0: it did not)
-  bool explored_any_ = false;         // an exploring round with drafts ran in this session
   int streak_n_ = 0;                  // > 0: the next round explores with this many drafts
   int streak_len_ = 0;                // exploring rounds in the current streak
   // The first draft step and the first window of each size in a session are not samples: measured on the demo

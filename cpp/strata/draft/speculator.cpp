@@ -42,10 +42,15 @@ sampling::VerifyResult verify_by_sampling(const float* logits, int V, std::span<
   return v;  // unreachable: row n always returns
 }
 
-// Turns the target's drafter encoding back on when it leaves scope (also when a step throws).
+// When `off`, turns the target's drafter encoding off for its scope (back on also when a step throws).
 struct EncodingOffGuard {
   engine::DecodeTarget& target;
   bool off;
+  EncodingOffGuard(engine::DecodeTarget& t, bool turn_off) : target(t), off(turn_off) {
+    if (off) target.set_drafter_encoding(false);
+  }
+  EncodingOffGuard(const EncodingOffGuard&) = delete;
+  EncodingOffGuard& operator=(const EncodingOffGuard&) = delete;
   ~EncodingOffGuard() {
     if (off) target.set_drafter_encoding(true);
   }
@@ -118,9 +123,7 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     // Adaptive: a round with no room to draft (a call's last token, the context's end) skips the drafter's
     // K/V as a plain stretch does. Encoding its row would first encode every row the stretch before it
     // kept (up to 16: ~0.5 ms on the demo model, at the end of every call); a later draft round catches up.
-    const bool bare = opt.adaptive && k < 1 && target_.has_drafter();
-    const EncodingOffGuard guard{target_, bare};
-    if (bare) target_.set_drafter_encoding(false);
+    const EncodingOffGuard guard{target_, opt.adaptive && k < 1 && target_.has_drafter()};
     return plain_step(t, p, history, opt, rng);
   }
   const bool adaptive = opt.adaptive;
@@ -144,7 +147,6 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
       // In a plain stretch the step skips the drafter's K/V (a gap the drafter's cells handle).
       const bool encode = adaptive_.encode_plain();
       const EncodingOffGuard guard{target_, !encode};
-      if (!encode) target_.set_drafter_encoding(false);
       const auto t0 = std::chrono::steady_clock::now();
       RoundResult plain = plain_step(t, p, history, opt, rng);
       adaptive_.record_plain(seconds_since(t0), encode);
