@@ -159,6 +159,7 @@ class Session:
             with self._lock:
                 if self._current is run and not run.done:
                     run.record_experts()
+                    run.record_costs()
         return self._stats
 
     def __repr__(self) -> str:
@@ -372,18 +373,20 @@ class Session:
                 self._rng.reseed(policy.seed)
             pieces = run.prefill(build_target(list(self._tokens)))
         yield from pieces
-        while not run.done:
-            with self._lock:
-                if self._current is not run:
-                    raise InvalidArgument("this generation was superseded by a later generate(), chat() or "
-                                          "reset() on the same session")
-                pieces = run.step()
-            yield from pieces
-
-
-# Adaptive rounds between two snapshots of the engine's measured costs (stats and the seed of later
-# sessions); the last round of a call always takes one.
-_COSTS_EVERY = 32
+        try:
+            while not run.done:
+                with self._lock:
+                    if self._current is not run:
+                        raise InvalidArgument("this generation was superseded by a later generate(), chat() "
+                                              "or reset() on the same session")
+                    pieces = run.step()
+                yield from pieces
+        finally:
+            # A call the caller stopped reading: what its rounds measured still seeds later sessions.
+            if not run.done:
+                with self._lock:
+                    if self._current is run:
+                        run.record_costs()
 
 
 class _Run:
@@ -408,7 +411,6 @@ class _Run:
         self.experts_start = self.engine.expert_totals()
         self.experts_after_prefill: dict[str, Any] | None = None
         self.cuts_start = int(self.engine.spec_window_cuts())
-        self.rounds_since_costs = 0
 
     # ------------------------------------------------------------------------------------ helpers
     def history(self) -> list[int]:
@@ -420,6 +422,16 @@ class _Run:
 
     def sample(self, logits: np.ndarray) -> int:
         return int(decode.sample_logits(logits, self.policy, self.history(), [], self.s._rng))
+
+    def record_costs(self) -> None:
+        """The engine's measured speculation costs (adaptive only): into the stats, and as the seed of this
+        model's later sessions (and, when the call ends, of later processes)."""
+        s = self.s
+        if not (s._speculative and s._adaptive):
+            return
+        costs = self.engine.spec_adaptive_stats()
+        self.stats.record_adaptive(costs)
+        s._model.adaptive_costs[s._costs_key] = seed_entry(costs, s._cost_runs_before)
 
     def record_experts(self) -> None:
         now = self.engine.expert_totals()
@@ -514,20 +526,14 @@ class _Run:
             self.stats.window_cut_drafts = int(self.engine.spec_window_cuts()) - self.cuts_start
         if s._speculative:
             self.stats.record_step(int(verified))
-            if s._adaptive:
-                # The costs snapshot (a dict built by the engine, ~3 us) every _COSTS_EVERY rounds and at
-                # the end, not every round: on a small model a round is a few hundred microseconds and
-                # plain decoding pays nothing of the kind.
-                self.rounds_since_costs += 1
-                if self.done or self.rounds_since_costs >= _COSTS_EVERY:
-                    self.rounds_since_costs = 0
-                    costs = self.engine.spec_adaptive_stats()
-                    self.stats.record_adaptive(costs)
-                    s._model.adaptive_costs[s._costs_key] = seed_entry(costs, s._cost_runs_before)
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
-        if self.done:  # while it runs, Session.stats reads them when asked
+        if self.done:
+            # Outside the timed decode, once per call: while it runs Session.stats reads them when asked.
+            # (Snapshots of the costs every 32 rounds cost ~1 ms of a 256-token call on the demo model:
+            # 10-60 us each, cold, against a 0.5 ms round.)
             self.record_experts()
+            self.record_costs()
         if self.done and s._adaptive:  # outside the timed decode: the costs for the next process
             s._model.save_adaptive_costs(s._costs_key)
         return out

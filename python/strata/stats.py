@@ -39,9 +39,12 @@ class GenerationStats:
             from its cost and acceptance estimates, and the measured one (tokens per second of the
             rounds times the measured plain-step time), over the session's engine so far; 0 when
             not adaptive or still warming up (docs/drafting.md). While a call streams they are
-            refreshed every 32 rounds, and at its end.
+            refreshed when ``Session.stats`` is read, and at its end.
         seeded: whether adaptive speculation started from costs measured before (by an earlier session
             of the model, or an earlier process through the cost cache) instead of probing first.
+        peak_held: exploring rounds adaptive speculation skipped, over the session's engine so far, because
+            not even drafts accepted at the sampling distribution's peak probability could have paid
+            (temperature > 0; docs/drafting.md, "Peak bound").
         kv_type: how the session's K/V cells are stored, ``"f16"``, ``"f32"`` or ``"int8"`` (what
             ``Config.kv_type`` auto resolved to on this machine; docs/engine.md, "KV cells").
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
@@ -75,6 +78,7 @@ class GenerationStats:
     estimated_gain: float = 0.0
     measured_gain: float = 0.0
     seeded: bool = False
+    peak_held: int = 0
     kv_type: str = ""
     expert_mode: str = "mmap"
     expert_hits: int = 0
@@ -145,6 +149,7 @@ class GenerationStats:
             self.estimated_gain = float(snapshot["estimated_gain"])
             self.measured_gain = float(snapshot["measured_gain"])
             self.seeded = bool(snapshot["seeded"])
+            self.peak_held = int(snapshot["peak_held"])
 
     def record_round(self, n_drafts: int, n_accepted: int, committed: int) -> None:
         """One speculative round: n_drafts verified, the first n_accepted accepted, `committed` tokens
@@ -186,6 +191,7 @@ class GenerationStats:
             "estimated_gain": self.estimated_gain,
             "measured_gain": self.measured_gain,
             "seeded": self.seeded,
+            "peak_held": self.peak_held,
             "kv_type": self.kv_type,
             "expert_mode": self.expert_mode,
             "expert_hits": self.expert_hits,
@@ -224,7 +230,9 @@ class GenerationStats:
             if self.adaptive:
                 line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, "
                          f"measured {self.measured_gain:.2f}x over a plain step; "
-                         + ("seeded with earlier costs" if self.seeded else "costs measured from scratch"))
+                         + ("seeded with earlier costs" if self.seeded else "costs measured from scratch")
+                         + (f"; {self.peak_held} exploring rounds skipped at low peak probabilities"
+                            if self.peak_held else ""))
             lines.append(line)
         else:
             lines.append("speculative: off")

@@ -627,3 +627,71 @@ TEST(exploring_rounds_that_cost_more_than_priced_come_less_often) {
   for (std::size_t j = 1; j < dear.size(); ++j) CHECK_EQ(dear[j] - dear[j - 1], AdaptiveDrafts::kExploreMax);
   for (std::size_t j = 1; j < cheap.size(); ++j) CHECK(cheap[j] - cheap[j - 1] < AdaptiveDrafts::kExploreMax);
 }
+
+TEST(low_peak_probabilities_hold_exploration_back) {
+  // Rounds as `feed` runs them (nothing ever accepted, so plain steps rule), each plain step also recording the
+  // peak probability of its sampling distribution. Windows at half a step a row past the first and draft steps
+  // at 0.05 leave every count viable at perfect acceptance; with peaks of 0.5 not even drafts accepted at the
+  // peak could pay (R_1..3 = 1.5, 1.75, 1.875 against 1.55, 2.1, 2.65 plain steps), so no exploring round runs
+  // once kPeakMin peaks are in. With peaks of 1 (greedy verification) the bound says nothing: exploration as
+  // without it. Peaks that rise later (a predictable stretch) let it resume within a window of peaks.
+  auto run = [](double (*peak_at)(int), std::vector<int>& explored) {
+    AdaptiveDrafts a(3);
+    for (int i = 0; i < 600; ++i) {
+      const int n = a.choose(3);
+      if (n > 0) {
+        a.record_draft(n, 0.05 * n);
+        a.record_verify(n + 1, half_shared(n + 1));
+      } else {
+        const bool enc = a.encode_plain();
+        a.record_plain(half_shared(1), enc);
+        a.record_peak(peak_at(i));
+      }
+      a.record_round(n, 0, 1);
+      if (n > 0 && i >= AdaptiveDrafts::kProbeRounds + AdaptiveDrafts::kWarmupPasses * 4) explored.push_back(i);
+    }
+    return a.stats();
+  };
+  std::vector<int> low, greedy, rising;
+  const auto s_low = run([](int) { return 0.5; }, low);
+  const auto s_greedy = run([](int) { return 1.0; }, greedy);
+  const auto s_rising = run([](int i) { return i < 400 ? 0.5 : 0.98; }, rising);
+  CHECK(s_rising.peak_held > 0);
+  CHECK(low.empty());
+  CHECK(s_low.peak_held > 0);
+  CHECK_NEAR(s_low.peak, 0.5, 1e-9);
+  CHECK(!greedy.empty());
+  CHECK_EQ(greedy[0], AdaptiveDrafts::kExploreEvery - 1);  // as plain_steps_when_drafts_are_rarely_accepted
+  CHECK_EQ(s_greedy.peak_held, 0);
+  CHECK(!rising.empty());
+  CHECK(rising[0] >= 400 && rising[0] < 400 + AdaptiveDrafts::kPeakWindow);
+  // A peak window the bound cannot judge yet (fewer than kPeakMin) changes nothing.
+  AdaptiveDrafts fresh(3);
+  for (int i = 0; i < AdaptiveDrafts::kPeakMin - 1; ++i) fresh.record_peak(0.01);
+  CHECK(!fresh.peaks_rule_out(3));
+  CHECK_NEAR(fresh.peak_tokens(3), 4.0, 1e-12);
+}
+
+TEST(a_calls_last_rounds_explore_no_more_than_the_others) {
+  // Calls of 64 rounds, fed as the session runs them: the last rounds fit fewer drafts (k_cap 2, 1, then 0,
+  // max_tokens being near) and nothing is ever accepted, so plain steps rule and only exploring rounds draft.
+  // The budget's intervals are those of all three counts whatever fits: with them computed over the counts
+  // that fit, one draft (a third of the budget each otherwise) was due at nearly every call's end.
+  AdaptiveDrafts a(3);
+  int tail = 0, rest = 0;
+  for (int call = 0; call < 24; ++call)
+    for (int r = 0; r < 64; ++r) {
+      const int k_cap = std::min(3, 63 - r);
+      const int n = a.choose(k_cap);
+      if (n > 0) {
+        a.record_draft(n, 0.05 * n);
+        a.record_verify(n + 1, half_shared(n + 1));
+      } else {
+        a.record_plain(half_shared(1), a.encode_plain());
+      }
+      a.record_round(n, 0, 1);
+      if (call >= 2 && n > 0) (k_cap < 3 ? tail : rest) += 1;
+    }
+  CHECK(rest >= 3);
+  CHECK(tail <= 1);
+}

@@ -449,6 +449,41 @@ TEST(compact_top_k_path_is_bitwise_the_full_path) {
   }
 }
 
+TEST(the_workspace_peak_is_the_distributions_largest_probability) {
+  // ws.peak (adaptive speculation's bound on a draft's acceptance) equals the largest probability
+  // sample_dist wrote, on both working sets, with every stage on or off; 1 at temperature 0 (also on the
+  // greedy shortcut of sample_logits, which forms no distribution).
+  std::mt19937_64 rng(8);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  SampleWorkspace ws;
+  Rng r(3);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int V = 500 + static_cast<int>(rng() % 2000);
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = nd(rng);
+    SamplingPolicy p = temp(trial % 6 == 0 ? 0.0f : 0.3f + 0.1f * static_cast<float>(trial % 10));
+    p.top_k = trial % 3 == 0 ? 0 : 20 + trial;
+    p.top_p = trial % 4 == 0 ? 1.0f : 0.8f;
+    p.min_p = trial % 5 == 0 ? 0.1f : 0.0f;
+    p.repetition_penalty = trial % 2 ? 1.3f : 1.0f;
+    const std::vector<int32_t> hist = {static_cast<int32_t>(rng() % static_cast<uint64_t>(V)), 0, 1};
+    std::vector<float> d(static_cast<size_t>(V));
+    ws.peak = -1.0;
+    sample_dist(l.data(), V, p, hist, {}, d.data(), ws);
+    CHECK_NEAR(ws.peak, *std::max_element(d.begin(), d.end()), 1e-6);
+    ws.peak = -1.0;
+    (void)sample_logits(l.data(), V, p, hist, {}, r, ws);
+    CHECK_NEAR(ws.peak, *std::max_element(d.begin(), d.end()), 1e-6);
+  }
+  const std::vector<float> flat4 = {0.0f, 0.0f, 0.0f, 0.0f};
+  ws.peak = -1.0;
+  (void)sample_logits(flat4.data(), 4, temp(1.0f), {}, {}, r, ws);
+  CHECK_NEAR(ws.peak, 0.25, 1e-12);
+  ws.peak = -1.0;
+  (void)sample_logits(flat4.data(), 4, temp(0.0f), {}, {}, r, ws);  // the greedy shortcut
+  CHECK_EQ(ws.peak, 1.0);
+}
+
 TEST(greedy_sample_logits_is_the_argmax_of_sample_dist) {
   // temperature 0 without penalties skips the distribution: the same token, the same errors.
   std::mt19937_64 rng(5);

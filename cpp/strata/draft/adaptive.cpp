@@ -103,19 +103,64 @@ int64_t AdaptiveDrafts::warmup_rounds() const {
 
 bool AdaptiveDrafts::warm() const { return rounds_ > warmup_rounds(); }
 
-bool AdaptiveDrafts::viable(int n) const {
-  // Even if every draft were accepted, n drafts would commit n + 1 tokens for C_n: they can pay only
-  // when that is faster than n + 1 plain steps. Every time at its fastest recent sample.
-  // c_plain's floor: a step with the drafter's encoding (c_verify(1), the warm-up's plain steps) is never
-  // cheaper than one without, so the fastest of either bounds the bare step from above — one slow bare
-  // sample must not keep drafting viable for a whole warm-up.
-  // Every round also pays the per-round overhead once.
+bool AdaptiveDrafts::could_pay(int n, double tokens) const {
+  // n drafts committing `tokens` tokens for C_n beat that many plain steps. Every time at its fastest recent
+  // sample. c_plain's floor: a step with the drafter's encoding (c_verify(1), the warm-up's plain steps) is
+  // never cheaper than one without, so the fastest of either bounds the bare step from above — one slow bare
+  // sample must not keep drafting viable for a whole warm-up. Every round also pays the per-round overhead once.
   if (plain_.empty()) return true;
   double plain = plain_.min();
   if (!verify_[1].empty()) plain = std::min(plain, verify_[1].min());
   const double o = overhead(true);
-  return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) + o <
-         static_cast<double>(n + 1) * (plain + o);
+  return static_cast<double>(n) * draft_.min() + window_cost(n + 1, true) + o < tokens * (plain + o);
+}
+
+bool AdaptiveDrafts::viable(int n) const {
+  // Even if every draft were accepted, n drafts would commit n + 1 tokens.
+  return could_pay(n, static_cast<double>(n + 1));
+}
+
+void AdaptiveDrafts::record_peak(double p) {
+  peaks_[static_cast<std::size_t>(peak_next_)] = std::clamp(p, 0.0, 1.0);
+  peak_next_ = (peak_next_ + 1) % kPeakWindow;
+  peak_n_ = std::min(peak_n_ + 1, kPeakWindow);
+}
+
+double AdaptiveDrafts::peak_tokens(int n) const {
+  if (peak_n_ < kPeakMin) return static_cast<double>(n + 1);
+  // The recorded peaks in order, oldest first; A_i = the mean over start rows t of m_t·…·m_{t+i}.
+  std::array<double, kPeakWindow> m{};
+  const int first = peak_n_ < kPeakWindow ? 0 : peak_next_;
+  for (int t = 0; t < peak_n_; ++t)
+    m[static_cast<std::size_t>(t)] = peaks_[static_cast<std::size_t>((first + t) % kPeakWindow)];
+  double r = 1.0;
+  for (int i = 0; i < n && i < peak_n_; ++i) {
+    double sum = 0.0;
+    const int starts = peak_n_ - i;
+    for (int t = 0; t < starts; ++t) {
+      double prod = 1.0;
+      for (int j = 0; j <= i; ++j) prod *= m[static_cast<std::size_t>(t + j)];
+      sum += prod;
+    }
+    r += sum / static_cast<double>(starts);
+  }
+  return std::min(r, static_cast<double>(n + 1));
+}
+
+bool AdaptiveDrafts::peaks_rule_out(int k_cap) const {
+  if (peak_n_ < kPeakMin) return false;
+  for (int n = 1; n <= std::min(k_cap, k_); ++n)
+    if (could_pay(n, peak_tokens(n))) return false;
+  return true;
+}
+
+bool AdaptiveDrafts::held_by_peaks(int k_cap) {
+  // Only where the costs alone leave drafting viable and plain steps rule: a hopeless session keeps its
+  // longest-interval exploration (costs measured under load must not rule drafting out for good), and
+  // while drafting rules (or the guard holds it) exploring re-measures counts the economics run anyway.
+  if (last_best_ != 0 || guard_until_ > 0 || hopeless() || !peaks_rule_out(k_cap)) return false;
+  ++peak_held_;
+  return true;
 }
 
 bool AdaptiveDrafts::drafting_loses() const {
@@ -201,9 +246,12 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
   const double c0 = expected_cost(0);
   const double extra = explore_extra_.empty() ? 0.0 : explore_extra_.value();
   const int longest = explore_cost_s_ > 0.0 ? kExploreMax : explore_every_;
+  // Over every count 1..k, whatever fits this round: a call's last rounds (k_cap < k) must not hand the counts
+  // that still fit a larger share of the budget (they explored one draft at nearly every call's end), and a
+  // count that is due but does not fit waits for a round where it does.
   std::array<double, kAdaptiveMaxDrafts + 1> lost{};  // plain steps an exploring round loses; < 0: not viable
   int counts = 0;
-  for (int n = 1; n <= k_cap; ++n) {
+  for (int n = 1; n <= k_; ++n) {
     const bool v = viable(n);
     lost[static_cast<std::size_t>(n)] =
         v ? std::max(0.0, (expected_cost(n) - expected_tokens(n) * c0) / c0) + extra : -1.0;
@@ -212,7 +260,7 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
   int64_t shortest = 0;
   int pick = -1;
   double most = 0.0;
-  for (int n = 1; n <= k_cap; ++n) {
+  for (int n = 1; n <= k_; ++n) {
     const auto i = static_cast<std::size_t>(n);
     if (lost[i] < 0.0) continue;
     const int64_t interval = budget_rounds(counts * lost[i], longest);
@@ -223,7 +271,7 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
       pick = n;
     }
   }
-  return pick >= 0 && since_explore_ >= shortest - 1 ? pick : -1;
+  return pick >= 0 && pick <= k_cap && since_explore_ >= shortest - 1 ? pick : -1;
 }
 
 int AdaptiveDrafts::choose(int k_cap) {
@@ -251,7 +299,7 @@ int AdaptiveDrafts::choose(int k_cap) {
     exploring_ = true;
     explored_ = true;
     n = streak_n_;
-  } else if (const int due = explore_due(k_cap); due >= 0) {
+  } else if (const int due = explore_due(k_cap); due >= 0 && !held_by_peaks(k_cap)) {
     exploring_ = true;
     explored_ = true;
     n = due;
@@ -423,6 +471,12 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.max_drafts = k_;
   s.seeded = seeded_;
   s.guarded = guarded_;
+  s.peak_held = peak_held_;
+  if (peak_n_ > 0) {
+    double sum = 0.0;
+    for (int t = 0; t < peak_n_; ++t) sum += peaks_[static_cast<std::size_t>(t)];
+    s.peak = sum / static_cast<double>(peak_n_);
+  }
   s.rounds = rounds_;
   s.chosen = chosen_;
   for (int m = 1; m <= k_ + 1; ++m) {

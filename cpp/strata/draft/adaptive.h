@@ -71,6 +71,17 @@
 // it among its tokens. Measured through the Python API on the demo model: 0.06–0.08 ms a round against a 0.6–0.7 ms
 // step. Periods much longer than a round (the caller paused between requests) are not overhead and are dropped.
 //
+// Peak bound: with verification by sampling (temperature > 0, the exact rule) a draft of a row is accepted with the
+// target's probability of it, which is at most the peak (largest) probability p_max of that row's sampling
+// distribution. Plain steps record p_max (1 where verification is greedy, so the bound then says nothing); over the
+// last kPeakWindow of them, A_i <= the mean of p_max products over i + 1 consecutive rows, the acceptance a drafter
+// that always drafted the target's own most likely token would have. When not even that R_n = 1 + Σ A_i could pay
+// for any count (the viability test above with R_n for n + 1), an exploring round that comes due while plain steps
+// rule is held back: it could only measure an acceptance too low to draft. The demo model at temperature 0.7: p_max
+// averages ~0.7, its products give R_3 <= ~2.6, and 3 drafts need ~3 (a 4-row window about two plain steps); each
+// held-back exploring round saves ~1-2 ms. Exploration resumes as soon as the text's peaks rise (code, a
+// repetition), and a session the costs alone call hopeless keeps exploring as before.
+//
 // Realized-gain guard: the economics rest on medians of each cost, and a round's real cost can differ from their sum (a
 // cold first window, a stale c_plain measured in a slow moment, caches the drafter's reads disturb). So the regular
 // rounds that drafted (not the warm-up's or exploration's, which are meant to be suboptimal) are also measured as a
@@ -105,6 +116,10 @@ struct AdaptiveStats {
   double measured_gain = 0.0;
   bool seeded = false;  // started from an earlier run's costs (AdaptiveDrafts::seed)
   int64_t guarded = 0;  // regular rounds whose draft count the realized-gain guard replaced by a plain step
+  // The mean peak probability of the recent plain steps' sampling distributions (0 = none recorded), and
+  // the rounds whose exploration the peak bound held back.
+  double peak = 0.0;
+  int64_t peak_held = 0;
   // Samples this session measured itself (seeds not counted): a cost with none is only the seed's, and
   // the cost cache must not store it as this run's measurement (a seed nobody re-measures never ages out).
   std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_samples{};  // [m] windows of m rows
@@ -137,6 +152,8 @@ class AdaptiveDrafts {
   static constexpr double kExploreBudget = 0.01;  // plain-step time exploring may lose while plain steps rule
   static constexpr double kGuardDecay = 0.9;      // per drafting round: about the last ten weigh
   static constexpr double kGuardMinRounds = 3.0;  // decayed drafting rounds before the guard may act
+  static constexpr int kPeakWindow = 32;          // plain-step peaks the peak bound looks at
+  static constexpr int kPeakMin = 16;             // peaks before the bound applies
 
   // skip_cold_samples: the session's first draft step and first window of each size are not samples
   // (the speculator's setting; unit tests of the economics feed every sample).
@@ -162,6 +179,14 @@ class AdaptiveDrafts {
   void record_period(double seconds);
   // Whether the plain step of the round just chosen should encode the drafter's K/V.
   bool encode_plain() const;
+  // The largest probability of the distribution a plain step sampled its token from: the most a draft of
+  // that row could be accepted with when verification is by sampling (pass 1 where it is not: greedy).
+  void record_peak(double p);
+  // R_n as if every draft were accepted with the recent plain steps' peak probabilities (adaptive.h, "Peak
+  // bound"); n + 1 before kPeakMin peaks.
+  double peak_tokens(int n) const;
+  // Not even such drafts could beat plain steps with any count 1..k_cap.
+  bool peaks_rule_out(int k_cap) const;
   // A verification of `verified` drafts of which the first `accepted` were accepted; `tokens` committed.
   void record_round(int verified, int accepted, int tokens);
 
@@ -190,6 +215,10 @@ class AdaptiveDrafts {
   // yet measured extrapolated from the measured ones.
   double window_cost(int rows, bool fastest = false) const;
   double base_cost() const;  // c_plain when measured, else c_verify(1)
+  // n drafts committing `tokens` tokens could beat plain steps, every cost at its fastest recent sample.
+  bool could_pay(int n, double tokens) const;
+  // An exploring round due now is held back by the peak bound (counted in peak_held_).
+  bool held_by_peaks(int k_cap);
   double overhead(bool fastest = false) const { return fastest ? overhead_.min() : overhead_.value(); }
   bool warm() const;  // the round being recorded came after the warm-up
   int64_t warmup_rounds() const;
@@ -224,6 +253,9 @@ class AdaptiveDrafts {
   double guard_tokens_ = 0.0, guard_s_ = 0.0, guard_n_ = 0.0;  // decayed sums over those rounds
   int64_t guard_until_ = 0;                                    // > 0: plain steps until this round
   int64_t guarded_ = 0;                                        // rounds the guard turned into plain steps
+  std::array<double, kPeakWindow> peaks_{};                    // ring of plain-step peaks (record_peak)
+  int peak_n_ = 0, peak_next_ = 0;
+  int64_t peak_held_ = 0;                                      // exploring rounds the peak bound held back
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
   RecentMedian draft_, plain_;

@@ -150,6 +150,9 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
       const auto t0 = std::chrono::steady_clock::now();
       RoundResult plain = plain_step(t, p, history, opt, rng);
       adaptive_.record_plain(seconds_since(t0), encode);
+      // The bound on a draft's acceptance at this row: its distribution's peak where verification would be by
+      // sampling, none (1) where it would be greedy.
+      adaptive_.record_peak(opt.policy.temperature > 0.0f && opt.mode == sampling::SpecSample::Exact ? ws_.peak : 1.0);
       adaptive_.record_round(0, 0, plain.n_tokens);
       return plain;
     }

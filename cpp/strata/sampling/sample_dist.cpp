@@ -223,6 +223,7 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
   if (policy.temperature == 0.0f) {
     std::fill(out, out + V, 0.0f);
     out[token(best)] = 1.0f;
+    ws.peak = 1.0;
     return;
   }
 
@@ -254,6 +255,7 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
   if (policy.top_p < 1.0f) sum = apply_top_p(w, n, sum, static_cast<double>(policy.top_p), ws);
 
   const double inv = 1.0 / sum;
+  ws.peak = w[best] * inv;  // min-p and top-p always keep the best token (e = 1)
   if (ids.empty()) {
     for (int i = 0; i < V; ++i) out[i] = static_cast<float>(w[i] * inv);
   } else {
@@ -305,7 +307,10 @@ int32_t sample_logits(const float* logits, int V, const SamplingPolicy& policy, 
                       std::span<const int32_t> inputs, Rng& rng, SampleWorkspace& ws) {
   // Greedy without penalties: the argmax of the logits themselves (top-k keeps it; ties to the lowest
   // id as there), without the distribution's V-sized passes in double. Same errors as sample_dist.
-  if (policy.temperature == 0.0f && !penalties_apply(policy)) return greedy_argmax(logits, V);
+  if (policy.temperature == 0.0f && !penalties_apply(policy)) {
+    ws.peak = 1.0;
+    return greedy_argmax(logits, V);
+  }
   ws.dist.resize(static_cast<size_t>(V > 0 ? V : 0));
   sample_dist(logits, V, policy, history, inputs, ws.dist.data(), ws);
   if (policy.temperature == 0.0f) return argmax(ws.dist.data(), V);

@@ -22,6 +22,9 @@ struct SampleWorkspace {
   std::vector<uint32_t> seen;  // per-token stamp: distinct-token bookkeeping for the penalties
   uint32_t stamp = 0;
   std::vector<float> dist;  // verify_window's per-row distribution
+  // The largest probability of the distribution the last sample_dist / sample_logits formed (1 at
+  // temperature 0): adaptive speculation's bound on a draft's acceptance (draft/adaptive.h, "Peak bound").
+  double peak = 1.0;
 };
 
 // Writes V probabilities to out[0..V) (zero outside the support; they sum to 1 up to float rounding).
