@@ -74,8 +74,9 @@
 // Peak bound: with verification by sampling (temperature > 0, the exact rule) a draft of a row is accepted with the
 // target's probability of it, which is at most the peak (largest) probability p_max of that row's sampling
 // distribution. Plain steps record p_max (1 where verification is greedy, so the bound then says nothing); over the
-// last kPeakWindow of them, A_i <= the mean of p_max products over i + 1 consecutive rows, the acceptance a drafter
-// that always drafted the target's own most likely token would have. When not even that R_n = 1 + Σ A_i could pay
+// last kPeakWindow of them, the bound on A_i is estimated as the mean of p_max products over i + 1 consecutive rows:
+// the acceptance a drafter that always drafted the target's own most likely token would have (the rows are the text's,
+// not the drafts'; for i = 0 it is exact). When not even that R_n = 1 + Σ A_i could pay
 // for any count (the viability test above with R_n for n + 1), an exploring round that comes due while plain steps
 // rule is held back: it could only measure an acceptance too low to draft. The demo model at temperature 0.7: p_max
 // averages ~0.7, its products give R_3 <= ~2.6, and 3 drafts need ~3 (a 4-row window about two plain steps); each
