@@ -381,12 +381,12 @@ class Session:
                                               "or reset() on the same session")
                     pieces = run.step()
                 yield from pieces
-        finally:
-            # A call the caller stopped reading: what its rounds measured still seeds later sessions.
-            if not run.done:
-                with self._lock:
-                    if self._current is run:
-                        run.record_costs()
+        except GeneratorExit:
+            # The caller stopped reading: what the call's rounds measured still seeds later sessions.
+            with self._lock:
+                if self._current is run and not run.done:
+                    run.record_costs()
+            raise
 
 
 class _Run:
