@@ -168,7 +168,7 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
   d["seeded"] = a.seeded;
   d["guarded"] = a.guarded;      // regular rounds the realized-gain guard ran as plain steps
   d["peak"] = a.peak;            // mean peak probability of recent plain steps' distributions (0 = none)
-  d["peak_held"] = a.peak_held;  // exploring rounds the peak bound held back
+  d["peak_held"] = a.peak_held;  // rounds in which it held a due exploring round back
   // Samples this session measured (seeds not counted): 0 = that cost is only the seed's.
   d["verify_samples"] = verify_n;
   d["draft_step_samples"] = a.draft_samples;

@@ -42,9 +42,9 @@ class GenerationStats:
             refreshed when ``Session.stats`` is read, and at its end.
         seeded: whether adaptive speculation started from costs measured before (by an earlier session
             of the model, or an earlier process through the cost cache) instead of probing first.
-        peak_held: exploring rounds adaptive speculation skipped, over the session's engine so far, because
-            not even drafts accepted at the sampling distribution's peak probability could have paid
-            (temperature > 0; docs/drafting.md, "Peak bound").
+        peak_held: rounds, over the session's engine so far, in which adaptive speculation held a due
+            exploring round back because not even drafts accepted at the recent sampling distributions'
+            peak probabilities could have paid (temperature > 0; docs/drafting.md, "Peak bound").
         kv_type: how the session's K/V cells are stored, ``"f16"``, ``"f32"`` or ``"int8"`` (what
             ``Config.kv_type`` auto resolved to on this machine; docs/engine.md, "KV cells").
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
@@ -231,7 +231,7 @@ class GenerationStats:
                 line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, "
                          f"measured {self.measured_gain:.2f}x over a plain step; "
                          + ("seeded with earlier costs" if self.seeded else "costs measured from scratch")
-                         + (f"; {self.peak_held} exploring rounds skipped at low peak probabilities"
+                         + (f"; exploration held back {self.peak_held} rounds at low peak probabilities"
                             if self.peak_held else ""))
             lines.append(line)
         else:

@@ -120,35 +120,51 @@ bool AdaptiveDrafts::viable(int n) const {
   return could_pay(n, static_cast<double>(n + 1));
 }
 
+void AdaptiveDrafts::peak_context(double key) {
+  if (key == peak_key_) return;
+  peak_key_ = key;  // another temperature or verification rule: the peaks seen so far say nothing of it
+  peak_n_ = peak_next_ = 0;
+  peak_dirty_ = true;
+}
+
 void AdaptiveDrafts::record_peak(double p) {
   peaks_[static_cast<std::size_t>(peak_next_)] = std::clamp(p, 0.0, 1.0);
   peak_next_ = (peak_next_ + 1) % kPeakWindow;
   peak_n_ = std::min(peak_n_ + 1, kPeakWindow);
+  peak_dirty_ = true;
 }
 
 double AdaptiveDrafts::peak_tokens(int n) const {
   if (peak_n_ < kPeakMin) return static_cast<double>(n + 1);
-  // The recorded peaks in order, oldest first; A_i = the mean over start rows t of m_t·…·m_{t+i}.
-  std::array<double, kPeakWindow> m{};
-  const int first = peak_n_ < kPeakWindow ? 0 : peak_next_;
-  for (int t = 0; t < peak_n_; ++t)
-    m[static_cast<std::size_t>(t)] = peaks_[static_cast<std::size_t>((first + t) % kPeakWindow)];
-  double r = 1.0;
-  for (int i = 0; i < n && i < peak_n_; ++i) {
-    double sum = 0.0;
-    const int starts = peak_n_ - i;
-    for (int t = 0; t < starts; ++t) {
+  if (peak_dirty_) {
+    // The recorded peaks oldest first; A_i = the mean over start rows t of m_t·…·m_{t+i}, every i < k in one
+    // pass of running products. R_n for every n, kept until the next peak.
+    std::array<double, kPeakWindow> m{};
+    const int first = peak_n_ < kPeakWindow ? 0 : peak_next_;
+    for (int t = 0; t < peak_n_; ++t)
+      m[static_cast<std::size_t>(t)] = peaks_[static_cast<std::size_t>((first + t) % kPeakWindow)];
+    std::array<double, kAdaptiveMaxDrafts> sum{};
+    const int steps = std::min(k_, peak_n_);
+    for (int t = 0; t < peak_n_; ++t) {
       double prod = 1.0;
-      for (int j = 0; j <= i; ++j) prod *= m[static_cast<std::size_t>(t + j)];
-      sum += prod;
+      for (int i = 0; i < steps && t + i < peak_n_; ++i) {
+        prod *= m[static_cast<std::size_t>(t + i)];
+        sum[static_cast<std::size_t>(i)] += prod;
+      }
     }
-    r += sum / static_cast<double>(starts);
+    double r = 1.0;
+    peak_r_[0] = 1.0;
+    for (int i = 0; i < k_; ++i) {
+      if (i < steps) r += sum[static_cast<std::size_t>(i)] / static_cast<double>(peak_n_ - i);
+      peak_r_[static_cast<std::size_t>(i + 1)] = std::min(r, static_cast<double>(i + 2));
+    }
+    peak_dirty_ = false;
   }
-  return std::min(r, static_cast<double>(n + 1));
+  return peak_r_[static_cast<std::size_t>(std::clamp(n, 0, k_))];
 }
 
 bool AdaptiveDrafts::peaks_rule_out(int k_cap) const {
-  if (peak_n_ < kPeakMin) return false;
+  if (peak_n_ < kPeakMin || k_cap < 1) return false;
   for (int n = 1; n <= std::min(k_cap, k_); ++n)
     if (could_pay(n, peak_tokens(n))) return false;
   return true;
@@ -158,6 +174,8 @@ bool AdaptiveDrafts::held_by_peaks(int k_cap) {
   // Only where the costs alone leave drafting viable and plain steps rule: a hopeless session keeps its
   // longest-interval exploration (costs measured under load must not rule drafting out for good), and
   // while drafting rules (or the guard holds it) exploring re-measures counts the economics run anyway.
+  // A held exploring round stays due, so the next round asks again: exploring resumes as soon as the peaks
+  // allow it. peak_held_ counts the rounds held so.
   if (last_best_ != 0 || guard_until_ > 0 || hopeless() || !peaks_rule_out(k_cap)) return false;
   ++peak_held_;
   return true;
@@ -258,8 +276,8 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
     counts += v ? 1 : 0;
   }
   int64_t shortest = 0;
-  int pick = -1;
-  double most = 0.0;
+  int pick = -1, fits = -1;  // the most overdue count; the most overdue one that fits and is due on its own
+  double most = 0.0, most_fitting = 1.0;
   for (int n = 1; n <= k_; ++n) {
     const auto i = static_cast<std::size_t>(n);
     if (lost[i] < 0.0) continue;
@@ -270,8 +288,15 @@ int AdaptiveDrafts::explore_due(int k_cap) const {
       most = overdue;
       pick = n;
     }
+    if (n <= k_cap && overdue >= most_fitting) {
+      most_fitting = overdue;
+      fits = n;
+    }
   }
-  return pick >= 0 && pick <= k_cap && since_explore_ >= shortest - 1 ? pick : -1;
+  if (pick < 0 || since_explore_ < shortest - 1) return -1;
+  // A count that does not fit this round waits for one where it does; meanwhile a count that fits runs only
+  // when its own interval is over (else rounds that never fit the most overdue count would explore nothing).
+  return pick <= k_cap ? pick : fits;
 }
 
 int AdaptiveDrafts::choose(int k_cap) {

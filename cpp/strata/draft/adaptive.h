@@ -73,15 +73,16 @@
 //
 // Peak bound: with verification by sampling (temperature > 0, the exact rule) a draft of a row is accepted with the
 // target's probability of it, which is at most the peak (largest) probability p_max of that row's sampling
-// distribution. Plain steps record p_max (1 where verification is greedy, so the bound then says nothing); over the
-// last kPeakWindow of them, the bound on A_i is estimated as the mean of p_max products over i + 1 consecutive rows:
-// the acceptance a drafter that always drafted the target's own most likely token would have (the rows are the text's,
-// not the drafts'; for i = 0 it is exact). When not even that R_n = 1 + Σ A_i could pay
-// for any count (the viability test above with R_n for n + 1), an exploring round that comes due while plain steps
-// rule is held back: it could only measure an acceptance too low to draft. The demo model at temperature 0.7: p_max
-// averages ~0.7, its products give R_3 <= ~2.6, and 3 drafts need ~3 (a 4-row window about two plain steps); each
-// held-back exploring round saves ~1-2 ms. Exploration resumes as soon as the text's peaks rise (code, a
-// repetition), and a session the costs alone call hopeless keeps exploring as before.
+// distribution. Plain steps record p_max (1 where verification is greedy, so the bound then says nothing; a change of
+// temperature or rule clears them, peak_context); over the last kPeakWindow of them, the mean of p_max products over
+// i + 1 consecutive rows stands for A_i of a drafter that always drafted the target's most likely token: for the first
+// draft a bound in expectation, for later ones an estimate (the rows are the sampled text's, not the drafts'). When not
+// even that R_n = 1 + Σ A_i could pay for any count (the viability test above with R_n for n + 1), an exploring round
+// that comes due while plain steps rule is held back (it stays due and is asked again the next round): it would most
+// likely measure an acceptance too low to draft. The demo model at temperature 0.7: p_max averages ~0.7, its products
+// give R_3 ≈ 2.6, and 3 drafts need ~3 (a 4-row window about two plain steps); an exploring round there costs ~1-2
+// ms. Exploration resumes as soon as the text's peaks rise (code, a repetition), and a session the costs alone call
+// hopeless keeps exploring as before.
 //
 // Realized-gain guard: the economics rest on medians of each cost, and a round's real cost can differ from their sum (a
 // cold first window, a stale c_plain measured in a slow moment, caches the drafter's reads disturb). So the regular
@@ -118,7 +119,7 @@ struct AdaptiveStats {
   bool seeded = false;  // started from an earlier run's costs (AdaptiveDrafts::seed)
   int64_t guarded = 0;  // regular rounds whose draft count the realized-gain guard replaced by a plain step
   // The mean peak probability of the recent plain steps' sampling distributions (0 = none recorded), and
-  // the rounds whose exploration the peak bound held back.
+  // the rounds in which the peak bound held a due exploring round back (it stays due: asked again next round).
   double peak = 0.0;
   int64_t peak_held = 0;
   // Samples this session measured itself (seeds not counted): a cost with none is only the seed's, and
@@ -180,6 +181,10 @@ class AdaptiveDrafts {
   void record_period(double seconds);
   // Whether the plain step of the round just chosen should encode the drafter's K/V.
   bool encode_plain() const;
+  // Before each round: what the peaks are peaks of (the sampling temperature where verification is by
+  // sampling, 0 where it is greedy). A change clears the recorded peaks: a greedy call after one at 0.7 must not
+  // be held back by the earlier call's peaks.
+  void peak_context(double key);
   // The largest probability of the distribution a plain step sampled its token from: the most a draft of
   // that row could be accepted with when verification is by sampling (pass 1 where it is not: greedy).
   void record_peak(double p);
@@ -256,7 +261,10 @@ class AdaptiveDrafts {
   int64_t guarded_ = 0;                                        // rounds the guard turned into plain steps
   std::array<double, kPeakWindow> peaks_{};                    // ring of plain-step peaks (record_peak)
   int peak_n_ = 0, peak_next_ = 0;
-  int64_t peak_held_ = 0;                                      // exploring rounds the peak bound held back
+  double peak_key_ = -1.0;                                       // peak_context's key (-1: none yet)
+  mutable std::array<double, kAdaptiveMaxDrafts + 1> peak_r_{};  // R_n at the peaks, while !peak_dirty_
+  mutable bool peak_dirty_ = true;
+  int64_t peak_held_ = 0;  // rounds in which the peak bound held a due exploring round back
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
   RecentMedian draft_, plain_;

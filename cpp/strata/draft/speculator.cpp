@@ -139,8 +139,10 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   // the next step is observed for one draft step instead of a verification row. Without it a step the
   // economics stops choosing would keep the estimate that made it stop (e.g. the warm-up's first rounds).
   bool shadow = false;
+  const bool by_sampling = opt.policy.temperature > 0.0f && opt.mode == sampling::SpecSample::Exact;
   if (adaptive) {
     const int k_cap = k;  // what fits this round
+    adaptive_.peak_context(by_sampling ? static_cast<double>(opt.policy.temperature) : 0.0);
     k = adaptive_.choose(k_cap);
     shadow = opt.chained && k > 0 && k < k_cap && !adaptive_.probing();
     if (k == 0) {
@@ -152,7 +154,7 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
       adaptive_.record_plain(seconds_since(t0), encode);
       // The bound on a draft's acceptance at this row: its distribution's peak where verification would be by
       // sampling, none (1) where it would be greedy.
-      adaptive_.record_peak(opt.policy.temperature > 0.0f && opt.mode == sampling::SpecSample::Exact ? ws_.peak : 1.0);
+      adaptive_.record_peak(by_sampling ? ws_.peak : 1.0);
       adaptive_.record_round(0, 0, plain.n_tokens);
       return plain;
     }
@@ -214,10 +216,10 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   one_[0] = t;
   const std::span<const int32_t> hist = history.empty() ? std::span<const int32_t>(one_) : history;
   const std::span<const int32_t> drafts(window_.data() + 1, static_cast<std::size_t>(nv));
-  const bool by_sampling = adaptive && opt.policy.temperature > 0.0f && opt.mode == sampling::SpecSample::Exact;
   const sampling::VerifyResult v =
-      by_sampling ? verify_by_sampling(logits_.data(), V_, drafts, opt.policy, hist, rng, ws_)
-                  : sampling::verify_window(logits_.data(), V_, drafts, opt.policy, opt.mode, hist, rng, ws_);
+      adaptive && by_sampling
+          ? verify_by_sampling(logits_.data(), V_, drafts, opt.policy, hist, rng, ws_)
+          : sampling::verify_window(logits_.data(), V_, drafts, opt.policy, opt.mode, hist, rng, ws_);
   // Commit: the accepted rows stay, the rejected drafts' cells go.
   target_.rollback(p + 1 + v.accepted);
   r.verified = nv;
