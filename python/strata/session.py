@@ -529,13 +529,12 @@ class _Run:
         self.stats.steps += 1
         self.stats.decode_seconds = time.perf_counter() - self.t_decode
         if self.done:
-            # Outside the timed decode, once per call: while it runs Session.stats reads them when asked.
-            # (Snapshots of the costs every 32 rounds cost ~1 ms of a 256-token call on the demo model:
-            # 10-60 us each, cold, against a 0.5 ms round.)
+            # Outside the timed decode, once per call (while it runs, Session.stats takes them when read;
+            # snapshots of the costs every 32 rounds cost ~1 ms of a 256-token call on the demo model).
             self.record_experts()
             self.record_costs()
-        if self.done and s._adaptive:  # outside the timed decode: the costs for the next process
-            s._model.save_adaptive_costs(s._costs_key)
+            if s._adaptive:  # the costs for the next process
+                s._model.save_adaptive_costs(s._costs_key)
         return out
 
 

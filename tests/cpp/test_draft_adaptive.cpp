@@ -638,16 +638,8 @@ TEST(low_peak_probabilities_hold_exploration_back) {
   auto run = [](double (*peak_at)(int), std::vector<int>& explored) {
     AdaptiveDrafts a(3);
     for (int i = 0; i < 600; ++i) {
-      const int n = a.choose(3);
-      if (n > 0) {
-        a.record_draft(n, 0.05 * n);
-        a.record_verify(n + 1, half_shared(n + 1));
-      } else {
-        const bool enc = a.encode_plain();
-        a.record_plain(half_shared(1), enc);
-        a.record_peak(peak_at(i));
-      }
-      a.record_round(n, 0, 1);
+      const int n = feed(a, 3, half_shared, 0.05, 0);
+      if (n == 0) a.record_peak(peak_at(i));
       if (n > 0 && i >= AdaptiveDrafts::kProbeRounds + AdaptiveDrafts::kWarmupPasses * 4) explored.push_back(i);
     }
     return a.stats();
@@ -682,14 +674,7 @@ TEST(exploration_intervals_do_not_shrink_in_a_calls_last_rounds) {
   for (int call = 0; call < 24; ++call)
     for (int r = 0; r < 64; ++r) {
       const int k_cap = std::min(3, 63 - r);
-      const int n = a.choose(k_cap);
-      if (n > 0) {
-        a.record_draft(n, 0.05 * n);
-        a.record_verify(n + 1, half_shared(n + 1));
-      } else {
-        a.record_plain(half_shared(1), a.encode_plain());
-      }
-      a.record_round(n, 0, 1);
+      const int n = feed(a, k_cap, half_shared, 0.05, 0);
       if (call >= 2 && n > 0) (k_cap < 3 ? tail : rest) += 1;
     }
   CHECK(rest >= 3);
@@ -702,15 +687,8 @@ TEST(rounds_that_never_fit_every_count_still_explore) {
   AdaptiveDrafts a(3);
   int explored = 0;
   for (int i = 0; i < 800; ++i) {
-    const int n = a.choose(1);
+    const int n = feed(a, 1, half_shared, 0.05, 0);
     CHECK(n <= 1);
-    if (n > 0) {
-      a.record_draft(n, 0.05 * n);
-      a.record_verify(n + 1, half_shared(n + 1));
-    } else {
-      a.record_plain(half_shared(1), a.encode_plain());
-    }
-    a.record_round(n, 0, 1);
     explored += i >= 40 && n > 0;
   }
   CHECK(explored >= 3);

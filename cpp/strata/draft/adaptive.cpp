@@ -124,49 +124,50 @@ void AdaptiveDrafts::peak_context(double key) {
   if (key == peak_key_) return;
   peak_key_ = key;  // another temperature or verification rule: the peaks seen so far say nothing of it
   peak_n_ = peak_next_ = 0;
-  peak_dirty_ = true;
 }
 
 void AdaptiveDrafts::record_peak(double p) {
   peaks_[static_cast<std::size_t>(peak_next_)] = std::clamp(p, 0.0, 1.0);
   peak_next_ = (peak_next_ + 1) % kPeakWindow;
   peak_n_ = std::min(peak_n_ + 1, kPeakWindow);
-  peak_dirty_ = true;
+}
+
+// Every A_i (i < k <= kAdaptiveMaxDrafts) has at least one start row once the bound applies.
+static_assert(AdaptiveDrafts::kPeakMin >= kAdaptiveMaxDrafts);
+
+std::array<double, kAdaptiveMaxDrafts + 1> AdaptiveDrafts::peak_tokens_all() const {
+  // A_i = the mean over start rows t (the recorded peaks oldest first) of m_t·…·m_{t+i}, every i < k in one
+  // pass of running products; R_n = 1 + Σ_{i<n} A_i, at most n + 1.
+  std::array<double, kAdaptiveMaxDrafts + 1> r{};
+  for (int n = 0; n <= k_; ++n) r[static_cast<std::size_t>(n)] = static_cast<double>(n + 1);
+  if (peak_n_ < kPeakMin) return r;
+  const int first = peak_n_ < kPeakWindow ? 0 : peak_next_;
+  auto m = [&](int t) { return peaks_[static_cast<std::size_t>((first + t) % kPeakWindow)]; };
+  std::array<double, kAdaptiveMaxDrafts> sum{};
+  for (int t = 0; t < peak_n_; ++t) {
+    double prod = 1.0;
+    for (int i = 0; i < k_ && t + i < peak_n_; ++i) {
+      prod *= m(t + i);
+      sum[static_cast<std::size_t>(i)] += prod;
+    }
+  }
+  double acc = 1.0;
+  for (int i = 0; i < k_; ++i) {
+    acc += sum[static_cast<std::size_t>(i)] / static_cast<double>(peak_n_ - i);
+    r[static_cast<std::size_t>(i + 1)] = std::min(acc, static_cast<double>(i + 2));
+  }
+  return r;
 }
 
 double AdaptiveDrafts::peak_tokens(int n) const {
-  if (peak_n_ < kPeakMin) return static_cast<double>(n + 1);
-  if (peak_dirty_) {
-    // The recorded peaks oldest first; A_i = the mean over start rows t of m_t·…·m_{t+i}, every i < k in one
-    // pass of running products. R_n for every n, kept until the next peak.
-    std::array<double, kPeakWindow> m{};
-    const int first = peak_n_ < kPeakWindow ? 0 : peak_next_;
-    for (int t = 0; t < peak_n_; ++t)
-      m[static_cast<std::size_t>(t)] = peaks_[static_cast<std::size_t>((first + t) % kPeakWindow)];
-    std::array<double, kAdaptiveMaxDrafts> sum{};
-    const int steps = std::min(k_, peak_n_);
-    for (int t = 0; t < peak_n_; ++t) {
-      double prod = 1.0;
-      for (int i = 0; i < steps && t + i < peak_n_; ++i) {
-        prod *= m[static_cast<std::size_t>(t + i)];
-        sum[static_cast<std::size_t>(i)] += prod;
-      }
-    }
-    double r = 1.0;
-    peak_r_[0] = 1.0;
-    for (int i = 0; i < k_; ++i) {
-      if (i < steps) r += sum[static_cast<std::size_t>(i)] / static_cast<double>(peak_n_ - i);
-      peak_r_[static_cast<std::size_t>(i + 1)] = std::min(r, static_cast<double>(i + 2));
-    }
-    peak_dirty_ = false;
-  }
-  return peak_r_[static_cast<std::size_t>(std::clamp(n, 0, k_))];
+  return peak_tokens_all()[static_cast<std::size_t>(std::clamp(n, 0, k_))];
 }
 
 bool AdaptiveDrafts::peaks_rule_out(int k_cap) const {
   if (peak_n_ < kPeakMin || k_cap < 1) return false;
+  const auto r = peak_tokens_all();
   for (int n = 1; n <= std::min(k_cap, k_); ++n)
-    if (could_pay(n, peak_tokens(n))) return false;
+    if (could_pay(n, r[static_cast<std::size_t>(n)])) return false;
   return true;
 }
 

@@ -221,6 +221,8 @@ class AdaptiveDrafts {
   // yet measured extrapolated from the measured ones.
   double window_cost(int rows, bool fastest = false) const;
   double base_cost() const;  // c_plain when measured, else c_verify(1)
+  // peak_tokens for every n = 0..k.
+  std::array<double, kAdaptiveMaxDrafts + 1> peak_tokens_all() const;
   // n drafts committing `tokens` tokens could beat plain steps, every cost at its fastest recent sample.
   bool could_pay(int n, double tokens) const;
   // An exploring round due now is held back by the peak bound (counted in peak_held_).
@@ -261,10 +263,8 @@ class AdaptiveDrafts {
   int64_t guarded_ = 0;                                        // rounds the guard turned into plain steps
   std::array<double, kPeakWindow> peaks_{};                    // ring of plain-step peaks (record_peak)
   int peak_n_ = 0, peak_next_ = 0;
-  double peak_key_ = -1.0;                                       // peak_context's key (-1: none yet)
-  mutable std::array<double, kAdaptiveMaxDrafts + 1> peak_r_{};  // R_n at the peaks, while !peak_dirty_
-  mutable bool peak_dirty_ = true;
-  int64_t peak_held_ = 0;  // rounds in which the peak bound held a due exploring round back
+  double peak_key_ = -1.0;  // peak_context's key (-1: none yet)
+  int64_t peak_held_ = 0;   // rounds in which the peak bound held a due exploring round back
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
   RecentMedian draft_, plain_;
