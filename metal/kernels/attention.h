@@ -18,7 +18,8 @@
 // `strata_<kernel>` take KvI8, `strata_<kernel>_f32` KvF32):
 //   KvI8  (strata)   k/v [cell][Hkv][Dh] int8, ks/vs [cell][Hkv][ceil(Dh/64)] fp16 bits;
 //   KvF32 (qwen3moe) k/v [cell][Hkv][Dh] float, ks/vs unused — the CPU's f32 cells: q·k with 8
-//                    interleaved partial sums and the fixed tree (dot_f32), o_j += e·v_j (axpy_f32).
+//                    interleaved fused multiply-add sums and the fixed tree (dot_f32_fused),
+//                    o_j = fma(e, v_j, o_j) (axpy_f32_fused).
 #include "metal/kernels/common.h"
 
 enum : uint { kAttnChunk = 64, kKvBlock = 64, kFusedMaxWidth = 384, kFusedThreads = 256 };
@@ -58,11 +59,11 @@ struct KvI8 {
                           uint nb) {
     return kv_dot_cell(q, (device const int8_t*)k + slot * dh, ks + slot * nb, dh);
   }
-  // e·v̂_j as the CPU's kv_axpy forms it: (e·scale)·code.
-  static inline float v_term(float e, device const uchar* v, device const ushort* vs, ulong slot, uint j, uint dh,
-                             uint nb) {
-    return (e * half_bits_to_float(vs[slot * nb + j / kKvBlock])) *
-           float(int(((device const int8_t*)v)[slot * dh + j]));
+  // acc + e·v̂_j as the CPU's kv_axpy forms it: acc + (e·scale)·code.
+  static inline float v_add(float acc, float e, device const uchar* v, device const ushort* vs, ulong slot, uint j,
+                            uint dh, uint nb) {
+    return acc + (e * half_bits_to_float(vs[slot * nb + j / kKvBlock])) *
+                     float(int(((device const int8_t*)v)[slot * dh + j]));
   }
   // One head vector (lane owns elements lane + 32·j, j < 8): int8 per 64-element block (fp16 scale
   // absmax/127, round half to even, clamp ±127). Every lane of the SIMD group calls it.
@@ -94,12 +95,14 @@ struct KvF32 {
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     uint i = 0;
     for (; i + 8 <= dh; i += 8)
-      for (uint l = 0; l < 8; ++l) acc[l] = acc[l] + q[i + l] * kf[i + l];
-    for (uint l = 0; i < dh; ++i, ++l) acc[l] = acc[l] + q[i] * kf[i];
+      for (uint l = 0; l < 8; ++l) acc[l] = metal::fma(q[i + l], kf[i + l], acc[l]);
+    for (uint l = 0; i < dh; ++i, ++l) acc[l] = metal::fma(q[i], kf[i], acc[l]);
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
   }
-  static inline float v_term(float e, device const uchar* v, device const ushort*, ulong slot, uint j, uint dh, uint) {
-    return e * ((device const float*)v)[slot * dh + j];
+  // fma(e, v_j, acc): the CPU's axpy_f32_fused.
+  static inline float v_add(float acc, float e, device const uchar* v, device const ushort*, ulong slot, uint j,
+                            uint dh, uint) {
+    return metal::fma(e, ((device const float*)v)[slot * dh + j], acc);
   }
   static inline void store(thread const float* x, device uchar* dst, device ushort*, ulong slot, uint dh, uint,
                            uint lane) {
@@ -218,7 +221,7 @@ inline void attn_chunks_body(constant AttnArgs& a, device const float* qh, devic
     float acc = 0.0f;
     for (uint i = 0; i < len; ++i) {
       const ulong c = cell_of(a, cells, row, c0 + i);
-      acc = acc + Kv::v_term(float(tg_e[i]), v8, vs, c * hkv + g, j, dh, a.kv_blocks);
+      acc = Kv::v_add(acc, float(tg_e[i]), v8, vs, c * hkv + g, j, dh, a.kv_blocks);
     }
     o[j] = acc;
   }
@@ -299,8 +302,8 @@ inline void attn_fused_body(constant AttnArgs& a, device const float* qh, device
       const uint i0 = c * kAttnChunk, i1 = metal::min(W, i0 + kAttnChunk);
       float oc = 0.0f;
       for (uint i = i0; i < i1; ++i) {
-        oc = oc + Kv::v_term(float(tg_s[hl * W + i]), v8, vs, ulong(cell_of(a, cells, row, i)) * hkv + g, j, dh,
-                             a.kv_blocks);
+        oc = Kv::v_add(oc, float(tg_s[hl * W + i]), v8, vs, ulong(cell_of(a, cells, row, i)) * hkv + g, j, dh,
+                       a.kv_blocks);
       }
       acc += exp_cpu(tg_ml[(hl * nc + c) * 2] - M) * oc;
     }

@@ -348,6 +348,9 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
 #if defined(STRATA_HAVE_AVX2_TU)
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
 #endif
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) paths.push_back(&vec_kernels_avx512());
+#endif
   for (int64_t n : {0, 1, 7, 8, 9, 63, 64, 65, 100, 256}) {
     auto a = rnd(g, static_cast<std::size_t>(n) + 1), b = rnd(g, static_cast<std::size_t>(n) + 1);
     std::vector<int8_t> q(static_cast<std::size_t>(n) + 1);
@@ -359,8 +362,26 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
       acc[i < (n / 8) * 8 ? i % 8 : i - (n / 8) * 8] += p;
     }
     const float want = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    // The fused order: the same lanes and tree, each product added by one fma.
+    float facc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; ++i) {
+      float& l = facc[i < (n / 8) * 8 ? i % 8 : i - (n / 8) * 8];
+      l = std::fma(a[static_cast<std::size_t>(i)], b[static_cast<std::size_t>(i)], l);
+    }
+    const float want_fused = ((facc[0] + facc[1]) + (facc[2] + facc[3])) + ((facc[4] + facc[5]) + (facc[6] + facc[7]));
+    std::vector<float> want_axpy = b;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      want_axpy[u] = std::fma(0.37f, a[u], want_axpy[u]);
+    }
     for (const VecKernels* k : paths) {
       CHECK_EQ(k->dot_f32(a.data(), b.data(), n), want);
+      CHECK_EQ(k->dot_f32_fused(a.data(), b.data(), n), want_fused);
+      {
+        std::vector<float> o = b;
+        k->axpy_f32_fused(0.37f, a.data(), n, o.data());
+        CHECK(o == want_axpy);
+      }
       CHECK_EQ(k->dot_i8(a.data(), q.data(), n), sc.dot_i8(a.data(), q.data(), n));
       std::vector<float> o1 = b, o2 = b;
       k->axpy_f32(0.37f, a.data(), n, o1.data());
@@ -400,8 +421,11 @@ TEST(exp_f32_accuracy_and_swiglu_kernels_bitwise) {
 #if defined(STRATA_HAVE_AVX2_TU)
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
 #endif
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) paths.push_back(&vec_kernels_avx512());
+#endif
   const float special[] = {0.0f, -0.0f, -87.0f, -87.0001f, 88.0f, 88.0001f, -INFINITY, INFINITY, 1e-40f, -3.5f};
-  for (int64_t n : {1, 7, 8, 9, 31, 64, 100, 1000}) {
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 64, 100, 1000}) {
     std::vector<float> x(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(n));
     for (auto& v : x) v = wide(g);
     for (auto& v : u) v = wide(g);

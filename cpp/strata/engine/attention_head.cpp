@@ -71,20 +71,28 @@ void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_
       float* eg = e + g * kSoftmaxChunk;
       m[g] = max_of(s, len);
       for (int64_t i = 0; i < len; ++i) eg[i] = s[i] - m[g];
-      vk.exp(eg, eg, len);
-      float sum = 0.0f;  // in list order, as the Metal kernels add them
-      for (int64_t i = 0; i < len; ++i) sum += eg[i];
-      l[g] = sum;
+      if (len < kSoftmaxChunk) vk.exp(eg, eg, len);
+      l[g] = 0.0f;
     }
+    // A whole chunk's heads lie end to end: one call, whose vectors overlap (a call per head left
+    // each 64-element exp waiting on its own dependency chain).
+    if (len == kSoftmaxChunk) vk.exp(e, e, G * kSoftmaxChunk);
+    // Each head's sum in list order, as the Metal kernels add them; the heads' chains interleaved so
+    // that their dependent adds overlap instead of running one 64-add chain after another.
+    for (int64_t i = 0; i < len; ++i)
+      for (int g = 0; g < G; ++g) l[g] += e[g * kSoftmaxChunk + i];
     // co[g] = Σ_i e_i · v_i over the chunk, the accumulators in registers across its cells.
     if (cells)
       value_fn(hd, e, kSoftmaxChunk, G, cells + c0, len, co);
     else
       value_fn(from_cell(hd, c0), e, kSoftmaxChunk, G, nullptr, len, co);
+    // The chunk's factors e^{m−big} of all heads in one kernel call (each lane exp_f32's bits).
+    float f[kMaxHeadGroup];
+    for (int g = 0; g < G; ++g) f[g] = m[g] - big[g];
+    vk.exp(f, f, G);
     for (int g = 0; g < G; ++g) {
-      const float f = exp_f32(m[g] - big[g]);
-      denom[g] += f * l[g];
-      for (int j = 0; j < dh; ++j) out[g][j] += f * co[g][j];
+      denom[g] += f[g] * l[g];
+      for (int j = 0; j < dh; ++j) out[g][j] += f[g] * co[g][j];
     }
   }
   for (int g = 0; g < G; ++g)

@@ -1,6 +1,6 @@
-// The portable attention-core kernels: literally the per-cell formulation (kv_dot / kv_axpy /
-// dot_f32 / axpy_f32 / indexer_score with the portable vec kernels), the reference the AVX2 table
-// must equal bit for bit.
+// The portable attention-core kernels: literally the per-cell formulation (kv_dot / kv_axpy for int8
+// cells, dot_f32_fused / axpy_f32_fused for f32 and fp16 cells, indexer_score, with the portable vec
+// kernels), the reference the AVX2 and AVX-512 tables must equal bit for bit.
 #include "strata/engine/attention_kernels.h"
 
 #include <cstring>
@@ -33,7 +33,7 @@ void scores_f32_scalar(const KvHeadData& h, const float* const* q, int G, const 
   const VecKernels& vk = vec_kernels_scalar();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = cell_at(cells, i);
-    for (int g = 0; g < G; ++g) scores[g * stride + i] = vk.dot_f32(q[g], h.kf + c * h.dh, h.dh) / sqrt_dh;
+    for (int g = 0; g < G; ++g) scores[g * stride + i] = vk.dot_f32_fused(q[g], h.kf + c * h.dh, h.dh) / sqrt_dh;
   }
 }
 
@@ -54,7 +54,7 @@ void values_f32_scalar(const KvHeadData& h, const float* e, int64_t estride, int
   for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = cell_at(cells, i);
-    for (int g = 0; g < G; ++g) vk.axpy_f32(e[g * estride + i], h.vf + c * h.dh, h.dh, co[g]);
+    for (int g = 0; g < G; ++g) vk.axpy_f32_fused(e[g * estride + i], h.vf + c * h.dh, h.dh, co[g]);
   }
 }
 
@@ -65,7 +65,7 @@ void scores_f16_scalar(const KvHeadData& h, const float* const* q, int G, const 
   float k[kMaxF16HeadDim];
   for (int64_t i = 0; i < n; ++i) {
     quant::dequantize_row(quant::GGMLType::F16, h.kh + cell_at(cells, i) * h.dh, k, h.dh);
-    for (int g = 0; g < G; ++g) scores[g * stride + i] = vk.dot_f32(q[g], k, h.dh) / sqrt_dh;
+    for (int g = 0; g < G; ++g) scores[g * stride + i] = vk.dot_f32_fused(q[g], k, h.dh) / sqrt_dh;
   }
 }
 
@@ -76,7 +76,7 @@ void values_f16_scalar(const KvHeadData& h, const float* e, int64_t estride, int
   for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
   for (int64_t i = 0; i < n; ++i) {
     quant::dequantize_row(quant::GGMLType::F16, h.vh + cell_at(cells, i) * h.dh, v, h.dh);
-    for (int g = 0; g < G; ++g) vk.axpy_f32(e[g * estride + i], v, h.dh, co[g]);
+    for (int g = 0; g < G; ++g) vk.axpy_f32_fused(e[g * estride + i], v, h.dh, co[g]);
   }
 }
 

@@ -1,11 +1,13 @@
 #pragma once
 // The attention core's many-cell kernels: the scores of a GQA group's query heads over a list of
 // cells, the value accumulation of one softmax chunk, and the lightning indexer's scores over a run
-// of cells. Each result is bitwise the per-cell formulation — KvCells::dot_k / axpy_v (engine/
-// kv_quant.h: per 64-block dot_i8 by vec_dot.h's order, out = 0 + part·scale summed over blocks;
-// V: w·scale, then one multiply and one add per element and cell) and indexer_score — but a whole
-// list is one call: each cell is converted once for the G heads, the dot accumulators of several
-// cells are reduced together, and the value accumulators stay in registers across a chunk.
+// of cells. Each result is bitwise the per-cell formulation — KvCells::dot_k / axpy_v (int8 cells,
+// engine/kv_quant.h: per 64-block dot_i8 by vec_dot.h's order, out = 0 + part·scale summed over
+// blocks; V: w·scale, then one multiply and one add per element and cell; f32 and fp16 cells:
+// dot_f32_fused / axpy_f32_fused, one fused multiply-add per element, which halves the arithmetic
+// that bounds these kernels) and indexer_score — but a whole list is one call: each cell is
+// converted once for the G heads, the dot accumulators of several cells are reduced together, and
+// the value accumulators stay in registers across a chunk.
 // The portable table is the reference; tests/cpp/test_attention_kernels.cpp checks the AVX2 and
 // AVX-512 tables against it.
 #include <cstdint>

@@ -45,9 +45,9 @@ class KvCells {
     if (type_ == model::KvType::F16) {
       float k[kMaxF16HeadDim];
       quant::dequantize_row(quant::GGMLType::F16, &kh_[h * dh_], k, dh_);
-      return vk.dot_f32(q, k, dh_);
+      return vk.dot_f32_fused(q, k, dh_);
     }
-    return vk.dot_f32(q, &kf_[h * dh_], dh_);
+    return vk.dot_f32_fused(q, &kf_[h * dh_], dh_);
   }
   // out += w · v̂ of one head of one cell.
   void axpy_v(const VecKernels& vk, int layer, int64_t cell, int head, float w, float* out) const {
@@ -57,9 +57,9 @@ class KvCells {
     } else if (type_ == model::KvType::F16) {
       float v[kMaxF16HeadDim];
       quant::dequantize_row(quant::GGMLType::F16, &vh_[h * dh_], v, dh_);
-      vk.axpy_f32(w, v, dh_, out);
+      vk.axpy_f32_fused(w, v, dh_, out);
     } else {
-      vk.axpy_f32(w, &vf_[h * dh_], dh_, out);
+      vk.axpy_f32_fused(w, &vf_[h * dh_], dh_, out);
     }
   }
   // One KV head's storage for the many-cell attention kernels (engine/attention_kernels.h).

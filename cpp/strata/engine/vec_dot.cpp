@@ -1,4 +1,5 @@
-// Multiplies and adds stay separate (no FMA contraction) so the AVX2 path can match bit for bit.
+// Multiplies and adds stay separate (no FMA contraction) so the AVX2 path can match bit for bit;
+// the *_fused kernels ask for their fused multiply-adds explicitly (std::fma).
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
@@ -89,6 +90,19 @@ void axpy_f32_scalar(float w, const float* x, int64_t n, float* out) {
   }
 }
 
+float dot_f32_fused_scalar(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+  for (int l = 0; i < n; ++i, ++l) acc[l] = std::fma(a[i], b[i], acc[l]);
+  return reduce8(acc);
+}
+
+void axpy_f32_fused_scalar(float w, const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::fma(w, x[i], out[i]);
+}
+
 void axpy_i8_scalar(float w, const int8_t* q, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     const float p = w * static_cast<float>(q[i]);
@@ -96,15 +110,19 @@ void axpy_i8_scalar(float w, const int8_t* q, int64_t n, float* out) {
   }
 }
 
-const VecKernels kScalar{dot_f32_scalar, dot_i8_scalar, axpy_f32_scalar, axpy_i8_scalar, exp_scalar, swiglu_scalar};
+const VecKernels kScalar{dot_f32_scalar,       dot_i8_scalar,         axpy_f32_scalar, axpy_i8_scalar,
+                         dot_f32_fused_scalar, axpy_f32_fused_scalar, exp_scalar,      swiglu_scalar};
 
 }  // namespace
 
 const VecKernels& vec_kernels_scalar() { return kScalar; }
 
 const VecKernels& vec_kernels() {
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (cpu::active_isa() == cpu::Isa::Avx512) return vec_kernels_avx512();
+#endif
 #if defined(STRATA_HAVE_AVX2_TU)
-  if (cpu::isa_has_avx2(cpu::active_isa())) return vec_kernels_avx2();  // AVX-512 runs these too
+  if (cpu::isa_has_avx2(cpu::active_isa())) return vec_kernels_avx2();
 #endif
   return kScalar;
 }

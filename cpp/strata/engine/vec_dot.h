@@ -1,9 +1,10 @@
 #pragma once
 // Short-vector kernels of the attention and norms (head-sized dots over float or int8 K/V, axpy).
 // Every dot uses one fixed order — 8 interleaved partial sums (lane l takes elements i ≡ l mod 8,
-// the tail continuing lanes 0, 1, ...), then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — and separate
-// multiplies and adds, so the AVX2 path is bitwise equal to the portable one (tests/cpp/
-// test_engine_ops.cpp checks it) and results never depend on the ISA.
+// the tail continuing lanes 0, 1, ...), then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — and either
+// separate multiplies and adds or (the *_fused entries) fused multiply-adds, so the AVX2 path is
+// bitwise equal to the portable one (tests/cpp/test_engine_ops.cpp checks it) and results never
+// depend on the ISA.
 #include <cstdint>
 
 namespace strata::engine {
@@ -13,6 +14,12 @@ struct VecKernels {
   float (*dot_i8)(const float* a, const int8_t* q, int64_t n);       // Σ a[i]·float(q[i])
   void (*axpy_f32)(float w, const float* x, int64_t n, float* out);  // out[i] += w·x[i]
   void (*axpy_i8)(float w, const int8_t* q, int64_t n, float* out);  // out[i] += w·float(q[i])
+  // The f32 / fp16 K/V cells' dot and axpy (the attention's scores and values): the lanes and tree of
+  // dot_f32, each product added by one fused multiply-add (one rounding: acc = fma(a, b, acc);
+  // out[i] = fma(w, x[i], out[i])). A fused multiply-add is exact everywhere (hardware FMA, std::fma,
+  // Metal's fma), so these too give the same bits on every path, for half the arithmetic.
+  float (*dot_f32_fused)(const float* a, const float* b, int64_t n);
+  void (*axpy_f32_fused)(float w, const float* x, int64_t n, float* out);
   // y[i] = exp_f32(x[i]) (in place allowed); h[i] = silu(g[i])·u[i] = (g / (1 + exp_f32(−g)))·u.
   // Every lane does exp_f32's operations, so each element is bitwise the scalar function's.
   void (*exp)(const float* x, float* y, int64_t n);
@@ -42,6 +49,10 @@ const VecKernels& vec_kernels();
 const VecKernels& vec_kernels_scalar();
 #if defined(STRATA_HAVE_AVX2_TU)
 const VecKernels& vec_kernels_avx2();
+#endif
+#if defined(STRATA_HAVE_AVX512_TU)
+// The AVX2 table with exp and swiglu on 16 lanes.
+const VecKernels& vec_kernels_avx512();
 #endif
 
 inline float dot_f32(const float* a, const float* b, int64_t n) { return vec_kernels().dot_f32(a, b, n); }

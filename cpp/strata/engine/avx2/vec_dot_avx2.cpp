@@ -1,5 +1,6 @@
 // AVX2 versions of engine/vec_dot.h: the same lane assignment and reduction tree as the portable
-// kernels, with multiplies and adds kept separate, so the results are bitwise equal.
+// kernels, with multiplies and adds kept separate (fused in the *_fused kernels, as there), so the
+// results are bitwise equal.
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
@@ -7,6 +8,8 @@
 #endif
 
 #include <immintrin.h>
+
+#include <cmath>
 
 #include "strata/engine/vec_dot.h"
 
@@ -51,6 +54,24 @@ void axpy_f32_avx2(float w, const float* x, int64_t n, float* out) {
     const float p = w * x[i];
     out[i] = out[i] + p;
   }
+}
+
+float dot_f32_fused_avx2(const float* a, const float* b, int64_t n) {
+  __m256 v = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) v = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), v);
+  alignas(32) float acc[8];
+  _mm256_store_ps(acc, v);
+  for (int l = 0; i < n; ++i, ++l) acc[l] = std::fma(a[i], b[i], acc[l]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void axpy_f32_fused_avx2(float w, const float* x, int64_t n, float* out) {
+  const __m256 vw = _mm256_set1_ps(w);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(x + i), _mm256_loadu_ps(out + i)));
+  for (; i < n; ++i) out[i] = std::fma(w, x[i], out[i]);
 }
 
 void axpy_i8_avx2(float w, const int8_t* q, int64_t n, float* out) {
@@ -106,7 +127,8 @@ void swiglu_avx2(const float* g, const float* u, float* h, int64_t n) {
   }
 }
 
-const VecKernels kAvx2{dot_f32_avx2, dot_i8_avx2, axpy_f32_avx2, axpy_i8_avx2, exp_avx2, swiglu_avx2};
+const VecKernels kAvx2{dot_f32_avx2,       dot_i8_avx2,         axpy_f32_avx2, axpy_i8_avx2,
+                       dot_f32_fused_avx2, axpy_f32_fused_avx2, exp_avx2,      swiglu_avx2};
 
 }  // namespace
 

@@ -3,10 +3,11 @@
 // Dh a multiple of 8 (scores) or 16 (values) run 16-lane kernels below; other shapes and the
 // indexer run the 8-lane kernels of engine/x86/attention_kernels_x86.h compiled in this file (32 ymm
 // registers: passes of four query heads instead of the AVX2 table's three). The per-lane operations
-// are those of the AVX2 and portable kernels (multiplies and adds separate, vec_dot.h's lanes and
-// tree), so the results are bitwise the same; what 16 lanes and 32 registers buy: two cells' 8-lane
-// dot sums share one zmm (cells c and c + 4 of a batch of eight, so the tree below leaves the eight
-// totals in order), and a chunk's value sums cover a whole 64-column block for three heads.
+// are those of the AVX2 and portable kernels (vec_dot.h's lanes and tree; multiplies and adds
+// separate for int8 cells, fused for f32 / fp16), so the results are bitwise the same; what 16 lanes
+// and 32 registers buy: two cells' 8-lane dot sums share one zmm (cells c and c + 4 of a batch of
+// eight, so the tree below leaves the eight totals in order), and a chunk's value sums cover a whole
+// 64-column block for three heads.
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
@@ -74,7 +75,8 @@ inline __m512 load16(const int8_t* p) {
 }
 
 // The 8-lane dot sums of G query heads with the eight cells k[0..7] over columns [o, o + len) (len a
-// multiple of 8): acc[p][g] holds cells p and p + 4 (one multiply, then one add per element, from +0).
+// multiple of 8): acc[p][g] holds cells p and p + 4 (from +0; per element one multiply, then one add,
+// or for f32 / fp16 cells one fused multiply-add).
 template <typename T, int G>
 inline void pair_dots(const float* const* q, const T* const* k, int64_t o, int len, __m512 (&acc)[4][G]) {
 #pragma GCC unroll 16
@@ -89,7 +91,12 @@ inline void pair_dots(const float* const* q, const T* const* k, int64_t o, int l
     for (int p = 0; p < 4; ++p) {
       const __m512 kv = load_pair(k[p] + o + j, k[p + 4] + o + j);
 #pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
+      for (int g = 0; g < G; ++g) {
+        if constexpr (std::is_same_v<T, int8_t>)
+          acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
+        else
+          acc[p][g] = _mm512_fmadd_ps(qv[g], kv, acc[p][g]);
+      }
     }
   }
 }
@@ -173,9 +180,10 @@ void scores_i8_avx512(const KvHeadData& h, const float* const* q, int G, const i
 }
 
 // Columns [col, col + 16·NV) of the G outputs summed in registers over a piece's cells (per element
-// and cell one multiply and one add, cells in order; from +0 on the first piece, from the stored
-// sums after it). w[g·kPiece + i] is cell i's weight. ahead_bytes > 0: also asks for that many bytes
-// from col on of the cell x86::kPrefetchCells ahead (the 8-lane kernels' distance).
+// and cell one multiply and one add for int8 cells, one fused multiply-add for f32 / fp16; cells in
+// order; from +0 on the first piece, from the stored sums after it). w[g·kPiece + i] is cell i's
+// weight. ahead_bytes > 0: also asks for that many bytes from col on of the cell
+// x86::kPrefetchCells ahead (the 8-lane kernels' distance).
 template <typename T, int G, int NV>
 void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
                  float* const* co, int64_t ahead_bytes) {
@@ -194,8 +202,12 @@ void values_slab(const T* base, int dh, const float* w, const int32_t* cells, in
     for (int v = 0; v < NV; ++v) {
       const __m512 xv = load16(x + 16 * v);
 #pragma GCC unroll 16
-      for (int g = 0; g < G; ++g)
-        acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
+      for (int g = 0; g < G; ++g) {
+        if constexpr (std::is_same_v<T, int8_t>)
+          acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
+        else
+          acc[g][v] = _mm512_fmadd_ps(_mm512_set1_ps(w[g * kPiece + i]), xv, acc[g][v]);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -237,7 +249,7 @@ void values_i8_avx512(const KvHeadData& h, const float* e, int64_t es, int G, co
 
 // f32 and fp16 cells (T = float / uint16_t) on 16 lanes: the 8-lane kernels' per-lane operations
 // (engine/x86/attention_kernels_x86.h: 8 interleaved dot sums per cell and head over the whole head,
-// reduced by the hadd tree; one multiply and one add per value element and cell), so bitwise the
+// reduced by the hadd tree; one fused multiply-add per element and cell in both), so bitwise the
 // same. Scores: batches of eight cells, two cells' sums in one zmm as the int8 kernel's; values:
 // 16-column registers. Passes of four query heads (a Qwen3-style GQA group reads each K and V line
 // once). Dh a multiple of 8 (scores) / 16 (values); other shapes run the 8-lane kernels.

@@ -3,15 +3,17 @@
 // registers: passes of up to three query heads) and the AVX-512 table's f32 entries (compiled with
 // -mavx512vl, the same arithmetic gets 32 ymm registers: passes of four heads, so a GQA group of
 // four reads each K and V line once). Bitwise equal to the portable kernels: the lanes, the reduction
-// tree and the per-block / per-cell operations are vec_dot.h's and kv_quant.h's, with multiplies and
-// adds kept separate (the including file turns fp-contract off). What changes is the shape of the
-// work: a batch of four cells is converted once for up to MaxG query heads, their 8-lane dot sums
-// are reduced by one hadd tree per head, and a softmax chunk's value sums stay in registers across
-// its cells. Internal linkage: each ISA file gets its own copy, compiled with its own flags, and the
+// tree and the per-block / per-cell operations are vec_dot.h's and kv_quant.h's: multiplies and adds
+// kept separate for int8 cells and the indexer (the including file turns fp-contract off), fused
+// multiply-adds for f32 and fp16 cells (dot_f32_fused / axpy_f32_fused). What changes is the shape
+// of the work: a batch of four cells is converted once for up to MaxG query heads, their 8-lane dot
+// sums are reduced by one hadd tree per head, and a softmax chunk's value sums stay in registers
+// across its cells. Internal linkage: each ISA file gets its own copy, compiled with its own flags, and the
 // linker can never hand one file's code to the other.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -120,24 +122,30 @@ inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 // One 8-column step of dots4: the G query chunks against each of the four cells' chunk, added
-// into the cell's accumulators (multiply, then add: the documented order).
-template <int G>
+// into the cell's accumulators (multiply, then add: the documented order; Fused: one fused
+// multiply-add, the f32 / fp16 cells' order).
+template <int G, bool Fused>
 inline void add_step(const __m256* qv, const __m256* kv, __m256 (*acc)[G]) {
 #pragma GCC unroll 16
   for (int c = 0; c < kCells; ++c)
 #pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv[c]));
+    for (int g = 0; g < G; ++g) {
+      if constexpr (Fused)
+        acc[c][g] = _mm256_fmadd_ps(qv[g], kv[c], acc[c][g]);
+      else
+        acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv[c]));
+    }
 }
 
 // The 8 columns from `at` of the G query chunks and the four cells, added into the accumulators.
-template <typename T, int G>
+template <typename T, int G, bool Fused>
 inline void step_at(const float* const* q, const T* const* k, int64_t at, __m256 (*acc)[G]) {
   __m256 qv[G], kv[kCells];
 #pragma GCC unroll 16
   for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q[g] + at);
 #pragma GCC unroll 16
   for (int c = 0; c < kCells; ++c) kv[c] = load8(k[c] + at);
-  add_step<G>(qv, kv, acc);
+  add_step<G, Fused>(qv, kv, acc);
 }
 
 template <int G>
@@ -160,20 +168,20 @@ inline void reduce_acc(__m256 (*acc)[G], __m128* out) {
 // The common lengths (a whole int8 block of 64, the indexer's 32, an f32 head of 128) with the chunk
 // count fixed: the accumulators then stay in registers (the general form below keeps a copy on the
 // stack for its tail).
-template <typename T, int G, int NCH>
+template <typename T, int G, bool Fused, int NCH>
 inline void dots4_fixed(const float* const* q, const T* const* k, int64_t o, __m128* out) {
   __m256 acc[kCells][G];
   zero_acc<G>(acc);
-  for (int j = 0; j < 8 * NCH; j += 8) step_at<T, G>(q, k, o + j, acc);
+  for (int j = 0; j < 8 * NCH; j += 8) step_at<T, G, Fused>(q, k, o + j, acc);
   reduce_acc<G>(acc, out);
 }
 
-template <typename T, int G>
+template <typename T, int G, bool Fused>
 inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
   __m256 acc[kCells][G];
   zero_acc<G>(acc);
   int j = 0;
-  for (; j + 8 <= len; j += 8) step_at<T, G>(q, k, o + j, acc);
+  for (; j + 8 <= len; j += 8) step_at<T, G, Fused>(q, k, o + j, acc);
   if (j < len) {
     const int t = len - j;
     const __m256i m = tail_mask(t);
@@ -182,18 +190,18 @@ inline void dots4_any(const float* const* q, const T* const* k, int64_t o, int l
     for (int g = 0; g < G; ++g) qv[g] = _mm256_maskload_ps(q[g] + o + j, m);
 #pragma GCC unroll 16
     for (int c = 0; c < kCells; ++c) kv[c] = load_tail(k[c] + o + j, t, m);
-    add_step<G>(qv, kv, acc);
+    add_step<G, Fused>(qv, kv, acc);
   }
   reduce_acc<G>(acc, out);
 }
 
-template <typename T, int G>
+template <typename T, int G, bool Fused>
 inline void dots4(const float* const* q, const T* const* k, int64_t o, int len, __m128* out) {
   switch (len) {
-    case 32: dots4_fixed<T, G, 4>(q, k, o, out); return;
-    case 64: dots4_fixed<T, G, 8>(q, k, o, out); return;
-    case 128: dots4_fixed<T, G, 16>(q, k, o, out); return;
-    default: dots4_any<T, G>(q, k, o, len, out); return;
+    case 32: dots4_fixed<T, G, Fused, 4>(q, k, o, out); return;
+    case 64: dots4_fixed<T, G, Fused, 8>(q, k, o, out); return;
+    case 128: dots4_fixed<T, G, Fused, 16>(q, k, o, out); return;
+    default: dots4_any<T, G, Fused>(q, k, o, len, out); return;
   }
 }
 
@@ -239,7 +247,7 @@ void scores_i8_g(const KvHeadData& h, const float* const* q, const int32_t* cell
     for (int g = 0; g < G; ++g) tot[g] = _mm_setzero_ps();
     for (int b0 = 0, b = 0; b0 < dh; b0 += kKvBlock, ++b) {
       __m128 part[G];
-      dots4<int8_t, G>(q, k, b0, std::min(dh - b0, kKvBlock), part);
+      dots4<int8_t, G, /*Fused=*/false>(q, k, b0, std::min(dh - b0, kKvBlock), part);
       const __m128 s = scales4(h.ks + b, c, nb);
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g) tot[g] = _mm_add_ps(tot[g], _mm_mul_ps(part[g], s));
@@ -284,7 +292,7 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
     if (ask_ahead)
       prefetch_rows(keys, vals, ask_v, cells, i + kPrefetchCells, std::min(n, i + kPrefetchCells + kCells), dh);
     __m128 part[G];
-    dots4<T, G>(q, k, 0, dh, part);
+    dots4<T, G, /*Fused=*/true>(q, k, 0, dh, part);
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) store4(_mm_div_ps(part[g], vsq), scores + g * stride + i, n - i);
   }
@@ -334,8 +342,12 @@ void values_slab(const T* base, int dh, const float* w, const int32_t* cells, in
     for (int v = 0; v < NV; ++v) {
       const __m256 xv = load8(x + 8 * v);
 #pragma GCC unroll 16
-      for (int g = 0; g < G; ++g)
-        acc[g][v] = _mm256_add_ps(acc[g][v], _mm256_mul_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv));
+      for (int g = 0; g < G; ++g) {
+        if constexpr (std::is_same_v<T, int8_t>)
+          acc[g][v] = _mm256_add_ps(acc[g][v], _mm256_mul_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv));
+        else
+          acc[g][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv, acc[g][v]);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -371,8 +383,13 @@ void values_cols(const T* base, int dh, const float* w, const int32_t* cells, in
     for (int g = 0; g < G; ++g) {
       float a = first ? 0.0f : co[g][col];
       for (int64_t i = 0; i < n; ++i) {
-        const float p = w[g * kPiece + i] * to_float(base[(cells ? cells[i] : i) * dh + col]);
-        a = a + p;
+        const float x = to_float(base[(cells ? cells[i] : i) * dh + col]);
+        if constexpr (std::is_same_v<T, int8_t>) {
+          const float p = w[g * kPiece + i] * x;
+          a = a + p;
+        } else {
+          a = std::fma(w[g * kPiece + i], x, a);
+        }
       }
       co[g][col] = a;
     }
@@ -436,7 +453,7 @@ void indexer_scores(const float* qi, const float* w, int heads, int dim, const f
       __m128 d[MaxG];
       with_heads<MaxG>(heads - j0, [&](auto gs) {
         for (int g = 0; g < gs.value; ++g) q[g] = qi + static_cast<int64_t>(j0 + g) * dim;
-        dots4<float, gs.value>(q, k, 0, dim, d);
+        dots4<float, gs.value, /*Fused=*/false>(q, k, 0, dim, d);
         for (int g = 0; g < gs.value; ++g) {
           const __m128 relu = _mm_and_ps(d[g], _mm_cmpgt_ps(d[g], zero));
           tot = _mm_add_ps(tot, _mm_mul_ps(_mm_set1_ps(w[j0 + g]), relu));
