@@ -15,8 +15,9 @@ file through both engines with the same thread counts:
 The machine is printed and recorded with the figures: CPU model, strata's ISA path, last-level cache
 size, read bandwidth per thread count (strata.bench.machine). A ``NAME:Q4_K_M`` model is the NAME:Q8_0 file
 requantized by llama.cpp's own quantizer (``llama_model_quantize``, ``LLAMA_FTYPE_MOSTLY_Q4_K_M``: Q4_K
-experts, Q6_K output and some down/V tensors, as ``llama-quantize Q4_K_M`` writes it); ``NAME:IQ4_XS``
-likewise (``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and attention, Q6_K output). A model whose file
+experts, Q6_K output and some down/V tensors, as ``llama-quantize Q4_K_M`` writes it); ``NAME:Q5_K_M``
+(Q5_K experts, Q6_K output and some down/V tensors) and ``NAME:IQ4_XS`` likewise
+(``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and attention, Q6_K output). A model whose file
 is smaller than 4x the last-level cache would measure the cache, not memory: the bench then adds the
 ``medium`` shape in the same format (or says it cannot).
 
@@ -125,7 +126,11 @@ SHAPES = {s.name: s for s in (TINY, SMALL, SMALL2, MEDIUM)}
 DEFAULT_MODELS = "tiny:F32,tiny:Q8_0,small2:F32,small2:Q8_0,small:Q8_0,small:Q4_0,small:Q4_K_M"
 # Formats made by llama.cpp's quantizer from the Q8_0 file (gguf.quants, the converter's, has no K-quants
 # nor IQ4_XS encoder).
-LLAMA_QUANTIZED = {"Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "IQ4_XS": "LLAMA_FTYPE_MOSTLY_IQ4_XS"}
+LLAMA_QUANTIZED = {
+    "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M",
+    "Q5_K_M": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
+    "IQ4_XS": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
+}
 # A decode benchmark model must be at least this many times the last-level cache.
 LLC_FACTOR = 4
 
