@@ -14,6 +14,7 @@ std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel) {
   switch (repacked) {
     case quant::GGMLType::Q8_0_R16:
     case quant::GGMLType::Q4_K_R16:
+    case quant::GGMLType::Q5_K_R16:  // Q4_K_R16's layout and read pattern (not measured on its own)
     case quant::GGMLType::Q6_K_R16: return 1024;
     case quant::GGMLType::Q4_0_R16: return 2048;
     default: return 0;

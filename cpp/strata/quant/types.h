@@ -47,6 +47,7 @@ enum class GGMLType : uint32_t {
   Q4_0_R16 = 0x1002,
   Q8_0_R16 = 0x1008,
   Q4_K_R16 = 0x100C,
+  Q5_K_R16 = 0x100D,
   Q6_K_R16 = 0x100E,
   IQ4_XS_R16 = 0x1017,
 };

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels of the repacked Q4_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: 16 rows per group,
+// AVX-512 VNNI kernels of the repacked Q4_K, Q5_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: 16 rows per group,
 // one 512-bit register per 4-column step whose 32-bit lane r is row r. Per sub-block of 32 columns,
 // eight vpdpbusd (the nibbles unsigned, the activation's 4 bytes of the step broadcast) give every
 // row's exact integer sum; one vpmulld by the row's 6-bit scale (unpacked from the layout once per
@@ -120,6 +120,85 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
 // c ? a : b in every bit: one vpternlogd (truth-table columns a = 0xF0, b = 0xCC, c = 0xAA).
 inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
 
+using L5 = repack::Q5KLayout;
+
+// One Q5_K group (16 rows at grp) against A activations: group<A>'s scheme with the fifth bits. Step s
+// of sub-block pair j reads qh chunk s (cpu/repack/layout.h): shifted right by 2j, its bit 0 belongs to
+// the low nibbles and bit 1 to the high ones; each, masked and moved to bit 4, is merged under the
+// nibble by one vpternlogd. The 5-bit quants (0..31) go through vpdpbusd unsigned as Q4_K's nibbles,
+// and per row sum += d·isum − dmin·summs, the scalar Q5_K dot's arithmetic (bitwise).
+template <int A>
+void group_q5(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
+              std::size_t pf = 0) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m1 = _mm512_set1_epi8(0x01), m2 = _mm512_set1_epi8(0x02);
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L5::block(b);
+    if (pf != 0) prefetch_lines(blk + pf, L5::kBlockBytes);
+    alignas(64) uint8_t sc[128], mn[128];
+    __m512i u[2];
+    unpack6(blk + L5::kScales, u);
+    _mm512_store_si512(sc, u[0]);
+    _mm512_store_si512(sc + 64, u[1]);
+    unpack6(blk + L5::kMins, u);
+    _mm512_store_si512(mn, u[0]);
+    _mm512_store_si512(mn + 64, u[1]);
+
+    __m512i isum[A];
+    for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles)
+      const uint8_t* qs = blk + L5::kQs + 512 * j;
+      __m512i lo[8], hi[8];
+      for (int s = 0; s < 8; ++s) {
+        const __m512i w = loadu512(qs + 64 * s);
+        // 16-bit shifts by < 8 keep every byte's bits in that byte.
+        const __m512i t = _mm512_srli_epi16(loadu512(blk + L5::kQh + 64 * s), static_cast<unsigned>(2 * j));
+        const __m512i b_lo = _mm512_slli_epi16(_mm512_and_si512(t, m1), 4);
+        const __m512i b_hi = _mm512_slli_epi16(_mm512_and_si512(t, m2), 3);
+        lo[s] = select_bits(m4, w, b_lo);
+        hi[s] = select_bits(m4, _mm512_srli_epi16(w, 4), b_hi);
+      }
+      const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j)));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j + 16)));
+      for (int a = 0; a < A; ++a) {
+        const int8_t* q8 = y[a][b].qs + 64 * j;
+        __m512i p0 = _mm512_setzero_si512(), p1 = p0, q0 = p0, q1 = p0;
+        for (int s = 0; s < 8; s += 2) {
+          p0 = dpbusd_bcast(p0, lo[s], q8 + 4 * s);
+          p1 = dpbusd_bcast(p1, lo[s + 1], q8 + 4 * s + 4);
+          q0 = dpbusd_bcast(q0, hi[s], q8 + 32 + 4 * s);
+          q1 = dpbusd_bcast(q1, hi[s + 1], q8 + 32 + 4 * s + 4);
+        }
+        const __m512i t = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc_lo),
+                                           _mm512_mullo_epi32(_mm512_add_epi32(q0, q1), sc_hi));
+        isum[a] = _mm512_add_epi32(isum[a], t);
+      }
+    }
+    __m512i mins[4];  // lane r: (min 2k, min 2k + 1) of row r as int16
+    for (int k = 0; k < 4; ++k)
+      mins[k] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn + 32 * k)));
+    const __m512 xd = _mm512_cvtph_ps(loadu256(blk + L5::kD));
+    const __m512 xdmin = _mm512_cvtph_ps(loadu256(blk + L5::kDmin));
+    for (int a = 0; a < A; ++a) {
+      const BlockQ8_K& yb = y[a][b];
+      const __m256i bs = loadu256(yb.bsums);
+      alignas(16) int32_t pairs[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
+                      _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+      __m512i summs = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) summs = _mm512_dpwssd_epi32(summs, mins[k], _mm512_set1_epi32(pairs[k]));
+      const __m512 yd = _mm512_set1_ps(yb.d);
+      const __m512 d = _mm512_mul_ps(yd, xd);
+      const __m512 dmin = _mm512_mul_ps(yd, xdmin);
+      const __m512 t =
+          _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs)));
+      acc[a] = _mm512_add_ps(acc[a], t);
+    }
+  }
+  for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
+}
+
 // One Q6_K group against A activations.
 template <int A>
 void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
@@ -218,6 +297,25 @@ void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64
   repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
     repack::for_each_act_pass<4>(nact,
                                  [&]<int A>(int a) { group<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
+  });
+}
+
+void dot_rows_q5_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q5_K_R16);
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q5<1>(nb, grp, &y, &out, r, nv, pf); });
+}
+
+void dot_rows_multi_q5_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q5_K_R16);  // the first pass streams the group
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    repack::for_each_act_pass<4>(nact,
+                                 [&]<int A>(int a) { group_q5<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
   });
 }
 

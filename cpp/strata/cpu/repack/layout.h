@@ -1,6 +1,6 @@
 #pragma once
 // The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16, Q4_K_R16,
-// Q6_K_R16, IQ4_XS_R16; the 256-column types at the end of this file). Rows come
+// Q5_K_R16, Q6_K_R16, IQ4_XS_R16; the 256-column types at the end of this file). Rows come
 // in groups of 16; a group is 16 rows' bytes (16 · row_bytes, so row r of the matrix still starts
 // at r · row_bytes when r is a multiple of 16) holding, for each block b of 32 columns, one
 // interleaved block of the 16 rows:
@@ -73,6 +73,21 @@ struct Q4KLayout {
 };
 static_assert(Q4KLayout::kBlockBytes == 2304 && Q4KLayout::kBlockBytes % 64 == 0);
 static_assert(Q4KLayout::kQs + kRows * quant::kQK_K / 2 == Q4KLayout::kBlockBytes);
+
+// Q5_K_R16: Q4_K_R16 with the 16 rows' fifth bits, per super-block 16 · 176 = 2816 bytes (44 cache
+// lines) at b · 2816:
+//   [0, 256)     d, dmin, scales, mins as Q4_K_R16
+//   [256, 768)   qh[64·s + 4·r + j] = the plain Q5_K byte qh[4s + j] of row r (s = 0..7): byte l of qh
+//                holds bit 2k (low nibble) and 2k + 1 (high nibble) of column l of each 32-byte qs
+//                chunk k, so step s of every sub-block pair reads the same 64 bytes, one shift away
+//   [768, 2816)  qs as Q4_K_R16's: chunk c = 8k + s is sub-block pair k's step s
+struct Q5KLayout {
+  static constexpr std::size_t kBlockBytes = kRows * sizeof(quant::BlockQ5_K);
+  static constexpr std::size_t kD = 0, kDmin = 32, kScales = 64, kMins = 160, kQh = 256, kQs = 768;
+  static std::size_t block(int64_t b) { return static_cast<std::size_t>(b) * kBlockBytes; }
+};
+static_assert(Q5KLayout::kBlockBytes == 2816 && Q5KLayout::kBlockBytes % 64 == 0);
+static_assert(Q5KLayout::kQs + kRows * quant::kQK_K / 2 == Q5KLayout::kBlockBytes);
 
 inline void pack6(const uint8_t* u, uint8_t* out) {
   for (int i = 0; i < 64; ++i) out[i] = static_cast<uint8_t>((u[i] & 15) | ((u[64 + i] & 15) << 4));

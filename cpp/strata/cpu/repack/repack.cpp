@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "strata/cpu/repack/layout.h"
 #include "strata/util/aligned.h"
@@ -46,13 +47,14 @@ void repack_q4_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
 }
 
 // A Q4_K super-block's 8 scales and 8 mins of every row, in the orders layout.h gives them.
-void repack_q4_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
-  using L = repack::Q4KLayout;
+// Q4_K and Q5_K (Block, L): Q5_K_R16 is Q4_K_R16 plus the rows' qh bytes (cpu/repack/layout.h).
+template <class Block, class L>
+void repack_q45_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* blk = dst + L::block(b);
     uint8_t usc[128], umin[128];
     for (int r = 0; r < repack::kRows; ++r) {
-      const auto* x = reinterpret_cast<const quant::BlockQ4_K*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      const auto* x = reinterpret_cast<const Block*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
       std::memcpy(blk + L::kD + 2 * r, &x->d, 2);
       std::memcpy(blk + L::kDmin + 2 * r, &x->dmin, 2);
       for (int g = 0; g < 8; ++g) {
@@ -62,6 +64,8 @@ void repack_q4_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
         umin[32 * (g / 2) + 2 * r + (g % 2)] = m;
       }
       for (int c = 0; c < 32; ++c) std::memcpy(blk + L::kQs + 64 * c + 4 * r, &x->qs[4 * c], 4);
+      if constexpr (std::is_same_v<Block, quant::BlockQ5_K>)
+        for (int c = 0; c < 8; ++c) std::memcpy(blk + L::kQh + 64 * c + 4 * r, &x->qh[4 * c], 4);
     }
     repack::pack6(usc, blk + L::kScales);
     repack::pack6(umin, blk + L::kMins);
@@ -69,8 +73,8 @@ void repack_q4_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
 }
 
 // The inverse for one row r of a group: Q4_K's own 12-byte scale packing rebuilt from the values.
-void unpack_q4_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ4_K* x) {
-  using L = repack::Q4KLayout;
+template <class Block, class L>
+void unpack_q45_k_row(const uint8_t* grp, int r, int64_t nb, Block* x) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + L::block(b);
     uint8_t usc[128], umin[128];
@@ -92,6 +96,8 @@ void unpack_q4_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ4_K* x)
       q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
     }
     for (int c = 0; c < 32; ++c) std::memcpy(&x[b].qs[4 * c], blk + L::kQs + 64 * c + 4 * r, 4);
+    if constexpr (std::is_same_v<Block, quant::BlockQ5_K>)
+      for (int c = 0; c < 8; ++c) std::memcpy(&x[b].qh[4 * c], blk + L::kQh + 64 * c + 4 * r, 4);
   }
 }
 
@@ -163,6 +169,7 @@ GGMLType repacked_type(GGMLType t) {
     case GGMLType::Q4_0: return GGMLType::Q4_0_R16;
     case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
     case GGMLType::Q4_K: return GGMLType::Q4_K_R16;
+    case GGMLType::Q5_K: return GGMLType::Q5_K_R16;
     case GGMLType::Q6_K: return GGMLType::Q6_K_R16;
     case GGMLType::IQ4_XS: return GGMLType::IQ4_XS_R16;
     default: return t;
@@ -174,6 +181,7 @@ GGMLType plain_type(GGMLType t) {
     case GGMLType::Q4_0_R16: return GGMLType::Q4_0;
     case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
     case GGMLType::Q4_K_R16: return GGMLType::Q4_K;
+    case GGMLType::Q5_K_R16: return GGMLType::Q5_K;
     case GGMLType::Q6_K_R16: return GGMLType::Q6_K;
     case GGMLType::IQ4_XS_R16: return GGMLType::IQ4_XS;
     default: return t;
@@ -189,8 +197,11 @@ bool repack_pays(GGMLType t, Isa isa) {
   // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums; Q4_K: its
   // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block; IQ4_XS: one
   // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS").
+  // Q5_K: AVX-512 only (the AVX2 path has no Q5_K_R16 kernel: it would run the scalar reference).
   switch (isa) {
     case Isa::Avx512:
+      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
+             t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
     case Isa::Avx2:
       return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K ||
              t == GGMLType::IQ4_XS;
@@ -214,7 +225,7 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
   if (!can_repack(t, rows))
     throw_error(ErrorKind::Value,
                 std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
-                    " rows has no repacked form (Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS, rows a multiple of 16)");
+                    " rows has no repacked form (Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
   const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
@@ -225,7 +236,9 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
     if (t == GGMLType::Q8_0)
       repack_q8_0(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q4_K)
-      repack_q4_k(s + off, rb, nb, d + off);
+      repack_q45_k<quant::BlockQ4_K, repack::Q4KLayout>(s + off, rb, nb, d + off);
+    else if (t == GGMLType::Q5_K)
+      repack_q45_k<quant::BlockQ5_K, repack::Q5KLayout>(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q6_K)
       repack_q6_k(s + off, rb, nb, d + off);
     else if (t == GGMLType::IQ4_XS)
@@ -248,7 +261,11 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
     for (int r = 0; r < repack::kRows; ++r) {
       uint8_t* row = d + (static_cast<std::size_t>(g) * repack::kRows + static_cast<std::size_t>(r)) * rb;
       if (t == GGMLType::Q4_K) {
-        unpack_q4_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ4_K*>(row));
+        unpack_q45_k_row<quant::BlockQ4_K, repack::Q4KLayout>(grp, r, nb, reinterpret_cast<quant::BlockQ4_K*>(row));
+        continue;
+      }
+      if (t == GGMLType::Q5_K) {
+        unpack_q45_k_row<quant::BlockQ5_K, repack::Q5KLayout>(grp, r, nb, reinterpret_cast<quant::BlockQ5_K*>(row));
         continue;
       }
       if (t == GGMLType::Q6_K) {

@@ -1,5 +1,5 @@
 #pragma once
-// Repacked weights: Q4_0, Q8_0, Q4_K, Q6_K and IQ4_XS matrices copied at load into groups of 16
+// Repacked weights: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS matrices copied at load into groups of 16
 // interleaved rows (layout.h) so the kernels load 16 rows' scales at once (Q4_K's and IQ4_XS's
 // 6-bit scales regrouped for the kernel) and feed VNNI / maddubs without per-row shuffles, as
 // llama.cpp's CPU_REPACK does. A repacked matrix has its own internal type (Q4_0_R16, Q8_0_R16,
@@ -21,9 +21,8 @@ namespace strata::cpu {
 
 inline constexpr int kRepackRows = 16;
 
-// Q4_0 -> Q4_0_R16, Q8_0 -> Q8_0_R16, Q4_K -> Q4_K_R16, Q6_K -> Q6_K_R16, IQ4_XS -> IQ4_XS_R16;
-// `t` itself when t has no
-// repacked form.
+// Q4_0 -> Q4_0_R16, Q8_0 -> Q8_0_R16, Q4_K -> Q4_K_R16, Q5_K -> Q5_K_R16, Q6_K -> Q6_K_R16,
+// IQ4_XS -> IQ4_XS_R16; `t` itself when t has no repacked form.
 quant::GGMLType repacked_type(quant::GGMLType t);
 // The plain type of a repacked one (itself for any other type).
 quant::GGMLType plain_type(quant::GGMLType t);

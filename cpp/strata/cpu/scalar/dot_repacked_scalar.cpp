@@ -104,6 +104,48 @@ void rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, cons
   }
 }
 
+// Q5_K_R16: dot_q5_k of dot_q3_k_q5_k_scalar.cpp (rows_q4_k's arithmetic with each quant's fifth bit
+// from the interleaved qh), read from the layout.
+void rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  using L = repack::Q5KLayout;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  uint8_t usc[128], umin[128];
+  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
+    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
+    for (int r = 0; r < n_in; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = grp + L::block(b);
+        repack::unpack6(blk + L::kScales, usc);
+        repack::unpack6(blk + L::kMins, umin);
+        int isum = 0, summs = 0;
+        for (int g = 0; g < 8; ++g) {
+          const int shift = 4 * (g % 2);
+          int part = 0;
+          for (int l = 0; l < 32; ++l) {
+            const int i = 32 * (g / 2) + l;  // byte of the plain row's qs
+            const int lo = (blk[L::kQs + 64 * (i / 4) + 4 * r + i % 4] >> shift) & 0xF;
+            const int hi = (blk[L::kQh + 64 * (l / 4) + 4 * r + l % 4] >> g) & 1;  // the plain row's qh[l]
+            part += (lo | (hi << 4)) * y[b].qs[32 * g + l];
+          }
+          isum += usc[16 * g + r] * part;
+          summs += umin[32 * (g / 2) + 2 * r + g % 2] * (y[b].bsums[2 * g] + y[b].bsums[2 * g + 1]);
+        }
+        uint16_t xd, xdmin;
+        std::memcpy(&xd, blk + L::kD + 2 * r, 2);
+        std::memcpy(&xdmin, blk + L::kDmin + 2 * r, 2);
+        const float d = y[b].d * fp16_to_fp32(xd);
+        const float dmin = y[b].d * fp16_to_fp32(xdmin);
+        sum += d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+      }
+      out[g0 + r] = sum;
+    }
+  }
+}
+
 // Q6_K_R16: dot_q6_k of dot_scalar.cpp (per 16-column sub-block the exact sum of (q − 32)·y, times
 // its int8 scale, then sum += (dy·dx)·isum), read from the layout.
 void rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
@@ -186,6 +228,7 @@ void rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, co
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q4>, nullptr, repack::kRows};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repack::kRows};
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q4_k, nullptr, repack::kRows};
+constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, act_q8_k, rows_q5_k, nullptr, repack::kRows};
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, act_q8_k, rows_q6_k, nullptr, repack::kRows};
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, act_q8_k, rows_iq4_xs, nullptr, repack::kRows};
 
@@ -196,6 +239,7 @@ const DotKernel* repacked_kernel(GGMLType type) {
     case GGMLType::Q4_0_R16: return &kQ4_0_R16;
     case GGMLType::Q8_0_R16: return &kQ8_0_R16;
     case GGMLType::Q4_K_R16: return &kQ4_K_R16;
+    case GGMLType::Q5_K_R16: return &kQ5_K_R16;
     case GGMLType::Q6_K_R16: return &kQ6_K_R16;
     case GGMLType::IQ4_XS_R16: return &kIQ4_XS_R16;
     default: return nullptr;
