@@ -41,11 +41,12 @@ inline __m128i q3_k_scales(const uint8_t* s) {
   return _mm_sub_epi8(u, _mm_set1_epi8(32));
 }
 
-// A block's unpacked weights and scales, shared by every activation row it meets (the
-// multi-activation kernels of prefill and verification windows unpack each block once). The
-// operations and their order are the single-activation dots' above, so both give the same bits
-// (test_quant_gemv checks it); the single dots keep their fused loops, which hold the unpacked
-// block in registers (through a prepared block in L1 a Q5_K_M decode step ran 20 % slower).
+// A Q3_K block's unpacked weights and scales, shared by every activation row it meets (the
+// multi-activation kernel of prefill and verification windows unpacks each block once). The
+// operations and their order are dot_q3_k's below, so both give the same bits (test_quant_gemv
+// checks it); the single dots keep their fused loops, which hold the unpacked block in registers
+// (through a prepared block in L1 a Q5_K_M decode step ran 20 % slower). Q5_K's multi-activation
+// kernel shares Q4_K's (dot_k_avx2.cpp).
 struct Q3KPrep {
   __m256i q[8];   // step 4h + s: the 3-bit weights + 4 of columns 128h + 32s .. + 32
   __m256i sc[8];  // step 4h + s: its two scales (low lane, high lane) as int16
@@ -114,66 +115,6 @@ float dot_q3_k(int64_t nb, const BlockQ3_K* x, const BlockQ8_K* y) {
   return hsum(acc);
 }
 
-struct Q5KPrep {
-  __m256i q[8];   // chunk j: the low nibbles with their fifth bit at 2j, the high nibbles at 2j + 1
-  __m256i sc[8];  // the matching scale in every int16 lane
-  __m128i mins;   // the 8 mins as int16
-  float xd, xdmin;
-};
-
-inline void prep_q5_k(const BlockQ5_K& x, Q5KPrep& p) {
-  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m1 = _mm256_set1_epi8(1);
-  // The 12 scale bytes as 8 scales (bytes 0..7) and 8 mins (bytes 8..15), as for Q4_K.
-  uint32_t utmp[4];
-  std::memcpy(utmp, x.scales, 12);
-  utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-  const uint32_t uaux = utmp[1] & kmask1;
-  utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-  utmp[2] = uaux;
-  utmp[0] &= kmask1;
-  const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
-      static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
-  p.mins = _mm256_extracti128_si256(mins_and_scales, 1);
-  const __m128i sc128 = _mm256_extracti128_si256(mins_and_scales, 0);
-  const __m256i scales = _mm256_set_m128i(sc128, sc128);
-  const __m256i hbits = loadu256(x.qh);
-  for (int j = 0; j < 4; ++j) {
-    const __m256i q4bits = loadu256(x.qs + 32 * j);
-    const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), m1), 4);
-    const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), m1), 4);
-    p.q[2 * j] = _mm256_or_si256(_mm256_and_si256(q4bits, m4), h_lo);
-    p.q[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4), h_hi);
-    p.sc[2 * j] = broadcast_i16(scales, 2 * j);
-    p.sc[2 * j + 1] = broadcast_i16(scales, 2 * j + 1);
-  }
-  p.xd = fp16(x.d);
-  p.xdmin = fp16(x.dmin);
-}
-
-inline void acc_q5_k(const Q5KPrep& p, const BlockQ8_K& y, __m256& acc, __m128& acc_m) {
-  const float d = y.d * p.xd;
-  const float dmin = -y.d * p.xdmin;
-  const __m256i q8sums = loadu256(y.bsums);
-  const __m128i q8s = _mm_hadd_epi16(_mm256_extracti128_si256(q8sums, 0), _mm256_extracti128_si256(q8sums, 1));
-  const __m128i prod = _mm_madd_epi16(p.mins, q8s);
-  acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
-  __m256i sumi = _mm256_setzero_si256();
-  for (int k = 0; k < 8; k += 2) {
-    const __m256i pl = _mm256_madd_epi16(p.sc[k], _mm256_maddubs_epi16(p.q[k], loadu256(y.qs + 32 * k)));
-    const __m256i ph = _mm256_madd_epi16(p.sc[k + 1], _mm256_maddubs_epi16(p.q[k + 1], loadu256(y.qs + 32 * k + 32)));
-    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-  }
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-}
-
-inline float finish_q5_k(__m256 acc, __m128 acc_m) {
-  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-  return hsum(acc) + _mm_cvtss_f32(acc_m);
-}
-
 float dot_q5_k(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* y) {
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -240,24 +181,6 @@ struct Q3KRowActs {
   }
 };
 
-template <int A>
-struct Q5KRowActs {
-  static void run(int64_t nb, const BlockQ5_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
-    __m256 acc[A];
-    __m128 acc_m[A];
-    for (int a = 0; a < A; ++a) {
-      acc[a] = _mm256_setzero_ps();
-      acc_m[a] = _mm_setzero_ps();
-    }
-    Q5KPrep p;
-    for (int64_t i = 0; i < nb; ++i) {
-      prep_q5_k(x[i], p);
-      for (int a = 0; a < A; ++a) acc_q5_k(p, y[a][i], acc[a], acc_m[a]);
-    }
-    for (int a = 0; a < A; ++a) outs[a][r] = finish_q5_k(acc[a], acc_m[a]);
-  }
-};
-
 }  // namespace
 
 void dot_rows_q3_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
@@ -269,10 +192,6 @@ void dot_rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
 void dot_rows_multi_q3_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
   rows_multi_q8_k<BlockQ3_K, Q3KRowActs, 4>(n, w, stride, nrows, acts, nact, outs);
-}
-void dot_rows_multi_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
-                         float* const* outs) {
-  rows_multi_q8_k<BlockQ5_K, Q5KRowActs, 4>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::avx2

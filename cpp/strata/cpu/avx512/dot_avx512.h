@@ -16,7 +16,7 @@ STRATA_AVX512_DOT(dot_rows_q5_0);
 STRATA_AVX512_DOT(dot_rows_q8_0);
 STRATA_AVX512_DOT(dot_rows_q2_k);
 STRATA_AVX512_DOT(dot_rows_q4_k);
-STRATA_AVX512_DOT(dot_rows_q5_k);  // dot_q5_k_avx512.cpp
+STRATA_AVX512_DOT(dot_rows_q5_k);
 STRATA_AVX512_DOT(dot_rows_q6_k);
 STRATA_AVX512_DOT(dot_rows_iq4_xs);
 STRATA_AVX512_DOT(dot_rows_q8_0_r16);

@@ -1,11 +1,12 @@
-// AVX-512 dots of the 256-value super-block formats (Q2_K, Q4_K, Q6_K, IQ4_XS) with Q8_K
+// AVX-512 dots of the 256-value super-block formats (Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS) with Q8_K
 // activations. The AVX2 scheme (cpu/avx2/dot_k_avx2.cpp) on 64 weights per instruction: unsigned
 // weight bytes x signed activations through maddubs into int16 pairs, then the group scales
 // applied and accumulated in int32 by one VNNI vpdpwssd (madd + add fused). Each 128-bit lane of a
 // 512-bit product belongs to one scale group, so the scales are spread with one vpermw. The min
 // terms come from the activation block sums as in AVX2. IQ4_XS: four groups per codebook lookup,
-// the sign moved onto the activations (AVX-512 has no vpsignb). Integer parts are exact; only the
-// f32 accumulation order differs from the scalar path.
+// the sign moved onto the activations (AVX-512 has no vpsignb). Q5_K: Q4_K with the fifth bits
+// merged while unpacking (prep_q5_k), the rest shared. Integer parts are exact; only the f32
+// accumulation order differs from the scalar path.
 #include <cstring>
 
 #include "strata/cpu/dot_rows.h"
@@ -19,6 +20,7 @@ namespace {
 using quant::BlockIQ4_XS;
 using quant::BlockQ2_K;
 using quant::BlockQ4_K;
+using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_K;
 
@@ -77,19 +79,20 @@ float dot_q2_k(int64_t nb, const BlockQ2_K* x, const BlockQ8_K* y) {
   return hsum(acc) + hsum256(acc_m);
 }
 
-// A Q4_K super-block unpacked once (nibbles, scales spread per step, mins), then dotted against any
-// number of activations: the single- and the multi-activation dots run the same two functions, so
+// A Q4_K or Q5_K super-block unpacked once (quants, scales spread per step, mins), then dotted against
+// any number of activations: the single- and the multi-activation dots run the same two functions, so
 // their results are bitwise equal.
 struct Q4KPrep {
-  __m512i lo[2], hi[2];        // weight nibbles of chunks (j, j + 1), j = 0, 2
+  __m512i lo[2], hi[2];        // weight quants of chunks (j, j + 1), j = 0, 2: low / high nibbles
   __m512i sc_lo[2], sc_hi[2];  // their scales, one per 128-bit lane
   __m128i mins;                // the 8 mins as int16
   float xd, xdmin;
 };
 
-inline void prep_q4_k(const BlockQ4_K& x, Q4KPrep& p) {
+// Q4_K / Q5_K's 12 scale bytes -> p.mins, p.xd, p.xdmin and the 8 scales as int16 lanes 0..7.
+template <class Block>
+inline __m512i prep_scales(const Block& x, Q4KPrep& p) {
   constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  const __m512i m4 = _mm512_set1_epi8(0xF);
   // The 12 scale bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
   uint32_t utmp[4];
   std::memcpy(utmp, x.scales, 12);
@@ -101,7 +104,14 @@ inline void prep_q4_k(const BlockQ4_K& x, Q4KPrep& p) {
   const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
       static_cast<int>(utmp[3]), static_cast<int>(utmp[2]), static_cast<int>(utmp[1]), static_cast<int>(utmp[0])));
   p.mins = _mm256_extracti128_si256(mins_and_scales, 1);
-  const __m512i scales = _mm512_castsi256_si512(mins_and_scales);
+  p.xd = fp16(x.d);
+  p.xdmin = fp16(x.dmin);
+  return _mm512_castsi256_si512(mins_and_scales);
+}
+
+inline void prep_q4_k(const BlockQ4_K& x, Q4KPrep& p) {
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i scales = prep_scales(x, p);
   for (int h = 0; h < 2; ++h) {  // 32-byte chunks 2h and 2h + 1: sub-blocks 4h .. 4h + 3
     const int j = 2 * h;
     const __m512i q4bits = loadu512(x.qs + 32 * j);
@@ -110,8 +120,27 @@ inline void prep_q4_k(const BlockQ4_K& x, Q4KPrep& p) {
     p.sc_lo[h] = _mm512_permutexvar_epi16(halves_idx(2 * j, 2 * j + 2), scales);
     p.sc_hi[h] = _mm512_permutexvar_epi16(halves_idx(2 * j + 1, 2 * j + 3), scales);
   }
-  p.xd = fp16(x.d);
-  p.xdmin = fp16(x.dmin);
+}
+
+// Q5_K: Q4_K with each weight's fifth bit OR-ed into its nibble. qh byte l holds the fifth bits of
+// byte l of every 32-byte chunk: bit 2j for chunk j's low nibbles, bit 2j + 1 for its high ones;
+// both halves of the register see all 32 bytes, each half shifted by its own chunk's count.
+inline void prep_q5_k(const BlockQ5_K& x, Q4KPrep& p) {
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i m1 = _mm512_set1_epi8(1);
+  const __m512i scales = prep_scales(x, p);
+  const __m512i hbits = _mm512_broadcast_i64x4(loadu256(x.qh));
+  for (int h = 0; h < 2; ++h) {
+    const int j = 2 * h;
+    const __m512i q4bits = loadu512(x.qs + 32 * j);
+    // 16-bit shifts by < 8 keep each byte's bits in that byte: bit k of byte l lands in bit 0.
+    const __m512i b_lo = _mm512_and_si512(_mm512_srlv_epi16(hbits, halves_idx(2 * j, 2 * j + 2)), m1);
+    const __m512i b_hi = _mm512_and_si512(_mm512_srlv_epi16(hbits, halves_idx(2 * j + 1, 2 * j + 3)), m1);
+    p.lo[h] = _mm512_or_si512(_mm512_and_si512(q4bits, m4), _mm512_slli_epi16(b_lo, 4));
+    p.hi[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q4bits, 4), m4), _mm512_slli_epi16(b_hi, 4));
+    p.sc_lo[h] = _mm512_permutexvar_epi16(halves_idx(2 * j, 2 * j + 2), scales);
+    p.sc_hi[h] = _mm512_permutexvar_epi16(halves_idx(2 * j + 1, 2 * j + 3), scales);
+  }
 }
 
 // One Q8_K activation block in the registers acc_q4_k reads: loaded once, shared by every weight row
@@ -197,20 +226,20 @@ inline void acc_q6_k(const Q6KPrep& p, const BlockQ8_K& y, __m512& acc) {
 // prefetcher: measured at half the read speed).
 constexpr int64_t kViewBlocks = 32;
 
-void q4_k_rows_one_act(int64_t nb, const uint8_t* x, std::size_t stride, int64_t nrows, const BlockQ8_K* y,
-                       float* out) {
+template <class Block, void (*Prep)(const Block&, Q4KPrep&)>
+void k_rows_one_act(int64_t nb, const uint8_t* x, std::size_t stride, int64_t nrows, const BlockQ8_K* y, float* out) {
   Q8KView v[kViewBlocks];
   const bool held = nb <= kViewBlocks;  // else (long rows) a view per block as it comes, in v[0]
   if (held)
     for (int64_t i = 0; i < nb; ++i) view_q8_k(y[i], v[i]);
   Q4KPrep p;
   for (int64_t r = 0; r < nrows; ++r) {
-    const auto* xr = reinterpret_cast<const BlockQ4_K*>(x + static_cast<std::size_t>(r) * stride);
+    const auto* xr = reinterpret_cast<const Block*>(x + static_cast<std::size_t>(r) * stride);
     __m512 acc = _mm512_setzero_ps();
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
       if (!held) view_q8_k(y[i], v[0]);
-      prep_q4_k(xr[i], p);
+      Prep(xr[i], p);
       acc_q4_k(p, v[held ? i : 0], acc, acc_m);
     }
     out[r] = hsum(acc) + hsum128(acc_m);
@@ -229,26 +258,29 @@ float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
 
 // One row against A activations: each block unpacked once. Up to eight activations per pass
 // (eight accumulators and a prepared block fit the 32 registers; prefill of the Q4_K_M model +4-10 %).
-template <int A>
-struct Q4KRowActs {
-  static void run(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
-    __m512 acc[A];
-    __m128 acc_m[A];
-    for (int a = 0; a < A; ++a) {
-      acc[a] = _mm512_setzero_ps();
-      acc_m[a] = _mm_setzero_ps();
-    }
-    Q4KPrep p;
-    Q8KView v;
-    for (int64_t i = 0; i < nb; ++i) {
-      prep_q4_k(x[i], p);
+template <class Block, void (*Prep)(const Block&, Q4KPrep&)>
+struct KRows {
+  template <int A>
+  struct Acts {
+    static void run(int64_t nb, const Block* x, const BlockQ8_K* const* y, float* const* outs, int64_t r) {
+      __m512 acc[A];
+      __m128 acc_m[A];
       for (int a = 0; a < A; ++a) {
-        view_q8_k(y[a][i], v);
-        acc_q4_k(p, v, acc[a], acc_m[a]);
+        acc[a] = _mm512_setzero_ps();
+        acc_m[a] = _mm_setzero_ps();
       }
+      Q4KPrep p;
+      Q8KView v;
+      for (int64_t i = 0; i < nb; ++i) {
+        Prep(x[i], p);
+        for (int a = 0; a < A; ++a) {
+          view_q8_k(y[a][i], v);
+          acc_q4_k(p, v, acc[a], acc_m[a]);
+        }
+      }
+      for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]) + hsum128(acc_m[a]);
     }
-    for (int a = 0; a < A; ++a) outs[a][r] = hsum(acc[a]) + hsum128(acc_m[a]);
-  }
+  };
 };
 
 template <int A>
@@ -312,14 +344,22 @@ void dot_rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
   const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
-  q4_k_rows_one_act(nb, p, stride, nrows, y, out);
+  k_rows_one_act<BlockQ4_K, prep_q4_k>(nb, p, stride, nrows, y, out);
+}
+void dot_rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  k_rows_one_act<BlockQ5_K, prep_q5_k>(n / quant::kQK_K, static_cast<const uint8_t*>(w), stride, nrows,
+                                       static_cast<const BlockQ8_K*>(act), out);
 }
 void dot_rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows_q8_k<BlockQ6_K, dot_q6_k>(n, w, stride, nrows, act, out);
 }
 void dot_rows_multi_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {
-  rows_multi_q8_k<BlockQ4_K, Q4KRowActs, 8>(n, w, stride, nrows, acts, nact, outs);
+  rows_multi_q8_k<BlockQ4_K, KRows<BlockQ4_K, prep_q4_k>::Acts, 8>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_multi_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                         float* const* outs) {
+  rows_multi_q8_k<BlockQ5_K, KRows<BlockQ5_K, prep_q5_k>::Acts, 8>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                          float* const* outs) {

@@ -16,6 +16,7 @@
 // scalar kernel's arithmetic. Why each step's quants go straight into the chains and the scales
 // are copied first: docs/quantization.md (Q6_K_R16).
 #include <algorithm>
+#include <type_traits>
 
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
@@ -42,35 +43,51 @@ inline void unpack6(const uint8_t* p, __m512i* u) {
       _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4), _mm512_slli_epi16(_mm512_and_si512(h1, m2), 4));
 }
 
+// c ? a : b in every bit: one vpternlogd (truth-table columns a = 0xF0, b = 0xCC, c = 0xAA).
+inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
+
 // One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid).
 // pf > 0: each super-block first prefetches the group's bytes pf further on (cpu/prefetch.h).
-template <int A>
+// Q5: a Q5_K_R16 group (layout.h): step s of sub-block pair j also reads qh chunk s; shifted right by
+// 2j, its bit 0 belongs to the low nibbles and bit 1 to the high ones, each moved to bit 4 and merged
+// under its nibble by one vpternlogd. The 5-bit quants (0..31) then take the Q4_K path, and per row
+// sum += d·isum − dmin·summs is the scalar Q5_K dot's arithmetic (bitwise).
+template <int A, bool Q5 = false>
 void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
            std::size_t pf = 0) {
+  using Lk = std::conditional_t<Q5, repack::Q5KLayout, L>;
   const __m512i m4 = _mm512_set1_epi8(0x0F), h4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  const __m512i m1 = _mm512_set1_epi8(0x01), m2 = _mm512_set1_epi8(0x02);
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + L::block(b);
-    if (pf != 0) prefetch_lines(blk + pf, L::kBlockBytes);
+    const uint8_t* blk = grp + Lk::block(b);
+    if (pf != 0) prefetch_lines(blk + pf, Lk::kBlockBytes);
     alignas(64) uint8_t sc[128], mn[128];
     __m512i u[2];
-    unpack6(blk + L::kScales, u);
+    unpack6(blk + Lk::kScales, u);
     _mm512_store_si512(sc, u[0]);
     _mm512_store_si512(sc + 64, u[1]);
-    unpack6(blk + L::kMins, u);
+    unpack6(blk + Lk::kMins, u);
     _mm512_store_si512(mn, u[0]);
     _mm512_store_si512(mn + 64, u[1]);
 
     __m512i isum[A];
     for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles)
-      const uint8_t* qs = blk + L::kQs + 512 * j;
+      const uint8_t* qs = blk + Lk::kQs + 512 * j;
       __m512i lo[8], hi[8];
       for (int s = 0; s < 8; ++s) {
         const __m512i w = loadu512(qs + 64 * s);
-        lo[s] = _mm512_and_si512(w, m4);
-        hi[s] = _mm512_and_si512(w, h4);  // 16 × the high nibble: its chains are shifted back below
+        if constexpr (Q5) {
+          // 16-bit shifts by < 8 keep every byte's bits in that byte.
+          const __m512i t = _mm512_srli_epi16(loadu512(blk + Lk::kQh + 64 * s), static_cast<unsigned>(2 * j));
+          lo[s] = select_bits(m4, w, _mm512_slli_epi16(_mm512_and_si512(t, m1), 4));
+          hi[s] = select_bits(m4, _mm512_srli_epi16(w, 4), _mm512_slli_epi16(_mm512_and_si512(t, m2), 3));
+        } else {
+          lo[s] = _mm512_and_si512(w, m4);
+          hi[s] = _mm512_and_si512(w, h4);  // 16 × the high nibble: its chains are shifted back below
+        }
       }
       const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j)));
       const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j + 16)));
@@ -85,103 +102,22 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
           q0 = dpbusd_bcast(q0, hi[s], q8 + 32 + 4 * s);
           q1 = dpbusd_bcast(q1, hi[s + 1], q8 + 32 + 4 * s + 4);
         }
-        // q0 + q1 is 16× the high sub-block's sum (|16·15·127·32| fits int32; vpdpbusd does not
+        // Q4: q0 + q1 is 16× the high sub-block's sum (|16·15·127·32| fits int32; vpdpbusd does not
         // saturate), so one arithmetic shift returns it exactly.
-        const __m512i t = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc_lo),
-                                           _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_add_epi32(q0, q1), 4), sc_hi));
+        const __m512i qsum = Q5 ? _mm512_add_epi32(q0, q1) : _mm512_srai_epi32(_mm512_add_epi32(q0, q1), 4);
+        const __m512i t =
+            _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc_lo), _mm512_mullo_epi32(qsum, sc_hi));
         isum[a] = _mm512_add_epi32(isum[a], t);
       }
     }
     __m512i mins[4];  // lane r: (min 2k, min 2k + 1) of row r as int16
     for (int k = 0; k < 4; ++k)
       mins[k] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn + 32 * k)));
-    const __m512 xd = _mm512_cvtph_ps(loadu256(blk + L::kD));
-    const __m512 xdmin = _mm512_cvtph_ps(loadu256(blk + L::kDmin));
+    const __m512 xd = _mm512_cvtph_ps(loadu256(blk + Lk::kD));
+    const __m512 xdmin = _mm512_cvtph_ps(loadu256(blk + Lk::kDmin));
     for (int a = 0; a < A; ++a) {
       const BlockQ8_K& yb = y[a][b];
       // The activation's 8 sub-block sums (pairs of its 16-value bsums), as 4 int16 pairs.
-      const __m256i bs = loadu256(yb.bsums);
-      alignas(16) int32_t pairs[4];
-      _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
-                      _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-      __m512i summs = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) summs = _mm512_dpwssd_epi32(summs, mins[k], _mm512_set1_epi32(pairs[k]));
-      const __m512 yd = _mm512_set1_ps(yb.d);
-      const __m512 d = _mm512_mul_ps(yd, xd);
-      const __m512 dmin = _mm512_mul_ps(yd, xdmin);
-      const __m512 t =
-          _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs)));
-      acc[a] = _mm512_add_ps(acc[a], t);
-    }
-  }
-  for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
-}
-
-// c ? a : b in every bit: one vpternlogd (truth-table columns a = 0xF0, b = 0xCC, c = 0xAA).
-inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
-
-using L5 = repack::Q5KLayout;
-
-// One Q5_K group (16 rows at grp) against A activations: group<A>'s scheme with the fifth bits. Step s
-// of sub-block pair j reads qh chunk s (cpu/repack/layout.h): shifted right by 2j, its bit 0 belongs to
-// the low nibbles and bit 1 to the high ones; each, masked and moved to bit 4, is merged under the
-// nibble by one vpternlogd. The 5-bit quants (0..31) go through vpdpbusd unsigned as Q4_K's nibbles,
-// and per row sum += d·isum − dmin·summs, the scalar Q5_K dot's arithmetic (bitwise).
-template <int A>
-void group_q5(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
-              std::size_t pf = 0) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m1 = _mm512_set1_epi8(0x01), m2 = _mm512_set1_epi8(0x02);
-  __m512 acc[A];
-  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + L5::block(b);
-    if (pf != 0) prefetch_lines(blk + pf, L5::kBlockBytes);
-    alignas(64) uint8_t sc[128], mn[128];
-    __m512i u[2];
-    unpack6(blk + L5::kScales, u);
-    _mm512_store_si512(sc, u[0]);
-    _mm512_store_si512(sc + 64, u[1]);
-    unpack6(blk + L5::kMins, u);
-    _mm512_store_si512(mn, u[0]);
-    _mm512_store_si512(mn + 64, u[1]);
-
-    __m512i isum[A];
-    for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles)
-      const uint8_t* qs = blk + L5::kQs + 512 * j;
-      __m512i lo[8], hi[8];
-      for (int s = 0; s < 8; ++s) {
-        const __m512i w = loadu512(qs + 64 * s);
-        // 16-bit shifts by < 8 keep every byte's bits in that byte.
-        const __m512i t = _mm512_srli_epi16(loadu512(blk + L5::kQh + 64 * s), static_cast<unsigned>(2 * j));
-        const __m512i b_lo = _mm512_slli_epi16(_mm512_and_si512(t, m1), 4);
-        const __m512i b_hi = _mm512_slli_epi16(_mm512_and_si512(t, m2), 3);
-        lo[s] = select_bits(m4, w, b_lo);
-        hi[s] = select_bits(m4, _mm512_srli_epi16(w, 4), b_hi);
-      }
-      const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j)));
-      const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 32 * j + 16)));
-      for (int a = 0; a < A; ++a) {
-        const int8_t* q8 = y[a][b].qs + 64 * j;
-        __m512i p0 = _mm512_setzero_si512(), p1 = p0, q0 = p0, q1 = p0;
-        for (int s = 0; s < 8; s += 2) {
-          p0 = dpbusd_bcast(p0, lo[s], q8 + 4 * s);
-          p1 = dpbusd_bcast(p1, lo[s + 1], q8 + 4 * s + 4);
-          q0 = dpbusd_bcast(q0, hi[s], q8 + 32 + 4 * s);
-          q1 = dpbusd_bcast(q1, hi[s + 1], q8 + 32 + 4 * s + 4);
-        }
-        const __m512i t = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc_lo),
-                                           _mm512_mullo_epi32(_mm512_add_epi32(q0, q1), sc_hi));
-        isum[a] = _mm512_add_epi32(isum[a], t);
-      }
-    }
-    __m512i mins[4];  // lane r: (min 2k, min 2k + 1) of row r as int16
-    for (int k = 0; k < 4; ++k)
-      mins[k] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn + 32 * k)));
-    const __m512 xd = _mm512_cvtph_ps(loadu256(blk + L5::kD));
-    const __m512 xdmin = _mm512_cvtph_ps(loadu256(blk + L5::kDmin));
-    for (int a = 0; a < A; ++a) {
-      const BlockQ8_K& yb = y[a][b];
       const __m256i bs = loadu256(yb.bsums);
       alignas(16) int32_t pairs[4];
       _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
@@ -305,7 +241,7 @@ void dot_rows_q5_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nro
   const int64_t nb = n / quant::kQK_K;
   const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q5_K_R16);
   repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q5<1>(nb, grp, &y, &out, r, nv, pf); });
+                         [&](const uint8_t* grp, int64_t r, int nv) { group<1, true>(nb, grp, &y, &out, r, nv, pf); });
 }
 
 void dot_rows_multi_q5_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
@@ -314,8 +250,8 @@ void dot_rows_multi_q5_k_r16(int64_t n, const void* w, std::size_t stride, int64
   const int64_t nb = n / quant::kQK_K;
   const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q5_K_R16);  // the first pass streams the group
   repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact,
-                                 [&]<int A>(int a) { group_q5<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
+    repack::for_each_act_pass<4>(
+        nact, [&]<int A>(int a) { group<A, true>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
   });
 }
 

@@ -64,10 +64,11 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
 void act_q8_0(const float* x, void* a, int64_t n) { quant::quantize_row_q8_0(x, static_cast<BlockQ8_0*>(a), n); }
 void act_q8_k(const float* x, void* a, int64_t n) { quant::quantize_row_q8_k(x, static_cast<quant::BlockQ8_K*>(a), n); }
 
-// Q4_K_R16: dot_q4_k of dot_scalar.cpp (integer sub-block sums times the 6-bit scales, the mins
-// against the activation's pair sums, then sum += d·isum − dmin·summs), read from the layout.
-void rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  using L = repack::Q4KLayout;
+// Q4_K_R16 / Q5_K_R16 (L, Q5): dot_q4_k of dot_scalar.cpp / dot_q5_k of dot_q3_k_q5_k_scalar.cpp
+// (integer sub-block sums times the 6-bit scales, the mins against the activation's pair sums, then
+// sum += d·isum − dmin·summs; Q5_K's fifth bit from the interleaved qh), read from the layout.
+template <class L, bool Q5>
+void rows_q45_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const quant::BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
@@ -87,49 +88,9 @@ void rows_q4_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, cons
           int part = 0;
           for (int l = 0; l < 32; ++l) {
             const int i = 32 * (g / 2) + l;  // byte of the plain row's qs
-            part += ((blk[L::kQs + 64 * (i / 4) + 4 * r + i % 4] >> shift) & 0xF) * y[b].qs[32 * g + l];
-          }
-          isum += usc[16 * g + r] * part;
-          summs += umin[32 * (g / 2) + 2 * r + g % 2] * (y[b].bsums[2 * g] + y[b].bsums[2 * g + 1]);
-        }
-        uint16_t xd, xdmin;
-        std::memcpy(&xd, blk + L::kD + 2 * r, 2);
-        std::memcpy(&xdmin, blk + L::kDmin + 2 * r, 2);
-        const float d = y[b].d * fp16_to_fp32(xd);
-        const float dmin = y[b].d * fp16_to_fp32(xdmin);
-        sum += d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
-      }
-      out[g0 + r] = sum;
-    }
-  }
-}
-
-// Q5_K_R16: dot_q5_k of dot_q3_k_q5_k_scalar.cpp (rows_q4_k's arithmetic with each quant's fifth bit
-// from the interleaved qh), read from the layout.
-void rows_q5_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  using L = repack::Q5KLayout;
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  uint8_t usc[128], umin[128];
-  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
-    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
-    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
-    for (int r = 0; r < n_in; ++r) {
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = grp + L::block(b);
-        repack::unpack6(blk + L::kScales, usc);
-        repack::unpack6(blk + L::kMins, umin);
-        int isum = 0, summs = 0;
-        for (int g = 0; g < 8; ++g) {
-          const int shift = 4 * (g % 2);
-          int part = 0;
-          for (int l = 0; l < 32; ++l) {
-            const int i = 32 * (g / 2) + l;  // byte of the plain row's qs
-            const int lo = (blk[L::kQs + 64 * (i / 4) + 4 * r + i % 4] >> shift) & 0xF;
-            const int hi = (blk[L::kQh + 64 * (l / 4) + 4 * r + l % 4] >> g) & 1;  // the plain row's qh[l]
-            part += (lo | (hi << 4)) * y[b].qs[32 * g + l];
+            int q = (blk[L::kQs + 64 * (i / 4) + 4 * r + i % 4] >> shift) & 0xF;
+            if constexpr (Q5) q |= ((blk[L::kQh + 64 * (l / 4) + 4 * r + l % 4] >> g) & 1) << 4;  // qh[l]
+            part += q * y[b].qs[32 * g + l];
           }
           isum += usc[16 * g + r] * part;
           summs += umin[32 * (g / 2) + 2 * r + g % 2] * (y[b].bsums[2 * g] + y[b].bsums[2 * g + 1]);
@@ -227,8 +188,8 @@ void rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, co
 
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q4>, nullptr, repack::kRows};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repack::kRows};
-constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q4_k, nullptr, repack::kRows};
-constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, act_q8_k, rows_q5_k, nullptr, repack::kRows};
+constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q45_k<repack::Q4KLayout, false>, nullptr, repack::kRows};
+constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, act_q8_k, rows_q45_k<repack::Q5KLayout, true>, nullptr, repack::kRows};
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, act_q8_k, rows_q6_k, nullptr, repack::kRows};
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, act_q8_k, rows_iq4_xs, nullptr, repack::kRows};
 

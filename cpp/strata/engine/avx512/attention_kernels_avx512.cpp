@@ -46,6 +46,15 @@ constexpr int kCells = 8;   // cells per batch: four zmm of two cells each
 constexpr int kMaxG = 3;    // heads per pass
 constexpr int kPiece = 64;  // cells per piece of the value kernel (its weights on the stack)
 
+// x86::mul_add on 16 lanes: acc + a·b, separate (int8 cells) or fused (f32 / fp16 cells).
+template <bool Fused>
+inline __m512 mul_add(__m512 acc, __m512 a, __m512 b) {
+  if constexpr (Fused)
+    return _mm512_fmadd_ps(a, b, acc);
+  else
+    return _mm512_add_ps(acc, _mm512_mul_ps(a, b));
+}
+
 // Eight int8 of cell a in lanes 0-7, eight of cell b in lanes 8-15, as floats.
 inline __m512 load_pair(const int8_t* a, const int8_t* b) {
   const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
@@ -91,12 +100,7 @@ inline void pair_dots(const float* const* q, const T* const* k, int64_t o, int l
     for (int p = 0; p < 4; ++p) {
       const __m512 kv = load_pair(k[p] + o + j, k[p + 4] + o + j);
 #pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) {
-        if constexpr (std::is_same_v<T, int8_t>)
-          acc[p][g] = _mm512_add_ps(acc[p][g], _mm512_mul_ps(qv[g], kv));
-        else
-          acc[p][g] = _mm512_fmadd_ps(qv[g], kv, acc[p][g]);
-      }
+      for (int g = 0; g < G; ++g) acc[p][g] = mul_add<x86::kFused<T>>(acc[p][g], qv[g], kv);
     }
   }
 }
@@ -202,12 +206,7 @@ void values_slab(const T* base, int dh, const float* w, const int32_t* cells, in
     for (int v = 0; v < NV; ++v) {
       const __m512 xv = load16(x + 16 * v);
 #pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) {
-        if constexpr (std::is_same_v<T, int8_t>)
-          acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(_mm512_set1_ps(w[g * kPiece + i]), xv));
-        else
-          acc[g][v] = _mm512_fmadd_ps(_mm512_set1_ps(w[g * kPiece + i]), xv, acc[g][v]);
-      }
+      for (int g = 0; g < G; ++g) acc[g][v] = mul_add<x86::kFused<T>>(acc[g][v], _mm512_set1_ps(w[g * kPiece + i]), xv);
     }
   }
 #pragma GCC unroll 16

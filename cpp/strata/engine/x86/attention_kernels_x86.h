@@ -73,6 +73,27 @@ inline void prefetch_rows(const T* keys, const T* vals, bool ask_v, const int32_
 template <int N>
 using Int = std::integral_constant<int, N>;
 
+// acc + a·b as the cells of type T are summed: one multiply, then one add (int8 cells, the indexer)
+// or one fused multiply-add (f32 / fp16 cells: vec_dot.h's *_fused order).
+template <typename T>
+inline constexpr bool kFused = !std::is_same_v<T, int8_t>;
+template <bool Fused>
+inline __m256 mul_add(__m256 acc, __m256 a, __m256 b) {
+  if constexpr (Fused)
+    return _mm256_fmadd_ps(a, b, acc);
+  else
+    return _mm256_add_ps(acc, _mm256_mul_ps(a, b));
+}
+template <bool Fused>
+inline float mul_add(float acc, float a, float b) {
+  if constexpr (Fused) {
+    return std::fma(a, b, acc);
+  } else {
+    const float p = a * b;
+    return acc + p;
+  }
+}
+
 // f(Int<g>{}) for g = min(gs, MaxG) in 1..4 (MaxG <= 4): the head count of one pass as a constant.
 template <int MaxG, typename F>
 inline void with_heads(int gs, F&& f) {
@@ -129,12 +150,7 @@ inline void add_step(const __m256* qv, const __m256* kv, __m256 (*acc)[G]) {
 #pragma GCC unroll 16
   for (int c = 0; c < kCells; ++c)
 #pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) {
-      if constexpr (Fused)
-        acc[c][g] = _mm256_fmadd_ps(qv[g], kv[c], acc[c][g]);
-      else
-        acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv[c]));
-    }
+    for (int g = 0; g < G; ++g) acc[c][g] = mul_add<Fused>(acc[c][g], qv[g], kv[c]);
 }
 
 // The 8 columns from `at` of the G query chunks and the four cells, added into the accumulators.
@@ -342,12 +358,8 @@ void values_slab(const T* base, int dh, const float* w, const int32_t* cells, in
     for (int v = 0; v < NV; ++v) {
       const __m256 xv = load8(x + 8 * v);
 #pragma GCC unroll 16
-      for (int g = 0; g < G; ++g) {
-        if constexpr (std::is_same_v<T, int8_t>)
-          acc[g][v] = _mm256_add_ps(acc[g][v], _mm256_mul_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv));
-        else
-          acc[g][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + g * kPiece + i), xv, acc[g][v]);
-      }
+      for (int g = 0; g < G; ++g)
+        acc[g][v] = mul_add<kFused<T>>(acc[g][v], _mm256_broadcast_ss(w + g * kPiece + i), xv);
     }
   }
 #pragma GCC unroll 16
@@ -383,13 +395,7 @@ void values_cols(const T* base, int dh, const float* w, const int32_t* cells, in
     for (int g = 0; g < G; ++g) {
       float a = first ? 0.0f : co[g][col];
       for (int64_t i = 0; i < n; ++i) {
-        const float x = to_float(base[(cells ? cells[i] : i) * dh + col]);
-        if constexpr (std::is_same_v<T, int8_t>) {
-          const float p = w[g * kPiece + i] * x;
-          a = a + p;
-        } else {
-          a = std::fma(w[g * kPiece + i], x, a);
-        }
+        a = mul_add<kFused<T>>(a, w[g * kPiece + i], to_float(base[(cells ? cells[i] : i) * dh + col]));
       }
       co[g][col] = a;
     }
