@@ -26,8 +26,9 @@ constexpr Entry kTypes[] = {
 
 // The internal repacked types (types.h): looked up by type_info only.
 constexpr Entry kInternalTypes[] = {
-    {0x1002, {"Q4_0_R16", 32, 18}},   {0x1008, {"Q8_0_R16", 32, 34}},   {0x100C, {"Q4_K_R16", 256, 144}},
-    {0x100D, {"Q5_K_R16", 256, 176}}, {0x100E, {"Q6_K_R16", 256, 210}}, {0x1017, {"IQ4_XS_R16", 256, 136}},
+    {0x1002, {"Q4_0_R16", 32, 18}},     {0x1008, {"Q8_0_R16", 32, 34}},   {0x100B, {"Q3_K_R16", 256, 110}},
+    {0x100C, {"Q4_K_R16", 256, 144}},   {0x100D, {"Q5_K_R16", 256, 176}}, {0x100E, {"Q6_K_R16", 256, 210}},
+    {0x1017, {"IQ4_XS_R16", 256, 136}},
 };
 
 }  // namespace

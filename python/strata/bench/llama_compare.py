@@ -127,6 +127,8 @@ DEFAULT_MODELS = "tiny:F32,tiny:Q8_0,small2:F32,small2:Q8_0,small:Q8_0,small:Q4_
 # Formats made by llama.cpp's quantizer from the Q8_0 file (gguf.quants, the converter's, has no K-quants
 # nor IQ4_XS encoder).
 LLAMA_QUANTIZED = {
+    "Q2_K": "LLAMA_FTYPE_MOSTLY_Q2_K",
+    "Q3_K_M": "LLAMA_FTYPE_MOSTLY_Q3_K_M",
     "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M",
     "Q5_K_M": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
     "IQ4_XS": "LLAMA_FTYPE_MOSTLY_IQ4_XS",

@@ -1,10 +1,9 @@
-// AVX-512 VNNI kernels of the repacked Q4_K, Q5_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: 16 rows per group,
-// one 512-bit register per 4-column step whose 32-bit lane r is row r. Per sub-block of 32 columns,
-// eight vpdpbusd (the nibbles unsigned, the activation's 4 bytes of the step broadcast) give every
-// row's exact integer sum; one vpmulld by the row's 6-bit scale (unpacked from the layout once per
-// super-block for all 16 rows, no per-row decode of Q4_K's 12-byte packing) adds it to the
-// super-block sum; the mins meet the activation's pair sums in four vpdpwssd. Then, per row,
-// sum += d·isum − dmin·summs with every multiply and add rounded separately (built with
+// AVX-512 VNNI kernels of the repacked Q3_K, Q4_K, Q5_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: 16 rows per
+// group, one 512-bit register per 4-column step whose 32-bit lane r is row r. Per sub-block of 32 columns, eight
+// vpdpbusd (the nibbles unsigned, the activation's 4 bytes of the step broadcast) give every row's exact integer sum;
+// one vpmulld by the row's 6-bit scale (unpacked from the layout once per super-block for all 16 rows, no per-row
+// decode of Q4_K's 12-byte packing) adds it to the super-block sum; the mins meet the activation's pair sums in four
+// vpdpwssd. Then, per row, sum += d·isum − dmin·summs with every multiply and add rounded separately (built with
 // -ffp-contract=off): the scalar kernel's arithmetic, so results are bitwise the plain Q4_K scalar
 // dot. A GEMV walks one row group at a time (one sequential read, as the other repacked kernels);
 // with several activations each group's unpacked quants are shared by up to four of them.
@@ -215,7 +214,91 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
 }
 
+// One Q3_K group against A activations (layout.h, Q3_K_R16). Each quant is rebuilt as q3 + 4 (0..7,
+// unsigned): its 2-bit field of the qs chunk shifted to bits 0-1, the hmask bit 4h + s shifted to bit 2,
+// merged by one vpternlogd; per 16-column sub-block the vpdpbusd chain minus 4·bsum is the exact sum of
+// q3·y (q3 = low − 4 when the high bit is clear), times the row's scale (vpmulld). Then per row
+// sum += (dx·dy)·isum: the scalar Q3_K dot's arithmetic, so results are bitwise the plain kernel's.
+template <int A>
+void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
+              std::size_t pf = 0) {
+  using L3 = repack::Q3KLayout;
+  const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04), c32 = _mm512_set1_epi32(32);
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L3::kBlockBytes + pf, L3::kBlockBytes);
+    const uint8_t* qs = grp + L3::qs_off(b, nb);
+    const uint8_t* meta = grp + L3::meta_off(b, nb);
+    alignas(64) uint8_t sc[256];  // U[16·j + r] = scale j of row r, + 32
+    __m512i u[2];
+    for (int k = 0; k < 2; ++k) {
+      unpack6(meta + L3::kScales + 96 * k, u);
+      _mm512_store_si512(sc + 128 * k, u[0]);
+      _mm512_store_si512(sc + 128 * k + 64, u[1]);
+    }
+    const __m512 xd = _mm512_cvtph_ps(loadu256(meta));
+    __m512i isum[A];
+    for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
+        __m512i s4[A][4];
+        for (int a = 0; a < A; ++a)
+          for (int s = 0; s < 4; ++s) s4[a][s] = _mm512_setzero_si512();
+        for (int tt = 0; tt < 4; ++tt) {
+          const int t = 4 * half + tt;
+          const __m512i qc = loadu512(qs + 64 * L3::qs_chunk(h, t));
+          const __m512i hc = loadu512(qs + 64 * L3::hm_chunk(t));
+#pragma GCC unroll 4
+          for (int s = 0; s < 4; ++s) {
+            // 16-bit shifts by < 8 bring each byte's own bit to bits 0-1 / bit 2; the masks drop the rest.
+            const int k = 4 * h + s;
+            const __m512i low = s == 0 ? qc : _mm512_srli_epi16(qc, static_cast<unsigned>(2 * s));
+            const __m512i hb = k >= 2 ? _mm512_srli_epi16(hc, static_cast<unsigned>(k - 2))
+                                      : _mm512_slli_epi16(hc, static_cast<unsigned>(2 - k));
+            const __m512i q = select_bits(m3, low, _mm512_and_si512(hb, m4));
+            for (int a = 0; a < A; ++a) s4[a][s] = dpbusd_bcast(s4[a][s], q, y[a][b].qs + 128 * h + 32 * s + 4 * t);
+          }
+        }
+        for (int s = 0; s < 4; ++s) {
+          const int j = 8 * h + 2 * s + half;
+          const __m512i scj = _mm512_sub_epi32(
+              _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16 * j))), c32);
+          for (int a = 0; a < A; ++a) {
+            const __m512i part = _mm512_sub_epi32(s4[a][s], _mm512_set1_epi32(4 * y[a][b].bsums[j]));
+            isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(part, scj));
+          }
+        }
+      }
+    }
+    for (int a = 0; a < A; ++a) {
+      const __m512 d = _mm512_mul_ps(xd, _mm512_set1_ps(y[a][b].d));
+      acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])));
+    }
+  }
+  for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
+}
+
 }  // namespace
+
+void dot_rows_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q3_K_R16);
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q3<1>(nb, grp, &y, &out, r, nv, pf); });
+}
+
+void dot_rows_multi_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q3_K_R16);  // the first pass streams the group
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    repack::for_each_act_pass<4>(nact,
+                                 [&]<int A>(int a) { group_q3<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
+  });
+}
 
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* y = static_cast<const BlockQ8_K*>(act);

@@ -105,6 +105,25 @@ inline void unpack6(const uint8_t* in, uint8_t* u) {
   }
 }
 
+// Super-blocks stored in pairs, each block's quants (Qs bytes) and meta (Meta bytes) apart:
+// [meta 2p][meta 2p + 1][quants 2p][quants 2p + 1], an odd last block alone as [quants][meta]. The kernel
+// reads a block's meta first and then its quants front to back, so the quants stay one stream and start
+// at a cache-line boundary when the two metas fill whole lines (Q6_K_R16, Q3_K_R16).
+template <std::size_t Qs, std::size_t Meta>
+struct PairedBlocks {
+  static constexpr std::size_t kQsBytes = Qs;
+  static constexpr std::size_t kMetaBytes = Meta;
+  static constexpr std::size_t kBlockBytes = Qs + Meta;
+  static bool alone(int64_t b, int64_t nb) { return (b & 1) == 0 && b + 1 == nb; }
+  static std::size_t pair(int64_t b) { return static_cast<std::size_t>(b & ~int64_t{1}) * kBlockBytes; }
+  static std::size_t meta_off(int64_t b, int64_t nb) {
+    return pair(b) + (alone(b, nb) ? kQsBytes : kMetaBytes * static_cast<std::size_t>(b & 1));
+  }
+  static std::size_t qs_off(int64_t b, int64_t nb) {
+    return pair(b) + (alone(b, nb) ? 0 : 2 * kMetaBytes + kQsBytes * static_cast<std::size_t>(b & 1));
+  }
+};
+
 // Q6_K_R16: per super-block of a group 16 · 210 = 3360 bytes: the quants (3072) and the meta (288).
 //   quants: 48 chunks of 64 bytes in the order the kernel reads them, three per (half h, step s)
 //           (h = 0..1, s = 0..7): chunk 3·(8h + s) + m holds, at 4·r + j, row r's plain byte
@@ -115,22 +134,10 @@ inline void unpack6(const uint8_t* in, uint8_t* u) {
 //   meta:   d[16] fp16, then the 16 int8 sub-block scales of the 16 rows with sc[32·k + 2·r + e] =
 //           scale 2k + e of row r: sign-extended to int16, lane r holds (scale 2k, scale 2k + 1),
 //           the pair vpdpwssd multiplies with the activation's (bsum 2k, bsum 2k + 1).
-// Blocks in pairs: [meta 2p][meta 2p + 1][quants 2p][quants 2p + 1] (576 + 6144 bytes = 105 cache
-// lines, the quants at a cache-line boundary), an odd last block alone as [quants][meta]; a block is
-// read front to back (three interleaved streams read 3-4x slower from memory: docs/benchmarks.md).
-struct Q6KLayout {
-  static constexpr std::size_t kQsBytes = 3 * kRows * quant::kQK_K / 4;  // ql 2048 + qh 1024
-  static constexpr std::size_t kMetaBytes = kRows * (2 + quant::kQK_K / 16);
-  static constexpr std::size_t kBlockBytes = kQsBytes + kMetaBytes;
+// PairedBlocks (576 + 6144 bytes a pair = 105 cache lines; quants ql 2048 + qh 1024); a block is read
+// front to back (three interleaved streams read 3-4x slower from memory: docs/benchmarks.md).
+struct Q6KLayout : PairedBlocks<3 * kRows * quant::kQK_K / 4, kRows * (2 + quant::kQK_K / 16)> {
   static constexpr std::size_t kScales = 32;  // within the meta
-  static bool alone(int64_t b, int64_t nb) { return (b & 1) == 0 && b + 1 == nb; }
-  static std::size_t pair(int64_t b) { return static_cast<std::size_t>(b & ~int64_t{1}) * kBlockBytes; }
-  static std::size_t meta_off(int64_t b, int64_t nb) {
-    return pair(b) + (alone(b, nb) ? kQsBytes : kMetaBytes * static_cast<std::size_t>(b & 1));
-  }
-  static std::size_t qs_off(int64_t b, int64_t nb) {
-    return pair(b) + (alone(b, nb) ? 0 : 2 * kMetaBytes + kQsBytes * static_cast<std::size_t>(b & 1));
-  }
   // The chunk holding plain ql[4c .. 4c + 4) (c < 32) / qh[4c .. 4c + 4) (c < 16) of every row.
   static int ql_chunk(int c) { return 3 * (8 * (c / 16) + c % 8) + (c % 16) / 8; }
   static int qh_chunk(int c) { return 3 * c + 2; }
@@ -156,5 +163,23 @@ struct IQ4XSLayout {
 };
 static_assert(IQ4XSLayout::kBlockBytes == 2176 && IQ4XSLayout::kBlockBytes % 64 == 0);
 static_assert(IQ4XSLayout::kQs + kRows * quant::kQK_K / 2 == IQ4XSLayout::kBlockBytes);
+
+// Q3_K_R16: per super-block of a group 16 · 110 = 1760 bytes, PairedBlocks (448 + 3072 bytes a pair =
+// 55 cache lines): the quants (1536) and the meta (224).
+//   quants: 24 chunks of 64 bytes in the order the kernel reads them: for t = 0..7 the hmask chunk 2t and
+//           the half-0 qs chunk 2t + 1, then the half-1 qs chunks 16 + t. At 4·r + j, row r's plain byte
+//           hmask[4t + j] / qs[32h + 4t + j]: the 2-bit fields s = 0..3 of a qs byte are the low bits of
+//           columns 128h + 32s + 4t + j, bit 4h + s of the hmask byte their high bit, one vpdpbusd step
+//           per (h, s, t).
+//   meta:   d[16] fp16, then the 16 rows' 16 sub-block scales as their unsigned 6-bit codes (scale + 32),
+//           U[16·j + r] = scale j of row r, packed by pack6 in two halves of 128 (at 32 and 128):
+//           16 bytes per sub-block become one row per lane, and the row keeps its 110 bytes.
+struct Q3KLayout : PairedBlocks<kRows*(quant::kQK_K / 4 + quant::kQK_K / 8), kRows * (2 + 12)> {
+  static constexpr std::size_t kScales = 32;  // within the meta
+  static int hm_chunk(int t) { return 2 * t; }
+  static int qs_chunk(int h, int t) { return h == 0 ? 2 * t + 1 : 16 + t; }
+};
+static_assert(Q3KLayout::kBlockBytes == kRows * sizeof(quant::BlockQ3_K));
+static_assert(Q3KLayout::kQsBytes % 64 == 0 && 2 * Q3KLayout::kMetaBytes % 64 == 0);
 
 }  // namespace strata::cpu::repack

@@ -128,6 +128,52 @@ void unpack_q6_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ6_K* x)
   }
 }
 
+// Q3_K: per block the rows' d, their 16 sub-block scales as 6-bit codes, the hmask and qs bytes in
+// 4-byte chunks (layout.h).
+void repack_q3_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  using L = repack::Q3KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* qs = dst + L::qs_off(b, nb);
+    uint8_t* meta = dst + L::meta_off(b, nb);
+    uint8_t u[256];
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockQ3_K*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      std::memcpy(meta + 2 * r, &x->d, 2);
+      for (int j = 0; j < 16; ++j) u[16 * j + r] = static_cast<uint8_t>(quant::q3_k_scale(x->scales, j) + 32);
+      for (int t = 0; t < 8; ++t) {
+        std::memcpy(qs + 64 * L::hm_chunk(t) + 4 * r, &x->hmask[4 * t], 4);
+        for (int h = 0; h < 2; ++h) std::memcpy(qs + 64 * L::qs_chunk(h, t) + 4 * r, &x->qs[32 * h + 4 * t], 4);
+      }
+    }
+    repack::pack6(u, meta + L::kScales);
+    repack::pack6(u + 128, meta + L::kScales + 96);
+  }
+}
+
+// The inverse for one row r of a group: Q3_K's 12-byte scale packing (quant::q3_k_scale) rebuilt.
+void unpack_q3_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ3_K* x) {
+  using L = repack::Q3KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* qs = grp + L::qs_off(b, nb);
+    const uint8_t* meta = grp + L::meta_off(b, nb);
+    uint8_t u[256];
+    repack::unpack6(meta + L::kScales, u);
+    repack::unpack6(meta + L::kScales + 96, u + 128);
+    std::memcpy(&x[b].d, meta + 2 * r, 2);
+    uint8_t* s = x[b].scales;
+    std::memset(s, 0, 12);
+    for (int j = 0; j < 16; ++j) {
+      const int v = u[16 * j + r];
+      s[j % 8] = static_cast<uint8_t>(s[j % 8] | ((v & 15) << (4 * (j / 8))));
+      s[8 + j % 4] = static_cast<uint8_t>(s[8 + j % 4] | ((v >> 4) << (2 * (j / 4))));
+    }
+    for (int t = 0; t < 8; ++t) {
+      std::memcpy(&x[b].hmask[4 * t], qs + 64 * L::hm_chunk(t) + 4 * r, 4);
+      for (int h = 0; h < 2; ++h) std::memcpy(&x[b].qs[32 * h + 4 * t], qs + 64 * L::qs_chunk(h, t) + 4 * r, 4);
+    }
+  }
+}
+
 // IQ4_XS: the 8 sub-block scale codes of every row packed as layout.h gives them, the quants in
 // 4-byte chunks.
 void repack_iq4_xs(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
@@ -168,6 +214,7 @@ GGMLType repacked_type(GGMLType t) {
   switch (t) {
     case GGMLType::Q4_0: return GGMLType::Q4_0_R16;
     case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
+    case GGMLType::Q3_K: return GGMLType::Q3_K_R16;
     case GGMLType::Q4_K: return GGMLType::Q4_K_R16;
     case GGMLType::Q5_K: return GGMLType::Q5_K_R16;
     case GGMLType::Q6_K: return GGMLType::Q6_K_R16;
@@ -180,6 +227,7 @@ GGMLType plain_type(GGMLType t) {
   switch (t) {
     case GGMLType::Q4_0_R16: return GGMLType::Q4_0;
     case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
+    case GGMLType::Q3_K_R16: return GGMLType::Q3_K;
     case GGMLType::Q4_K_R16: return GGMLType::Q4_K;
     case GGMLType::Q5_K_R16: return GGMLType::Q5_K;
     case GGMLType::Q6_K_R16: return GGMLType::Q6_K;
@@ -197,11 +245,12 @@ bool repack_pays(GGMLType t, Isa isa) {
   // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums; Q4_K: its
   // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block; IQ4_XS: one
   // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS").
-  // Q5_K: AVX-512 only (the AVX2 path has no Q5_K_R16 kernel: it would run the scalar reference).
+  // Q3_K and Q5_K: AVX-512 only (the AVX2 path has no Q3_K_R16 / Q5_K_R16 kernel: it would run the
+  // scalar reference).
   switch (isa) {
     case Isa::Avx512:
-      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
-             t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
+      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q3_K || t == GGMLType::Q4_K ||
+             t == GGMLType::Q5_K || t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
     case Isa::Avx2:
       return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K ||
              t == GGMLType::IQ4_XS;
@@ -223,9 +272,10 @@ RepackMode repack_mode() { return process_cpu_settings().repack; }
 
 void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst) {
   if (!can_repack(t, rows))
-    throw_error(ErrorKind::Value,
-                std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
-                    " rows has no repacked form (Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS, rows a multiple of 16)");
+    throw_error(
+        ErrorKind::Value,
+        std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
+            " rows has no repacked form (Q4_0 / Q8_0 / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
   const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
@@ -241,6 +291,8 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
       repack_q45_k<quant::BlockQ5_K, repack::Q5KLayout>(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q6_K)
       repack_q6_k(s + off, rb, nb, d + off);
+    else if (t == GGMLType::Q3_K)
+      repack_q3_k(s + off, rb, nb, d + off);
     else if (t == GGMLType::IQ4_XS)
       repack_iq4_xs(s + off, rb, nb, d + off);
     else
@@ -270,6 +322,10 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
       }
       if (t == GGMLType::Q6_K) {
         unpack_q6_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ6_K*>(row));
+        continue;
+      }
+      if (t == GGMLType::Q3_K) {
+        unpack_q3_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ3_K*>(row));
         continue;
       }
       if (t == GGMLType::IQ4_XS) {

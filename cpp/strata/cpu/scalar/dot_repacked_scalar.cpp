@@ -1,6 +1,6 @@
 // Reference kernels of the repacked types (cpu/repack/layout.h): the plain scalar kernels'
 // arithmetic, block by block, read from the interleaved layout, so a repacked row's dot is bitwise
-// the plain Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS scalar
+// the plain Q4_0 / Q8_0 / Q3_K / Q4_K / Q6_K / IQ4_XS scalar
 // dot. Every SIMD repacked kernel is tested against these.
 #include <algorithm>
 #include <cstring>
@@ -150,6 +150,45 @@ void rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, cons
   }
 }
 
+// Q3_K_R16: dot_q3_k of dot_q3_k_q5_k_scalar.cpp (per 16-column sub-block the exact sum of q3·y, q3 in
+// −4..3, times its scale, then sum += (dx·dy)·isum), read from the layout.
+void rows_q3_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  using L = repack::Q3KLayout;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  uint8_t u[256];
+  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
+    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
+    for (int r = 0; r < n_in; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* qs = grp + L::qs_off(b, nb);
+        const uint8_t* meta = grp + L::meta_off(b, nb);
+        repack::unpack6(meta + L::kScales, u);
+        repack::unpack6(meta + L::kScales + 96, u + 128);
+        int isum = 0;
+        for (int h = 0; h < 2; ++h)
+          for (int s = 0; s < 4; ++s)
+            for (int half = 0; half < 2; ++half) {
+              int part = 0;
+              for (int l = 16 * half; l < 16 * half + 16; ++l) {
+                const int q = qs[64 * L::qs_chunk(h, l / 4) + 4 * r + l % 4];
+                const int m = qs[64 * L::hm_chunk(l / 4) + 4 * r + l % 4];
+                part += (((q >> (2 * s)) & 3) - (((m >> (4 * h + s)) & 1) ? 0 : 4)) * y[b].qs[128 * h + 32 * s + l];
+              }
+              isum += (u[16 * (8 * h + 2 * s + half) + r] - 32) * part;
+            }
+        uint16_t xd;
+        std::memcpy(&xd, meta + 2 * r, 2);
+        sum += (fp16_to_fp32(xd) * y[b].d) * static_cast<float>(isum);
+      }
+      out[g0 + r] = sum;
+    }
+  }
+}
+
 // IQ4_XS_R16: dot_iq4_xs of dot_scalar.cpp (per 32-column sub-block the exact sum of codebook value
 // times y, times the scale ls − 32, then sum += (dy·dx)·isum), read from the layout.
 void rows_iq4_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
@@ -191,6 +230,7 @@ constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repac
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q45_k<repack::Q4KLayout, false>, nullptr, repack::kRows};
 constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, act_q8_k, rows_q45_k<repack::Q5KLayout, true>, nullptr, repack::kRows};
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, act_q8_k, rows_q6_k, nullptr, repack::kRows};
+constexpr DotKernel kQ3_K_R16{GGMLType::Q8_K, act_q8_k, rows_q3_k, nullptr, repack::kRows};
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, act_q8_k, rows_iq4_xs, nullptr, repack::kRows};
 
 }  // namespace
@@ -202,6 +242,7 @@ const DotKernel* repacked_kernel(GGMLType type) {
     case GGMLType::Q4_K_R16: return &kQ4_K_R16;
     case GGMLType::Q5_K_R16: return &kQ5_K_R16;
     case GGMLType::Q6_K_R16: return &kQ6_K_R16;
+    case GGMLType::Q3_K_R16: return &kQ3_K_R16;
     case GGMLType::IQ4_XS_R16: return &kIQ4_XS_R16;
     default: return nullptr;
   }
