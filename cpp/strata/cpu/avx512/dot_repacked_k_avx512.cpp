@@ -216,35 +216,36 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
 
 // One Q3_K group against A activations (layout.h, Q3_K_R16). Each quant is rebuilt as q3 + 4 (0..7,
 // unsigned): its 2-bit field of the qs chunk shifted to bits 0-1, the hmask bit 4h + s shifted to bit 2,
-// merged by one vpternlogd; per 16-column sub-block the vpdpbusd chain minus 4·bsum is the exact sum of
-// q3·y (q3 = low − 4 when the high bit is clear), times the row's scale (vpmulld). Then per row
+// merged by one vpternlogd; per 16-column sub-block the vpdpbusd chain, started at −4·bsum, is the exact
+// sum of q3·y (q3 = low − 4 when the high bit is clear), times the row's scale (vpmulld). Then per row
 // sum += (dx·dy)·isum: the scalar Q3_K dot's arithmetic, so results are bitwise the plain kernel's.
 template <int A>
 void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
               std::size_t pf = 0) {
   using L3 = repack::Q3KLayout;
-  const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04), c32 = _mm512_set1_epi32(32);
+  const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04), c32 = _mm512_set1_epi8(32);
   __m512 acc[A];
   for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L3::kBlockBytes + pf, L3::kBlockBytes);
     const uint8_t* qs = grp + L3::qs_off(b, nb);
     const uint8_t* meta = grp + L3::meta_off(b, nb);
-    alignas(64) uint8_t sc[256];  // U[16·j + r] = scale j of row r, + 32
+    alignas(64) int8_t sc[256];  // sc[16·j + r] = scale j of row r (its 6-bit code − 32)
     __m512i u[2];
     for (int k = 0; k < 2; ++k) {
       unpack6(meta + L3::kScales + 96 * k, u);
-      _mm512_store_si512(sc + 128 * k, u[0]);
-      _mm512_store_si512(sc + 128 * k + 64, u[1]);
+      _mm512_store_si512(sc + 128 * k, _mm512_sub_epi8(u[0], c32));
+      _mm512_store_si512(sc + 128 * k + 64, _mm512_sub_epi8(u[1], c32));
     }
     const __m512 xd = _mm512_cvtph_ps(loadu256(meta));
     __m512i isum[A];
     for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
+        // The chain of sub-block j starts at −4·bsum_j: the −4 of every quant whose high bit is clear.
         __m512i s4[A][4];
         for (int a = 0; a < A; ++a)
-          for (int s = 0; s < 4; ++s) s4[a][s] = _mm512_setzero_si512();
+          for (int s = 0; s < 4; ++s) s4[a][s] = _mm512_set1_epi32(-4 * y[a][b].bsums[8 * h + 2 * s + half]);
         for (int tt = 0; tt < 4; ++tt) {
           const int t = 4 * half + tt;
           const __m512i qc = loadu512(qs + 64 * L3::qs_chunk(h, t));
@@ -262,12 +263,8 @@ void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
         }
         for (int s = 0; s < 4; ++s) {
           const int j = 8 * h + 2 * s + half;
-          const __m512i scj = _mm512_sub_epi32(
-              _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16 * j))), c32);
-          for (int a = 0; a < A; ++a) {
-            const __m512i part = _mm512_sub_epi32(s4[a][s], _mm512_set1_epi32(4 * y[a][b].bsums[j]));
-            isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(part, scj));
-          }
+          const __m512i scj = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16 * j)));
+          for (int a = 0; a < A; ++a) isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(s4[a][s], scj));
         }
       }
     }
