@@ -4,7 +4,7 @@
 // Q4_0 / Q4_0_R16 (32-column blocks, Q8_0 activations; "Several activations from memory"):
 //
 //   repack_k_bench [--rows 512] [--cols 1024] [--mib 96] [--reps 7] [--isas avx2,avx512]
-//                  [--types Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0] [--acts 1]
+//                  [--types Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0] [--acts 1]
 //
 // --acts n > 1 times the multi-activation form (a prefill / verification window of n rows through
 // gemm_prepared, one thread) instead of the GEMV; GB are then weight bytes per CPU-second per pass.
@@ -59,6 +59,7 @@ void fill(GGMLType t, uint8_t* p, std::size_t bytes, std::mt19937& rng) {
   const std::vector<std::size_t> offs = t == GGMLType::Q4_K || t == GGMLType::Q5_K ? std::vector<std::size_t>{0, 2}
                                         : t == GGMLType::Q6_K                      ? std::vector<std::size_t>{208}
                                         : t == GGMLType::Q3_K                      ? std::vector<std::size_t>{108}
+                                        : t == GGMLType::Q2_K                      ? std::vector<std::size_t>{80, 82}
                                                                                    : std::vector<std::size_t>{0};
   for (std::size_t b = 0; b < bytes; b += bs)
     for (std::size_t o : offs) {
@@ -111,8 +112,8 @@ int main(int argc, char** argv) {
   // Appends, not operator+: GCC 12 reports a false -Wrestrict on `"," + s + ","` here.
   std::string wanted = ",";
   wanted.append(types_arg).append(",");
-  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS, GGMLType::Q8_0,
-                     GGMLType::Q4_0}) {
+  for (GGMLType t : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS,
+                     GGMLType::Q8_0, GGMLType::Q4_0}) {
     std::string name = ",";
     name.append(quant::type_name(t)).append(",");
     if (wanted.find(name) != std::string::npos) types.push_back(t);
@@ -120,11 +121,11 @@ int main(int argc, char** argv) {
   int64_t block_cols = 32;
   for (GGMLType t : types) block_cols = std::max<int64_t>(block_cols, quant::block_size(t));
   if (rows % cpu::kRepackRows != 0 || cols % block_cols != 0 || isas.empty() || types.empty() || acts < 1) {
-    std::fprintf(
-        stderr,
-        "rows must be a multiple of 16, cols of the types' block (256 for the K-quants and IQ4_XS, 32 for "
-        "Q8_0 and Q4_0), --types among Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0, --acts >= 1, and a SIMD path must run "
-        "here\n");
+    std::fprintf(stderr,
+                 "rows must be a multiple of 16, cols of the types' block (256 for the K-quants and IQ4_XS, 32 for "
+                 "Q8_0 and Q4_0), --types among Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0, --acts >= 1, and a SIMD "
+                 "path must run "
+                 "here\n");
     return 2;
   }
 

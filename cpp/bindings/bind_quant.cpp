@@ -134,11 +134,11 @@ float dot(const py::array& row, const std::string& type_name, const F32Array& x)
   return cpu::dot(t, w, x.data(), n);
 }
 
-// A supported file type, or one of the internal repacked types ("Q4_0_R16", "Q8_0_R16", "Q3_K_R16",
+// A supported file type, or one of the internal repacked types ("Q4_0_R16", "Q8_0_R16", "Q2_K_R16", "Q3_K_R16",
 // "Q4_K_R16", "Q5_K_R16", "Q6_K_R16", "IQ4_XS_R16").
 GGMLType parse_kernel_type(const std::string& name) {
-  for (GGMLType t : {GGMLType::Q4_0_R16, GGMLType::Q8_0_R16, GGMLType::Q3_K_R16, GGMLType::Q4_K_R16, GGMLType::Q5_K_R16,
-                     GGMLType::Q6_K_R16, GGMLType::IQ4_XS_R16})
+  for (GGMLType t : {GGMLType::Q4_0_R16, GGMLType::Q8_0_R16, GGMLType::Q2_K_R16, GGMLType::Q3_K_R16, GGMLType::Q4_K_R16,
+                     GGMLType::Q5_K_R16, GGMLType::Q6_K_R16, GGMLType::IQ4_XS_R16})
     if (name == quant::type_name(t)) return t;
   return parse_supported(name);
 }

@@ -1,4 +1,4 @@
-// Repacked weights (cpu/repack): Q4_0 / Q8_0 / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS matrices in 16-row
+// Repacked weights (cpu/repack): Q4_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS matrices in 16-row
 // interleaved groups. On every ISA this machine runs, a repacked matrix gives per row bitwise the
 // plain type's SCALAR kernel result (same integer block sums, same f32 order) — through dot_rows,
 // the multi-activation kernels, gemv / gemm / gemm_prepared, threaded or not; the expert store's
@@ -49,8 +49,8 @@ std::vector<uint8_t> repacked(GGMLType t, const std::vector<uint8_t>& w, int64_t
   return r;
 }
 
-const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q3_K,  GGMLType::Q4_K,
-                           GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS};
+const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q2_K, GGMLType::Q3_K,
+                           GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS};
 
 bool super_block(GGMLType t) { return strata::quant::block_size(t) == 256; }
 
@@ -91,7 +91,10 @@ TEST(repacked_paths_under_test) {
   CHECK(cpu::repacked_type(GGMLType::Q3_K) == GGMLType::Q3_K_R16);
   CHECK(cpu::plain_type(GGMLType::Q3_K_R16) == GGMLType::Q3_K);
   CHECK(strata::quant::row_bytes(GGMLType::Q3_K_R16, 512) == strata::quant::row_bytes(GGMLType::Q3_K, 512));
-  CHECK(cpu::repacked_type(GGMLType::Q2_K) == GGMLType::Q2_K);  // no repacked form
+  CHECK(cpu::repacked_type(GGMLType::Q2_K) == GGMLType::Q2_K_R16);
+  CHECK(cpu::plain_type(GGMLType::Q2_K_R16) == GGMLType::Q2_K);
+  CHECK(strata::quant::row_bytes(GGMLType::Q2_K_R16, 512) == strata::quant::row_bytes(GGMLType::Q2_K, 512));
+  CHECK(cpu::repacked_type(GGMLType::IQ2_XS) == GGMLType::IQ2_XS);  // no repacked form
   CHECK(!cpu::is_repacked(GGMLType::Q8_0));
   // Same bytes per row as the plain type; never a file type.
   CHECK(strata::quant::row_bytes(GGMLType::Q4_0_R16, 256) == strata::quant::row_bytes(GGMLType::Q4_0, 256));
@@ -325,7 +328,7 @@ TEST(in_place_repack_equals_the_copy_and_bad_shapes_are_refused) {
     CHECK_THROWS(cpu::repack_rows(t, w.data(), 24, cols, out.data()));  // not whole groups
   }
   std::vector<uint8_t> b(4096);
-  CHECK_THROWS(cpu::repack_rows(GGMLType::Q2_K, b.data(), 16, 256, b.data()));  // no repacked form
+  CHECK_THROWS(cpu::repack_rows(GGMLType::IQ2_XS, b.data(), 16, 256, b.data()));  // no repacked form
   CHECK(!cpu::can_repack(GGMLType::Q8_0, 0));
   CHECK(!cpu::can_repack(GGMLType::Q8_0, 17));
   CHECK(cpu::can_repack(GGMLType::Q8_0, 2048));
@@ -336,9 +339,10 @@ TEST(repack_modes_decide_as_documented) {
   using cpu::RepackMode;
   CHECK(!cpu::should_repack(RepackMode::Off, GGMLType::Q4_0, 64));
   CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q4_0, 40));  // not whole groups
-  CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q2_K, 64));
+  CHECK(!cpu::should_repack(RepackMode::On, GGMLType::IQ2_XS, 64));
   CHECK(cpu::repack_pays(GGMLType::Q5_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q5_K, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::Q3_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q3_K, Isa::Avx2));
+  CHECK(cpu::repack_pays(GGMLType::Q2_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q2_K, Isa::Avx2));
   for (Isa isa : runnable_isas()) {
     cpu::force_isa(isa);
     CHECK(cpu::should_repack(RepackMode::On, GGMLType::Q8_0, 64));

@@ -72,7 +72,13 @@ def _env() -> dict[str, str]:
 
 # Block bytes and the offsets of the fp16 scales of the types strata has no quantizer for: random valid
 # blocks are random bytes with small fp16 scales written in.
-_RAW_BLOCKS = {"Q3_K": (110, (108,)), "Q4_K": (144, (0, 2)), "Q6_K": (210, (208,)), "IQ4_XS": (136, (0,))}
+_RAW_BLOCKS = {
+    "Q2_K": (84, (80, 82)),
+    "Q3_K": (110, (108,)),
+    "Q4_K": (144, (0, 2)),
+    "Q6_K": (210, (208,)),
+    "IQ4_XS": (136, (0,)),
+}
 
 
 def _random_weights(plain: str, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
@@ -102,7 +108,7 @@ def _check_repacked_gemv(plain: str, w: np.ndarray, x: np.ndarray) -> str:
     return name
 
 
-@pytest.mark.parametrize("plain", ["Q4_0", "Q8_0", "Q3_K", "IQ4_XS"])
+@pytest.mark.parametrize("plain", ["Q4_0", "Q8_0", "Q2_K", "Q3_K", "IQ4_XS"])
 def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu: None) -> None:
     rng = np.random.default_rng(3)
     rows, cols = 64, 256
@@ -121,7 +127,7 @@ import numpy as np
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from test_cpu_settings import _check_repacked_gemv, _random_weights
 rng = np.random.default_rng(5)
-for plain in ("Q4_0", "Q8_0", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS"):
+for plain in ("Q4_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS"):
     w = _random_weights(plain, 48, 1024, rng)
     for acts in (1, 2, 5):
         _check_repacked_gemv(plain, w, rng.standard_normal((acts, 1024), dtype=np.float32))

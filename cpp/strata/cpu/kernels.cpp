@@ -21,6 +21,7 @@ quant::GGMLType activation_type(quant::GGMLType type) {
     case GGMLType::IQ4_XS: return GGMLType::Q8_K;
     case GGMLType::Q4_0_R16:
     case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
+    case GGMLType::Q2_K_R16:
     case GGMLType::Q3_K_R16:
     case GGMLType::Q4_K_R16:
     case GGMLType::Q5_K_R16:

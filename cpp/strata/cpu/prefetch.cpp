@@ -13,6 +13,7 @@ std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel) {
   // Q4_K_R16 15.4-16.1 against 14.4-14.8 GB/s, Q6_K_R16 13.7-14.1 against 13.4-13.6).
   switch (repacked) {
     case quant::GGMLType::Q8_0_R16:
+    case quant::GGMLType::Q2_K_R16:
     case quant::GGMLType::Q3_K_R16:
     case quant::GGMLType::Q4_K_R16:
     case quant::GGMLType::Q5_K_R16:  // Q4_K_R16's layout and read pattern (not measured on its own)

@@ -1,5 +1,5 @@
-// AVX-512 VNNI kernels of the repacked Q3_K, Q4_K, Q5_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: 16 rows per
-// group, one 512-bit register per 4-column step whose 32-bit lane r is row r. Per sub-block of 32 columns, eight
+// AVX-512 VNNI kernels of the repacked Q2_K, Q3_K, Q4_K, Q5_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: 16 rows
+// per group, one 512-bit register per 4-column step whose 32-bit lane r is row r. Per sub-block of 32 columns, eight
 // vpdpbusd (the nibbles unsigned, the activation's 4 bytes of the step broadcast) give every row's exact integer sum;
 // one vpmulld by the row's 6-bit scale (unpacked from the layout once per super-block for all 16 rows, no per-row
 // decode of Q4_K's 12-byte packing) adds it to the super-block sum; the mins meet the activation's pair sums in four
@@ -276,7 +276,87 @@ void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
 }
 
+// One Q2_K group against A activations (layout.h, Q2_K_R16). The 2-bit field s of each qs byte goes into
+// vpdpbusd where it is, masked (4^s · q, at most 192: still an unsigned byte), and its chain is shifted
+// back once per 16-column sub-block (a multiple of 4^s: the arithmetic shift is exact); times the rows'
+// 4-bit scales (vpmulld); the mins' nibbles meet the activation's bsum pairs in eight vpdpwssd. Then per
+// row sum += (dy·dx)·isum − (dy·dmin)·summs: the scalar Q2_K dot's arithmetic, so results are bitwise the
+// plain kernel's.
+template <int A>
+void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0, int n_valid,
+              std::size_t pf = 0) {
+  using L2 = repack::Q2KLayout;
+  const __m512i field[4] = {_mm512_set1_epi8(0x03), _mm512_set1_epi8(0x0C), _mm512_set1_epi8(0x30),
+                            _mm512_set1_epi8(static_cast<char>(0xC0))};
+  const __m512i m0F = _mm512_set1_epi32(0x0F);
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L2::block(b);
+    if (pf != 0) prefetch_lines(blk + pf, L2::kBlockBytes);
+    __m512i isum[A];
+    for (int a = 0; a < A; ++a) isum[a] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
+        __m512i s4[A][4];
+        for (int a = 0; a < A; ++a)
+          for (int s = 0; s < 4; ++s) s4[a][s] = _mm512_setzero_si512();
+        for (int tt = 0; tt < 4; ++tt) {
+          const int t = 4 * half + tt;
+          const __m512i qc = loadu512(blk + L2::kQs + 64 * (8 * h + t));
+          for (int s = 0; s < 4; ++s) {
+            const __m512i q = _mm512_and_si512(qc, field[s]);
+            for (int a = 0; a < A; ++a) s4[a][s] = dpbusd_bcast(s4[a][s], q, y[a][b].qs + 128 * h + 32 * s + 4 * t);
+          }
+        }
+        for (int s = 0; s < 4; ++s) {
+          // Lane r: row r's scale bytes 2k, 2k + 1 (k = 4h + s) as two int16; sub-block 2k + half's low nibble.
+          const __m512i pr = _mm512_cvtepu8_epi16(loadu256(blk + L2::kScales + 32 * (4 * h + s)));
+          const __m512i sc = _mm512_and_si512(half == 0 ? pr : _mm512_srli_epi32(pr, 16), m0F);
+          for (int a = 0; a < A; ++a)
+            isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(_mm512_srai_epi32(s4[a][s], 2 * s), sc));
+        }
+      }
+    }
+    __m512i summs[A];
+    for (int a = 0; a < A; ++a) summs[a] = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k) {
+      // Lane r: row r's mins 2k, 2k + 1 as int16 (the scale bytes' high nibbles).
+      const __m512i mins = _mm512_srli_epi16(_mm512_cvtepu8_epi16(loadu256(blk + L2::kScales + 32 * k)), 4);
+      for (int a = 0; a < A; ++a) summs[a] = _mm512_dpwssd_epi32(summs[a], mins, bcast_word(y[a][b].bsums + 2 * k));
+    }
+    const __m512 xd = _mm512_cvtph_ps(loadu256(blk + L2::kD));
+    const __m512 xdmin = _mm512_cvtph_ps(loadu256(blk + L2::kDmin));
+    for (int a = 0; a < A; ++a) {
+      const __m512 yd = _mm512_set1_ps(y[a][b].d);
+      const __m512 t = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(yd, xd), _mm512_cvtepi32_ps(isum[a])),
+                                     _mm512_mul_ps(_mm512_mul_ps(yd, xdmin), _mm512_cvtepi32_ps(summs[a])));
+      acc[a] = _mm512_add_ps(acc[a], t);
+    }
+  }
+  for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
+}
+
 }  // namespace
+
+void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q2_K_R16);
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q2<1>(nb, grp, &y, &out, r, nv, pf); });
+}
+
+void dot_rows_multi_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q2_K_R16);  // the first pass streams the group
+  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    repack::for_each_act_pass<4>(nact,
+                                 [&]<int A>(int a) { group_q2<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
+  });
+}
 
 void dot_rows_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* y = static_cast<const BlockQ8_K*>(act);

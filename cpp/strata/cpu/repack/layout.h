@@ -182,4 +182,20 @@ struct Q3KLayout : PairedBlocks<kRows*(quant::kQK_K / 4 + quant::kQK_K / 8), kRo
 static_assert(Q3KLayout::kBlockBytes == kRows * sizeof(quant::BlockQ3_K));
 static_assert(Q3KLayout::kQsBytes % 64 == 0 && 2 * Q3KLayout::kMetaBytes % 64 == 0);
 
+// Q2_K_R16: per super-block b (256 columns) of a group, 16 · 84 = 1344 bytes (21 cache lines) at b · 1344:
+//   [0, 32)       d[16]     the rows' fp16 super-block scales
+//   [32, 64)      dmin[16]  the rows' fp16 super-block mins
+//   [64, 320)     sc[32·k + 2·r + e] = the plain scales byte 2k + e of row r (scale in the low nibble, min in
+//                 the high one): zero-extended to int16, lane r holds the pair (2k, 2k + 1) of row r, which
+//                 vpdpwssd meets with the activation's (bsum 2k, bsum 2k + 1) once the mins are shifted down
+//   [320, 1344)   qs[64·(8h + t) + 4·r + j] = the plain qs byte 32h + 4t + j of row r: its 2-bit field s holds
+//                 column 128h + 32s + 4t + j, one vpdpbusd step per (h, s, t)
+struct Q2KLayout {
+  static constexpr std::size_t kBlockBytes = kRows * sizeof(quant::BlockQ2_K);
+  static constexpr std::size_t kD = 0, kDmin = 32, kScales = 64, kQs = 320;
+  static std::size_t block(int64_t b) { return static_cast<std::size_t>(b) * kBlockBytes; }
+};
+static_assert(Q2KLayout::kBlockBytes == 1344 && Q2KLayout::kBlockBytes % 64 == 0);
+static_assert(Q2KLayout::kQs + kRows * quant::kQK_K / 4 == Q2KLayout::kBlockBytes);
+
 }  // namespace strata::cpu::repack

@@ -128,6 +128,34 @@ void unpack_q6_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ6_K* x)
   }
 }
 
+// Q2_K: per block the rows' d and dmin, their scale bytes in (2k, 2k + 1) pairs, the qs bytes in 4-byte
+// chunks (layout.h).
+void repack_q2_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  using L = repack::Q2KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = dst + L::block(b);
+    for (int r = 0; r < repack::kRows; ++r) {
+      const auto* x = reinterpret_cast<const quant::BlockQ2_K*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      std::memcpy(blk + L::kD + 2 * r, &x->d, 2);
+      std::memcpy(blk + L::kDmin + 2 * r, &x->dmin, 2);
+      for (int g = 0; g < 16; ++g) blk[L::kScales + 32 * (g / 2) + 2 * r + g % 2] = x->scales[g];
+      for (int c = 0; c < 16; ++c) std::memcpy(blk + L::kQs + 64 * c + 4 * r, &x->qs[4 * c], 4);
+    }
+  }
+}
+
+// The inverse for one row r of a group.
+void unpack_q2_k_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ2_K* x) {
+  using L = repack::Q2KLayout;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L::block(b);
+    std::memcpy(&x[b].d, blk + L::kD + 2 * r, 2);
+    std::memcpy(&x[b].dmin, blk + L::kDmin + 2 * r, 2);
+    for (int g = 0; g < 16; ++g) x[b].scales[g] = blk[L::kScales + 32 * (g / 2) + 2 * r + g % 2];
+    for (int c = 0; c < 16; ++c) std::memcpy(&x[b].qs[4 * c], blk + L::kQs + 64 * c + 4 * r, 4);
+  }
+}
+
 // Q3_K: per block the rows' d, their 16 sub-block scales as 6-bit codes, the hmask and qs bytes in
 // 4-byte chunks (layout.h).
 void repack_q3_k(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
@@ -214,6 +242,7 @@ GGMLType repacked_type(GGMLType t) {
   switch (t) {
     case GGMLType::Q4_0: return GGMLType::Q4_0_R16;
     case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
+    case GGMLType::Q2_K: return GGMLType::Q2_K_R16;
     case GGMLType::Q3_K: return GGMLType::Q3_K_R16;
     case GGMLType::Q4_K: return GGMLType::Q4_K_R16;
     case GGMLType::Q5_K: return GGMLType::Q5_K_R16;
@@ -227,6 +256,7 @@ GGMLType plain_type(GGMLType t) {
   switch (t) {
     case GGMLType::Q4_0_R16: return GGMLType::Q4_0;
     case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
+    case GGMLType::Q2_K_R16: return GGMLType::Q2_K;
     case GGMLType::Q3_K_R16: return GGMLType::Q3_K;
     case GGMLType::Q4_K_R16: return GGMLType::Q4_K;
     case GGMLType::Q5_K_R16: return GGMLType::Q5_K;
@@ -245,12 +275,12 @@ bool repack_pays(GGMLType t, Isa isa) {
   // VNNI and on AVX2 (one scale conversion per 16 rows, no per-row horizontal sums; Q4_K: its
   // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block; IQ4_XS: one
   // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS").
-  // Q3_K and Q5_K: AVX-512 only (the AVX2 path has no Q3_K_R16 / Q5_K_R16 kernel: it would run the
-  // scalar reference).
+  // Q2_K, Q3_K and Q5_K: AVX-512 only (the AVX2 path has no Q2_K_R16 / Q3_K_R16 / Q5_K_R16 kernel: it
+  // would run the scalar reference).
   switch (isa) {
     case Isa::Avx512:
-      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q3_K || t == GGMLType::Q4_K ||
-             t == GGMLType::Q5_K || t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
+      return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q2_K || t == GGMLType::Q3_K ||
+             t == GGMLType::Q4_K || t == GGMLType::Q5_K || t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
     case Isa::Avx2:
       return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q6_K ||
              t == GGMLType::IQ4_XS;
@@ -272,10 +302,9 @@ RepackMode repack_mode() { return process_cpu_settings().repack; }
 
 void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* dst) {
   if (!can_repack(t, rows))
-    throw_error(
-        ErrorKind::Value,
-        std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
-            " rows has no repacked form (Q4_0 / Q8_0 / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS, rows a multiple of 16)");
+    throw_error(ErrorKind::Value, std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
+                                      " rows has no repacked form (Q4_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / "
+                                      "IQ4_XS, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
   const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
@@ -293,6 +322,8 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
       repack_q6_k(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q3_K)
       repack_q3_k(s + off, rb, nb, d + off);
+    else if (t == GGMLType::Q2_K)
+      repack_q2_k(s + off, rb, nb, d + off);
     else if (t == GGMLType::IQ4_XS)
       repack_iq4_xs(s + off, rb, nb, d + off);
     else
@@ -326,6 +357,10 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
       }
       if (t == GGMLType::Q3_K) {
         unpack_q3_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ3_K*>(row));
+        continue;
+      }
+      if (t == GGMLType::Q2_K) {
+        unpack_q2_k_row(grp, r, nb, reinterpret_cast<quant::BlockQ2_K*>(row));
         continue;
       }
       if (t == GGMLType::IQ4_XS) {

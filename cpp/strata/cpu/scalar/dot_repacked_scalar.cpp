@@ -1,6 +1,6 @@
 // Reference kernels of the repacked types (cpu/repack/layout.h): the plain scalar kernels'
 // arithmetic, block by block, read from the interleaved layout, so a repacked row's dot is bitwise
-// the plain Q4_0 / Q8_0 / Q3_K / Q4_K / Q6_K / IQ4_XS scalar
+// the plain Q4_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q6_K / IQ4_XS scalar
 // dot. Every SIMD repacked kernel is tested against these.
 #include <algorithm>
 #include <cstring>
@@ -150,6 +150,46 @@ void rows_q6_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, cons
   }
 }
 
+// Q2_K_R16: dot_q2_k of dot_scalar.cpp (per 16-column sub-block the exact sum of q·y times its 4-bit
+// scale, the mins' Σ m·bsum, then sum += (dy·dx)·isum − (dy·dmin)·summs), read from the layout.
+void rows_q2_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  using L = repack::Q2KLayout;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  for (int64_t g0 = 0; g0 < nrows; g0 += repack::kRows) {
+    const uint8_t* grp = p + static_cast<std::size_t>(g0) * stride;
+    const int n_in = static_cast<int>(std::min<int64_t>(repack::kRows, nrows - g0));
+    for (int r = 0; r < n_in; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = grp + L::block(b);
+        auto sc = [&](int g) { return static_cast<int>(blk[L::kScales + 32 * (g / 2) + 2 * r + g % 2]); };
+        int summs = 0;
+        for (int g = 0; g < 16; ++g) summs += y[b].bsums[g] * (sc(g) >> 4);
+        int isum = 0;
+        for (int h = 0; h < 2; ++h)
+          for (int s = 0; s < 4; ++s)
+            for (int half = 0; half < 2; ++half) {
+              int part = 0;
+              for (int l = 16 * half; l < 16 * half + 16; ++l) {
+                const int q = blk[L::kQs + 64 * (8 * h + l / 4) + 4 * r + l % 4];
+                part += ((q >> (2 * s)) & 3) * y[b].qs[128 * h + 32 * s + l];
+              }
+              isum += (sc(8 * h + 2 * s + half) & 0xF) * part;
+            }
+        uint16_t xd, xdmin;
+        std::memcpy(&xd, blk + L::kD + 2 * r, 2);
+        std::memcpy(&xdmin, blk + L::kDmin + 2 * r, 2);
+        const float dall = y[b].d * fp16_to_fp32(xd);
+        const float dmin = y[b].d * fp16_to_fp32(xdmin);
+        sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+      }
+      out[g0 + r] = sum;
+    }
+  }
+}
+
 // Q3_K_R16: dot_q3_k of dot_q3_k_q5_k_scalar.cpp (per 16-column sub-block the exact sum of q3·y, q3 in
 // −4..3, times its scale, then sum += (dx·dy)·isum), read from the layout.
 void rows_q3_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
@@ -231,6 +271,7 @@ constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_q45_k<repack::Q4KLa
 constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, act_q8_k, rows_q45_k<repack::Q5KLayout, true>, nullptr, repack::kRows};
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, act_q8_k, rows_q6_k, nullptr, repack::kRows};
 constexpr DotKernel kQ3_K_R16{GGMLType::Q8_K, act_q8_k, rows_q3_k, nullptr, repack::kRows};
+constexpr DotKernel kQ2_K_R16{GGMLType::Q8_K, act_q8_k, rows_q2_k, nullptr, repack::kRows};
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, act_q8_k, rows_iq4_xs, nullptr, repack::kRows};
 
 }  // namespace
@@ -243,6 +284,7 @@ const DotKernel* repacked_kernel(GGMLType type) {
     case GGMLType::Q5_K_R16: return &kQ5_K_R16;
     case GGMLType::Q6_K_R16: return &kQ6_K_R16;
     case GGMLType::Q3_K_R16: return &kQ3_K_R16;
+    case GGMLType::Q2_K_R16: return &kQ2_K_R16;
     case GGMLType::IQ4_XS_R16: return &kIQ4_XS_R16;
     default: return nullptr;
   }
