@@ -21,6 +21,8 @@ STRATA_AVX2_DOT(dot_rows_q4_0_r16);  // repacked types (cpu/repack/layout.h)
 STRATA_AVX2_DOT(dot_rows_q8_0_r16);
 STRATA_AVX2_DOT(dot_rows_q4_k_r16);  // dot_repacked_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q6_k_r16);
+STRATA_AVX2_DOT(dot_rows_q2_k_r16);
+STRATA_AVX2_DOT(dot_rows_q3_k_r16);
 STRATA_AVX2_DOT(dot_rows_iq4_xs_r16);  // dot_repacked_iq4_xs_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q3_k);        // dot_q3_k_q5_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q5_k);        // dot_q3_k_q5_k_avx2.cpp

@@ -1,4 +1,4 @@
-// AVX2 kernels of the repacked Q4_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: a 16-row group as two
+// AVX2 kernels of the repacked Q2_K, Q3_K, Q4_K and Q6_K types (cpu/repack/layout.h). Q4_K_R16: a 16-row group as two
 // halves of 8 rows, one 256-bit register per 4-column step whose 32-bit lane r is row r; the
 // activation's 4 bytes of the step are broadcast once for both halves. Per sub-block, maddubs of
 // the unsigned nibbles against them, the int16 pair sums of its eight steps added in int16
@@ -13,6 +13,7 @@
 
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
+#include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
 
@@ -146,7 +147,137 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
   std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
 }
 
+// One Q2_K group against one activation: out[0 .. n_valid). Per 8-row half, each 2-bit field shifted to
+// bits 0-1 and masked, maddubs per step, a sub-block's four steps added in int16 (4 · 2 · 3 · 128 < 2^15),
+// vpmaddwd by its 4-bit scale in both int16 halves; the mins' nibbles against the activation's bsum
+// pairs; then sum += (dy·dx)·isum − (dy·dmin)·summs: bitwise the scalar Q2_K dot.
+void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
+  using L2 = repack::Q2KLayout;
+  const __m256i m3 = _mm256_set1_epi8(0x03), m0F = _mm256_set1_epi16(0x0F);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + L2::block(b);
+    if (pf != 0) prefetch_lines(blk + pf, L2::kBlockBytes);
+    const int8_t* q8 = y[b].qs;
+    const __m256 yd = _mm256_set1_ps(y[b].d);
+    for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
+      __m256i isum = _mm256_setzero_si256(), summs = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
+          __m256i pr[4];
+          for (int tt = 0; tt < 4; ++tt) {
+            const int t = 4 * half + tt;
+            const __m256i w = loadu256(blk + L2::kQs + 64 * (8 * h + t) + 32 * hr);
+            for (int s = 0; s < 4; ++s) {
+              const __m256i q = _mm256_and_si256(s == 0 ? w : _mm256_srli_epi16(w, 2 * s), m3);
+              const __m256i m = _mm256_maddubs_epi16(q, bcast_word(q8 + 128 * h + 32 * s + 4 * t));
+              pr[s] = tt == 0 ? m : _mm256_add_epi16(pr[s], m);
+            }
+          }
+          for (int s = 0; s < 4; ++s) {
+            // Lane r: row 8hr + r's scale bytes 2k, 2k + 1 (k = 4h + s) as int16; sub-block 2k + half's
+            // 4-bit scale in both int16 halves.
+            const __m256i v =
+                _mm256_and_si256(_mm256_cvtepu8_epi16(loadu128(blk + L2::kScales + 32 * (4 * h + s) + 16 * hr)), m0F);
+            const __m256i sc = half == 0 ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xA0), 0xA0)
+                                         : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xF5), 0xF5);
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr[s], sc));
+          }
+        }
+      }
+      for (int k = 0; k < 8; ++k) {
+        const __m256i mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(loadu128(blk + L2::kScales + 32 * k + 16 * hr)), 4);
+        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(mins, bcast_word(y[b].bsums + 2 * k)));
+      }
+      const __m256 d = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L2::kD + 16 * hr)));
+      const __m256 dmin = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L2::kDmin + 16 * hr)));
+      const __m256 t =
+          _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs)));
+      acc[hr] = _mm256_add_ps(acc[hr], t);
+    }
+  }
+  alignas(32) float tmp[repack::kRows];
+  _mm256_store_ps(tmp, acc[0]);
+  _mm256_store_ps(tmp + 8, acc[1]);
+  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+}
+
+// One Q3_K group against one activation: out[0 .. n_valid). Per 8-row half, each quant rebuilt as q3 + 4
+// (0..7: the qs field at bits 0-1, the hmask bit at bit 2), maddubs per step, a sub-block's four steps
+// added in int16 (4 · 2 · 7 · 128 < 2^15) minus 4·bsum in the lane's low half (the −4 of every quant
+// whose high bit is clear; ≥ −2^14), vpmaddwd by its signed scale in both int16 halves; then
+// sum += (dx·dy)·isum: bitwise the scalar Q3_K dot.
+void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
+  using L3 = repack::Q3KLayout;
+  const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; ++b) {
+    if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L3::kBlockBytes + pf, L3::kBlockBytes);
+    const uint8_t* qs = grp + L3::qs_off(b, nb);
+    const uint8_t* meta = grp + L3::meta_off(b, nb);
+    const int8_t* q8 = y[b].qs;
+    alignas(32) uint8_t u[256];  // U[16·j + r] = scale j of row r, + 32
+    unpack6(meta + L3::kScales, u);
+    unpack6(meta + L3::kScales + 96, u + 128);
+    for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
+      __m256i isum = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
+          __m256i pr[4];
+          for (int tt = 0; tt < 4; ++tt) {
+            const int t = 4 * half + tt;
+            const __m256i qc = loadu256(qs + 64 * L3::qs_chunk(h, t) + 32 * hr);
+            const __m256i hc = loadu256(qs + 64 * L3::hm_chunk(t) + 32 * hr);
+            for (int s = 0; s < 4; ++s) {
+              // 16-bit shifts by < 8 bring each byte's own bits to bits 0-1 / bit 2; the masks drop the rest.
+              const int k = 4 * h + s;
+              const __m256i low = _mm256_and_si256(s == 0 ? qc : _mm256_srli_epi16(qc, 2 * s), m3);
+              const __m256i hb = k >= 2 ? _mm256_srli_epi16(hc, k - 2) : _mm256_slli_epi16(hc, 2 - k);
+              const __m256i q = _mm256_or_si256(low, _mm256_and_si256(hb, m4));
+              const __m256i m = _mm256_maddubs_epi16(q, bcast_word(q8 + 128 * h + 32 * s + 4 * t));
+              pr[s] = tt == 0 ? m : _mm256_add_epi16(pr[s], m);
+            }
+          }
+          for (int s = 0; s < 4; ++s) {
+            const int j = 8 * h + 2 * s + half;
+            const __m256i sc32 = _mm256_sub_epi32(
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 16 * j + 8 * hr))),
+                _mm256_set1_epi32(32));
+            const __m256i sc =
+                _mm256_or_si256(_mm256_and_si256(sc32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc32, 16));
+            // −4·bsum in the low int16 of each lane only (a negative int32 would also set the high one).
+            const __m256i p = _mm256_sub_epi16(pr[s], _mm256_set1_epi32((4 * y[b].bsums[j]) & 0xFFFF));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
+          }
+        }
+      }
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(loadu128(meta + 16 * hr)), _mm256_set1_ps(y[b].d));
+      acc[hr] = _mm256_add_ps(acc[hr], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
+    }
+  }
+  alignas(32) float tmp[repack::kRows];
+  _mm256_store_ps(tmp, acc[0]);
+  _mm256_store_ps(tmp + 8, acc[1]);
+  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+}
+
 }  // namespace
+
+void dot_rows_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q3_K_R16);
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q3(nb, grp, y, out + r, nv, pf); });
+}
+
+void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q2_K_R16);
+  repack::for_each_group(w, stride, nrows,
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q2(nb, grp, y, out + r, nv, pf); });
+}
 
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* y = static_cast<const BlockQ8_K*>(act);
