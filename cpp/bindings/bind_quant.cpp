@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bindings/bindings.h"
@@ -134,16 +135,18 @@ float dot(const py::array& row, const std::string& type_name, const F32Array& x)
   return cpu::dot(t, w, x.data(), n);
 }
 
-// A supported file type, or one of the internal repacked types ("Q4_0_R16", "Q8_0_R16", "Q2_K_R16", "Q3_K_R16",
-// "Q4_K_R16", "Q5_K_R16", "Q6_K_R16", "IQ4_XS_R16").
+// A supported file type, or the internal repacked form of one ("Q4_K_R16": cpu::repacked_type).
 GGMLType parse_kernel_type(const std::string& name) {
-  for (GGMLType t : {GGMLType::Q4_0_R16, GGMLType::Q8_0_R16, GGMLType::Q2_K_R16, GGMLType::Q3_K_R16, GGMLType::Q4_K_R16,
-                     GGMLType::Q5_K_R16, GGMLType::Q6_K_R16, GGMLType::IQ4_XS_R16})
-    if (name == quant::type_name(t)) return t;
+  constexpr std::string_view kSuffix = "_R16";
+  if (name.size() > kSuffix.size() && name.ends_with(kSuffix))
+    if (const auto plain = quant::type_from_name(name.substr(0, name.size() - kSuffix.size()))) {
+      const GGMLType t = cpu::repacked_type(*plain);
+      if (t != *plain && name == quant::type_name(t)) return t;  // spelled exactly, as the type's name
+    }
   return parse_supported(name);
 }
 
-// (bytes in the repacked layout, its type name) of a Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_XS matrix (cpu/repack/repack.h).
+// (bytes in the repacked layout, its type name) of a matrix of a type with a repacked form (cpu/repack/repack.h).
 py::tuple repack(const py::array& weights, const std::string& type_name, int64_t rows, int64_t cols) {
   const GGMLType t = parse_supported(type_name);
   checked_dim(rows, "rows");

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "strata/cpu/repack/repack.h"
 #include "strata/util/error.h"
 
 namespace strata::cpu {
@@ -16,22 +17,16 @@ quant::GGMLType activation_type(quant::GGMLType type) {
     case GGMLType::Q5_0:
     case GGMLType::Q8_0: return GGMLType::Q8_0;
     case GGMLType::Q2_K:
-    case GGMLType::Q4_K:
-    case GGMLType::Q6_K:
-    case GGMLType::IQ4_XS: return GGMLType::Q8_K;
-    case GGMLType::Q4_0_R16:
-    case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
-    case GGMLType::Q2_K_R16:
-    case GGMLType::Q3_K_R16:
-    case GGMLType::Q4_K_R16:
-    case GGMLType::Q5_K_R16:
-    case GGMLType::Q6_K_R16:
-    case GGMLType::IQ4_XS_R16:
     case GGMLType::Q3_K:
+    case GGMLType::Q4_K:
     case GGMLType::Q5_K:
+    case GGMLType::Q6_K:
+    case GGMLType::IQ4_XS:
     case GGMLType::IQ2_XS:
     case GGMLType::IQ3_XXS: return GGMLType::Q8_K;
-    default: break;
+    default:  // a repacked type takes its plain type's activations
+      if (is_repacked(type)) return activation_type(plain_type(type));
+      break;
   }
   throw_error(ErrorKind::Value, std::string("no dot kernels for type ") + quant::type_name(type));
 }

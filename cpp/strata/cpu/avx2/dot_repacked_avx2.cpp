@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/repacked_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/act_terms.h"
@@ -91,12 +92,7 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
       }
     }
   }
-  for (int a = 0; a < A; ++a) {
-    alignas(32) float tmp[repack::kRows];
-    _mm256_store_ps(tmp, acc[a][0]);
-    _mm256_store_ps(tmp + 8, acc[a][1]);
-    std::memcpy(outs[a] + r0, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
-  }
+  for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);
 }
 
 template <typename Ops>

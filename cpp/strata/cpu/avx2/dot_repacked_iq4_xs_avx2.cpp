@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/repacked_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
@@ -19,26 +20,6 @@ namespace {
 
 using quant::BlockQ8_K;
 using L = repack::IQ4XSLayout;
-
-// The 128 6-bit codes packed at p (layout.h) minus 32, as int8: sc[16·g + r] = scale of sub-block g, row r.
-inline void unpack_scales(const uint8_t* p, int8_t* sc) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
-  const __m256i lo0 = loadu256(p), lo1 = loadu256(p + 32), hi = loadu256(p + 64);
-  auto top = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, shift), m2), 4); };
-  auto put = [sc, k32](int at, __m256i v) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sc + at), _mm256_sub_epi8(v, k32));
-  };
-  put(0, _mm256_or_si256(_mm256_and_si256(lo0, m4), top(0)));
-  put(32, _mm256_or_si256(_mm256_and_si256(lo1, m4), top(2)));
-  put(64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), top(4)));
-  put(96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), top(6)));
-}
-
-// Eight int8 scales (bytes at p) as int32 lanes holding the scale in both int16 halves.
-inline __m256i scales_dup(const int8_t* p) {
-  const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
-}
 
 // One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid).
 template <int A>
@@ -50,7 +31,7 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + L::block(b);
     alignas(32) int8_t sc[128];
-    unpack_scales(blk + L::kScales, sc);
+    unpack6<32>(blk + L::kScales, sc);  // sc[16·g + r] = scale of sub-block g, row r
     __m256i isum[A][2];
     for (int a = 0; a < A; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();
     for (int g = 0; g < 8; ++g) {  // sub-block g: chunks 4g .. 4g + 3
@@ -77,12 +58,7 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
         acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_mul_ps(yd, xd[h]), _mm256_cvtepi32_ps(isum[a][h])));
     }
   }
-  for (int a = 0; a < A; ++a) {
-    alignas(32) float tmp[repack::kRows];
-    _mm256_store_ps(tmp, acc[a][0]);
-    _mm256_store_ps(tmp + 8, acc[a][1]);
-    std::memcpy(outs[a] + r0, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
-  }
+  for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/repacked_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
@@ -23,24 +24,6 @@ namespace {
 using quant::BlockQ8_K;
 using L = repack::Q4KLayout;
 using L6 = repack::Q6KLayout;
-
-// The 128 6-bit values packed at p (layout.h) into u[0..128).
-inline void unpack6(const uint8_t* p, uint8_t* u) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  const __m256i lo0 = loadu256(p), lo1 = loadu256(p + 32), hi = loadu256(p + 64);
-  auto top = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, shift), m2), 4); };
-  auto put = [u](int at, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(u + at), v); };
-  put(0, _mm256_or_si256(_mm256_and_si256(lo0, m4), top(0)));
-  put(32, _mm256_or_si256(_mm256_and_si256(lo1, m4), top(2)));
-  put(64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), top(4)));
-  put(96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), top(6)));
-}
-
-// Eight 6-bit scales (bytes at p) as int32 lanes holding the scale in both int16 halves.
-inline __m256i scales_dup(const uint8_t* p) {
-  const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
-}
 
 // One group (16 rows at grp) against one activation: out[0 .. n_valid).
 void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid) {
@@ -87,10 +70,7 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n
       acc[h] = _mm256_add_ps(acc[h], t);
     }
   }
-  alignas(32) float tmp[repack::kRows];
-  _mm256_store_ps(tmp, acc[0]);
-  _mm256_store_ps(tmp + 8, acc[1]);
-  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+  store_rows(acc[0], acc[1], out, n_valid);
 }
 
 // One Q6_K group against one activation: out[0 .. n_valid).
@@ -130,8 +110,7 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
           for (int p = 0; p < 4; ++p) {
             // The scale of sub-block 2k + sh in both int16 halves of every lane.
             const __m256i v = sp[4 * h + p];
-            const __m256i sc = sh == 0 ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xA0), 0xA0)
-                                       : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xF5), 0xF5);
+            const __m256i sc = half_dup(v, sh);
             isum = _mm256_add_epi32(isum,
                                     _mm256_add_epi32(_mm256_madd_epi16(pr[p][0], sc), _mm256_madd_epi16(pr[p][1], sc)));
           }
@@ -141,10 +120,7 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
       acc[hr] = _mm256_add_ps(acc[hr], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
     }
   }
-  alignas(32) float tmp[repack::kRows];
-  _mm256_store_ps(tmp, acc[0]);
-  _mm256_store_ps(tmp + 8, acc[1]);
-  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+  store_rows(acc[0], acc[1], out, n_valid);
 }
 
 // One Q2_K group against one activation: out[0 .. n_valid). Per 8-row half, each 2-bit field shifted to
@@ -179,8 +155,7 @@ void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
             // 4-bit scale in both int16 halves.
             const __m256i v =
                 _mm256_and_si256(_mm256_cvtepu8_epi16(loadu128(blk + L2::kScales + 32 * (4 * h + s) + 16 * hr)), m0F);
-            const __m256i sc = half == 0 ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xA0), 0xA0)
-                                         : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xF5), 0xF5);
+            const __m256i sc = half_dup(v, half);
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr[s], sc));
           }
         }
@@ -196,10 +171,7 @@ void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
       acc[hr] = _mm256_add_ps(acc[hr], t);
     }
   }
-  alignas(32) float tmp[repack::kRows];
-  _mm256_store_ps(tmp, acc[0]);
-  _mm256_store_ps(tmp + 8, acc[1]);
-  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+  store_rows(acc[0], acc[1], out, n_valid);
 }
 
 // One Q3_K group against one activation: out[0 .. n_valid). Per 8-row half, each quant rebuilt as q3 + 4
@@ -216,9 +188,9 @@ void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
     const uint8_t* qs = grp + L3::qs_off(b, nb);
     const uint8_t* meta = grp + L3::meta_off(b, nb);
     const int8_t* q8 = y[b].qs;
-    alignas(32) uint8_t u[256];  // U[16·j + r] = scale j of row r, + 32
-    unpack6(meta + L3::kScales, u);
-    unpack6(meta + L3::kScales + 96, u + 128);
+    alignas(32) int8_t sc8[256];  // sc8[16·j + r] = scale j of row r (its 6-bit code − 32)
+    unpack6<32>(meta + L3::kScales, sc8);
+    unpack6<32>(meta + L3::kScales + 96, sc8 + 128);
     for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
       __m256i isum = _mm256_setzero_si256();
       for (int h = 0; h < 2; ++h) {
@@ -240,11 +212,7 @@ void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
           }
           for (int s = 0; s < 4; ++s) {
             const int j = 8 * h + 2 * s + half;
-            const __m256i sc32 = _mm256_sub_epi32(
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 16 * j + 8 * hr))),
-                _mm256_set1_epi32(32));
-            const __m256i sc =
-                _mm256_or_si256(_mm256_and_si256(sc32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc32, 16));
+            const __m256i sc = scales_dup(sc8 + 16 * j + 8 * hr);
             // −4·bsum in the low int16 of each lane only (a negative int32 would also set the high one).
             const __m256i p = _mm256_sub_epi16(pr[s], _mm256_set1_epi32((4 * y[b].bsums[j]) & 0xFFFF));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
@@ -255,10 +223,7 @@ void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
       acc[hr] = _mm256_add_ps(acc[hr], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
     }
   }
-  alignas(32) float tmp[repack::kRows];
-  _mm256_store_ps(tmp, acc[0]);
-  _mm256_store_ps(tmp + 8, acc[1]);
-  std::memcpy(out, tmp, static_cast<std::size_t>(n_valid) * sizeof(float));
+  store_rows(acc[0], acc[1], out, n_valid);
 }
 
 }  // namespace

@@ -94,25 +94,22 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* con
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
 }
 
+struct IQ4XSGroup {  // for repack::k_rows / k_rows_multi
+  template <int A>
+  static void run(auto... args) {
+    group<A>(args...);
+  }
+};
+
 }  // namespace
 
 void dot_rows_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::IQ4_XS_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group<1>(nb, grp, &y, &out, r, nv, pf); });
+  repack::k_rows<quant::GGMLType::IQ4_XS_R16, IQ4XSGroup>(n, w, stride, nrows, act, out);
 }
 
 void dot_rows_multi_iq4_xs_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                                int nact, float* const* outs) {
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::IQ4_XS_R16);  // the first pass streams the group
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact,
-                                 [&]<int A>(int a) { group<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
-  });
+  repack::k_rows_multi<quant::GGMLType::IQ4_XS_R16, IQ4XSGroup>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::avx512

@@ -337,101 +337,74 @@ void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* 
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
 }
 
+// The group kernels as types, for repack::k_rows / k_rows_multi.
+struct Q2Group {
+  template <int A>
+  static void run(auto... args) {
+    group_q2<A>(args...);
+  }
+};
+struct Q3Group {
+  template <int A>
+  static void run(auto... args) {
+    group_q3<A>(args...);
+  }
+};
+struct Q4Group {
+  template <int A>
+  static void run(auto... args) {
+    group<A>(args...);
+  }
+};
+struct Q5Group {
+  template <int A>
+  static void run(auto... args) {
+    group<A, true>(args...);
+  }
+};
+struct Q6Group {
+  template <int A>
+  static void run(auto... args) {
+    group_q6<A>(args...);
+  }
+};
+
 }  // namespace
 
 void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q2_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q2<1>(nb, grp, &y, &out, r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q2_K_R16, Q2Group>(n, w, stride, nrows, act, out);
 }
-
 void dot_rows_multi_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q2_K_R16);  // the first pass streams the group
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact,
-                                 [&]<int A>(int a) { group_q2<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
-  });
+  repack::k_rows_multi<quant::GGMLType::Q2_K_R16, Q2Group>(n, w, stride, nrows, acts, nact, outs);
 }
-
 void dot_rows_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q3_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q3<1>(nb, grp, &y, &out, r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q3_K_R16, Q3Group>(n, w, stride, nrows, act, out);
 }
-
 void dot_rows_multi_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q3_K_R16);  // the first pass streams the group
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact,
-                                 [&]<int A>(int a) { group_q3<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
-  });
+  repack::k_rows_multi<quant::GGMLType::Q3_K_R16, Q3Group>(n, w, stride, nrows, acts, nact, outs);
 }
-
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q4_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group<1>(nb, grp, &y, &out, r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q4_K_R16, Q4Group>(n, w, stride, nrows, act, out);
 }
-
 void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q4_K_R16);  // the first pass streams the group
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact,
-                                 [&]<int A>(int a) { group<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
-  });
+  repack::k_rows_multi<quant::GGMLType::Q4_K_R16, Q4Group>(n, w, stride, nrows, acts, nact, outs);
 }
-
 void dot_rows_q5_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q5_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group<1, true>(nb, grp, &y, &out, r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q5_K_R16, Q5Group>(n, w, stride, nrows, act, out);
 }
-
 void dot_rows_multi_q5_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q5_K_R16);  // the first pass streams the group
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(
-        nact, [&]<int A>(int a) { group<A, true>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
-  });
+  repack::k_rows_multi<quant::GGMLType::Q5_K_R16, Q5Group>(n, w, stride, nrows, acts, nact, outs);
 }
-
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q6_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q6<1>(nb, grp, &y, &out, r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q6_K_R16, Q6Group>(n, w, stride, nrows, act, out);
 }
-
 void dot_rows_multi_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
-  const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q6_K_R16);  // the first pass streams the group
-  repack::for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    repack::for_each_act_pass<4>(nact,
-                                 [&]<int A>(int a) { group_q6<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
-  });
+  repack::k_rows_multi<quant::GGMLType::Q6_K_R16, Q6Group>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::avx512

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "strata/cpu/repack/layout.h"
 #include "strata/util/aligned.h"
@@ -14,6 +15,14 @@ namespace {
 using quant::GGMLType;
 
 thread_local AlignedBuffer<uint8_t> t_scratch;
+
+// Each type with a repacked form, and that form (quant/types.h).
+constexpr std::pair<GGMLType, GGMLType> kRepackedForms[] = {
+    {GGMLType::Q4_0, GGMLType::Q4_0_R16}, {GGMLType::Q8_0, GGMLType::Q8_0_R16},
+    {GGMLType::Q2_K, GGMLType::Q2_K_R16}, {GGMLType::Q3_K, GGMLType::Q3_K_R16},
+    {GGMLType::Q4_K, GGMLType::Q4_K_R16}, {GGMLType::Q5_K, GGMLType::Q5_K_R16},
+    {GGMLType::Q6_K, GGMLType::Q6_K_R16}, {GGMLType::IQ4_XS, GGMLType::IQ4_XS_R16},
+};
 
 void repack_q8_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
   using L = repack::Q8Layout;
@@ -239,31 +248,15 @@ void unpack_iq4_xs_row(const uint8_t* grp, int r, int64_t nb, quant::BlockIQ4_XS
 }  // namespace
 
 GGMLType repacked_type(GGMLType t) {
-  switch (t) {
-    case GGMLType::Q4_0: return GGMLType::Q4_0_R16;
-    case GGMLType::Q8_0: return GGMLType::Q8_0_R16;
-    case GGMLType::Q2_K: return GGMLType::Q2_K_R16;
-    case GGMLType::Q3_K: return GGMLType::Q3_K_R16;
-    case GGMLType::Q4_K: return GGMLType::Q4_K_R16;
-    case GGMLType::Q5_K: return GGMLType::Q5_K_R16;
-    case GGMLType::Q6_K: return GGMLType::Q6_K_R16;
-    case GGMLType::IQ4_XS: return GGMLType::IQ4_XS_R16;
-    default: return t;
-  }
+  for (const auto& [plain, repacked] : kRepackedForms)
+    if (plain == t) return repacked;
+  return t;
 }
 
 GGMLType plain_type(GGMLType t) {
-  switch (t) {
-    case GGMLType::Q4_0_R16: return GGMLType::Q4_0;
-    case GGMLType::Q8_0_R16: return GGMLType::Q8_0;
-    case GGMLType::Q2_K_R16: return GGMLType::Q2_K;
-    case GGMLType::Q3_K_R16: return GGMLType::Q3_K;
-    case GGMLType::Q4_K_R16: return GGMLType::Q4_K;
-    case GGMLType::Q5_K_R16: return GGMLType::Q5_K;
-    case GGMLType::Q6_K_R16: return GGMLType::Q6_K;
-    case GGMLType::IQ4_XS_R16: return GGMLType::IQ4_XS;
-    default: return t;
-  }
+  for (const auto& [plain, repacked] : kRepackedForms)
+    if (repacked == t) return plain;
+  return t;
 }
 
 bool is_repacked(GGMLType t) { return plain_type(t) != t; }

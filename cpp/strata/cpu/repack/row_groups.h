@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "strata/cpu/prefetch.h"
 #include "strata/cpu/repack/layout.h"
+#include "strata/quant/blocks.h"
 
 namespace strata::cpu::repack {
 
@@ -37,6 +39,31 @@ inline void for_each_act_pass(int nact, Pass&& pass) {
   int a = 0;
   for (; nact - a >= MaxA; a += MaxA) pass.template operator()<MaxA>(a);
   detail::rest_pass<MaxA - 1>(nact - a, a, pass);
+}
+
+// The GEMV and several-activation entry points of a repacked super-block type T (Q8_K activations) whose
+// group kernel is Group::run<A>(nb, group bytes, activations, outputs, first row, valid rows, prefetch):
+// the group's weights prefetched pf bytes ahead (cpu/prefetch.h) by the first pass over them only, the
+// later passes finding them in L1.
+template <quant::GGMLType T, class Group>
+void k_rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  const auto* y = static_cast<const quant::BlockQ8_K*>(act);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(T);
+  for_each_group(w, stride, nrows,
+                 [&](const uint8_t* grp, int64_t r, int nv) { Group::template run<1>(nb, grp, &y, &out, r, nv, pf); });
+}
+
+template <quant::GGMLType T, class Group>
+void k_rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
+                  float* const* outs) {
+  const auto* const* y = reinterpret_cast<const quant::BlockQ8_K* const*>(acts);
+  const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(T);
+  for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
+    for_each_act_pass<4>(
+        nact, [&]<int A>(int a) { Group::template run<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
+  });
 }
 
 }  // namespace strata::cpu::repack
