@@ -65,7 +65,9 @@ void act_q8_0(const float* x, void* a, int64_t n) { quant::quantize_row_q8_0(x, 
 void act_q8_k(const float* x, void* a, int64_t n) { quant::quantize_row_q8_k(x, static_cast<quant::BlockQ8_K*>(a), n); }
 
 // The rows of a repacked super-block type (Q8_K activations), block by block: F::block is one block's term
-// of a row's sum, the plain scalar kernel's per-block arithmetic read from the layout.
+// of a row's sum, the plain scalar kernel's per-block arithmetic read from the layout. F::block is always
+// inlined, so `sum += term` is the plain kernel's expression: where the compiler contracts a multiply and an
+// add (AArch64's default), it contracts both kernels alike and they stay bitwise equal.
 template <class F>
 void rows_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* p = static_cast<const uint8_t*>(w);
@@ -87,7 +89,8 @@ void rows_k(int64_t n, const void* w, std::size_t stride, int64_t nrows, const v
 // sum += d·isum − dmin·summs; Q5_K's fifth bit from the interleaved qh), read from the layout.
 template <class L, bool Q5>
 struct Q45K {
-  static float block(const uint8_t* grp, int r, int64_t b, int64_t /*nb*/, const quant::BlockQ8_K& yb) {
+  [[gnu::always_inline]] static float block(const uint8_t* grp, int r, int64_t b, int64_t /*nb*/,
+                                            const quant::BlockQ8_K& yb) {
     uint8_t usc[128], umin[128];
     const uint8_t* blk = grp + L::block(b);
     repack::unpack6(blk + L::kScales, usc);
@@ -117,7 +120,8 @@ struct Q45K {
 // Q6_K_R16: dot_q6_k of dot_scalar.cpp (per 16-column sub-block the exact sum of (q − 32)·y, times
 // its int8 scale, then sum += (dy·dx)·isum), read from the layout.
 struct Q6K {
-  static float block(const uint8_t* grp, int r, int64_t b, int64_t nb, const quant::BlockQ8_K& yb) {
+  [[gnu::always_inline]] static float block(const uint8_t* grp, int r, int64_t b, int64_t nb,
+                                            const quant::BlockQ8_K& yb) {
     using L = repack::Q6KLayout;
     const uint8_t* qs = grp + L::qs_off(b, nb);
     const uint8_t* meta = grp + L::meta_off(b, nb);
@@ -149,7 +153,8 @@ struct Q6K {
 // Q2_K_R16: dot_q2_k of dot_scalar.cpp (per 16-column sub-block the exact sum of q·y times its 4-bit
 // scale, the mins' Σ m·bsum, then sum += (dy·dx)·isum − (dy·dmin)·summs), read from the layout.
 struct Q2K {
-  static float block(const uint8_t* grp, int r, int64_t b, int64_t /*nb*/, const quant::BlockQ8_K& yb) {
+  [[gnu::always_inline]] static float block(const uint8_t* grp, int r, int64_t b, int64_t /*nb*/,
+                                            const quant::BlockQ8_K& yb) {
     using L = repack::Q2KLayout;
     const uint8_t* blk = grp + L::block(b);
     auto sc = [&](int g) { return static_cast<int>(blk[L::kScales + 32 * (g / 2) + 2 * r + g % 2]); };
@@ -178,7 +183,8 @@ struct Q2K {
 // Q3_K_R16: dot_q3_k of dot_q3_k_q5_k_scalar.cpp (per 16-column sub-block the exact sum of q3·y, q3 in
 // −4..3, times its scale, then sum += (dx·dy)·isum), read from the layout.
 struct Q3K {
-  static float block(const uint8_t* grp, int r, int64_t b, int64_t nb, const quant::BlockQ8_K& yb) {
+  [[gnu::always_inline]] static float block(const uint8_t* grp, int r, int64_t b, int64_t nb,
+                                            const quant::BlockQ8_K& yb) {
     using L = repack::Q3KLayout;
     uint8_t u[256];
     const uint8_t* qs = grp + L::qs_off(b, nb);
@@ -206,7 +212,8 @@ struct Q3K {
 // IQ4_XS_R16: dot_iq4_xs of dot_scalar.cpp (per 32-column sub-block the exact sum of codebook value
 // times y, times the scale ls − 32, then sum += (dy·dx)·isum), read from the layout.
 struct IQ4XS {
-  static float block(const uint8_t* grp, int r, int64_t b, int64_t /*nb*/, const quant::BlockQ8_K& yb) {
+  [[gnu::always_inline]] static float block(const uint8_t* grp, int r, int64_t b, int64_t /*nb*/,
+                                            const quant::BlockQ8_K& yb) {
     using L = repack::IQ4XSLayout;
     uint8_t u[128];
     const uint8_t* blk = grp + L::block(b);
