@@ -57,11 +57,18 @@ void store_kv(const BlockContext& c, int R, int64_t start) {
   KvCells& kv = *c.kv;
   const int64_t dh = hp.head_dim, hkv = hp.n_head_kv, kvrows = hp.kv_rows(), rd = hp.rope_dim;
   kv.prepare_write(c.kv_layer, start, R);
+  if (s.rope_of != c.rope) {  // angles cached for another rope (the drafter's block shares the scratch)
+    std::fill(s.rope_pos.data(), s.rope_pos.data() + s.rope_pos.size(), int64_t{-1});
+    s.rope_of = c.rope;
+  }
   parallel_ranges(c.pool, R, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = start + r;
       float* cs = s.rope_cs.data() + r * std::max<int64_t>(rd, 1);
-      if (rd > 0) c.rope->angles(p, cs);
+      if (rd > 0 && s.rope_pos[static_cast<std::size_t>(r)] != p) {
+        c.rope->angles(p, cs);
+        s.rope_pos[static_cast<std::size_t>(r)] = p;
+      }
       float* kr = s.k.data() + r * kvrows;
       for (int64_t g = 0; g < hkv; ++g) {
         if (w.k_norm) rms_norm(kr + g * dh, dh, hp.rms_eps, w.k_norm, kr + g * dh);  // optional in glm4moe

@@ -26,6 +26,8 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   qh.resize(R * hq * dh);
   att.resize(R * hq * dh);
   rope_cs.resize(R * z(hp.rope_dim));
+  rope_pos.resize(R);
+  std::fill(rope_pos.data(), rope_pos.data() + rope_pos.size(), int64_t{-1});
   iq.resize(R * z(static_cast<int64_t>(hp.indexer_heads) * hp.indexer_dim));
   iw.resize(R * z(hp.indexer_heads));
   ik.resize(R * z(hp.indexer_dim));
@@ -73,7 +75,7 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
 std::size_t Scratch::capacity_signature() const {
   return flat.capacity() + mix.capacity() + pre.capacity() + post.capacity() + comb.capacity() + collapsed.capacity() +
          xn.capacity() + q.capacity() + k.capacity() + v.capacity() + qh.capacity() + att.capacity() +
-         rope_cs.capacity() + iq.capacity() + iw.capacity() + ik.capacity() + cells.capacity() + n_cells.capacity() +
+         rope_cs.capacity() + rope_pos.capacity() + iq.capacity() + iw.capacity() + ik.capacity() + cells.capacity() + n_cells.capacity() +
          slot_scores.capacity() + slot_order.capacity() + slot_chunk.capacity() + out.capacity() + one.capacity() +
          probs.capacity() + sel.capacity() + ids.capacity() + weights.capacity() + expert_count.capacity() +
          expert_offset.capacity() + expert_order.capacity() + window_map.capacity() + next_probs.capacity() +

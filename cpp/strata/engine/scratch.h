@@ -41,6 +41,10 @@ struct Scratch {
   ScratchBuffer<float> qh;         // [R][Hq·Dh] normed, rotated queries
   ScratchBuffer<float> att;        // [R][Hq·Dh] head outputs
   ScratchBuffer<float> rope_cs;    // [R][rope_dim]
+  // Row r's angles in rope_cs are those of position rope_pos[r] under rope_of (-1 / nullptr: none):
+  // every layer of a step rotates at the same positions, so the first layer computes them.
+  ScratchBuffer<int64_t> rope_pos;  // [R]
+  const void* rope_of = nullptr;
   ScratchBuffer<float> iq;         // [R][Hi·Di]
   ScratchBuffer<float> iw;         // [R][Hi]
   ScratchBuffer<float> ik;         // [R][Di]
