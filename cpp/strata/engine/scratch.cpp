@@ -75,13 +75,14 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
 std::size_t Scratch::capacity_signature() const {
   return flat.capacity() + mix.capacity() + pre.capacity() + post.capacity() + comb.capacity() + collapsed.capacity() +
          xn.capacity() + q.capacity() + k.capacity() + v.capacity() + qh.capacity() + att.capacity() +
-         rope_cs.capacity() + rope_pos.capacity() + iq.capacity() + iw.capacity() + ik.capacity() + cells.capacity() + n_cells.capacity() +
-         slot_scores.capacity() + slot_order.capacity() + slot_chunk.capacity() + out.capacity() + one.capacity() +
-         probs.capacity() + sel.capacity() + ids.capacity() + weights.capacity() + expert_count.capacity() +
-         expert_offset.capacity() + expert_order.capacity() + window_map.capacity() + next_probs.capacity() +
-         next_want.capacity() + entries.capacity() + entry_rows.capacity() + ge.capacity() + ue.capacity() +
-         routed.capacity() + sg.capacity() + su.capacity() + shared.capacity() + shared_gate.capacity() + h.capacity() +
-         act_x.capacity() + act_h.capacity() + act_hs.capacity() + tasks.capacity();
+         rope_cs.capacity() + rope_pos.capacity() + iq.capacity() + iw.capacity() + ik.capacity() + cells.capacity() +
+         n_cells.capacity() + slot_scores.capacity() + slot_order.capacity() + slot_chunk.capacity() + out.capacity() +
+         one.capacity() + probs.capacity() + sel.capacity() + ids.capacity() + weights.capacity() +
+         expert_count.capacity() + expert_offset.capacity() + expert_order.capacity() + window_map.capacity() +
+         next_probs.capacity() + next_want.capacity() + entries.capacity() + entry_rows.capacity() + ge.capacity() +
+         ue.capacity() + routed.capacity() + sg.capacity() + su.capacity() + shared.capacity() +
+         shared_gate.capacity() + h.capacity() + act_x.capacity() + act_h.capacity() + act_hs.capacity() +
+         tasks.capacity();
 }
 
 std::size_t Scratch::bytes() const { return capacity_signature() * 4; }

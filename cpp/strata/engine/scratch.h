@@ -35,12 +35,12 @@ struct Scratch {
   ScratchBuffer<float> collapsed;  // [R][d]
   ScratchBuffer<float> xn;         // [R][d] normed sub-layer input
   // Attention.
-  ScratchBuffer<float> q;          // [R][q_rows] projection output
-  ScratchBuffer<float> k;          // [R][Hkv·Dh]
-  ScratchBuffer<float> v;          // [R][Hkv·Dh]
-  ScratchBuffer<float> qh;         // [R][Hq·Dh] normed, rotated queries
-  ScratchBuffer<float> att;        // [R][Hq·Dh] head outputs
-  ScratchBuffer<float> rope_cs;    // [R][rope_dim]
+  ScratchBuffer<float> q;        // [R][q_rows] projection output
+  ScratchBuffer<float> k;        // [R][Hkv·Dh]
+  ScratchBuffer<float> v;        // [R][Hkv·Dh]
+  ScratchBuffer<float> qh;       // [R][Hq·Dh] normed, rotated queries
+  ScratchBuffer<float> att;      // [R][Hq·Dh] head outputs
+  ScratchBuffer<float> rope_cs;  // [R][rope_dim]
   // Row r's angles in rope_cs are those of position rope_pos[r] under rope_of (-1 / nullptr: none):
   // every layer of a step rotates at the same positions, so the first layer computes them.
   ScratchBuffer<int64_t> rope_pos;  // [R]
