@@ -166,9 +166,10 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
   d["estimated_gain"] = a.estimated_gain;
   d["measured_gain"] = a.measured_gain;
   d["seeded"] = a.seeded;
-  d["guarded"] = a.guarded;      // regular rounds the realized-gain guard ran as plain steps
-  d["peak"] = a.peak;            // mean peak probability of recent plain steps' distributions (0 = none)
-  d["peak_held"] = a.peak_held;  // rounds in which it held a due exploring round back
+  d["guarded"] = a.guarded;                // regular rounds the realized-gain guard ran as plain steps
+  d["peak"] = a.peak;                      // mean peak probability of recent plain steps' distributions (0 = none)
+  d["peak_held"] = a.peak_held;            // rounds in which it held a due exploring round back
+  d["peak_triggered"] = a.peak_triggered;  // exploring rounds the recent peaks brought forward (greedy)
   // Samples this session measured (seeds not counted): 0 = that cost is only the seed's.
   d["verify_samples"] = verify_n;
   d["draft_step_samples"] = a.draft_samples;

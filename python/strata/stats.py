@@ -45,6 +45,9 @@ class GenerationStats:
         peak_held: rounds, over the session's engine so far, in which adaptive speculation held a due
             exploring round back because not even drafts accepted at the recent sampling distributions'
             peak probabilities could have paid (temperature > 0; docs/drafting.md, "Peak bound").
+        peak_triggered: exploring rounds, over the session's engine so far, that adaptive speculation ran
+            early because the target's recent confidence (the peak probabilities of its logits) predicted
+            that drafting pays (temperature 0; docs/drafting.md, "Peak trigger").
         kv_type: how the session's K/V cells are stored, ``"f16"``, ``"f32"`` or ``"int8"`` (what
             ``Config.kv_type`` auto resolved to on this machine; docs/engine.md, "KV cells").
         expert_mode: the session's expert store, ``"mmap"`` or ``"stream"`` (docs/experts.md).
@@ -79,6 +82,7 @@ class GenerationStats:
     measured_gain: float = 0.0
     seeded: bool = False
     peak_held: int = 0
+    peak_triggered: int = 0
     kv_type: str = ""
     expert_mode: str = "mmap"
     expert_hits: int = 0
@@ -150,6 +154,7 @@ class GenerationStats:
             self.measured_gain = float(snapshot["measured_gain"])
             self.seeded = bool(snapshot["seeded"])
             self.peak_held = int(snapshot["peak_held"])
+            self.peak_triggered = int(snapshot["peak_triggered"])
 
     def record_round(self, n_drafts: int, n_accepted: int, committed: int) -> None:
         """One speculative round: n_drafts verified, the first n_accepted accepted, `committed` tokens
@@ -192,6 +197,7 @@ class GenerationStats:
             "measured_gain": self.measured_gain,
             "seeded": self.seeded,
             "peak_held": self.peak_held,
+            "peak_triggered": self.peak_triggered,
             "kv_type": self.kv_type,
             "expert_mode": self.expert_mode,
             "expert_hits": self.expert_hits,
@@ -232,7 +238,9 @@ class GenerationStats:
                          f"measured {self.measured_gain:.2f}x over a plain step; "
                          + ("seeded with earlier costs" if self.seeded else "costs measured from scratch")
                          + (f"; exploration held back {self.peak_held} rounds at low peak probabilities"
-                            if self.peak_held else ""))
+                            if self.peak_held else "")
+                         + (f"; {self.peak_triggered} exploring rounds brought forward by high peak "
+                            "probabilities" if self.peak_triggered else ""))
             lines.append(line)
         else:
             lines.append("speculative: off")

@@ -710,3 +710,65 @@ TEST(peaks_of_another_temperature_are_forgotten) {
   CHECK_NEAR(a.peak_tokens(3), 4.0, 1e-12);
   CHECK(!a.peaks_rule_out(0));  // no count to judge
 }
+
+namespace {
+// Rounds as the speculator runs them under verification `key` (0 = greedy, else the sampling temperature):
+// each plain step records `peak_at(i)` (greedy: the peak of the logits at temperature 1, the trigger's
+// predictor; sampling: the bound). Drafts are accepted up to accept_at(i). Returns the draft counts chosen.
+std::vector<int> run_peaks(AdaptiveDrafts& a, double key, int rounds, double (*peak_at)(int), int (*accept_at)(int)) {
+  std::vector<int> chosen;
+  for (int i = 0; i < rounds; ++i) {
+    a.peak_context(key);
+    const int n = feed(a, 3, half_shared, 0.05, accept_at(i));
+    if (n == 0 && peak_at(i) >= 0.0) a.record_peak(peak_at(i));  // < 0: none recorded
+    chosen.push_back(n);
+  }
+  return chosen;
+}
+int drafting_rounds(const std::vector<int>& chosen, int from, int to) {
+  int c = 0;
+  for (int i = from; i < to; ++i) c += chosen[static_cast<std::size_t>(i)] > 0;
+  return c;
+}
+}  // namespace
+
+TEST(high_greedy_peaks_trigger_a_trial_that_hands_over_to_drafting) {
+  // Greedy verification. For 300 rounds no draft is accepted and the target is unsure (peaks 0.3): plain steps
+  // rule and exploration backs off to its longest intervals. Then the text turns predictable: every draft is
+  // accepted and the target's peaks are 0.97. The peaks predict that three drafts pay (R_3 ≈ 3.8 for 2.65 plain
+  // steps), so a trial runs within the trigger's interval and drafting takes over; without peaks (the control)
+  // drafting waits for the next exploring round.
+  auto low_then_high = [](int i) { return i < 300 ? 0.3 : 0.97; };
+  auto none_then_all = [](int i) { return i < 300 ? 0 : 3; };
+  AdaptiveDrafts trig(3), control(3);
+  const auto with = run_peaks(trig, 0.0, 500, low_then_high, none_then_all);
+  const auto without = run_peaks(control, 0.0, 500, [](int) { return -1.0; }, none_then_all);
+  const auto s = trig.stats();
+  CHECK(s.peak_triggered >= 1);
+  CHECK_EQ(control.stats().peak_triggered, 0);
+  CHECK_EQ(s.peak_held, 0);  // greedy: the peaks predict, they never hold exploration back
+  CHECK(drafting_rounds(with, 300, 300 + 2 * AdaptiveDrafts::kTriggerEvery + AdaptiveDrafts::kTrialRounds) >= 10);
+  CHECK(drafting_rounds(with, 400, 500) >= 95);  // regular drafting since
+  CHECK(drafting_rounds(with, 300, 500) > drafting_rounds(without, 300, 500) + 40);
+  // Low peaks alone trigger nothing: no trial in the first 300 rounds.
+  CHECK(drafting_rounds(with, 60, 300) == drafting_rounds(without, 60, 300));
+}
+
+TEST(a_trial_that_does_not_pay_backs_the_trigger_off) {
+  // The target is sure of itself (peaks 0.97) but the drafter never agrees: each trial (kTrialRounds exploring
+  // rounds judged together) loses, and the trigger's interval doubles up to kExploreMax.
+  AdaptiveDrafts a(3);
+  const auto chosen = run_peaks(a, 0.0, 1200, [](int) { return 0.97; }, [](int) { return 0; });
+  const auto s = a.stats();
+  CHECK(s.peak_triggered >= 2);
+  CHECK(s.peak_triggered <= 8);  // 32, 64, 128, 256, 256, ... rounds apart
+  CHECK(drafting_rounds(chosen, 100, 1200) <= static_cast<int>(s.peak_triggered) * AdaptiveDrafts::kTrialRounds + 12);
+}
+
+TEST(sampling_peaks_bound_and_never_trigger) {
+  // Verification by sampling: high peaks are only a bound (a draft is accepted with at most the peak), so they
+  // trigger nothing, whatever they are.
+  AdaptiveDrafts a(3);
+  run_peaks(a, 0.7, 600, [](int) { return 0.99; }, [](int) { return 0; });
+  CHECK_EQ(a.stats().peak_triggered, 0);
+}

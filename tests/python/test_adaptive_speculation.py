@@ -3,6 +3,7 @@ identical to plain and to always-drafting decoding, the stats it reports, and th
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import strata
@@ -142,16 +143,28 @@ def test_costs_are_recorded_at_a_calls_end_when_stats_are_read_and_when_a_call_i
 
 
 def test_plain_steps_record_their_distributions_peak(model: strata.Model) -> None:
-    """Adaptive plain steps record the peak probability of the distribution they sampled from
-    (draft/adaptive.h, "Peak bound"): 1 under greedy decoding, where the bound says nothing; below 1 when
-    sampling."""
-    for temperature, check in ((0.0, lambda p: p == 1.0), (1.0, lambda p: 0.0 < p < 1.0)):
+    """Adaptive plain steps record a peak probability: when sampling, that of the distribution they sampled
+    from (draft/adaptive.h, "Peak bound"); under greedy decoding, that of the logits' softmax at temperature 1
+    (every other step: "Peak trigger"), which the test recomputes from the model's logits of the same text."""
+    for temperature in (0.0, 1.0):
         s = model.session(config=strata.Config(speculative=None, threads=1),
                           sampling=strata.SamplingPolicy(temperature=temperature, seed=3))
         "".join(s.generate(PROMPT, max_tokens=64))
         costs = s._engine.spec_adaptive_stats()
-        assert costs["chosen"][0] > 0 and check(costs["peak"]), (temperature, costs["peak"])
+        assert costs["chosen"][0] > 0 and 0.0 < costs["peak"] < 1.0, (temperature, costs["peak"])
         assert isinstance(costs["peak_held"], int) and s.stats.as_dict()["peak_held"] == costs["peak_held"]
+        assert isinstance(costs["peak_triggered"], int)
+        assert s.stats.as_dict()["peak_triggered"] == costs["peak_triggered"]
+        if temperature == 0.0:
+            # The peaks of the last 64 positions' logits: the recorded ones are every other plain step's among
+            # them (the ring holds 32), so their mean is close to these positions' mean.
+            ids = list(s.tokens)
+            e = _strata.Engine(str(model.path), "cpu", 1, 0, 0, False)
+            rows = np.asarray(e.eval(ids[:-1], logits="all"), dtype=np.float64)
+            logits = rows.reshape(len(ids) - 1, -1)[-64:]
+            z = np.exp(logits - logits.max(axis=1, keepdims=True))
+            expected = float((1.0 / z.sum(axis=1)).mean())
+            assert 0.0 < expected < 0.999 and abs(costs["peak"] - expected) < 0.15, (costs["peak"], expected)
 
 
 def test_in_one_process_a_seed_nobody_re_measures_ages_out(model: strata.Model) -> None:

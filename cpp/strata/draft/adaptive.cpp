@@ -164,11 +164,31 @@ double AdaptiveDrafts::peak_tokens(int n) const {
 }
 
 bool AdaptiveDrafts::peaks_rule_out(int k_cap) const {
-  if (peak_n_ < kPeakMin || k_cap < 1) return false;
+  if (peak_n_ < kPeakMin || k_cap < 1 || peak_key_ == 0.0) return false;
   const auto r = peak_tokens_all();
   for (int n = 1; n <= std::min(k_cap, k_); ++n)
     if (could_pay(n, r[static_cast<std::size_t>(n)])) return false;
   return true;
+}
+
+int AdaptiveDrafts::peak_trigger(int k_cap) const {
+  // Greedy verification only, after the warm-up, while plain steps rule on their own (not the guard's hold),
+  // and drafting could pay at all.
+  if (peak_key_ != 0.0 || peak_n_ < kPeakMin || !warm() || last_best_ != 0 || guard_until_ > 0 ||
+      since_explore_ < trigger_every_ - 1 || hopeless())
+    return -1;
+  const auto r = peak_tokens_all();
+  double rate = kTriggerGain / expected_cost(0);
+  int pick = -1;
+  for (int n = 1; n <= std::min(k_cap, k_); ++n) {
+    if (!viable(n)) continue;
+    const double q = r[static_cast<std::size_t>(n)] / expected_cost(n);
+    if (q > rate) {
+      rate = q;
+      pick = n;
+    }
+  }
+  return pick;
 }
 
 bool AdaptiveDrafts::held_by_peaks(int k_cap) {
@@ -304,6 +324,7 @@ int AdaptiveDrafts::choose(int k_cap) {
   k_cap = std::clamp(k_cap, 0, k_);
   int n = 0;
   exploring_ = false;
+  triggered_ = false;
   const int64_t pass_len = static_cast<int64_t>(k_) + 1;
   if (rounds_ >= probe_rounds_ && rounds_ < warmup_rounds() && (rounds_ - probe_rounds_) % pass_len == 0 &&
       hopeless()) {
@@ -325,11 +346,22 @@ int AdaptiveDrafts::choose(int k_cap) {
     exploring_ = true;
     explored_ = true;
     n = streak_n_;
+  } else if (const int tn = peak_trigger(k_cap); tn > 0) {
+    // The recent peaks predict that drafting pays now (adaptive.h, "Peak trigger"): a trial of kTrialRounds.
+    exploring_ = true;
+    explored_ = true;
+    triggered_ = true;
+    ++peak_triggered_;
+    trial_left_ = kTrialRounds;
+    trial_tokens_ = trial_s_ = 0.0;
+    n = tn;
   } else if (const int due = explore_due(k_cap); due >= 0 && !held_by_peaks(k_cap)) {
     exploring_ = true;
     explored_ = true;
+    trial_left_ = 0;
     n = due;
   } else {
+    trial_left_ = 0;
     n = best_count(k_cap);
     double best = expected_tokens(n) / expected_cost(n);
     // The realized-gain guard (adaptive.h): while recent regular drafting rounds lose against plain
@@ -461,15 +493,30 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
   if (warm()) tokens_ += tokens;
   // A streak goes on while exploring rounds pay for themselves: their tokens at plain steps' cost (C_0)
   // take at least the round's seconds and its overhead; at most kStreakMax rounds.
-  if (exploring_ && verified >= 1 && streak_len_ < kStreakMax &&
-      static_cast<double>(tokens) * expected_cost(0) >= round_now_s_ + overhead()) {
-    // Every draft accepted: one more next time, up to k.
-    streak_n_ = std::min(accepted >= verified ? verified + 1 : verified, k_);
+  // Every draft accepted: one more next time, up to k.
+  const int next = std::min(accepted >= verified ? verified + 1 : verified, k_);
+  if (trial_left_ > 0 && exploring_ && verified >= 1) {
+    // A trial the peak trigger started: its rounds are judged together (one round's payoff is too noisy to
+    // tell a drafter at 0.9 from one at 0.7), then the trigger backs off or the streak goes on.
+    trial_tokens_ += static_cast<double>(tokens);
+    trial_s_ += round_now_s_ + overhead();
+    if (--trial_left_ > 0) {
+      streak_n_ = next;
+    } else {
+      const bool paid = trial_tokens_ * expected_cost(0) >= trial_s_;
+      trigger_every_ = paid ? kTriggerEvery : std::min(2 * trigger_every_, kExploreMax);
+      streak_n_ = paid ? next : 0;
+      streak_len_ = paid ? streak_len_ + 1 : 0;
+    }
+  } else if (exploring_ && verified >= 1 && streak_len_ < kStreakMax &&
+             static_cast<double>(tokens) * expected_cost(0) >= round_now_s_ + overhead()) {
+    streak_n_ = next;
     ++streak_len_;
   } else {
     streak_n_ = 0;
     streak_len_ = 0;
   }
+  triggered_ = false;
   last_round_s_ = round_now_s_;
   last_round_tokens_ = tokens;
   last_explore_cost_s_ = exploring_ && verified >= 1 ? explore_cost_s_ : 0.0;
@@ -498,6 +545,7 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.seeded = seeded_;
   s.guarded = guarded_;
   s.peak_held = peak_held_;
+  s.peak_triggered = peak_triggered_;
   if (peak_n_ > 0) {
     double sum = 0.0;
     for (int t = 0; t < peak_n_; ++t) sum += peaks_[static_cast<std::size_t>(t)];

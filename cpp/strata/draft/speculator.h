@@ -83,6 +83,9 @@ class Speculator {
   RoundResult plain_step(int32_t t, int64_t p, std::span<const int32_t> history, const RoundOptions& opt,
                          sampling::Rng& rng);
   float draft_prob(int step) const;  // softmax probability of the step's own draft
+  // The probability of `token` under softmax(logits_ row 0) at temperature 1 (greedy: the peak).
+  double token_peak(int32_t token);
+  static constexpr int kGreedyPeakEvery = 4;  // greedy adaptive plain steps per recorded peak
 
   engine::DecodeTarget& target_;
   int max_drafts_;
@@ -90,6 +93,7 @@ class Speculator {
   std::vector<float> logits_;        // [(max_drafts+1)][V] verification logits
   std::vector<float> dlogits_;       // [max_drafts][Vr] draft logits
   mutable std::vector<float> exps_;  // [Vr] draft_prob's exponentials
+  std::vector<float> peak_exps_;     // [V] token_peak's exponentials
   std::vector<int32_t> window_;      // [max_drafts+1] the window's input tokens
   std::vector<int32_t> one_;         // history fallback: [t]
   sampling::SampleWorkspace ws_;
@@ -98,6 +102,7 @@ class Speculator {
   // round: AdaptiveDrafts::record_period).
   std::chrono::steady_clock::time_point last_start_{};
   bool have_last_start_ = false;
+  int64_t greedy_plain_ = 0;  // greedy adaptive plain steps (every kGreedyPeakEvery-th records its peak)
 };
 
 }  // namespace strata::draft
