@@ -130,6 +130,7 @@ void AdaptiveDrafts::record_peak(double p) {
   peaks_[static_cast<std::size_t>(peak_next_)] = std::clamp(p, 0.0, 1.0);
   peak_next_ = (peak_next_ + 1) % kPeakWindow;
   peak_n_ = std::min(peak_n_ + 1, kPeakWindow);
+  ++peaks_recorded_;
 }
 
 // Every A_i (i < k <= kAdaptiveMaxDrafts) has at least one start row once the bound applies.
@@ -175,8 +176,10 @@ int AdaptiveDrafts::peak_trigger(int k_cap) const {
   // Greedy verification only, after the warm-up, while plain steps rule on their own (not the guard's hold),
   // and drafting could pay at all.
   if (peak_key_ != 0.0 || peak_n_ < kPeakMin || !warm() || last_best_ != 0 || guard_until_ > 0 ||
-      since_explore_ < trigger_every_ - 1 || hopeless())
+      since_explore_ < trigger_every_ - 1 || peaks_recorded_ == trigger_seen_ || hopeless())
     return -1;
+  // Judged once per recorded peak (every kGreedyPeakEvery-th plain step), not every round.
+  trigger_seen_ = peaks_recorded_;
   const auto r = peak_tokens_all();
   double rate = kTriggerGain / expected_cost(0);
   int pick = -1;

@@ -291,6 +291,8 @@ class AdaptiveDrafts {
   int trial_left_ = 0;                         // rounds of the trigger's trial still to run (their streak)
   double trial_tokens_ = 0.0, trial_s_ = 0.0;  // the trial's tokens and seconds so far
   int64_t peak_triggered_ = 0;
+  int64_t peaks_recorded_ = 0;                                 // record_peak calls
+  mutable int64_t trigger_seen_ = -1;                          // peaks_recorded_ when the trigger last judged the peaks
   std::array<int64_t, kAdaptiveMaxDrafts + 1> last_chosen_{};  // round each draft count was last run
   std::array<RecentMedian, kAdaptiveMaxDrafts + 2> verify_{};  // [m] windows of m rows
   RecentMedian draft_, plain_;
