@@ -165,7 +165,7 @@ double AdaptiveDrafts::peak_tokens(int n) const {
 }
 
 bool AdaptiveDrafts::peaks_rule_out(int k_cap) const {
-  if (peak_n_ < kPeakMin || k_cap < 1 || peak_key_ == 0.0) return false;
+  if (peak_n_ < kPeakMin || k_cap < 1 || !peaks_bound()) return false;
   const auto r = peak_tokens_all();
   for (int n = 1; n <= std::min(k_cap, k_); ++n)
     if (could_pay(n, r[static_cast<std::size_t>(n)])) return false;
@@ -175,7 +175,7 @@ bool AdaptiveDrafts::peaks_rule_out(int k_cap) const {
 int AdaptiveDrafts::peak_trigger(int k_cap) const {
   // Greedy verification only, after the warm-up, while plain steps rule on their own (not the guard's hold),
   // and drafting could pay at all.
-  if (peak_key_ != 0.0 || peak_n_ < kPeakMin || !warm() || last_best_ != 0 || guard_until_ > 0 ||
+  if (peaks_bound() || peak_n_ < kPeakMin || !warm() || last_best_ != 0 || guard_until_ > 0 ||
       since_explore_ < trigger_every_ - 1 || peaks_recorded_ == trigger_seen_ || hopeless())
     return -1;
   // Judged once per recorded peak (every kGreedyPeakEvery-th plain step), not every round.
@@ -327,7 +327,6 @@ int AdaptiveDrafts::choose(int k_cap) {
   k_cap = std::clamp(k_cap, 0, k_);
   int n = 0;
   exploring_ = false;
-  triggered_ = false;
   const int64_t pass_len = static_cast<int64_t>(k_) + 1;
   if (rounds_ >= probe_rounds_ && rounds_ < warmup_rounds() && (rounds_ - probe_rounds_) % pass_len == 0 &&
       hopeless()) {
@@ -353,7 +352,6 @@ int AdaptiveDrafts::choose(int k_cap) {
     // The recent peaks predict that drafting pays now (adaptive.h, "Peak trigger"): a trial of kTrialRounds.
     exploring_ = true;
     explored_ = true;
-    triggered_ = true;
     ++peak_triggered_;
     trial_left_ = kTrialRounds;
     trial_tokens_ = trial_s_ = 0.0;
@@ -519,7 +517,6 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
     streak_n_ = 0;
     streak_len_ = 0;
   }
-  triggered_ = false;
   last_round_s_ = round_now_s_;
   last_round_tokens_ = tokens;
   last_explore_cost_s_ = exploring_ && verified >= 1 ? explore_cost_s_ : 0.0;

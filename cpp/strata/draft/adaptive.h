@@ -248,6 +248,9 @@ class AdaptiveDrafts {
   bool could_pay(int n, double tokens) const;
   // An exploring round due now is held back by the peak bound (counted in peak_held_).
   bool held_by_peaks(int k_cap);
+  // The recorded peaks bound acceptance (verification by sampling); under greedy verification (peak_context(0))
+  // they predict it (the peak trigger).
+  bool peaks_bound() const { return peak_key_ != 0.0; }
   double overhead(bool fastest = false) const { return fastest ? overhead_.min() : overhead_.value(); }
   bool warm() const;  // the round being recorded came after the warm-up
   int64_t warmup_rounds() const;
@@ -287,7 +290,6 @@ class AdaptiveDrafts {
   double peak_key_ = -1.0;                     // peak_context's key (-1: none yet)
   int64_t peak_held_ = 0;                      // rounds in which the peak bound held a due exploring round back
   int trigger_every_ = kTriggerEvery;          // the peak trigger's current interval
-  bool triggered_ = false;                     // the round just chosen was brought forward by the trigger
   int trial_left_ = 0;                         // rounds of the trigger's trial still to run (their streak)
   double trial_tokens_ = 0.0, trial_s_ = 0.0;  // the trial's tokens and seconds so far
   int64_t peak_triggered_ = 0;

@@ -68,6 +68,13 @@ int window_cut_row(float tau, const float* probs, int n) {
   return n + 1;
 }
 
+// e[i] = exp_f32(l[i] − ref), i < n: a softmax's unnormalised weights against ref (the engine's vectorised
+// exp_f32, <= 2 ulp, the same bits on every ISA).
+void exp_from(const float* l, int n, float ref, float* e) {
+  for (int i = 0; i < n; ++i) e[i] = l[i] - ref;
+  engine::vec_kernels().exp(e, e, n);
+}
+
 }  // namespace
 
 Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
@@ -81,8 +88,7 @@ Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
                                       std::to_string(kMaxDraftSteps) + "]");
   logits_.resize(static_cast<std::size_t>(max_drafts + 1) * static_cast<std::size_t>(V_));
   dlogits_.resize(static_cast<std::size_t>(max_drafts) * static_cast<std::size_t>(std::max(Vr_, 1)));
-  exps_.resize(static_cast<std::size_t>(std::max(Vr_, 1)));
-  peak_exps_.resize(static_cast<std::size_t>(std::max(V_, 1)));
+  exps_.resize(static_cast<std::size_t>(std::max({Vr_, V_, 1})));
   window_.resize(static_cast<std::size_t>(max_drafts + 1));
   one_.resize(1);
 }
@@ -95,8 +101,7 @@ float Speculator::draft_prob(int step) const {
   float mx = l[0];
   for (int i = 1; i < Vr_; ++i) mx = std::max(mx, l[i]);
   float* e = exps_.data();
-  for (int i = 0; i < Vr_; ++i) e[i] = l[i] - mx;
-  engine::vec_kernels().exp(e, e, Vr_);
+  exp_from(l, Vr_, mx, e);
   double z = 0.0;
   for (int i = 0; i < Vr_; ++i) z += static_cast<double>(e[i]);
   return static_cast<float>(1.0 / z);
@@ -110,9 +115,8 @@ double Speculator::token_peak(int32_t token) {
   const float* l = logits_.data();
   const float top = l[token];
   if (!std::isfinite(top)) return 1.0;
-  float* e = peak_exps_.data();
-  for (int k = 0; k < V_; ++k) e[k] = l[k] - top;
-  engine::vec_kernels().exp(e, e, V_);
+  float* e = exps_.data();
+  exp_from(l, V_, top, e);
   float acc[kLanes] = {};
   int i = 0;
   for (; i + kLanes <= V_; i += kLanes)

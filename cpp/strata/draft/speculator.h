@@ -92,8 +92,7 @@ class Speculator {
   int V_, Vr_;
   std::vector<float> logits_;        // [(max_drafts+1)][V] verification logits
   std::vector<float> dlogits_;       // [max_drafts][Vr] draft logits
-  mutable std::vector<float> exps_;  // [Vr] draft_prob's exponentials
-  std::vector<float> peak_exps_;     // [V] token_peak's exponentials
+  mutable std::vector<float> exps_;  // [max(V, Vr)] draft_prob's and token_peak's exponentials
   std::vector<int32_t> window_;      // [max_drafts+1] the window's input tokens
   std::vector<int32_t> one_;         // history fallback: [t]
   sampling::SampleWorkspace ws_;

@@ -17,6 +17,13 @@ namespace {
 using quant::BlockQ8_0;
 using quant::GGMLType;
 
+// Row r's value of the 16 rows' fp16 values stored side by side at p (a group's d, dmin, ...).
+inline float row_fp16(const uint8_t* p, int r) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * static_cast<std::size_t>(r), 2);
+  return fp16_to_fp32(h);
+}
+
 struct Q8 {
   using L = repack::Q8Layout;
   static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
@@ -52,9 +59,8 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
     for (int r = 0; r < n_in; ++r) {
       float sum = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        uint16_t d;
-        std::memcpy(&d, grp + L::d_off(b, nb) + 2 * static_cast<std::size_t>(r), 2);
-        sum += static_cast<float>(F::sum(grp + L::qs_off(b, nb), r, y[b])) * (fp16_to_fp32(d) * fp16_to_fp32(y[b].d));
+        sum += static_cast<float>(F::sum(grp + L::qs_off(b, nb), r, y[b])) *
+               (row_fp16(grp + L::d_off(b, nb), r) * fp16_to_fp32(y[b].d));
       }
       out[g * repack::kRows + r] = sum;
     }
@@ -108,11 +114,8 @@ struct Q45K {
       isum += usc[16 * g + r] * part;
       summs += umin[32 * (g / 2) + 2 * r + g % 2] * (yb.bsums[2 * g] + yb.bsums[2 * g + 1]);
     }
-    uint16_t xd, xdmin;
-    std::memcpy(&xd, blk + L::kD + 2 * r, 2);
-    std::memcpy(&xdmin, blk + L::kDmin + 2 * r, 2);
-    const float d = yb.d * fp16_to_fp32(xd);
-    const float dmin = yb.d * fp16_to_fp32(xdmin);
+    const float d = yb.d * row_fp16(blk + L::kD, r);
+    const float dmin = yb.d * row_fp16(blk + L::kDmin, r);
     return d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
   }
 };
@@ -144,9 +147,7 @@ struct Q6K {
         isum += static_cast<int8_t>(meta[L::kScales + 32 * (sg / 2) + 2 * r + sg % 2]) * part[g];
       }
     }
-    uint16_t xd;
-    std::memcpy(&xd, meta + 2 * r, 2);
-    return (yb.d * fp16_to_fp32(xd)) * static_cast<float>(isum);
+    return (yb.d * row_fp16(meta, r)) * static_cast<float>(isum);
   }
 };
 
@@ -171,11 +172,8 @@ struct Q2K {
           }
           isum += (sc(8 * h + 2 * s + half) & 0xF) * part;
         }
-    uint16_t xd, xdmin;
-    std::memcpy(&xd, blk + L::kD + 2 * r, 2);
-    std::memcpy(&xdmin, blk + L::kDmin + 2 * r, 2);
-    const float dall = yb.d * fp16_to_fp32(xd);
-    const float dmin = yb.d * fp16_to_fp32(xdmin);
+    const float dall = yb.d * row_fp16(blk + L::kD, r);
+    const float dmin = yb.d * row_fp16(blk + L::kDmin, r);
     return dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
   }
 };
@@ -203,9 +201,7 @@ struct Q3K {
           }
           isum += (u[16 * (8 * h + 2 * s + half) + r] - 32) * part;
         }
-    uint16_t xd;
-    std::memcpy(&xd, meta + 2 * r, 2);
-    return (fp16_to_fp32(xd) * yb.d) * static_cast<float>(isum);
+    return (row_fp16(meta, r) * yb.d) * static_cast<float>(isum);
   }
 };
 
@@ -229,9 +225,7 @@ struct IQ4XS {
       }
       isum += (u[16 * g + r] - 32) * part;
     }
-    uint16_t xd;
-    std::memcpy(&xd, blk + L::kD + 2 * r, 2);
-    return (yb.d * fp16_to_fp32(xd)) * static_cast<float>(isum);
+    return (yb.d * row_fp16(blk + L::kD, r)) * static_cast<float>(isum);
   }
 };
 
