@@ -6,17 +6,21 @@ An entry is keyed by what makes costs comparable: the model file (absolute path,
 time; the separate MTP file's too), ``repr(Config)`` (threads, ISA choice, store mode and residency,
 drafting settings, ...), the CPU's model name and logical CPU count, and the strata version. Only the
 costs the engine is seeded with are stored (window, draft-step and plain-step seconds), never text: those
-of the last ``RUNS_KEPT`` runs, and a new session is seeded with each cost at the fastest of them (each
-is already a run's median of its recent samples; other processes only ever add time, so one run
-measured under a passing load must not decide whether the next one drafts — the engine's viability
-test judges its own samples the same way, draft/adaptive.h).
+of the last ``RUNS_REMEMBERED`` runs, and a new session is seeded with each cost at the fastest of its
+``RUNS_KEPT`` most recent measurements among them (each is already a run's median of its recent samples;
+other processes only ever add time, so one run measured under a passing load must not decide whether
+the next one drafts — the engine's viability test judges its own samples the same way, draft/adaptive.h).
 
 A run stores only the costs it measured itself (``measured_run``: the engine counts its own samples;
 a cost it never timed holds just the seed it started from and is stored as 0). So a cost ages out when
-``RUNS_KEPT`` runs in a row did not measure it: a seeded session that finds drafting hopeless runs no
-drafts, and before this rule its copy of the seed was stored as a new measurement, so one slow probe
+``RUNS_REMEMBERED`` runs in a row did not measure it: a seeded session that finds drafting hopeless runs
+no drafts, and before this rule its copy of the seed was stored as a new measurement, so one slow probe
 (a cold first draft step and window) kept drafting off for that model and settings for good. A seed
-without a draft step and a 2-row window does not let the engine skip its probe.
+without a draft step and a 2-row window does not let the engine skip its probe, and one without every
+window size does not let it skip the warm-up. Most runs measure few costs: a session's first draft step
+and first window of each size are cold, not samples, and a call that explores once (unpredictable text)
+measures none of them; with only the last ``RUNS_KEPT`` runs kept, the windows aged out of the seed after
+four such runs and every fifth ``strata generate`` process paid the probe and the warm-up again.
 
 The file is a cache: a missing, unreadable, corrupt, oversized or foreign file, or an entry with wrong
 types or values, is ignored (a broken file: one warning through ``logging``, printed to stderr when the
@@ -62,8 +66,9 @@ FILE_NAME = "spec-costs.json"
 FORMAT = "strata-spec-costs"
 FORMAT_VERSION = 1
 MAX_ENTRIES = 32  # (model, settings, machine, version) keys kept, the most recently used first
-RUNS_KEPT = 4  # runs' costs kept per key; the seed takes each cost's fastest
-MAX_FILE_BYTES = 256 << 10  # a file this large is not one this module wrote (32 entries are ~20 KB)
+RUNS_KEPT = 4  # measurements per cost the seed takes the fastest of (the most recent ones)
+RUNS_REMEMBERED = 16  # runs kept per key: a cost none of them measured is no longer seeded
+MAX_FILE_BYTES = 1 << 20  # a file this large is not one this module wrote (32 full entries are < 300 KB)
 MAX_SECONDS = 3600.0  # the engine's bound on a seeded cost (Engine.spec_adaptive_seed)
 MAX_WINDOW_SIZES = 17  # windows of 1..kAdaptiveMaxDrafts + 1 rows (draft/adaptive.h)
 
@@ -184,7 +189,7 @@ class SpecCostCache:
     # ------------------------------------------------------------------------------------ writing
     def save(self, config_key: str, stats: Mapping[str, Any]) -> bool:
         """Store an engine's ``spec_adaptive_stats()`` for ``config_key``: re-read the file, put this
-        run's costs first in the key's entry (with its ``RUNS_KEPT - 1`` previous runs) and that entry
+        run's costs first in the key's entry (with its ``RUNS_REMEMBERED - 1`` previous runs) and that entry
         first in the file, keep the ``MAX_ENTRIES`` most recent valid entries and replace the file
         atomically. False (and a debug message) when the folder cannot be written or the costs are not
         valid."""
@@ -237,16 +242,16 @@ def measured_run(stats: Mapping[str, Any]) -> dict[str, Any]:
 
 def seed_entry(stats: Mapping[str, Any], runs_before: list[dict[str, Any]]) -> dict[str, Any]:
     """What a Model keeps per settings key while it runs (``Model.adaptive_costs``): a session's latest
-    ``spec_adaptive_stats()`` snapshot, ``runs`` (its measured costs first, then the ``RUNS_KEPT - 1``
-    runs before it with as many window sizes) and ``seed`` (each cost at its fastest over ``runs``: what
-    the next session with the same settings is seeded with)."""
+    ``spec_adaptive_stats()`` snapshot, ``runs`` (its measured costs first, then the ``RUNS_REMEMBERED - 1``
+    runs before it with as many window sizes) and ``seed`` (each cost at the fastest of its ``RUNS_KEPT``
+    most recent measurements in ``runs``: what the next session with the same settings is seeded with)."""
     runs = kept_runs(measured_run(stats), runs_before)
     return {**stats, "runs": runs, "seed": fastest(runs)}
 
 
 def kept_runs(run: dict[str, Any], before: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``run`` first, then the ``RUNS_KEPT - 1`` runs before it, window lists of one length."""
-    return same_sizes([run, *before][:RUNS_KEPT])
+    """``run`` first, then the ``RUNS_REMEMBERED - 1`` runs before it, window lists of one length."""
+    return same_sizes([run, *before][:RUNS_REMEMBERED])
 
 
 def same_sizes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -259,9 +264,11 @@ def same_sizes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def fastest(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each cost at its fastest measured value over ``runs`` (0 = never measured; one window-size list)."""
+    """Each cost at the fastest of its ``RUNS_KEPT`` most recent measurements in ``runs`` (newest first;
+    0 = none of them measured it; one window-size list): a run that did not measure a cost neither
+    replaces its older measurements nor counts among the ones kept."""
     def low(values: list[float]) -> float:
-        measured = [v for v in values if v > 0.0]
+        measured = [v for v in values if v > 0.0][:RUNS_KEPT]
         return min(measured) if measured else 0.0
 
     sizes = len(runs[0]["verify_seconds"])
@@ -284,8 +291,8 @@ def _entry_problem(e: object) -> str:
         return "missing or mistyped where/config/runs"
     if not isinstance(used, (int, float)) or isinstance(used, bool) or not math.isfinite(used):
         return "missing or mistyped 'used'"
-    if not 1 <= len(runs) <= RUNS_KEPT:
-        return f"runs must hold 1..{RUNS_KEPT} runs' costs"
+    if not 1 <= len(runs) <= RUNS_REMEMBERED:
+        return f"runs must hold 1..{RUNS_REMEMBERED} runs' costs"
     for costs in runs:
         why = _costs_problem(costs)
         if why:

@@ -772,3 +772,29 @@ TEST(sampling_peaks_bound_and_never_trigger) {
   run_peaks(a, 0.7, 600, [](int) { return 0.99; }, [](int) { return 0; });
   CHECK_EQ(a.stats().peak_triggered, 0);
 }
+
+TEST(a_seeded_session_explores_the_cheapest_count_first_when_sampling) {
+  // A seed with every cost (no probe, no warm-up), nothing accepted: plain steps rule, and at the first exploring
+  // round every count is equally overdue. Verifying by sampling (peaks high enough not to hold it back) it runs
+  // one draft, the cheapest round; greedy, three (a predictable text's streak starts at the largest count).
+  auto first_exploring = [](double key) {
+    // Draft steps at a tenth of a step: every count's exploring round loses enough for kExploreEvery rounds.
+    strata::draft::AdaptiveStats prior = prior_costs(3, 1.0, 1.5, 0.1, 1.0);
+    prior.verify_s[3] = 2.0;
+    prior.verify_s[4] = 2.5;
+    AdaptiveDrafts a(3, /*skip_cold_samples=*/true);
+    a.seed(prior);
+    for (int i = 0; i < 2 * AdaptiveDrafts::kExploreEvery; ++i) {
+      a.peak_context(key);
+      const int n = feed(a, 3, half_shared, 0.1, 0);
+      if (n == 0 && key > 0.0) a.record_peak(0.99);
+      if (n > 0) return std::pair{i, n};
+    }
+    return std::pair{-1, 0};
+  };
+  const auto sampling = first_exploring(0.7), greedy = first_exploring(0.0);
+  CHECK_EQ(sampling.first, AdaptiveDrafts::kExploreEvery - 1);
+  CHECK_EQ(sampling.second, 1);
+  CHECK_EQ(greedy.first, AdaptiveDrafts::kExploreEvery - 1);
+  CHECK_EQ(greedy.second, 3);
+}

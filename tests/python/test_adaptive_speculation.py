@@ -169,9 +169,9 @@ def test_plain_steps_record_their_distributions_peak(model: strata.Model) -> Non
 
 def test_in_one_process_a_seed_nobody_re_measures_ages_out(model: strata.Model) -> None:
     """Sessions of one Model (a server's requests) keep the same rule as the cost cache: a seeded session
-    that drafts nothing stores no draft or window cost of its own, so after RUNS_KEPT of them the seed
-    holds none and the next session probes again."""
-    from strata.spec_cost_cache import RUNS_KEPT
+    that drafts nothing stores no draft or window cost of its own, so after RUNS_REMEMBERED of them the
+    seed holds none and the next session probes again."""
+    from strata.spec_cost_cache import RUNS_REMEMBERED
 
     key = repr(strata.Config(speculative=None, threads=1))
     hopeless = {"verify_seconds": [0.0006, 0.01, 0.02, 0.03], "draft_step_seconds": 0.001,
@@ -179,9 +179,9 @@ def test_in_one_process_a_seed_nobody_re_measures_ages_out(model: strata.Model) 
     model.adaptive_costs.clear()
     model.adaptive_costs[key] = {"runs": [hopeless], "seed": hopeless}
     drafted = []
-    for _ in range(RUNS_KEPT + 1):
+    for _ in range(RUNS_REMEMBERED + 1):
         _, st = _run(model, None, tokens=24)
         drafted.append(sum(st.draft_counts[1:]))
         assert model.adaptive_costs[key]["seed"]["plain_seconds"] > 0
-    assert drafted[:RUNS_KEPT] == [0] * RUNS_KEPT and drafted[RUNS_KEPT] >= 1
+    assert drafted[:RUNS_REMEMBERED] == [0] * RUNS_REMEMBERED and drafted[RUNS_REMEMBERED] >= 1
     model.adaptive_costs.clear()

@@ -137,7 +137,7 @@ def test_bad_entries_are_dropped_and_good_ones_kept(cache_folder: Path,
         {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "verify_seconds": []}]},
         {"where": where, "config": KEY, "used": 2.0, "runs": [{**_GOOD_COSTS, "verify_seconds": [1e9]}]},
         {"where": where, "config": 7, "used": 2.0, "runs": [_GOOD_COSTS]},
-        {"where": where, "config": KEY, "used": 2.0, "runs": [_GOOD_COSTS] * (scc.RUNS_KEPT + 1)},
+        {"where": where, "config": KEY, "used": 2.0, "runs": [_GOOD_COSTS] * (scc.RUNS_REMEMBERED + 1)},
         {"where": where, "config": KEY, "used": 2.0,
          "runs": [_GOOD_COSTS, {**_GOOD_COSTS, "verify_seconds": [0.001]}]},
     ]
@@ -167,7 +167,7 @@ def test_the_file_keeps_the_most_recent_entries(cache_folder: Path) -> None:
 
 def test_a_key_is_seeded_with_each_cost_at_its_fastest_of_the_last_runs(cache_folder: Path) -> None:
     cache = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 2]})
-    runs = [([0.0, 0.003, 0.0, 0.0], 0.0009, 0.0004),  # oldest: falls out of the last RUNS_KEPT
+    runs = [([0.0, 0.003, 0.0, 0.0], 0.0009, 0.0004),  # oldest: the 2-row window's fifth latest measurement
             ([0.0, 0.002, 0.0, 0.004], 0.0007, 0.0009),
             ([0.0, 0.0025, 0.0, 0.0], 0.0005, 0.0008),
             ([0.001, 0.0021, 0.0, 0.0], 0.0008, 0.0007),
@@ -176,9 +176,36 @@ def test_a_key_is_seeded_with_each_cost_at_its_fastest_of_the_last_runs(cache_fo
         assert cache.save("Config(k)", {"verify_seconds": verify, "draft_step_seconds": draft,
                                         "plain_seconds": plain})
     (entry,) = _entries(cache_folder)
-    assert len(entry["runs"]) == scc.RUNS_KEPT  # type: ignore[arg-type]
+    assert len(entry["runs"]) == len(runs)  # type: ignore[arg-type]
+    # Each cost at the fastest of its RUNS_KEPT latest measurements: the oldest run's plain step (0.0004) and
+    # draft step (0.0009) are fifth latest, out; so is its 2-row window.
     assert cache.load()["Config(k)"] == {"verify_seconds": [0.001, 0.002, 0.0, 0.004],
                                          "draft_step_seconds": 0.0005, "plain_seconds": 0.0006}
+
+
+def test_a_cost_outlives_runs_that_did_not_measure_it(cache_folder: Path) -> None:
+    """A run that explored once (its first draft step and window cold: not samples) measures only plain
+    steps. Its zeros neither replace the earlier measurements nor count among the RUNS_KEPT the seed takes
+    the fastest of, until RUNS_REMEMBERED runs in a row measured nothing of that cost."""
+    cache = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 2]})
+    full = {"verify_seconds": [0.001, 0.002, 0.003, 0.004], "draft_step_seconds": 0.0005,
+            "plain_seconds": 0.0009}
+    plain_only = {"verify_seconds": [0.0, 0.0, 0.0, 0.0], "draft_step_seconds": 0.0, "plain_seconds": 0.0008}
+    assert cache.save("Config(k)", full)
+    for i in range(1, scc.RUNS_REMEMBERED):
+        assert cache.save("Config(k)", plain_only)
+        seed = cache.load()["Config(k)"]
+        assert seed["verify_seconds"] == full["verify_seconds"], i
+        assert seed["draft_step_seconds"] == full["draft_step_seconds"]
+        assert seed["plain_seconds"] == 0.0008
+    (entry,) = _entries(cache_folder)
+    assert len(entry["runs"]) == scc.RUNS_REMEMBERED  # type: ignore[arg-type]
+    assert cache.save("Config(k)", plain_only)  # the RUNS_REMEMBERED-th in a row: the full run falls out
+    assert cache.load()["Config(k)"] == plain_only
+    # In a process the same rule (Model.adaptive_costs: seed_entry).
+    entry2 = scc.seed_entry({**plain_only, "rounds": 3}, [full, *[plain_only] * (scc.RUNS_REMEMBERED - 2)])
+    assert entry2["seed"] == {**full, "plain_seconds": 0.0008}
+    assert len(entry2["runs"]) == scc.RUNS_REMEMBERED
 
 
 def test_an_unwritable_folder_is_no_cache_and_no_error(tmp_path: Path,
@@ -249,12 +276,12 @@ _HOPELESS = {"verify_seconds": [0.0006, 0.01, 0.02, 0.03], "draft_step_seconds":
 
 def test_a_cost_no_run_measures_ages_out_and_the_probe_runs_again(cache_folder: Path) -> None:
     """A seeded session that finds drafting hopeless drafts nothing, so it stores only the plain-step
-    costs it measured, not its copy of the seed; once RUNS_KEPT runs in a row measured no draft step and
-    window, the seed no longer holds them and the next session probes (drafts) again — a slow probe
+    costs it measured, not its copy of the seed; once RUNS_REMEMBERED runs in a row measured no draft step
+    and window, the seed no longer holds them and the next session probes (drafts) again — a slow probe
     cannot keep drafting off for good."""
     scc.SpecCostCache.for_model(str(DEMO_MODEL_PATH), "", strata.__version__).save(KEY, _HOPELESS)  # type: ignore[union-attr]
     drafted = []
-    for _ in range(scc.RUNS_KEPT + 1):
+    for _ in range(scc.RUNS_REMEMBERED + 1):
         model = strata.Model()  # a new process: seeded from the file
         s = model.session(config=CONFIG, sampling=strata.SamplingPolicy(temperature=0.0))
         "".join(s.generate(PROMPT, max_tokens=24))
@@ -266,8 +293,8 @@ def test_a_cost_no_run_measures_ages_out_and_the_probe_runs_again(cache_folder: 
             assert costs["draft_step_samples"] == 0 and costs["draft_step_seconds"] > 0  # the seed's
             assert newest["draft_step_seconds"] == 0.0 and newest["verify_seconds"][1:] == [0.0] * 3
             assert newest["plain_seconds"] > 0  # what it did measure
-    assert drafted[:scc.RUNS_KEPT] == [0] * scc.RUNS_KEPT
-    assert drafted[scc.RUNS_KEPT] >= 1  # the probe's draft
+    assert drafted[:scc.RUNS_REMEMBERED] == [0] * scc.RUNS_REMEMBERED
+    assert drafted[scc.RUNS_REMEMBERED] >= 1  # the probe's draft
 
 
 def test_measured_run_keeps_only_what_the_run_timed() -> None:
@@ -281,7 +308,7 @@ def test_measured_run_keeps_only_what_the_run_timed() -> None:
     old = {"verify_seconds": [0.3, 1.0, 0.0], "draft_step_seconds": 0.2, "plain_seconds": 0.3}
     before = [old] * scc.RUNS_KEPT
     entry = scc.seed_entry(stats, before)
-    assert len(entry["runs"]) == scc.RUNS_KEPT and entry["runs"][0] == scc.measured_run(stats)
+    assert len(entry["runs"]) == scc.RUNS_KEPT + 1 and entry["runs"][0] == scc.measured_run(stats)
     assert entry["seed"] == {**old, "verify_seconds": [0.3, 1.0, 3.0]}
     assert entry["plain_samples"] == 5  # the session's snapshot stays readable
 

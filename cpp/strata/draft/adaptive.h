@@ -56,13 +56,15 @@
 // model, where an exploring round loses about one plain step, the doubling intervals are the shorter. Each viable count
 // has its own such interval for an equal share of the budget; exploring rounds come every shortest one and run the
 // count most overdue against its own, so under expert streaming (a 2-row window about 1.4 plain steps, a 4-row one
-// 2.5) one draft is explored every ten or so rounds and three drafts rarely. After a session's first exploring round
-// the budget also caps exploration: intervals may then grow past the doubling ones (up to kExploreMax), and each
-// count's loss adds what exploring rounds measured beyond their pricing (explore_extra_: an exploring round's whole
-// period, from its start to the next round's, less its C_n — the drafter's catch-up encoding, which is not timed as a
-// draft step, and a process's cold first windows). On the demo model at temperature 0.7 the doubling intervals
-// explored at rounds 31, 95 and 223, each losing 2-4 plain steps where the economics priced about one (3 % of the
-// time against the 1 % budget); now the round after the first exploration comes a budget interval later.
+// 2.5) one draft is explored every ten or so rounds and three drafts rarely (counts equally overdue, as at a seeded
+// session's first exploring round: the largest under greedy verification, the cheapest under sampling). After a
+// session's first exploring round the budget also caps exploration: intervals may then grow past the doubling ones (up
+// to kExploreMax), and each count's loss adds what exploring rounds measured beyond their pricing (explore_extra_: an
+// exploring round's whole period, from its start to the next round's, less its C_n — the drafter's catch-up encoding,
+// which is not timed as a draft step, and a process's cold first windows). On the demo model at temperature 0.7 the
+// doubling intervals explored at rounds 31, 95 and 223, each losing 2-4 plain steps where the economics priced about
+// one (3 % of the time against the 1 % budget); now the round after the first exploration comes a budget interval
+// later.
 //
 // Per-round overhead: what a round costs outside the parts timed above — the caller's sampling bookkeeping,
 // detokenizing and streaming the text, the call itself (record_period: the seconds from one round's start to the next
