@@ -273,9 +273,13 @@ void draft_rows_follow_draft_cells_and_the_ledger_on(const char* backend) {
   CHECK_EQ(m.draft_cells().run_end(), 13);  // rows 0..12 encoded; row 13 waits for its next token
   CHECK_EQ(m.draft_cells().sink_end(), kSink);
   CHECK_THROWS(m.draft_step(nullptr));  // no chain
+  CHECK_THROWS(m.set_draft_token(2));   // no chain step to replace the token of
   CHECK_THROWS(m.draft_begin(5, 3));    // streams of 5 are not held
   m.draft_begin(13, 4);
+  CHECK_THROWS(m.set_draft_token(2));  // no step yet
   m.draft_step(nullptr);
+  CHECK_THROWS(m.set_draft_token(V));  // outside the vocabulary
+  CHECK_THROWS(m.set_draft_token(-1));
   CHECK_EQ(m.draft_cells().run_end(), 14);  // step 0 wrote cell 13's committed K/V
   m.draft_step(nullptr);                    // chain step 1 at cell 14: reads chain cell 14 itself
   std::vector<int32_t> expect = {0, 1};

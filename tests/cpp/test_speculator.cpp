@@ -95,6 +95,9 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
   int chain_j = 0;
   int32_t chain_tok = 0;
   uint32_t wrong_mask = 0;  // bit j: chain step j drafts a wrong token
+  // Each row's and each draft step's prediction has a close runner-up, the token after it: a repetition
+  // penalty on the prediction (a token the history holds) turns the choice to the runner-up.
+  bool runner_up = false;
   // Seconds every eval takes, whatever its rows (a memory-bound model): adaptive rounds then measure
   // windows that cost about one step, so drafting is never hopeless (draft/adaptive.h).
   std::chrono::microseconds eval_cost{0};
@@ -125,7 +128,9 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t t = which == LogitRows::All ? tokens[r] : tokens[n - 1];
       for (int v = 0; v < V; ++v)
-        logits[r * V + v] = v == next_of(t) ? 4.0f : 0.1f * static_cast<float>((v * 5 + t) % 7);
+        logits[r * V + v] = v == next_of(t)                          ? 4.0f
+                            : runner_up && v == (next_of(t) + 1) % V ? 3.9f
+                                                                     : 0.1f * static_cast<float>((v * 5 + t) % 7);
     }
   }
   void rollback(int64_t n) override {
@@ -142,11 +147,12 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
   int32_t draft_step(float* logits) override {
     int32_t d = next_of(chain_tok);
     if (wrong_mask >> chain_j & 1u) d = (d + 1) % V;
-    for (int v = 0; v < V; ++v) logits[v] = v == d ? 3.0f : 0.0f;
+    for (int v = 0; v < V; ++v) logits[v] = v == d ? 3.0f : runner_up && v == (d + 1) % V ? 2.9f : 0.0f;
     ++chain_j;
     chain_tok = d;
     return d;
   }
+  void set_draft_token(int32_t t) override { chain_tok = t; }
 };
 
 TEST(scripted_rounds_follow_the_protocol) {
@@ -249,6 +255,39 @@ TEST(an_adaptive_round_with_no_room_to_draft_skips_the_drafters_encoding) {
     const RoundResult r = spec.round(t, {}, opt, rng);
     CHECK(r.drafted >= 1);
     CHECK(run.drafter_rows_encoded() - before >= int64_t{3});
+  }
+}
+
+TEST(drafts_are_chosen_under_the_sampling_penalties) {
+  // Pending token 9 after the prompt [1]: the model and the drafter both predict next_of(9) = 1, with 2 a
+  // close runner-up. Token 1 is in the history, so with a repetition penalty of 1.15 the verifier's row
+  // prefers 2 (4.0 / 1.15 < 3.9). A draft taken as the drafter's raw argmax (1) would be rejected; chosen
+  // under the same penalty (3.0 / 1.15 < 2.9) it is 2, accepted, and the chain's next step starts from it.
+  for (const bool chained : {true, false}) {
+    for (const float rp : {1.0f, 1.15f}) {
+      ScriptedTarget tg;
+      tg.runner_up = true;
+      Speculator spec(tg, 2);
+      strata::sampling::Rng rng(1);
+      const int32_t first[1] = {1};
+      std::vector<float> lg(ScriptedTarget::V);
+      tg.eval(first, 1, 0, LogitRows::Last, lg.data(), -1);
+      RoundOptions opt;
+      opt.max_drafts = 2;
+      opt.chained = chained;
+      opt.policy.repetition_penalty = rp;
+      const int32_t history[2] = {1, 9};
+      const RoundResult r = spec.round(9, history, opt, rng);
+      CHECK_EQ(r.verified, 2);
+      if (rp == 1.0f) {  // no penalty: the raw argmax, accepted, as before
+        CHECK_EQ(r.tokens[0], 1);
+        CHECK_EQ(r.accepted, 2);
+      } else {
+        CHECK_EQ(r.tokens[0], 2);  // what the penalized row chooses: plain decoding's token
+        CHECK_EQ(r.accepted, 2);   // draft 0 = 2 passes; draft 1 = next_of(2) = 4, drafted from 2
+        CHECK_EQ(r.tokens[1], 4);
+      }
+    }
   }
 }
 

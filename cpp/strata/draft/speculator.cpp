@@ -91,6 +91,50 @@ Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
   exps_.resize(static_cast<std::size_t>(std::max({Vr_, V_, 1})));
   window_.resize(static_cast<std::size_t>(max_drafts + 1));
   one_.resize(1);
+  draft_index_.assign(static_cast<std::size_t>(std::max(V_, 1)), -1);
+  if (const int32_t* ids = Vr_ > 0 ? target.draft_vocab_ids() : nullptr)
+    for (int i = 0; i < Vr_; ++i)
+      if (ids[i] >= 0 && ids[i] < V_) draft_index_[static_cast<std::size_t>(ids[i])] = i;
+  seen_.assign(static_cast<std::size_t>(std::max(Vr_, 1)), 0);
+}
+
+int32_t Speculator::penalized_draft(int step, int32_t drafted_token, std::span<const int32_t> history, int drafted,
+                                    const sampling::SamplingPolicy& policy) {
+  // Code repeats its tokens, and the default policy's repetition penalty (1.15 over the last 128) pushes
+  // the target's choice off a token the text just used, where the drafter, which never sees the penalty,
+  // keeps proposing it. Any deterministic draft leaves the output exact (its acceptance is the
+  // verifier's), so the draft is chosen as the verifier will judge it.
+  const double rp = policy.repetition_penalty, pres = policy.presence_penalty;
+  if ((rp == 1.0 && pres == 0.0) || policy.penalty_last_n == 0) return drafted_token;
+  float* l = dlogits_.data() + static_cast<std::size_t>(step) * static_cast<std::size_t>(Vr_);
+  if (++stamp_ == 0) {  // wrapped: clear the stamps once every 2^32 calls
+    std::fill(seen_.begin(), seen_.end(), 0u);
+    stamp_ = 1;
+  }
+  const std::size_t total = history.size() + static_cast<std::size_t>(drafted);
+  const std::size_t look =
+      policy.penalty_last_n < 0 ? total : std::min(total, static_cast<std::size_t>(policy.penalty_last_n));
+  const int32_t own =
+      drafted_token >= 0 && drafted_token < V_ ? draft_index_[static_cast<std::size_t>(drafted_token)] : -1;
+  bool own_penalized = false;
+  for (std::size_t j = total - look; j < total; ++j) {
+    const int32_t t = j < history.size() ? history[j] : window_[1 + j - history.size()];
+    if (t < 0 || t >= V_) continue;
+    const int32_t i = draft_index_[static_cast<std::size_t>(t)];
+    if (i < 0 || seen_[static_cast<std::size_t>(i)] == stamp_) continue;
+    seen_[static_cast<std::size_t>(i)] = stamp_;
+    const double x = static_cast<double>(l[i]);
+    l[i] = static_cast<float>((x > 0.0 ? x / rp : x * rp) - pres);
+    own_penalized = own_penalized || i == own;
+  }
+  // The penalties only lower logits (a negative presence penalty aside): while the drafter's own draft
+  // was not penalised it is still the largest.
+  if (own >= 0 && !own_penalized && pres >= 0.0) return drafted_token;
+  float top = l[0];
+  for (int i = 1; i < Vr_; ++i) top = std::max(top, l[i]);
+  int best = 0;
+  while (l[best] != top) ++best;  // the first index holding the largest (the argmax's ties rule)
+  return target_.draft_vocab_ids()[best];
 }
 
 float Speculator::draft_prob(int step) const {
@@ -203,8 +247,11 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     const int chosen = k;
     if (shadow) ++k;
     for (int j = 0; j < k; ++j) {
-      window_[static_cast<std::size_t>(j + 1)] =
+      const int32_t raw =
           target_.draft_step(dlogits_.data() + static_cast<std::size_t>(j) * static_cast<std::size_t>(Vr_));
+      const int32_t d = penalized_draft(j, raw, history, j, opt.policy);
+      if (d != raw) target_.set_draft_token(d);
+      window_[static_cast<std::size_t>(j + 1)] = d;
       r.probs[j] = draft_prob(j);
     }
     r.drafted = k;
@@ -213,8 +260,11 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
     n = std::min(n, chosen);
   } else {
     auto draft_one = [&](int step) {
-      const int32_t d =
+      const int32_t raw =
           target_.draft_step(dlogits_.data() + static_cast<std::size_t>(step) * static_cast<std::size_t>(Vr_));
+      // draft_nonchained writes each kept draft to window_[1 + step] before the next step.
+      const int32_t d = penalized_draft(step, raw, history, step, opt.policy);
+      if (d != raw) target_.set_draft_token(d);
       ++r.drafted;
       return std::pair<int32_t, float>(d, draft_prob(step));
     };

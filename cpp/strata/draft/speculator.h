@@ -83,6 +83,12 @@ class Speculator {
   RoundResult plain_step(int32_t t, int64_t p, std::span<const int32_t> history, const RoundOptions& opt,
                          sampling::Rng& rng);
   float draft_prob(int step) const;  // softmax probability of the step's own draft
+  // The step's draft under the policy's repetition / presence penalties: applied to its draft logits as
+  // the verifier applies them to the row that judges the draft (the last penalty_last_n tokens of history
+  // ++ the chain's `drafted` earlier drafts, window_[1..]), their argmax (a model token id). drafted_token
+  // (the drafter's own argmax) when the penalties are off or leave it the largest.
+  int32_t penalized_draft(int step, int32_t drafted_token, std::span<const int32_t> history, int drafted,
+                          const sampling::SamplingPolicy& policy);
   // The probability of `token` under softmax(logits_ row 0) at temperature 1 (greedy: the peak).
   double token_peak(int32_t token);
   static constexpr int kGreedyPeakEvery = 4;  // greedy adaptive plain steps per recorded peak
@@ -90,11 +96,14 @@ class Speculator {
   engine::DecodeTarget& target_;
   int max_drafts_;
   int V_, Vr_;
-  std::vector<float> logits_;        // [(max_drafts+1)][V] verification logits
-  std::vector<float> dlogits_;       // [max_drafts][Vr] draft logits
-  mutable std::vector<float> exps_;  // [max(V, Vr)] draft_prob's and token_peak's exponentials
-  std::vector<int32_t> window_;      // [max_drafts+1] the window's input tokens
-  std::vector<int32_t> one_;         // history fallback: [t]
+  std::vector<float> logits_;         // [(max_drafts+1)][V] verification logits
+  std::vector<float> dlogits_;        // [max_drafts][Vr] draft logits
+  mutable std::vector<float> exps_;   // [max(V, Vr)] draft_prob's and token_peak's exponentials
+  std::vector<int32_t> window_;       // [max_drafts+1] the window's input tokens
+  std::vector<int32_t> one_;          // history fallback: [t]
+  std::vector<int32_t> draft_index_;  // [V] each model token's index in the drafter's vocabulary (-1: none)
+  std::vector<uint32_t> seen_;        // [Vr] penalized_draft's stamps: each distinct token once
+  uint32_t stamp_ = 0;
   sampling::SampleWorkspace ws_;
   AdaptiveDrafts adaptive_;
   // The start of the last adaptive round (the period between two starts holds the caller's share of a

@@ -51,6 +51,9 @@ class DecodeTarget {
   // Runs the chain's next drafter row; writes its draft logits ([Vr]) to logits_out (nullptr: not
   // wanted) and returns its draft token (a model token id).
   virtual int32_t draft_step(float* logits_out) = 0;
+  // Replaces the token the chain's last draft_step returned as the input of its next step: a draft the
+  // caller chose from the returned logits (the speculator applies the sampling penalties first).
+  virtual void set_draft_token(int32_t token) = 0;
 
   // Whether evals encode the drafter's K/V of the rows they commit (on for an engine made with a
   // drafter). Adaptive speculation turns it off around plain steps while drafting does not pay; the

@@ -325,6 +325,14 @@ void Sequence::draft_begin_from(const float* H, int64_t p, int32_t next_token) {
   chain_token_ = next_token;
 }
 
+void Sequence::set_draft_token(int32_t token) {
+  if (chain_.p < 0 || chain_step_ == 0)
+    throw_error(ErrorKind::Value, "set_draft_token: no draft step to replace the token of (draft_step first)");
+  if (token < 0 || token >= n_vocab())
+    throw_error(ErrorKind::Value, "set_draft_token: token " + std::to_string(token) + " is outside the vocabulary");
+  chain_token_ = token;
+}
+
 int32_t Sequence::draft_step(float* logits_out) {
   if (!has_drafter() || chain_.p < 0)
     throw_error(ErrorKind::Value,

@@ -118,6 +118,7 @@ class Sequence : public DecodeTarget {
   void draft_begin(int64_t p, int32_t next_token) override { draft_begin_from(nullptr, p, next_token); }
   void draft_begin_from(const float* H, int64_t p, int32_t next_token);
   int32_t draft_step(float* logits_out) override;
+  void set_draft_token(int32_t token) override;
   // Adaptive speculation turns the drafter's K/V encoding off around plain steps while drafting does
   // not pay; never beyond what the engine was made with (SequenceConfig::encode_mtp). While it is off
   // the last kPendingRows rows' streams and next tokens are kept (a copy per row), and the next
