@@ -291,6 +291,27 @@ TEST(drafts_are_chosen_under_the_sampling_penalties) {
   }
 }
 
+TEST(a_penalty_below_one_draws_drafts_to_the_tokens_seen) {
+  // The prompt [2], pending 9: both predict next_of(9) = 1 with 2 the runner-up, and 2 is in the history. A
+  // repetition penalty of 0.5 raises it (3.9 / 0.5 against 4.0 in the verifier's row), so the draft must be 2
+  // although the drafter's own draft (1) was not penalised.
+  ScriptedTarget tg;
+  tg.runner_up = true;
+  Speculator spec(tg, 1);
+  strata::sampling::Rng rng(1);
+  const int32_t first[1] = {2};
+  std::vector<float> lg(ScriptedTarget::V);
+  tg.eval(first, 1, 0, LogitRows::Last, lg.data(), -1);
+  RoundOptions opt;
+  opt.max_drafts = 1;
+  opt.policy.repetition_penalty = 0.5f;
+  const int32_t history[2] = {2, 9};
+  const RoundResult r = spec.round(9, history, opt, rng);
+  CHECK_EQ(r.verified, 1);
+  CHECK_EQ(r.tokens[0], 2);
+  CHECK_EQ(r.accepted, 1);
+}
+
 TEST(greedy_speculation_equals_plain_decoding) {
   TinyOptions o;
   o.seed = 7;

@@ -127,9 +127,9 @@ int32_t Speculator::penalized_draft(int step, int32_t drafted_token, std::span<c
     l[i] = static_cast<float>((x > 0.0 ? x / rp : x * rp) - pres);
     own_penalized = own_penalized || i == own;
   }
-  // The penalties only lower logits (a negative presence penalty aside): while the drafter's own draft
-  // was not penalised it is still the largest.
-  if (own >= 0 && !own_penalized && pres >= 0.0) return drafted_token;
+  // A penalty of at least 1 and a presence penalty of at least 0 only lower logits: while the drafter's own
+  // draft was not penalised it is still the largest (a penalty below 1 raises the tokens seen).
+  if (own >= 0 && !own_penalized && rp >= 1.0 && pres >= 0.0) return drafted_token;
   float top = l[0];
   for (int i = 1; i < Vr_; ++i) top = std::max(top, l[i]);
   int best = 0;
