@@ -258,6 +258,25 @@ TEST(an_adaptive_round_with_no_room_to_draft_skips_the_drafters_encoding) {
   }
 }
 
+namespace {
+// One greedy round of up to max_drafts drafts on a scripted target with close runner-ups (ScriptedTarget::
+// runner_up): the one-token prompt [prompt], pending token 9, history [prompt, 9], repetition penalty rp.
+RoundResult runner_up_round(int32_t prompt, float rp, int max_drafts, bool chained = true) {
+  ScriptedTarget tg;
+  tg.runner_up = true;
+  Speculator spec(tg, max_drafts);
+  strata::sampling::Rng rng(1);
+  std::vector<float> lg(ScriptedTarget::V);
+  tg.eval(&prompt, 1, 0, LogitRows::Last, lg.data(), -1);
+  RoundOptions opt;
+  opt.max_drafts = max_drafts;
+  opt.chained = chained;
+  opt.policy.repetition_penalty = rp;
+  const int32_t history[2] = {prompt, 9};
+  return spec.round(9, history, opt, rng);
+}
+}  // namespace
+
 TEST(drafts_are_chosen_under_the_sampling_penalties) {
   // Pending token 9 after the prompt [1]: the model and the drafter both predict next_of(9) = 1, with 2 a
   // close runner-up. Token 1 is in the history, so with a repetition penalty of 1.15 the verifier's row
@@ -265,19 +284,7 @@ TEST(drafts_are_chosen_under_the_sampling_penalties) {
   // under the same penalty (3.0 / 1.15 < 2.9) it is 2, accepted, and the chain's next step starts from it.
   for (const bool chained : {true, false}) {
     for (const float rp : {1.0f, 1.15f}) {
-      ScriptedTarget tg;
-      tg.runner_up = true;
-      Speculator spec(tg, 2);
-      strata::sampling::Rng rng(1);
-      const int32_t first[1] = {1};
-      std::vector<float> lg(ScriptedTarget::V);
-      tg.eval(first, 1, 0, LogitRows::Last, lg.data(), -1);
-      RoundOptions opt;
-      opt.max_drafts = 2;
-      opt.chained = chained;
-      opt.policy.repetition_penalty = rp;
-      const int32_t history[2] = {1, 9};
-      const RoundResult r = spec.round(9, history, opt, rng);
+      const RoundResult r = runner_up_round(1, rp, 2, chained);
       CHECK_EQ(r.verified, 2);
       if (rp == 1.0f) {  // no penalty: the raw argmax, accepted, as before
         CHECK_EQ(r.tokens[0], 1);
@@ -295,18 +302,7 @@ TEST(a_penalty_below_one_draws_drafts_to_the_tokens_seen) {
   // The prompt [2], pending 9: both predict next_of(9) = 1 with 2 the runner-up, and 2 is in the history. A
   // repetition penalty of 0.5 raises it (3.9 / 0.5 against 4.0 in the verifier's row), so the draft must be 2
   // although the drafter's own draft (1) was not penalised.
-  ScriptedTarget tg;
-  tg.runner_up = true;
-  Speculator spec(tg, 1);
-  strata::sampling::Rng rng(1);
-  const int32_t first[1] = {2};
-  std::vector<float> lg(ScriptedTarget::V);
-  tg.eval(first, 1, 0, LogitRows::Last, lg.data(), -1);
-  RoundOptions opt;
-  opt.max_drafts = 1;
-  opt.policy.repetition_penalty = 0.5f;
-  const int32_t history[2] = {2, 9};
-  const RoundResult r = spec.round(9, history, opt, rng);
+  const RoundResult r = runner_up_round(2, 0.5f, 1);
   CHECK_EQ(r.verified, 1);
   CHECK_EQ(r.tokens[0], 2);
   CHECK_EQ(r.accepted, 1);

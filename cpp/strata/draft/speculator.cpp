@@ -95,7 +95,6 @@ Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
   if (const int32_t* ids = Vr_ > 0 ? target.draft_vocab_ids() : nullptr)
     for (int i = 0; i < Vr_; ++i)
       if (ids[i] >= 0 && ids[i] < V_) draft_index_[static_cast<std::size_t>(ids[i])] = i;
-  seen_.assign(static_cast<std::size_t>(std::max(Vr_, 1)), 0);
 }
 
 int32_t Speculator::penalized_draft(int step, int32_t drafted_token, std::span<const int32_t> history, int drafted,
@@ -103,38 +102,25 @@ int32_t Speculator::penalized_draft(int step, int32_t drafted_token, std::span<c
   // Code repeats its tokens, and the default policy's repetition penalty (1.15 over the last 128) pushes
   // the target's choice off a token the text just used, where the drafter, which never sees the penalty,
   // keeps proposing it. Any deterministic draft leaves the output exact (its acceptance is the
-  // verifier's), so the draft is chosen as the verifier will judge it.
-  const double rp = policy.repetition_penalty, pres = policy.presence_penalty;
-  if ((rp == 1.0 && pres == 0.0) || policy.penalty_last_n == 0) return drafted_token;
+  // verifier's), so the draft is chosen as the verifier will judge it: the sampler's own penalties, over
+  // the same tokens (history ++ the chain's earlier drafts), on the drafter's vocabulary.
+  if (!sampling::penalties_apply(policy)) return drafted_token;
   float* l = dlogits_.data() + static_cast<std::size_t>(step) * static_cast<std::size_t>(Vr_);
-  if (++stamp_ == 0) {  // wrapped: clear the stamps once every 2^32 calls
-    std::fill(seen_.begin(), seen_.end(), 0u);
-    stamp_ = 1;
-  }
-  const std::size_t total = history.size() + static_cast<std::size_t>(drafted);
-  const std::size_t look =
-      policy.penalty_last_n < 0 ? total : std::min(total, static_cast<std::size_t>(policy.penalty_last_n));
+  const std::span<const int32_t> inputs(window_.data() + 1, static_cast<std::size_t>(drafted));
   const int32_t own =
       drafted_token >= 0 && drafted_token < V_ ? draft_index_[static_cast<std::size_t>(drafted_token)] : -1;
   bool own_penalized = false;
-  for (std::size_t j = total - look; j < total; ++j) {
-    const int32_t t = j < history.size() ? history[j] : window_[1 + j - history.size()];
-    if (t < 0 || t >= V_) continue;
+  for (const int32_t t : sampling::penalized_tokens(V_, policy, history, inputs, ws_)) {
     const int32_t i = draft_index_[static_cast<std::size_t>(t)];
-    if (i < 0 || seen_[static_cast<std::size_t>(i)] == stamp_) continue;
-    seen_[static_cast<std::size_t>(i)] = stamp_;
-    const double x = static_cast<double>(l[i]);
-    l[i] = static_cast<float>((x > 0.0 ? x / rp : x * rp) - pres);
+    if (i < 0) continue;  // outside the drafter's vocabulary
+    l[i] = static_cast<float>(sampling::penalized_logit(static_cast<double>(l[i]), policy));
     own_penalized = own_penalized || i == own;
   }
   // A penalty of at least 1 and a presence penalty of at least 0 only lower logits: while the drafter's own
   // draft was not penalised it is still the largest (a penalty below 1 raises the tokens seen).
-  if (own >= 0 && !own_penalized && rp >= 1.0 && pres >= 0.0) return drafted_token;
-  float top = l[0];
-  for (int i = 1; i < Vr_; ++i) top = std::max(top, l[i]);
-  int best = 0;
-  while (l[best] != top) ++best;  // the first index holding the largest (the argmax's ties rule)
-  return target_.draft_vocab_ids()[best];
+  if (own >= 0 && !own_penalized && policy.repetition_penalty >= 1.0f && policy.presence_penalty >= 0.0f)
+    return drafted_token;
+  return target_.draft_vocab_ids()[sampling::argmax(l, Vr_)];
 }
 
 float Speculator::draft_prob(int step) const {

@@ -102,8 +102,6 @@ class Speculator {
   std::vector<int32_t> window_;       // [max_drafts+1] the window's input tokens
   std::vector<int32_t> one_;          // history fallback: [t]
   std::vector<int32_t> draft_index_;  // [V] each model token's index in the drafter's vocabulary (-1: none)
-  std::vector<uint32_t> seen_;        // [Vr] penalized_draft's stamps: each distinct token once
-  uint32_t stamp_ = 0;
   sampling::SampleWorkspace ws_;
   AdaptiveDrafts adaptive_;
   // The start of the last adaptive round (the period between two starts holds the caller's share of a

@@ -25,11 +25,6 @@ struct ByValueThenId {
   bool operator()(int32_t a, int32_t b) const { return v[a] > v[b] || (v[a] == v[b] && a < b); }
 };
 
-// Whether the repetition / presence penalties change anything (and look at the history).
-bool penalties_apply(const SamplingPolicy& p) {
-  return !((p.repetition_penalty == 1.0 && p.presence_penalty == 0.0) || p.penalty_last_n == 0);
-}
-
 // Keeps the k largest logits (ties to the lowest id), the rest become -inf: nth_element under the
 // total order. Only for k > 256: smaller k take the compact path (select_top_k).
 void apply_top_k(double* w, int V, int k, SampleWorkspace& ws) {
@@ -83,25 +78,7 @@ int select_top_k(const float* logits, int V, int k, double* w, SampleWorkspace& 
 // ids: the candidates' token ids, ascending (w[j] is token ids[j]'s); empty = all V tokens, w[t] is t's.
 void apply_penalties(double* w, int V, std::span<const int32_t> ids, const SamplingPolicy& p,
                      std::span<const int32_t> history, std::span<const int32_t> inputs, SampleWorkspace& ws) {
-  const double rp = p.repetition_penalty, pres = p.presence_penalty;
-  if (!penalties_apply(p)) return;
-  if (ws.seen.size() != static_cast<size_t>(V)) {
-    ws.seen.assign(static_cast<size_t>(V), 0);
-    ws.stamp = 0;
-  }
-  if (++ws.stamp == 0) {  // wrapped: clear the stamps once every 2^32 calls
-    std::fill(ws.seen.begin(), ws.seen.end(), 0);
-    ws.stamp = 1;
-  }
-  const size_t total = history.size() + inputs.size();
-  const size_t look = p.penalty_last_n < 0 ? total : std::min(total, static_cast<size_t>(p.penalty_last_n));
-  for (size_t j = total - look; j < total; ++j) {
-    const int32_t t = j < history.size() ? history[j] : inputs[j - history.size()];
-    if (t < 0 || t >= V)
-      throw_error(ErrorKind::Value, "sample_dist: token id " + std::to_string(t) + " in the history is outside [0, " +
-                                        std::to_string(V) + ")");
-    if (ws.seen[static_cast<size_t>(t)] == ws.stamp) continue;  // each distinct token once
-    ws.seen[static_cast<size_t>(t)] = ws.stamp;
+  for (const int32_t t : penalized_tokens(V, p, history, inputs, ws)) {
     size_t slot = static_cast<size_t>(t);
     if (!ids.empty()) {
       const auto it = std::lower_bound(ids.begin(), ids.end(), t);
@@ -110,8 +87,7 @@ void apply_penalties(double* w, int V, std::span<const int32_t> ids, const Sampl
     }
     double& x = w[slot];
     if (x == kNegInf) continue;  // outside top-k: stays out
-    x = x > 0.0 ? x / rp : x * rp;
-    x -= pres;
+    x = penalized_logit(x, p);
   }
 }
 
@@ -262,6 +238,36 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
     std::fill(out, out + V, 0.0f);
     for (int j = 0; j < n; ++j) out[ids[static_cast<size_t>(j)]] = static_cast<float>(w[j] * inv);
   }
+}
+
+bool penalties_apply(const SamplingPolicy& p) {
+  return !((p.repetition_penalty == 1.0 && p.presence_penalty == 0.0) || p.penalty_last_n == 0);
+}
+
+std::span<const int32_t> penalized_tokens(int V, const SamplingPolicy& p, std::span<const int32_t> history,
+                                          std::span<const int32_t> inputs, SampleWorkspace& ws) {
+  ws.penalized.clear();
+  if (!penalties_apply(p)) return {};
+  if (ws.seen.size() != static_cast<size_t>(V)) {
+    ws.seen.assign(static_cast<size_t>(V), 0);
+    ws.stamp = 0;
+  }
+  if (++ws.stamp == 0) {  // wrapped: clear the stamps once every 2^32 calls
+    std::fill(ws.seen.begin(), ws.seen.end(), 0);
+    ws.stamp = 1;
+  }
+  const size_t total = history.size() + inputs.size();
+  const size_t look = p.penalty_last_n < 0 ? total : std::min(total, static_cast<size_t>(p.penalty_last_n));
+  for (size_t j = total - look; j < total; ++j) {
+    const int32_t t = j < history.size() ? history[j] : inputs[j - history.size()];
+    if (t < 0 || t >= V)
+      throw_error(ErrorKind::Value, "sample_dist: token id " + std::to_string(t) + " in the history is outside [0, " +
+                                        std::to_string(V) + ")");
+    if (ws.seen[static_cast<size_t>(t)] == ws.stamp) continue;  // each distinct token once
+    ws.seen[static_cast<size_t>(t)] = ws.stamp;
+    ws.penalized.push_back(t);
+  }
+  return ws.penalized;
 }
 
 int32_t argmax(const float* dist, int V) {

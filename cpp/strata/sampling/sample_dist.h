@@ -21,7 +21,8 @@ struct SampleWorkspace {
   std::vector<double> bucket_mass;
   std::vector<uint32_t> seen;  // per-token stamp: distinct-token bookkeeping for the penalties
   uint32_t stamp = 0;
-  std::vector<float> dist;  // verify_window's per-row distribution
+  std::vector<int32_t> penalized;  // penalized_tokens' result
+  std::vector<float> dist;         // verify_window's per-row distribution
   // The largest probability of the distribution the last sample_dist / sample_logits formed (1 at
   // temperature 0): adaptive speculation's bound on a draft's acceptance (draft/adaptive.h, "Peak bound").
   double peak = 1.0;
@@ -34,6 +35,19 @@ struct SampleWorkspace {
 // Throws Value on V < 1, a token id outside [0, V), NaN / +inf logits, or all logits -inf.
 void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
                  std::span<const int32_t> inputs, float* out, SampleWorkspace& ws);
+
+// Whether the repetition / presence penalties change anything (and look at the history).
+bool penalties_apply(const SamplingPolicy& p);
+// The distinct tokens the penalties see: the last penalty_last_n of history ++ inputs, each once, in the
+// order first seen from the oldest (empty when the penalties do not apply). The span lives in ws until
+// its next use. Throws Value on a token outside [0, V).
+std::span<const int32_t> penalized_tokens(int V, const SamplingPolicy& p, std::span<const int32_t> history,
+                                          std::span<const int32_t> inputs, SampleWorkspace& ws);
+// A penalised token's logit: positive logits / repetition_penalty, negative · repetition_penalty, then
+// minus presence_penalty.
+inline double penalized_logit(double x, const SamplingPolicy& p) {
+  return (x > 0.0 ? x / p.repetition_penalty : x * p.repetition_penalty) - p.presence_penalty;
+}
 
 // Index of the largest probability (ties to the lowest id).
 int32_t argmax(const float* dist, int V);
