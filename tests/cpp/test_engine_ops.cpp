@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iterator>
 #include <numeric>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -393,6 +394,41 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
     }
   }
   CHECK(paths.size() >= 1);
+}
+
+// first_above (the sampler's vocabulary scans) on every ISA path against the written rule: the first
+// x > floor, NaN or +inf; n if none. Floors -inf, finite and NaN; every length around the vector widths;
+// the hit in the body, the tail or nowhere.
+TEST(first_above_isa_paths_match_the_rule) {
+  std::mt19937 g(17);
+  std::vector<const VecKernels*> paths = {&vec_kernels_scalar()};
+#if defined(STRATA_HAVE_AVX2_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
+#endif
+#if defined(STRATA_HAVE_AVX512_TU)
+  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) paths.push_back(&vec_kernels_avx512());
+#endif
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  int checked = 0;
+  for (int64_t n = 0; n <= 70; ++n)
+    for (int trial = 0; trial < 24; ++trial) {
+      std::vector<float> x(static_cast<std::size_t>(n) + 1);
+      for (auto& v : x) v = static_cast<float>(static_cast<int>(g() % 11)) - 5.0f;  // ties with the floor
+      if (n > 0 && trial % 4 == 1) x[g() % static_cast<std::size_t>(n)] = trial % 8 == 1 ? nan : inf;
+      if (n > 0 && trial % 4 == 2) x[g() % static_cast<std::size_t>(n)] = -inf;
+      const float floor = trial % 6 == 0 ? -inf : trial % 6 == 5 ? nan : static_cast<float>(trial % 5) - 1.0f;
+      int64_t want = n;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[static_cast<std::size_t>(i)];
+        if (v > floor || !(v < inf)) {
+          want = i;
+          break;
+        }
+      }
+      for (const VecKernels* k : paths) CHECK_EQ(k->first_above(x.data(), n, floor), want);
+      ++checked;
+    }
+  CHECK(checked > 1000);
 }
 
 // exp_f32 against the exact value (double), and the SwiGLU / exp kernels of every ISA path bitwise

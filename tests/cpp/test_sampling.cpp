@@ -511,6 +511,84 @@ TEST(greedy_sample_logits_is_the_argmax_of_sample_dist) {
   CHECK_THROWS(sample_logits(dead.data(), 0, g, {}, {}, r, ws));
 }
 
+TEST(support_dist_samples_bitwise_what_the_full_distribution_samples) {
+  // support_dist is what sample_logits and verify_window sample from: on its support only. Every draw,
+  // exclusion, probability and argmax must be bitwise what the same call returns on sample_dist's V
+  // floats, over random policies (both top-k paths, penalties, min-p, top-p, temperature 0 and > 0).
+  std::mt19937_64 rng(31);
+  std::normal_distribution<float> nd(0.0f, 2.5f);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  SampleWorkspace ws;
+  int mismatches = 0, draws = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int V = 1 + static_cast<int>(rng() % 3000);
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = trial % 3 ? nd(rng) : static_cast<float>(static_cast<int>(rng() % 30)) * 0.2f;  // ties
+    for (int i = 0; i < V; i += 13 + trial % 7) l[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+    l[rng() % static_cast<uint64_t>(V)] = 1.0f;  // never every logit -inf
+    SamplingPolicy p = temp(trial % 6 == 0 ? 0.0f : 0.3f + 0.15f * static_cast<float>(trial % 8));
+    p.top_k = std::array<int, 6>{0, 1, 7, 40, 256, 300}[static_cast<size_t>(trial) % 6];
+    p.top_p = trial % 4 == 0 ? 1.0f : 0.9f;
+    p.min_p = trial % 5 == 0 ? 0.0f : 0.05f;
+    p.repetition_penalty = trial % 3 == 1 ? 1.0f : 1.15f;
+    p.presence_penalty = trial % 2 ? 0.2f : 0.0f;
+    std::vector<int32_t> hist;
+    for (int j = 0; j < 20; ++j) hist.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(V)));
+    std::vector<float> full(static_cast<size_t>(V));
+    sample_dist(l.data(), V, p, hist, {}, full.data(), ws);
+    const SupportDist d = support_dist(l.data(), V, p, hist, {}, ws);
+    std::vector<float> scattered(static_cast<size_t>(V), 0.0f);
+    for (int j = 0; j < d.n; ++j) scattered[static_cast<size_t>(d.token(j))] = d.prob[j];
+    CHECK(std::memcmp(scattered.data(), full.data(), full.size() * sizeof(float)) == 0);
+    mismatches += argmax(d) != argmax(full.data(), V);
+    for (int rep = 0; rep < 8; ++rep) {
+      const double u = rep == 0 ? 0.0 : rep == 1 ? std::nextafter(1.0, 0.0) : unif(rng);
+      const int32_t x = rep % 3 == 0 ? argmax(full.data(), V) : static_cast<int32_t>(rng() % static_cast<uint64_t>(V));
+      mismatches += sample_from(d, u) != sample_from(full.data(), V, u);
+      mismatches += sample_excluding(d, x, u) != sample_excluding(full.data(), V, x, u);
+      mismatches += prob_of(d, x) != full[static_cast<size_t>(x)];
+      draws += 3;
+    }
+  }
+  CHECK(draws > 0);
+  CHECK_EQ(mismatches, 0);
+}
+
+TEST(vocabulary_scans_are_the_scalar_rule) {
+  // argmax, greedy sample_logits and the top-k scan skip 16-logit chunks that cannot matter; they must
+  // pick what the plain loops pick (first largest, ties to the lowest id) and raise the same errors, also
+  // where the NaN or +inf sits inside a chunk below the running maximum, and on lengths that are not a
+  // multiple of 16.
+  std::mt19937_64 rng(77);
+  SampleWorkspace ws;
+  Rng r(1);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int trial = 0; trial < 400; ++trial) {
+    const int V = 1 + static_cast<int>(rng() % 200);
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = static_cast<float>(static_cast<int>(rng() % 9)) - 4.0f;  // many ties
+    if (trial % 4 == 0) l[rng() % static_cast<uint64_t>(V)] = -inf;
+    int naive = 0;
+    for (int i = 1; i < V; ++i)
+      if (l[static_cast<size_t>(i)] > l[static_cast<size_t>(naive)]) naive = i;
+    CHECK_EQ(argmax(l.data(), V), naive);
+    CHECK_EQ(sample_logits(l.data(), V, temp(0.0f), {}, {}, r, ws), naive);
+    SamplingPolicy k1 = temp(1.0f);
+    k1.top_k = 1;  // the top-k scan alone decides: its one candidate is the first largest logit
+    CHECK_EQ(sample_logits(l.data(), V, k1, {}, {}, r, ws), naive);
+    if (V >= 2) {  // a bad logit after the maximum, where its chunk holds nothing larger
+      std::vector<float> bad = l;
+      bad[0] = 100.0f;
+      bad[1 + rng() % static_cast<uint64_t>(V - 1)] = trial % 2 ? inf : std::numeric_limits<float>::quiet_NaN();
+      CHECK_THROWS(sample_logits(bad.data(), V, temp(0.0f), {}, {}, r, ws));
+      CHECK_THROWS(sample_logits(bad.data(), V, k1, {}, {}, r, ws));
+    }
+  }
+  std::vector<float> nan0 = {std::numeric_limits<float>::quiet_NaN(), 1.0f, 2.0f};
+  for (int i = 0; i < 40; ++i) nan0.push_back(static_cast<float>(i));
+  CHECK_EQ(argmax(nan0.data(), static_cast<int>(nan0.size())), 0);  // nothing compares above a NaN first entry
+}
+
 TEST(speed_v151936) {
   // Measures only: sample_dist at a real vocabulary size (one row; a window runs k + 1 of them).
   const int V = 151936;

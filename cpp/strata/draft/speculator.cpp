@@ -126,14 +126,27 @@ int32_t Speculator::penalized_draft(int step, int32_t drafted_token, std::span<c
 float Speculator::draft_prob(int step) const {
   // The softmax probability of the step's argmax (its draft): the exponentials through the engine's
   // vectorised exp_f32 (<= 2 ulp; bitwise the same on every ISA), summed in double. With std::exp in
-  // double this loop was ~40 % of a draft step on the demo model (4096 exponentials per step).
+  // double this loop was ~40 % of a draft step on the demo model (4096 exponentials per step). The maximum
+  // and the sum run in 16 independent lanes (vectorised; one chain of 4096 dependent adds was ~8 us).
+  constexpr int kLanes = 16;
   const float* l = dlogits_.data() + static_cast<std::size_t>(step) * static_cast<std::size_t>(Vr_);
-  float mx = l[0];
-  for (int i = 1; i < Vr_; ++i) mx = std::max(mx, l[i]);
+  float lane_max[kLanes];
+  std::fill(lane_max, lane_max + kLanes, l[0]);
+  int i = 0;
+  for (; i + kLanes <= Vr_; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane_max[j] = std::max(lane_max[j], l[i + j]);
+  float mx = lane_max[0];
+  for (int j = 1; j < kLanes; ++j) mx = std::max(mx, lane_max[j]);
+  for (; i < Vr_; ++i) mx = std::max(mx, l[i]);
   float* e = exps_.data();
   exp_from(l, Vr_, mx, e);
+  double lane_sum[kLanes] = {};
+  i = 0;
+  for (; i + kLanes <= Vr_; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane_sum[j] += static_cast<double>(e[i + j]);
   double z = 0.0;
-  for (int i = 0; i < Vr_; ++i) z += static_cast<double>(e[i]);
+  for (int j = 0; j < kLanes; ++j) z += lane_sum[j];
+  for (; i < Vr_; ++i) z += static_cast<double>(e[i]);
   return static_cast<float>(1.0 / z);
 }
 

@@ -110,8 +110,15 @@ void axpy_i8_scalar(float w, const int8_t* q, int64_t n, float* out) {
   }
 }
 
-const VecKernels kScalar{dot_f32_scalar,       dot_i8_scalar,         axpy_f32_scalar, axpy_i8_scalar,
-                         dot_f32_fused_scalar, axpy_f32_fused_scalar, exp_scalar,      swiglu_scalar};
+int64_t first_above_scalar(const float* x, int64_t n, float floor) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > floor || !(x[i] < kInf)) return i;
+  return n;
+}
+
+const VecKernels kScalar{dot_f32_scalar,        dot_i8_scalar, axpy_f32_scalar, axpy_i8_scalar,    dot_f32_fused_scalar,
+                         axpy_f32_fused_scalar, exp_scalar,    swiglu_scalar,   first_above_scalar};
 
 }  // namespace
 

@@ -24,6 +24,9 @@ struct VecKernels {
   // Every lane does exp_f32's operations, so each element is bitwise the scalar function's.
   void (*exp)(const float* x, float* y, int64_t n);
   void (*swiglu)(const float* g, const float* u, float* h, int64_t n);
+  // The first i with x[i] > floor, NaN or +inf (n when there is none): the sampler's vocabulary scans
+  // (argmax, top-k) skip with it the logits that cannot change their result and stop at any they must see.
+  int64_t (*first_above)(const float* x, int64_t n, float floor);
 };
 
 // e^x from a degree-6 polynomial on [−ln2/2, ln2/2] times 2^n (Cephes' expf), each multiply and add

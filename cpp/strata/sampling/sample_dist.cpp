@@ -19,6 +19,13 @@ void check_logit(int i, float x) {
     throw_error(ErrorKind::Value, "sample_dist: logit " + std::to_string(i) + " is " + std::to_string(x));
 }
 
+// The vocabulary scans below (argmax, top-k) jump with engine::VecKernels::first_above to the next logit
+// that can change their result (above the running floor, or NaN / +inf for the error): the same result
+// as looking at every logit, without a scalar pass over the vocabulary.
+int64_t next_above(const float* x, int from, int V, float floor) {
+  return from + engine::vec_kernels().first_above(x + from, V - from, floor);
+}
+
 // Total order used wherever a cut is made: larger value first, then lower id.
 struct ByValueThenId {
   const double* v;
@@ -48,6 +55,9 @@ int select_top_k(const float* logits, int V, int k, double* w, SampleWorkspace& 
   vals.clear();
   double floor = kNegInf;
   for (int i = 0; i < V; ++i) {
+    // floor is a float's value (or -inf), so comparing in float is comparing in double.
+    i = static_cast<int>(next_above(logits, i, V, static_cast<float>(floor)));
+    if (i == V) break;
     const float x = logits[i];
     check_logit(i, x);
     const double v = static_cast<double>(x);
@@ -149,6 +159,8 @@ int32_t greedy_argmax(const float* logits, int V) {
   int32_t best = -1;
   float top = -std::numeric_limits<float>::infinity();  // -inf (a mask) never beats it
   for (int i = 0; i < V; ++i) {
+    i = static_cast<int>(next_above(logits, i, V, top));
+    if (i == V) break;
     const float x = logits[i];
     check_logit(i, x);
     if (x > top) {  // strictly: ties stay with the lowest id
@@ -162,8 +174,8 @@ int32_t greedy_argmax(const float* logits, int V) {
 
 }  // namespace
 
-void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
-                 std::span<const int32_t> inputs, float* out, SampleWorkspace& ws) {
+SupportDist support_dist(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
+                         std::span<const int32_t> inputs, SampleWorkspace& ws) {
   if (V < 1) throw_error(ErrorKind::Value, "sample_dist: vocabulary size must be >= 1");
   ws.work.resize(static_cast<size_t>(V));
   double* w = ws.work.data();
@@ -196,11 +208,12 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
       best = i;
     }
   if (best < 0) throw_error(ErrorKind::Value, "sample_dist: every logit is -inf");
+  ws.support.resize(static_cast<size_t>(std::max(n, 1)));
   if (policy.temperature == 0.0f) {
-    std::fill(out, out + V, 0.0f);
-    out[token(best)] = 1.0f;
+    ws.greedy_token = token(best);
+    ws.support[0] = 1.0f;
     ws.peak = 1.0;
-    return;
+    return SupportDist{1, &ws.greedy_token, ws.support.data()};
   }
 
   // 3. temperature + softmax (unnormalised: the best token has e = 1). The exponentials go through the
@@ -232,12 +245,20 @@ void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::
 
   const double inv = 1.0 / sum;
   ws.peak = w[best] * inv;  // min-p and top-p always keep the best token (e = 1)
-  if (ids.empty()) {
-    for (int i = 0; i < V; ++i) out[i] = static_cast<float>(w[i] * inv);
-  } else {
-    std::fill(out, out + V, 0.0f);
-    for (int j = 0; j < n; ++j) out[ids[static_cast<size_t>(j)]] = static_cast<float>(w[j] * inv);
+  float* prob = ws.support.data();
+  for (int j = 0; j < n; ++j) prob[j] = static_cast<float>(w[j] * inv);
+  return SupportDist{n, ids.empty() ? nullptr : ids.data(), prob};
+}
+
+void sample_dist(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
+                 std::span<const int32_t> inputs, float* out, SampleWorkspace& ws) {
+  const SupportDist d = support_dist(logits, V, policy, history, inputs, ws);
+  if (!d.ids) {
+    std::copy(d.prob, d.prob + d.n, out);
+    return;
   }
+  std::fill(out, out + V, 0.0f);
+  for (int j = 0; j < d.n; ++j) out[d.ids[j]] = d.prob[j];
 }
 
 bool penalties_apply(const SamplingPolicy& p) {
@@ -272,9 +293,59 @@ std::span<const int32_t> penalized_tokens(int V, const SamplingPolicy& p, std::s
 
 int32_t argmax(const float* dist, int V) {
   int32_t best = 0;
-  for (int i = 1; i < V; ++i)
+  for (int i = 1; i < V; ++i) {
+    i = static_cast<int>(next_above(dist, i, V, dist[best]));  // also stops at a NaN, which never wins
+    if (i == V) break;
     if (dist[i] > dist[best]) best = i;
+  }
   return best;
+}
+
+int32_t argmax(const SupportDist& d) {
+  // The first largest probability by id; the zeros outside the support never beat a positive one.
+  int best = 0;
+  for (int j = 1; j < d.n; ++j)
+    if (d.prob[j] > d.prob[best]) best = j;
+  return d.n > 0 && d.prob[best] > 0.0f ? d.token(best) : 0;
+}
+
+int32_t sample_from(const SupportDist& d, double u) {
+  double total = 0.0;
+  for (int j = 0; j < d.n; ++j) total += static_cast<double>(d.prob[j]);
+  const double target = u * total;
+  double cum = 0.0;
+  int32_t last = -1;
+  for (int j = 0; j < d.n; ++j) {
+    if (d.prob[j] <= 0.0f) continue;
+    cum += static_cast<double>(d.prob[j]);
+    last = d.token(j);
+    if (cum > target) return last;
+  }
+  return last < 0 ? argmax(d) : last;
+}
+
+int32_t sample_excluding(const SupportDist& d, int32_t x, double u) {
+  double total = 0.0;
+  for (int j = 0; j < d.n; ++j)
+    if (d.token(j) != x) total += static_cast<double>(d.prob[j]);
+  if (!(total > 0.0)) return x;
+  const double target = u * total;
+  double cum = 0.0;
+  int32_t last = x;
+  for (int j = 0; j < d.n; ++j) {
+    if (d.token(j) == x || d.prob[j] <= 0.0f) continue;
+    cum += static_cast<double>(d.prob[j]);
+    last = d.token(j);
+    if (cum > target) return last;
+  }
+  return last;
+}
+
+float prob_of(const SupportDist& d, int32_t x) {
+  if (!d.ids) return x >= 0 && x < d.n ? d.prob[x] : 0.0f;
+  const int32_t* end = d.ids + d.n;
+  const int32_t* it = std::lower_bound(d.ids, end, x);
+  return it != end && *it == x ? d.prob[it - d.ids] : 0.0f;
 }
 
 int32_t sample_from(const float* dist, int V, double u) {
@@ -317,10 +388,9 @@ int32_t sample_logits(const float* logits, int V, const SamplingPolicy& policy, 
     ws.peak = 1.0;
     return greedy_argmax(logits, V);
   }
-  ws.dist.resize(static_cast<size_t>(V > 0 ? V : 0));
-  sample_dist(logits, V, policy, history, inputs, ws.dist.data(), ws);
-  if (policy.temperature == 0.0f) return argmax(ws.dist.data(), V);
-  return sample_from(ws.dist.data(), V, rng.uniform());
+  const SupportDist d = support_dist(logits, V, policy, history, inputs, ws);
+  if (policy.temperature == 0.0f) return d.token(0);  // the one token of the one-hot
+  return sample_from(d, rng.uniform());
 }
 
 }  // namespace strata::sampling

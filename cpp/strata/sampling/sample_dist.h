@@ -22,11 +22,28 @@ struct SampleWorkspace {
   std::vector<uint32_t> seen;  // per-token stamp: distinct-token bookkeeping for the penalties
   uint32_t stamp = 0;
   std::vector<int32_t> penalized;  // penalized_tokens' result
-  std::vector<float> dist;         // verify_window's per-row distribution
+  std::vector<float> support;      // support_dist's probabilities
+  int32_t greedy_token = -1;       // support_dist's one token at temperature 0
   // The largest probability of the distribution the last sample_dist / sample_logits formed (1 at
   // temperature 0): adaptive speculation's bound on a draft's acceptance (draft/adaptive.h, "Peak bound").
   double peak = 1.0;
 };
+
+// A distribution on its support, as sample_dist forms it before writing V floats: token(j) has
+// probability prob[j] (j < n, ids ascending), every other token 0. ids == nullptr: every token, token(j)
+// = j. Points into the workspace: valid until its next use. Sampling from it gives bitwise the token
+// sampling from sample_dist's V floats gives (the zeros add nothing to any sum), without V-sized passes
+// when top-k (<= 256) or temperature 0 left few candidates.
+struct SupportDist {
+  int n = 0;
+  const int32_t* ids = nullptr;
+  const float* prob = nullptr;
+  int32_t token(int j) const { return ids ? ids[j] : j; }
+};
+
+// sample_dist's distribution on its support (same stages, same errors, same ws.peak).
+SupportDist support_dist(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
+                         std::span<const int32_t> inputs, SampleWorkspace& ws);
 
 // Writes V probabilities to out[0..V) (zero outside the support; they sum to 1 up to float rounding).
 // history: committed tokens before the window's inputs; inputs: the window's tokens after them
@@ -56,6 +73,13 @@ int32_t sample_from(const float* dist, int V, double u);
 // Draws from dist with token `x` removed and the rest renormalised (norm(max(p − onehot(x), 0))).
 // If nothing else has mass, returns x.
 int32_t sample_excluding(const float* dist, int V, int32_t x, double u);
+
+// The same three on a SupportDist (bitwise what they return on its V floats).
+int32_t argmax(const SupportDist& d);
+int32_t sample_from(const SupportDist& d, double u);
+int32_t sample_excluding(const SupportDist& d, int32_t x, double u);
+// Token x's probability in d (0 outside the support).
+float prob_of(const SupportDist& d, int32_t x);
 
 // sample_dist then one draw (temperature 0: the argmax, drawing nothing from rng).
 int32_t sample_logits(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,

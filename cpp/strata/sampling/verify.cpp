@@ -30,28 +30,27 @@ VerifyResult verify_window(const float* logits, int V, std::span<const int32_t> 
     }
     return r;  // unreachable: row k always returns
   }
-  ws.dist.resize(static_cast<size_t>(V));
-  float* p = ws.dist.data();
+  // Each row's distribution on its support (top-k's candidates): no V-sized pass per row.
   const bool greedy_rows = mode == SpecSample::Greedy;
   for (int i = 0; i <= k; ++i) {
     const float* row = logits + static_cast<size_t>(i) * static_cast<size_t>(V);
-    sample_dist(row, V, policy, history, drafts.first(static_cast<size_t>(i)), p, ws);
+    const SupportDist p = support_dist(row, V, policy, history, drafts.first(static_cast<size_t>(i)), ws);
     if (i == k) {  // every draft kept: the next token comes from the last row
       r.accepted = k;
-      r.next_token = sample_from(p, V, rng.uniform());
+      r.next_token = sample_from(p, rng.uniform());
       return r;
     }
     const int32_t x = drafts[static_cast<size_t>(i)];
     if (greedy_rows) {
-      const int32_t best = argmax(p, V);
+      const int32_t best = argmax(p);
       if (x == best) continue;
       r.accepted = i;
-      r.next_token = sample_from(p, V, rng.uniform());
+      r.next_token = sample_from(p, rng.uniform());
       return r;
     }
-    if (rng.uniform() < static_cast<double>(p[x])) continue;  // accepted with probability p_i(x)
+    if (rng.uniform() < static_cast<double>(prob_of(p, x))) continue;  // accepted with probability p_i(x)
     r.accepted = i;
-    r.next_token = sample_excluding(p, V, x, rng.uniform());
+    r.next_token = sample_excluding(p, x, rng.uniform());
     return r;
   }
   return r;  // unreachable: the loop returns at i == k

@@ -127,8 +127,22 @@ void swiglu_avx2(const float* g, const float* u, float* h, int64_t n) {
   }
 }
 
-const VecKernels kAvx2{dot_f32_avx2,       dot_i8_avx2,         axpy_f32_avx2, axpy_i8_avx2,
-                       dot_f32_fused_avx2, axpy_f32_fused_avx2, exp_avx2,      swiglu_avx2};
+int64_t first_above_avx2(const float* x, int64_t n, float floor) {
+  // x > floor (false on NaN), or not x < +inf (NaN or +inf, the unordered predicate): the scalar test.
+  const __m256 f = _mm256_set1_ps(floor), inf = _mm256_set1_ps(__builtin_inff());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const int m = _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(v, f, _CMP_GT_OQ), _mm256_cmp_ps(v, inf, _CMP_NLT_UQ)));
+    if (m) return i + __builtin_ctz(static_cast<unsigned>(m));
+  }
+  for (; i < n; ++i)
+    if (x[i] > floor || !(x[i] < __builtin_inff())) return i;
+  return n;
+}
+
+const VecKernels kAvx2{dot_f32_avx2,        dot_i8_avx2, axpy_f32_avx2, axpy_i8_avx2,    dot_f32_fused_avx2,
+                       axpy_f32_fused_avx2, exp_avx2,    swiglu_avx2,   first_above_avx2};
 
 }  // namespace
 

@@ -68,6 +68,23 @@ void swiglu_avx512(const float* g, const float* u, float* h, int64_t n) {
   }
 }
 
+int64_t first_above_avx512(const float* x, int64_t n, float floor) {
+  const __m512 f = _mm512_set1_ps(floor), inf = _mm512_set1_ps(__builtin_inff());
+  auto hits = [&](__m512 v) {
+    return static_cast<unsigned>(_mm512_cmp_ps_mask(v, f, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, inf, _CMP_NLT_UQ));
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    if (const unsigned m = hits(_mm512_loadu_ps(x + i))) return i + __builtin_ctz(m);
+  if (i < n) {
+    const __mmask16 t = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    // Lanes past n load -inf, which nothing is above.
+    if (const unsigned m = hits(_mm512_mask_loadu_ps(_mm512_set1_ps(-__builtin_inff()), t, x + i)) & t)
+      return i + __builtin_ctz(m);
+  }
+  return n;
+}
+
 }  // namespace
 
 const VecKernels& vec_kernels_avx512() {
@@ -75,6 +92,7 @@ const VecKernels& vec_kernels_avx512() {
     VecKernels t = vec_kernels_avx2();
     t.exp = exp_avx512;
     t.swiglu = swiglu_avx512;
+    t.first_above = first_above_avx512;
     return t;
   }();
   return k;
