@@ -436,6 +436,23 @@ TEST(mtp_matches_naive_reference_and_batches_bitwise) {
   strata::engine::Mtp mtp2(*mc_model, mc);
   mtp2.run(H.data(), next.data(), 1, 0, true);
   CHECK(mtp2.draft_token(0) >= 3 && mtp2.draft_token(0) < 3 + 23);
+  // head_q4 (the product's default): a gathered head stored wider than Q4_0 becomes Q4_0 (repacked or
+  // not), its logits move by that rounding only; a view of the main head (contiguous ids) stays as stored.
+  CHECK(mtp.head_type() == strata::quant::GGMLType::F32);
+  strata::engine::MtpConfig q4c = mc;
+  q4c.head_q4 = true;
+  strata::engine::Mtp q4(*model, q4c);
+  CHECK(q4.head_type() == strata::quant::GGMLType::Q4_0 || q4.head_type() == strata::quant::GGMLType::Q4_0_R16);
+  q4.run(H.data(), next.data(), 1, 0, true);
+  mtp.run(H.data(), next.data(), 1, 0, true);
+  double moved = 0, scale = 1;
+  for (uint32_t v = 0; v < hp.mtp_vocab; ++v) {
+    moved = std::max(moved, static_cast<double>(std::fabs(q4.draft_logits(0)[v] - mtp.draft_logits(0)[v])));
+    scale = std::max(scale, static_cast<double>(std::fabs(mtp.draft_logits(0)[v])));
+  }
+  CHECK_MSG(moved > 1e-5 && moved / scale < 0.2, "Q4_0 head moved the logits by " + std::to_string(moved));
+  strata::engine::Mtp q4view(*mc_model, q4c);
+  CHECK(q4view.head_type() == mtp2.head_type());
 }
 
 TEST(no_allocation_per_token) {

@@ -32,6 +32,7 @@ def _engine(path: Path, cfg: StrataConfig, **kw: object) -> _strata.Engine:
     # reference's window W is (p - W, p], a draft row's STRATA_METAL_MTP_WIN = W reads [p - W, p] (W + 1
     # cells), so the engine gets W - 1; a full-causal reference gets a window past the context.
     window = cfg.sliding_window - 1 if cfg.sliding_window > 0 else 2051
+    kw.setdefault("mtp_head_q4", False)  # the head as stored, as the reference multiplies it
     return engine(path, n_threads=2, max_ctx=128, mtp_sink=cfg.sink_count, mtp_window=window, **kw)
 
 
@@ -140,6 +141,22 @@ def test_mtp_draft_matches_reference_chain(models: dict, off: tuple[str, ...]) -
     for j, step in enumerate(chain):
         assert _rel_diff(logits[j], step.logits.numpy()) <= 1e-4
     assert set(int(i) for i in ids) <= set(int(v) for v in eng.mtp_vocab_ids)
+
+
+def test_mtp_head_in_q4_0_changes_only_the_heads_rounding(models: dict) -> None:
+    # The default (mtp_head_q4): the restricted head, a gathered copy of F32 output rows here, requantized
+    # to Q4_0. The logits move by Q4_0's rounding of the head and no more; every draft step still runs.
+    cfg, path = models[()]
+    exact, q4 = _engine(path, cfg), _engine(path, cfg, mtp_head_q4=True)
+    prompt = _prompt(cfg, 20, seed=4)
+    t = int(np.argmax(exact.eval(prompt)))
+    q4.eval(prompt)
+    a, ids_a = exact.mtp_draft(t, n_steps=1)
+    b, ids_b = q4.mtp_draft(t, n_steps=1)
+    diff = _rel_diff(b[0], a[0])
+    assert 1e-4 < diff <= 0.15, diff
+    assert float(np.corrcoef(a[0], b[0])[0, 1]) > 0.98
+    assert set(int(i) for i in ids_b) <= set(int(v) for v in q4.mtp_vocab_ids)
 
 
 def test_quantized_weights_match_dequantized_reference(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ constexpr const char* kSink = "STRATA_METAL_MTP_SINK";
 constexpr const char* kWin = "STRATA_METAL_MTP_WIN";
 constexpr const char* kMtpQ4 = "STRATA_METAL_MTP_Q4";
 constexpr const char* kMtpQ5 = "STRATA_METAL_MTP_Q5";
+constexpr const char* kMtpHeadQ4 = "STRATA_METAL_MTP_HEAD_Q4";
 constexpr const char* kSpecSample = "STRATA_SPEC_SAMPLE";
 constexpr const char* kKvType = "STRATA_KV_TYPE";
 constexpr const char* kMoceBonus = "STRATA_MOCE_BONUS";
@@ -161,6 +162,8 @@ const std::vector<SettingInfo>& known_settings() {
       {kWin, "mtp", "256", "integer 1..2051; drafter attention window in cells"},
       {kMtpQ4, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q4_0 (Lloyd) at load"},
       {kMtpQ5, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q5_0 at load"},
+      {kMtpHeadQ4, "mtp", "1",
+       "1 or 0; the drafter's restricted-vocabulary head (a gathered copy) in Q4_0 when stored wider"},
       {kSpecSample, "sampling", "exact", "exact | greedy: verification rule for temperature > 0"},
       {kKvType, "kv", "auto",
        "auto | f32 | f16 | int8: how K/V cells are stored (auto: int8 for strata, fp16 for qwen3moe / glm4moe "
@@ -229,7 +232,7 @@ ParseResult parse_settings(const EnvMap& env) {
 
   // MTP drafter cells.
   {
-    Group g{"MTP settings ignored, defaults sink 64 / window 256 / no drafter requant apply"};
+    Group g{"MTP settings ignored, defaults sink 64 / window 256 / no drafter requant / Q4_0 head apply"};
     MtpCellSettings m;
     if (const auto* v = find(env, kSink))
       if (auto x = g.take(kSink, parse_int(*v, 0, 1024))) m.sink = static_cast<int>(*x);
@@ -249,6 +252,7 @@ ParseResult parse_settings(const EnvMap& env) {
     };
     flag(kMtpQ4, m.q4);
     flag(kMtpQ5, m.q5);
+    flag(kMtpHeadQ4, m.head_q4);
     if (m.q4 && m.q5) g.reject(kMtpQ4, std::string("and ") + kMtpQ5 + " are both 1; choose one drafter format");
     if (g.failed())
       out.diagnostics.push_back(g.diagnostic());

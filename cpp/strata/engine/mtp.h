@@ -62,6 +62,13 @@ struct MtpConfig {
   int expert_layer = 0;                     // the MTP block's layer in the store (= the MoE layers' count)
   // Stream mode: draft rows route among the resident experts (BlockContext::resident_only).
   bool resident_only = false;
+  // A restricted-vocabulary head gathered from scattered output rows (strata's nextn vocab_ids) is a copy
+  // of its own: stored wider than Q4_0 (Q8_0 in the demo model), it is requantized to Q4_0 (ggml's rule)
+  // and repacked. A draft step reads it whole (~40 % of the step), and only the drafts can change: the
+  // verifier's head is untouched, so the output is exact either way. Views of the main head stay as they are.
+  // Off here (the file's head, what the reference tests check); the product's setting turns it on
+  // (config::MtpCellSettings::head_q4, STRATA_METAL_MTP_HEAD_Q4 = 1 by default).
+  bool head_q4 = false;
 };
 
 class Mtp {
@@ -94,6 +101,8 @@ class Mtp {
   const float* out_streams(int r) const;   // [n][d] before the HyperHead
   const float* draft_logits(int r) const;  // [Vr]
   int32_t draft_token(int r) const;        // vocab_ids[argmax] (ties to the lower index)
+  // The restricted head's storage type (MtpConfig::head_q4: Q4_0 / Q4_0_R16 for a gathered wider head).
+  quant::GGMLType head_type() const { return head_.type; }
 
   // A chain of n_steps draft steps from streams H at position p and next token t = t_{p+1}:
   // step j runs at position p + j with the previous step's output streams and draft token.
