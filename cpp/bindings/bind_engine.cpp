@@ -146,9 +146,11 @@ class PyEngine {
     }
     const config::Settings& st = a.settings;
     a.experts = store_config(st.experts, expert_page_cache_probe);
-    a.requant = st.mtp.q4   ? model::DrafterRequant::Q4
-                : st.mtp.q5 ? model::DrafterRequant::Q5
-                            : model::DrafterRequant::Off;
+    // The drafter's format: R-11's when asked for, else (CPU backend) the default Q4_0 by ggml's rule.
+    a.requant = st.mtp.q4                                          ? model::DrafterRequant::Q4
+                : st.mtp.q5                                        ? model::DrafterRequant::Q5
+                : st.mtp.draft_q4 && backend_ == mtl::Backend::Cpu ? model::DrafterRequant::Q4Ggml
+                                                                   : model::DrafterRequant::Off;
     spec_.retention = st.retention;
     spec_.mode = st.spec_sample;
     spec_.window_cut = st.moce.window_cut;
@@ -394,7 +396,7 @@ class PyEngine {
     cfg.mtp_window = a.settings.mtp.window;
     cfg.encode_mtp = a.encode_mtp;
     cfg.mtp_requant = a.requant;
-    cfg.mtp_head_q4 = a.settings.mtp.head_q4;
+    cfg.mtp_draft_q4 = a.settings.mtp.draft_q4;
     cfg.repack = a.repack;
     requant_ = a.requant;
     // mmap mode: one prepared copy of the weights per file and load settings in the process, shared by

@@ -36,7 +36,7 @@ py::dict settings_dict(const config::Settings& s) {
   mtp["sink"] = s.mtp.sink;
   mtp["window"] = s.mtp.window;
   mtp["q4"] = s.mtp.q4;
-  mtp["head_q4"] = s.mtp.head_q4;
+  mtp["draft_q4"] = s.mtp.draft_q4;
   mtp["q5"] = s.mtp.q5;
   py::dict metal;
   metal["metallib"] = s.metal.metallib;

@@ -90,7 +90,7 @@ SETTINGS: tuple[Setting, ...] = (
             "projections, fc and shared expert to Q4_0 (Lloyd fit) at load (not with _Q5)", True),
     Setting("STRATA_METAL_MTP_Q5", "mtp_q5", "mtp", "0", "1 or 0; requantize the same drafter weights to "
             "Q5_0 at load (not with STRATA_METAL_MTP_Q4)", True),
-    Setting("STRATA_METAL_MTP_HEAD_Q4", "mtp_head_q4", "mtp", "1", "1 or 0; the drafter's restricted-"
+    Setting("STRATA_METAL_MTP_DRAFT_Q4", "mtp_draft_q4", "mtp", "1", "1 or 0; the drafter's restricted-"
             "vocabulary head (a gathered copy of output rows) in Q4_0 when stored wider (drafts only)", True),
     Setting("STRATA_MOCE_BONUS", "moce_bonus", "moce", "0",
             "log-bonus λ in [-8, 8]; resident expert scores are scaled by e^λ when e^λ > 1", True),
@@ -210,7 +210,7 @@ class Config:
         mtp_q4, mtp_q5: low-bit drafter weights (the drafter-format rule, docs/drafting.md):
             requantize the MTP block's q/o projections, fc_embedding, fc_hidden and shared expert to
             Q4_0 (Lloyd) resp. Q5_0 at load; not both.
-        mtp_head_q4: the drafter's restricted-vocabulary head, when it is a gathered copy of the output
+        mtp_draft_q4: the drafter's restricted-vocabulary head, when it is a gathered copy of the output
             rows stored wider than Q4_0 (the demo model's Q8_0), requantized to Q4_0 per session: a draft
             step reads it whole. Only the drafts can change; the verified output is exact either way.
         moce_bonus, moce_rank1, moce_protect, moce_draft: cache-aware MOCE routing (docs/routing.md);
@@ -264,7 +264,7 @@ class Config:
     mtp_window: int = 256
     mtp_q4: bool = False
     mtp_q5: bool = False
-    mtp_head_q4: bool = True
+    mtp_draft_q4: bool = True
     moce_bonus: float = 0.0
     moce_rank1: float = 1.0
     moce_protect: int = 0
@@ -350,7 +350,7 @@ class Config:
             "mtp_window": int(native["mtp"]["window"]),
             "mtp_q4": bool(native["mtp"]["q4"]),
             "mtp_q5": bool(native["mtp"]["q5"]),
-            "mtp_head_q4": bool(native["mtp"]["head_q4"]),
+            "mtp_draft_q4": bool(native["mtp"]["draft_q4"]),
             "moce_bonus": float(native["moce"]["log_bonus"]),
             "moce_rank1": float(native["moce"]["rank1"]),
             "moce_protect": int(native["moce"]["protect"]),
@@ -428,7 +428,7 @@ class Config:
             "STRATA_METAL_MTP_WIN": str(self.mtp_window),
             "STRATA_METAL_MTP_Q4": "1" if self.mtp_q4 else "0",
             "STRATA_METAL_MTP_Q5": "1" if self.mtp_q5 else "0",
-            "STRATA_METAL_MTP_HEAD_Q4": "1" if self.mtp_head_q4 else "0",
+            "STRATA_METAL_MTP_DRAFT_Q4": "1" if self.mtp_draft_q4 else "0",
             "STRATA_MOCE_BONUS": _num(self.moce_bonus),
             "STRATA_MOCE_RANK1": _num(self.moce_rank1),
             "STRATA_MOCE_PROTECT": str(self.moce_protect),
@@ -499,7 +499,7 @@ class Config:
         need(isinstance(self.draft_chained, bool), "draft_chained", "True or False")
         need(isinstance(self.mtp_q4, bool), "mtp_q4", "True or False")
         need(isinstance(self.mtp_q5, bool), "mtp_q5", "True or False")
-        need(isinstance(self.mtp_head_q4, bool), "mtp_head_q4", "True or False")
+        need(isinstance(self.mtp_draft_q4, bool), "mtp_draft_q4", "True or False")
         need(self.speculative is None or isinstance(self.speculative, bool), "speculative",
              "None (auto), True or False")
         need(isinstance(self.spec_sample, str), "spec_sample", "'exact' or 'greedy'")

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "strata/config/settings.h"
@@ -122,6 +123,35 @@ TEST(off_changes_nothing_and_bad_widths_are_refused) {
   o.ff_shared = 16;  // ffn_down_shexp has 16 columns
   auto bad = tiny_model(o);
   CHECK_THROWS(strata::model::requant_drafter(*bad, DrafterRequant::Q4, nullptr));
+}
+
+TEST(q4_ggml_requantizes_only_what_is_wider_and_never_refuses) {
+  // The default drafter format: ggml's Q4_0 rule on the R-11 set, but only where that saves bytes and the
+  // columns allow it; the rest keep their bytes (a model must still load).
+  auto m = tiny_model(opts(GGMLType::F32));
+  MtpWeights& w = *m->mtp;
+  std::vector<std::vector<uint8_t>> want;
+  for (Weight* x : changed(w)) want.push_back(expected(*x, GGMLType::Q4_0, strata::quant::QuantMethod::Ggml));
+  const auto rep = strata::model::requant_drafter(*m, DrafterRequant::Q4Ggml, nullptr);
+  CHECK_EQ(rep.tensors, 7);
+  auto ch = changed(w);
+  for (std::size_t i = 0; i < ch.size(); ++i) {
+    CHECK(ch[i]->type == GGMLType::Q4_0);
+    CHECK(bytes_of(*ch[i]) == want[i]);
+  }
+  CHECK(std::string(strata::model::drafter_requant_name(DrafterRequant::Q4Ggml)) == "q4-ggml");
+  // Already Q4_0: nothing to gain, nothing touched.
+  auto q4 = tiny_model(opts(GGMLType::Q4_0));
+  const uint8_t* before = q4->mtp->block.attn.q.data;
+  CHECK_EQ(strata::model::requant_drafter(*q4, DrafterRequant::Q4Ggml, nullptr).tensors, 0);
+  CHECK(q4->mtp->block.attn.q.data == before);
+  // 16 columns (ffn_down_shexp): that tensor is skipped where R-11's Q4 refuses the model.
+  TinyOptions o = opts(GGMLType::F32);
+  o.ff_shared = 16;
+  auto odd = tiny_model(o);
+  const uint8_t* down = odd->mtp->block.moe.sh_down.data;
+  CHECK_EQ(strata::model::requant_drafter(*odd, DrafterRequant::Q4Ggml, nullptr).tensors, 6);
+  CHECK(odd->mtp->block.moe.sh_down.data == down);
 }
 
 TEST(runner_with_requant_drafts_and_keeps_main_logits) {

@@ -16,6 +16,9 @@ from strata import _strata
 def engine(path: str | Path, *, backend: str = "cpu", n_threads: int = 0, max_ctx: int = 0, max_rows: int = 0,
            encode_mtp: bool = True, expert_page_cache_probe: bool = False, moce: Any = None,
            **settings: Any) -> _strata.Engine:
+    # The drafter as stored: the tests here check its math against references multiplying the file's
+    # weights (the product's default requantizes it to Q4_0, Config.mtp_draft_q4; tests that want it say so).
+    settings.setdefault("mtp_draft_q4", False)
     cache = settings.get("expert_cache")
     if isinstance(cache, float):
         settings["expert_cache"] = f"{cache * 100:g}%"

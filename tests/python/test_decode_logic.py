@@ -97,7 +97,7 @@ def test_rng_state_round_trip_and_verify_window() -> None:
 
 def test_settings_parser() -> None:
     s = decode.parse_settings({})
-    assert s["mtp"] == {"sink": 64, "window": 256, "q4": False, "q5": False, "head_q4": True}
+    assert s["mtp"] == {"sink": 64, "window": 256, "q4": False, "q5": False, "draft_q4": True}
     assert s["retention"]["policy_on"] is False and s["spec_sample"] == "exact"
     env = {"STRATA_METAL_SPEC_MIN_P_SCHEDULE": " 0.5, 0.25 ", "STRATA_MOCE_BONUS": "0.85"}
     s = decode.parse_settings(env)

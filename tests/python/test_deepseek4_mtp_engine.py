@@ -52,7 +52,7 @@ def test_draft_rows_equal_the_reference(built: tuple[Any, MtpReference, Path, Pa
     model, ref, main, mtp_file = built
     prompt = TOKENS[:prompt_len]
     eng = _strata.Engine(str(main), n_threads=1, max_ctx=64, mtp_model=str(mtp_file),
-                         settings=strata.Config(mtp_sink=0, mtp_window=2051).native())
+                         settings=strata.Config(mtp_sink=0, mtp_window=2051, mtp_draft_q4=False).native())
     assert eng.has_mtp
     t = int(eng.eval(prompt).argmax())
     steps = 5  # 20 + 5 positions: the chain runs past the sliding window of 16
@@ -71,7 +71,8 @@ def test_committed_rows_equal_the_reference(built: tuple[Any, MtpReference, Path
     """After more committed tokens than the window (the drafter's cells encoded as decoding goes), a
     draft from the last position still equals the reference over all committed rows."""
     model, ref, main, mtp_file = built
-    eng = _strata.Engine(str(main), n_threads=1, max_ctx=64, mtp_model=str(mtp_file))
+    eng = _strata.Engine(str(main), n_threads=1, max_ctx=64, mtp_model=str(mtp_file),
+                         settings=strata.Config(mtp_draft_q4=False).native())  # the drafter as stored
     prompt = TOKENS[:30]
     eng.eval(prompt[:12])
     for i in range(12, 30):  # single-token steps encode the MTP cells one by one

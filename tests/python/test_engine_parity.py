@@ -32,7 +32,6 @@ def _engine(path: Path, cfg: StrataConfig, **kw: object) -> _strata.Engine:
     # reference's window W is (p - W, p], a draft row's STRATA_METAL_MTP_WIN = W reads [p - W, p] (W + 1
     # cells), so the engine gets W - 1; a full-causal reference gets a window past the context.
     window = cfg.sliding_window - 1 if cfg.sliding_window > 0 else 2051
-    kw.setdefault("mtp_head_q4", False)  # the head as stored, as the reference multiplies it
     return engine(path, n_threads=2, max_ctx=128, mtp_sink=cfg.sink_count, mtp_window=window, **kw)
 
 
@@ -144,10 +143,10 @@ def test_mtp_draft_matches_reference_chain(models: dict, off: tuple[str, ...]) -
 
 
 def test_mtp_head_in_q4_0_changes_only_the_heads_rounding(models: dict) -> None:
-    # The default (mtp_head_q4): the restricted head, a gathered copy of F32 output rows here, requantized
+    # The default (mtp_draft_q4): the restricted head, a gathered copy of F32 output rows here, requantized
     # to Q4_0. The logits move by Q4_0's rounding of the head and no more; every draft step still runs.
     cfg, path = models[()]
-    exact, q4 = _engine(path, cfg), _engine(path, cfg, mtp_head_q4=True)
+    exact, q4 = _engine(path, cfg), _engine(path, cfg, mtp_draft_q4=True)
     prompt = _prompt(cfg, 20, seed=4)
     t = int(np.argmax(exact.eval(prompt)))
     q4.eval(prompt)

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(not DEMO_MODEL_PATH.is_file(), reason="demo mode
 
 
 def test_drafter_quant_errors_and_bytes() -> None:
-    eng = _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=8, max_rows=4, encode_mtp=False)
+    eng = _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=8, max_rows=4, encode_mtp=False,
+                         settings=strata.Config(mtp_draft_q4=False).native())
     errs = dq.gemv_errors(eng, n_inputs=8)
     assert [e.name for e in errs] == list(dq.REQUANT_TENSORS)
     for e in errs:
@@ -26,6 +27,8 @@ def test_drafter_quant_errors_and_bytes() -> None:
     off, q5, q4 = (dq.draft_step_bytes(path, s) for s in (None, "q5", "q4"))
     assert off[0] - q5[0] == off[1] - q5[1] > 0 and q5[0] > q4[0]
     assert q4[1] * 34 == off[1] * 18  # Q8_0 (34 bytes per 32) -> Q4_0 (18 bytes per 32)
+    q4g = dq.draft_step_bytes(path, "q4-ggml")  # the default: the same tensors, and the head, in Q4_0
+    assert q4g[1] == q4[1] and q4[0] - q4g[0] == 4096 * (34 - 18) * 384 // 32
 
 
 def test_record_rounds_is_a_retention_rounds_file(tmp_path) -> None:

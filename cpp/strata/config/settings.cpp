@@ -21,7 +21,7 @@ constexpr const char* kSink = "STRATA_METAL_MTP_SINK";
 constexpr const char* kWin = "STRATA_METAL_MTP_WIN";
 constexpr const char* kMtpQ4 = "STRATA_METAL_MTP_Q4";
 constexpr const char* kMtpQ5 = "STRATA_METAL_MTP_Q5";
-constexpr const char* kMtpHeadQ4 = "STRATA_METAL_MTP_HEAD_Q4";
+constexpr const char* kMtpDraftQ4 = "STRATA_METAL_MTP_DRAFT_Q4";
 constexpr const char* kSpecSample = "STRATA_SPEC_SAMPLE";
 constexpr const char* kKvType = "STRATA_KV_TYPE";
 constexpr const char* kMoceBonus = "STRATA_MOCE_BONUS";
@@ -162,7 +162,7 @@ const std::vector<SettingInfo>& known_settings() {
       {kWin, "mtp", "256", "integer 1..2051; drafter attention window in cells"},
       {kMtpQ4, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q4_0 (Lloyd) at load"},
       {kMtpQ5, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q5_0 at load"},
-      {kMtpHeadQ4, "mtp", "1",
+      {kMtpDraftQ4, "mtp", "1",
        "1 or 0; the drafter's restricted-vocabulary head (a gathered copy) in Q4_0 when stored wider"},
       {kSpecSample, "sampling", "exact", "exact | greedy: verification rule for temperature > 0"},
       {kKvType, "kv", "auto",
@@ -252,7 +252,7 @@ ParseResult parse_settings(const EnvMap& env) {
     };
     flag(kMtpQ4, m.q4);
     flag(kMtpQ5, m.q5);
-    flag(kMtpHeadQ4, m.head_q4);
+    flag(kMtpDraftQ4, m.draft_q4);
     if (m.q4 && m.q5) g.reject(kMtpQ4, std::string("and ") + kMtpQ5 + " are both 1; choose one drafter format");
     if (g.failed())
       out.diagnostics.push_back(g.diagnostic());

@@ -54,9 +54,10 @@ struct MtpCellSettings {
   int window = 256;  // 1..2051
   bool q4 = false;   // Q4_0 (Lloyd fit)
   bool q5 = false;   // Q5_0
-  // The drafter's restricted-vocabulary head (a gathered copy of output rows) in Q4_0: a draft step reads
-  // it whole (STRATA_METAL_MTP_HEAD_Q4; engine/mtp.h).
-  bool head_q4 = true;
+  // The drafter in Q4_0 by ggml's rule where stored wider (STRATA_METAL_MTP_DRAFT_Q4, CPU backend): the
+  // R-11 tensors at load unless q4 / q5 choose their format (model::DrafterRequant::Q4Ggml), and the
+  // restricted-vocabulary head when it is a gathered copy (engine::MtpConfig::head_q4). Drafts only.
+  bool draft_q4 = true;
 };
 
 // The Metal backend: STRATA_METALLIB (the path of strata.metallib, for backend "metal") and

@@ -67,7 +67,7 @@ struct MtpConfig {
   // and repacked. A draft step reads it whole (~40 % of the step), and only the drafts can change: the
   // verifier's head is untouched, so the output is exact either way. Views of the main head stay as they are.
   // Off here (the file's head, what the reference tests check); the product's setting turns it on
-  // (config::MtpCellSettings::head_q4, STRATA_METAL_MTP_HEAD_Q4 = 1 by default).
+  // (config::MtpCellSettings::draft_q4, STRATA_METAL_MTP_DRAFT_Q4 = 1 by default).
   bool head_q4 = false;
 };
 

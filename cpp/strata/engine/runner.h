@@ -22,8 +22,8 @@ struct RunnerConfig {
   routing::MoceParams moce;            // expert selection of the main window
   bool drafter_resident = false;       // stream mode: the drafter routes among resident experts (MtpConfig)
   model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // R-11 (STRATA_METAL_MTP_Q4 / _Q5)
-  bool mtp_head_q4 =
-      false;  // the drafter's gathered head in Q4_0 (STRATA_METAL_MTP_HEAD_Q4, on by default there; MtpConfig)
+  bool mtp_draft_q4 = false;  // the drafter's gathered head in Q4_0 (STRATA_METAL_MTP_DRAFT_Q4, on in the product's
+                              // settings; MtpConfig::head_q4)
   std::optional<cpu::RepackMode> repack;  // repacked weights (cpu/repack/repack.h); nullopt = STRATA_REPACK
 };
 

@@ -16,6 +16,7 @@ const char* drafter_requant_name(DrafterRequant r) {
   switch (r) {
     case DrafterRequant::Q4: return "q4";
     case DrafterRequant::Q5: return "q5";
+    case DrafterRequant::Q4Ggml: return "q4-ggml";
     default: return "off";
   }
 }
@@ -24,8 +25,9 @@ namespace {
 
 // Dequantizes w to float, quantizes it into a new owned buffer and repoints w at it.
 void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type, quant::QuantMethod method,
-                    ThreadPool* pool, DrafterRequantReport& rep) {
+                    ThreadPool* pool, DrafterRequantReport& rep, bool only_wider) {
   if (!w.present()) return;
+  if (only_wider && (w.cols % 32 != 0 || quant::row_bytes(w.type, w.cols) <= quant::row_bytes(type, w.cols))) return;
   if (w.cols % 32 != 0)
     throw_error(ErrorKind::Value, std::string("drafter requant: tensor ") + name + " has " + std::to_string(w.cols) +
                                       " columns, not a multiple of 32");
@@ -48,16 +50,17 @@ void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type,
 DrafterRequantReport requant_drafter(Model& m, DrafterRequant r, ThreadPool* pool) {
   DrafterRequantReport rep;
   if (r == DrafterRequant::Off || !m.mtp) return rep;
-  const quant::GGMLType type = r == DrafterRequant::Q4 ? quant::GGMLType::Q4_0 : quant::GGMLType::Q5_0;
+  const quant::GGMLType type = r == DrafterRequant::Q5 ? quant::GGMLType::Q5_0 : quant::GGMLType::Q4_0;
   const quant::QuantMethod method = r == DrafterRequant::Q4 ? quant::QuantMethod::Lloyd : quant::QuantMethod::Ggml;
+  const bool only_wider = r == DrafterRequant::Q4Ggml;
   MtpWeights& w = *m.mtp;
-  requant_weight(m, w.block.attn.q, "attn_q", type, method, pool, rep);
-  requant_weight(m, w.block.attn.o, "attn_output", type, method, pool, rep);
-  requant_weight(m, w.fc_embedding, "fc_embedding", type, method, pool, rep);
-  requant_weight(m, w.fc_hidden, "fc_hidden", type, method, pool, rep);
-  requant_weight(m, w.block.moe.sh_gate, "ffn_gate_shexp", type, method, pool, rep);
-  requant_weight(m, w.block.moe.sh_up, "ffn_up_shexp", type, method, pool, rep);
-  requant_weight(m, w.block.moe.sh_down, "ffn_down_shexp", type, method, pool, rep);
+  requant_weight(m, w.block.attn.q, "attn_q", type, method, pool, rep, only_wider);
+  requant_weight(m, w.block.attn.o, "attn_output", type, method, pool, rep, only_wider);
+  requant_weight(m, w.fc_embedding, "fc_embedding", type, method, pool, rep, only_wider);
+  requant_weight(m, w.fc_hidden, "fc_hidden", type, method, pool, rep, only_wider);
+  requant_weight(m, w.block.moe.sh_gate, "ffn_gate_shexp", type, method, pool, rep, only_wider);
+  requant_weight(m, w.block.moe.sh_up, "ffn_up_shexp", type, method, pool, rep, only_wider);
+  requant_weight(m, w.block.moe.sh_down, "ffn_down_shexp", type, method, pool, rep, only_wider);
   return rep;
 }
 

@@ -16,9 +16,13 @@ namespace strata::model {
 
 class Model;
 
-enum class DrafterRequant { Off, Q4, Q5 };  // Q4 = Q4_0 with the Lloyd fit, Q5 = Q5_0 (ggml rule)
+// Q4 = Q4_0 with the Lloyd fit, Q5 = Q5_0 (ggml rule): R-11, every tensor of the set. Q4Ggml = Q4_0 by
+// ggml's rule, only the tensors stored wider than Q4_0 whose columns are a multiple of 32 (the others
+// keep their bytes, never an error): the default drafter format (STRATA_METAL_MTP_DRAFT_Q4), ~5 ms at
+// load where the Lloyd fit takes ~300 ms on the demo model, for the same acceptance.
+enum class DrafterRequant { Off, Q4, Q5, Q4Ggml };
 
-// "off" / "q4" / "q5".
+// "off" / "q4" / "q5" / "q4-ggml".
 const char* drafter_requant_name(DrafterRequant r);
 
 struct DrafterRequantReport {

@@ -10,8 +10,12 @@ Three measurements of one model's MTP block:
   ``used/E`` of the routed experts, the restricted head rows, one embedding row, the F32 vectors and
   hyper-connection tensors) with the drafter as stored and requantized.
 * **Acceptance**: greedy speculative decoding of fixed held-out-like prompts (files of the CPython
-  standard library that the demo model's recipe holds out) with requant off / q5 / q4: tokens per
-  round and per-step acceptance from ``session.stats``.
+  standard library that the demo model's recipe holds out) with requant off / q5 / q4 / q4-ggml: tokens
+  per round and per-step acceptance from ``session.stats``.
+
+"off" is the drafter as stored (``Config(mtp_draft_q4=False)``); q4 and q5 are R-11's settings alone;
+"q4-ggml" is the default drafter (``Config.mtp_draft_q4``): the same tensors in Q4_0 by ggml's rule where
+stored wider, and the restricted head too.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ REQUANT_TENSORS: tuple[str, ...] = ("attn_q", "attn_output", "fc_embedding", "fc
 # label, type, method; None = the weights as stored.
 FORMATS: tuple[tuple[str, str, str], ...] = (("Q4_0 plain", "Q4_0", "ggml"), ("Q4_0 Lloyd", "Q4_0", "lloyd"),
                                              ("Q5_0", "Q5_0", "ggml"))
-SETTINGS: tuple[str | None, ...] = (None, "q5", "q4")
+SETTINGS: tuple[str | None, ...] = (None, "q5", "q4", "q4-ggml")
 # Files of the standard library the demo recipe holds out (strata_train.heldout, rate 0.025).
 HELDOUT_FILES: tuple[str, ...] = ("abc.py", "ast.py", "io.py", "pkgutil.py", "posixpath.py", "sched.py",
                                   "string.py")
@@ -104,7 +108,7 @@ def draft_step_bytes(path: str, setting: str | None) -> tuple[int, int]:
     used = int(g.value("strata.expert_used_count"))
     n_exp = int(g.value("strata.expert_count"))
     vr = int(g.value("strata.nextn.vocab_size"))
-    fmt = {"q4": "Q4_0", "q5": "Q5_0"}.get(setting or "")
+    fmt = {"q4": "Q4_0", "q5": "Q5_0", "q4-ggml": "Q4_0"}.get(setting or "")
     total = 0
     requant = 0
     for t in g.tensors:
@@ -114,7 +118,8 @@ def draft_step_bytes(path: str, setting: str | None) -> tuple[int, int]:
         nbytes = t.nbytes
         if fmt and base in REQUANT_TENSORS:
             rows, cols = t.numpy_shape[0], t.numpy_shape[-1]
-            nbytes = rows * quant.row_bytes(fmt, cols)
+            nbytes = min(nbytes, rows * quant.row_bytes(fmt, cols)) if setting == "q4-ggml" else \
+                rows * quant.row_bytes(fmt, cols)
         if base in REQUANT_TENSORS:
             requant += nbytes
         if base.endswith("_exps"):
@@ -123,7 +128,10 @@ def draft_step_bytes(path: str, setting: str | None) -> tuple[int, int]:
             nbytes = vr * 4
         total += nbytes
     out_t = g.tensor("output.weight")
-    total += vr * out_t.nbytes // out_t.numpy_shape[0]  # the restricted head's rows
+    head_row = out_t.nbytes // out_t.numpy_shape[0]
+    if setting == "q4-ggml":  # the gathered head in Q4_0 where stored wider (engine/mtp.h)
+        head_row = min(head_row, quant.row_bytes("Q4_0", out_t.numpy_shape[-1]))
+    total += vr * head_row  # the restricted head's rows
     emb = g.tensor("token_embd.weight")
     total += emb.nbytes // emb.numpy_shape[0]  # the draft token's embedding row
     return total, requant
@@ -146,7 +154,7 @@ def acceptance(model_path: str | None, prompts: list[str], max_tokens: int, draf
     texts_off: list[str] = []
     for setting in SETTINGS:
         cfg = strata.Config(threads=threads, speculative=True, draft_steps=draft_steps,
-                            mtp_q4=setting == "q4", mtp_q5=setting == "q5")
+                            mtp_q4=setting == "q4", mtp_q5=setting == "q5", mtp_draft_q4=setting == "q4-ggml")
         gen = rounds = tok = 0
         drafted = [0] * draft_steps
         accepted = [0] * draft_steps
@@ -179,7 +187,8 @@ def acceptance(model_path: str | None, prompts: list[str], max_tokens: int, draf
 def run(model_path: str | None = None, *, max_tokens: int = 96, draft_steps: int = 3, threads: int = 0,
         n_inputs: int = 64, prompts: int | None = None) -> Report:
     path = str(strata.model.DEMO_MODEL_PATH) if model_path is None else model_path
-    engine = _strata.Engine(path, n_threads=threads, max_ctx=16, max_rows=4, encode_mtp=False)
+    engine = _strata.Engine(path, n_threads=threads, max_ctx=16, max_rows=4, encode_mtp=False,
+                            settings=strata.Config(mtp_draft_q4=False).native())  # the stored weights
     if not engine.has_mtp:
         raise strata.InvalidArgument(f"{path}: the model has no MTP layer")
     rep = Report(model=path, tensor_errors=gemv_errors(engine, n_inputs))
