@@ -91,7 +91,7 @@ TEST(requantized_tensors_equal_quantizer_of_dequantized_source) {
       }
       const auto f32_before = kept_f32(w);
       const Weight main_q = m->layers[0].attn.q;
-      const auto rep = strata::model::requant_drafter(*m, r, nullptr);
+      const auto rep = strata::model::requant_drafter(*m, r, nullptr, 5 * 4 * 32);  // slabs of 5 rows
       CHECK_EQ(rep.tensors, 7);
       CHECK(rep.bytes_after < rep.bytes_before);
       CHECK_EQ(m->owned_weights.size(), static_cast<std::size_t>(7));
@@ -132,7 +132,8 @@ TEST(q4_ggml_requantizes_only_what_is_wider_and_never_refuses) {
   MtpWeights& w = *m->mtp;
   std::vector<std::vector<uint8_t>> want;
   for (Weight* x : changed(w)) want.push_back(expected(*x, GGMLType::Q4_0, strata::quant::QuantMethod::Ggml));
-  const auto rep = strata::model::requant_drafter(*m, DrafterRequant::Q4Ggml, nullptr);
+  // A slab of 3 rows' floats: every tensor goes through several slabs, the bytes those of the whole matrix.
+  const auto rep = strata::model::requant_drafter(*m, DrafterRequant::Q4Ggml, nullptr, 3 * 4 * 32);
   CHECK_EQ(rep.tensors, 7);
   auto ch = changed(w);
   for (std::size_t i = 0; i < ch.size(); ++i) {

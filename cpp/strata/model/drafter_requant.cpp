@@ -1,5 +1,6 @@
 #include "strata/model/drafter_requant.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -25,19 +26,25 @@ namespace {
 
 // Dequantizes w to float, quantizes it into a new owned buffer and repoints w at it.
 void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type, quant::QuantMethod method,
-                    ThreadPool* pool, DrafterRequantReport& rep, bool only_wider) {
+                    ThreadPool* pool, DrafterRequantReport& rep, bool only_wider, std::size_t slab_bytes) {
   if (!w.present()) return;
   if (only_wider && (w.cols % 32 != 0 || quant::row_bytes(w.type, w.cols) <= quant::row_bytes(type, w.cols))) return;
   if (w.cols % 32 != 0)
     throw_error(ErrorKind::Value, std::string("drafter requant: tensor ") + name + " has " + std::to_string(w.cols) +
                                       " columns, not a multiple of 32");
   const std::size_t rows = static_cast<std::size_t>(w.rows), cols = static_cast<std::size_t>(w.cols);
-  std::vector<float> f(rows * cols);
-  for (int64_t r = 0; r < w.rows; ++r)
-    quant::dequantize_row(w.type, w.row(r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
   const std::size_t rb = quant::row_bytes(type, w.cols);
   AlignedBuffer<uint8_t> buf(rows * rb);
-  quant::quantize_matrix(type, f.data(), w.rows, w.cols, buf.data(), method, pool);
+  // A slab of rows at a time (every block is quantized on its own, so the bytes are the whole matrix's):
+  // the float copy stays ~slab_bytes however large the drafter, instead of 4 bytes per weight at load.
+  const int64_t slab = std::max<int64_t>(1, static_cast<int64_t>(slab_bytes / (4 * cols)));
+  std::vector<float> f(static_cast<std::size_t>(std::min<int64_t>(slab, w.rows)) * cols);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += slab) {
+    const int64_t n = std::min(slab, w.rows - r0);
+    for (int64_t r = 0; r < n; ++r)
+      quant::dequantize_row(w.type, w.row(r0 + r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
+    quant::quantize_matrix(type, f.data(), n, w.cols, buf.data() + static_cast<std::size_t>(r0) * rb, method, pool);
+  }
   rep.tensors += 1;
   rep.bytes_before += rows * w.row_stride;
   rep.bytes_after += rows * rb;
@@ -47,20 +54,20 @@ void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type,
 
 }  // namespace
 
-DrafterRequantReport requant_drafter(Model& m, DrafterRequant r, ThreadPool* pool) {
+DrafterRequantReport requant_drafter(Model& m, DrafterRequant r, ThreadPool* pool, std::size_t slab_bytes) {
   DrafterRequantReport rep;
   if (r == DrafterRequant::Off || !m.mtp) return rep;
   const quant::GGMLType type = r == DrafterRequant::Q5 ? quant::GGMLType::Q5_0 : quant::GGMLType::Q4_0;
   const quant::QuantMethod method = r == DrafterRequant::Q4 ? quant::QuantMethod::Lloyd : quant::QuantMethod::Ggml;
   const bool only_wider = r == DrafterRequant::Q4Ggml;
   MtpWeights& w = *m.mtp;
-  requant_weight(m, w.block.attn.q, "attn_q", type, method, pool, rep, only_wider);
-  requant_weight(m, w.block.attn.o, "attn_output", type, method, pool, rep, only_wider);
-  requant_weight(m, w.fc_embedding, "fc_embedding", type, method, pool, rep, only_wider);
-  requant_weight(m, w.fc_hidden, "fc_hidden", type, method, pool, rep, only_wider);
-  requant_weight(m, w.block.moe.sh_gate, "ffn_gate_shexp", type, method, pool, rep, only_wider);
-  requant_weight(m, w.block.moe.sh_up, "ffn_up_shexp", type, method, pool, rep, only_wider);
-  requant_weight(m, w.block.moe.sh_down, "ffn_down_shexp", type, method, pool, rep, only_wider);
+  requant_weight(m, w.block.attn.q, "attn_q", type, method, pool, rep, only_wider, slab_bytes);
+  requant_weight(m, w.block.attn.o, "attn_output", type, method, pool, rep, only_wider, slab_bytes);
+  requant_weight(m, w.fc_embedding, "fc_embedding", type, method, pool, rep, only_wider, slab_bytes);
+  requant_weight(m, w.fc_hidden, "fc_hidden", type, method, pool, rep, only_wider, slab_bytes);
+  requant_weight(m, w.block.moe.sh_gate, "ffn_gate_shexp", type, method, pool, rep, only_wider, slab_bytes);
+  requant_weight(m, w.block.moe.sh_up, "ffn_up_shexp", type, method, pool, rep, only_wider, slab_bytes);
+  requant_weight(m, w.block.moe.sh_down, "ffn_down_shexp", type, method, pool, rep, only_wider, slab_bytes);
   return rep;
 }
 

@@ -33,7 +33,9 @@ struct DrafterRequantReport {
 
 // Requantizes the drafter weights of `m` in place (no-op for Off or a model without MTP). Every
 // requantized weight must have a column count that is a multiple of 32 (else Error(Value) naming
-// the tensor). Rows are spread over pool (nullptr: this thread).
-DrafterRequantReport requant_drafter(Model& m, DrafterRequant r, ThreadPool* pool);
+// the tensor). Rows are spread over pool (nullptr: this thread). The float copy of a tensor is made
+// slab_bytes at a time (rows in slabs; the bytes do not depend on it).
+DrafterRequantReport requant_drafter(Model& m, DrafterRequant r, ThreadPool* pool,
+                                     std::size_t slab_bytes = std::size_t{16} << 20);
 
 }  // namespace strata::model
