@@ -471,8 +471,9 @@ class Config:
 
     @property
     def mtp_requant(self) -> str | None:
-        """The drafter weight format (the drafter-format rule, docs/drafting.md): ``"q4"``, ``"q5"`` or
-        ``None`` (weights as stored)."""
+        """The drafter weight format R-11's settings ask for (docs/drafting.md): ``"q4"``, ``"q5"`` or
+        ``None``. ``None`` leaves the default format, ``mtp_draft_q4`` (Q4_0 by ggml's rule where stored
+        wider, CPU backend), which the engine reports as ``Engine.mtp_requant == "q4-ggml"``."""
         return "q4" if self.mtp_q4 else "q5" if self.mtp_q5 else None
 
     @property

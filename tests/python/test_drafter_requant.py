@@ -102,3 +102,20 @@ def test_session_drafts_with_q4() -> None:
     text = "".join(s.generate("import os\n\ndef ", max_tokens=24))
     assert text
     assert s.stats.rounds > 0 and sum(s.stats.drafted) > 0
+
+
+def test_the_default_drafter_format_is_q4_ggml_on_the_cpu_backend() -> None:
+    # Config.mtp_draft_q4 (on by default): the engine reports the format it loaded; the setting off, R-11's
+    # own formats, and the Metal backends keep theirs. A malformed value rejects the mtp group as a whole.
+    def fmt(backend: str = "cpu", **cfg: bool) -> str | None:
+        settings = strata.Config(**cfg).native()
+        eng = _strata.Engine(str(DEMO_MODEL_PATH), backend=backend, max_ctx=16, settings=settings)
+        return eng.mtp_requant
+
+    assert fmt() == "q4-ggml"
+    assert fmt(mtp_draft_q4=False) is None
+    assert fmt(mtp_q4=True) == "q4"
+    assert fmt("metal-emu") is None
+    c, diags = strata.Config.parse_env({"STRATA_METAL_MTP_DRAFT_Q4": "maybe"})
+    assert len(diags) == 1 and "STRATA_METAL_MTP_DRAFT_Q4" in diags[0] and c.mtp_draft_q4 is True
+    assert strata.Config.from_env({"STRATA_METAL_MTP_DRAFT_Q4": "0"}).mtp_draft_q4 is False
