@@ -396,7 +396,7 @@ class PyEngine {
     cfg.mtp_window = a.settings.mtp.window;
     cfg.encode_mtp = a.encode_mtp;
     cfg.mtp_requant = a.requant;
-    cfg.mtp_draft_q4 = a.settings.mtp.draft_q4;
+    cfg.mtp_head_q4 = a.settings.mtp.draft_q4;  // the head's part (the rest is a.requant)
     cfg.repack = a.repack;
     requant_ = a.requant;
     // mmap mode: one prepared copy of the weights per file and load settings in the process, shared by

@@ -90,8 +90,9 @@ SETTINGS: tuple[Setting, ...] = (
             "projections, fc and shared expert to Q4_0 (Lloyd fit) at load (not with _Q5)", True),
     Setting("STRATA_METAL_MTP_Q5", "mtp_q5", "mtp", "0", "1 or 0; requantize the same drafter weights to "
             "Q5_0 at load (not with STRATA_METAL_MTP_Q4)", True),
-    Setting("STRATA_METAL_MTP_DRAFT_Q4", "mtp_draft_q4", "mtp", "1", "1 or 0; the drafter's restricted-"
-            "vocabulary head (a gathered copy of output rows) in Q4_0 when stored wider (drafts only)", True),
+    Setting("STRATA_METAL_MTP_DRAFT_Q4", "mtp_draft_q4", "mtp", "1", "1 or 0; the drafter in Q4_0 (ggml's "
+            "rule) where stored wider: R-11's tensors unless _Q4 / _Q5, and a gathered head (drafts only)",
+            True),
     Setting("STRATA_MOCE_BONUS", "moce_bonus", "moce", "0",
             "log-bonus λ in [-8, 8]; resident expert scores are scaled by e^λ when e^λ > 1", True),
     Setting("STRATA_MOCE_RANK1", "moce_rank1", "moce", "1",

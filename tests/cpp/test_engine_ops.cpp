@@ -342,16 +342,24 @@ TEST(softmax_and_activations) {
   CHECK_NEAR(silu(2.0f), 2.0 / (1.0 + std::exp(-2.0)), 1e-6);
 }
 
-TEST(vec_kernels_isa_paths_are_bitwise_equal) {
-  std::mt19937 g(13);
-  const VecKernels& sc = vec_kernels_scalar();
-  std::vector<const VecKernels*> paths = {&sc};
+namespace {
+// The VecKernels of every ISA path this machine runs, the scalar one first.
+std::vector<const VecKernels*> vec_paths() {
+  std::vector<const VecKernels*> paths = {&vec_kernels_scalar()};
 #if defined(STRATA_HAVE_AVX2_TU)
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
 #endif
 #if defined(STRATA_HAVE_AVX512_TU)
   if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) paths.push_back(&vec_kernels_avx512());
 #endif
+  return paths;
+}
+}  // namespace
+
+TEST(vec_kernels_isa_paths_are_bitwise_equal) {
+  std::mt19937 g(13);
+  const VecKernels& sc = vec_kernels_scalar();
+  const std::vector<const VecKernels*> paths = vec_paths();
   for (int64_t n : {0, 1, 7, 8, 9, 63, 64, 65, 100, 256}) {
     auto a = rnd(g, static_cast<std::size_t>(n) + 1), b = rnd(g, static_cast<std::size_t>(n) + 1);
     std::vector<int8_t> q(static_cast<std::size_t>(n) + 1);
@@ -401,13 +409,7 @@ TEST(vec_kernels_isa_paths_are_bitwise_equal) {
 // the hit in the body, the tail or nowhere.
 TEST(first_above_isa_paths_match_the_rule) {
   std::mt19937 g(17);
-  std::vector<const VecKernels*> paths = {&vec_kernels_scalar()};
-#if defined(STRATA_HAVE_AVX2_TU)
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
-#endif
-#if defined(STRATA_HAVE_AVX512_TU)
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) paths.push_back(&vec_kernels_avx512());
-#endif
+  const std::vector<const VecKernels*> paths = vec_paths();
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   int checked = 0;
   for (int64_t n = 0; n <= 70; ++n)
@@ -452,14 +454,7 @@ TEST(exp_f32_accuracy_and_swiglu_kernels_bitwise) {
 
   std::mt19937 g(29);
   std::uniform_real_distribution<float> wide(-100.0f, 100.0f);
-  const VecKernels& sc = vec_kernels_scalar();
-  std::vector<const VecKernels*> paths = {&sc};
-#if defined(STRATA_HAVE_AVX2_TU)
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx2)) paths.push_back(&vec_kernels_avx2());
-#endif
-#if defined(STRATA_HAVE_AVX512_TU)
-  if (strata::cpu::isa_supported(strata::cpu::Isa::Avx512)) paths.push_back(&vec_kernels_avx512());
-#endif
+  const std::vector<const VecKernels*> paths = vec_paths();
   const float special[] = {0.0f, -0.0f, -87.0f, -87.0001f, 88.0f, 88.0001f, -INFINITY, INFINITY, 1e-40f, -3.5f};
   for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 64, 100, 1000}) {
     std::vector<float> x(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(n));

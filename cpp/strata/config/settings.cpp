@@ -163,7 +163,8 @@ const std::vector<SettingInfo>& known_settings() {
       {kMtpQ4, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q4_0 (Lloyd) at load"},
       {kMtpQ5, "mtp", "0", "1 or 0; requantize the drafter's q/o, fc and shared expert to Q5_0 at load"},
       {kMtpDraftQ4, "mtp", "1",
-       "1 or 0; the drafter's restricted-vocabulary head (a gathered copy) in Q4_0 when stored wider"},
+       "1 or 0; the drafter in Q4_0 (ggml's rule) where stored wider: R-11's tensors unless _Q4 / _Q5, and a "
+       "gathered head"},
       {kSpecSample, "sampling", "exact", "exact | greedy: verification rule for temperature > 0"},
       {kKvType, "kv", "auto",
        "auto | f32 | f16 | int8: how K/V cells are stored (auto: int8 for strata, fp16 for qwen3moe / glm4moe "
@@ -232,7 +233,7 @@ ParseResult parse_settings(const EnvMap& env) {
 
   // MTP drafter cells.
   {
-    Group g{"MTP settings ignored, defaults sink 64 / window 256 / no drafter requant / Q4_0 head apply"};
+    Group g{"MTP settings ignored, defaults sink 64 / window 256 / the Q4_0 drafter apply"};
     MtpCellSettings m;
     if (const auto* v = find(env, kSink))
       if (auto x = g.take(kSink, parse_int(*v, 0, 1024))) m.sink = static_cast<int>(*x);

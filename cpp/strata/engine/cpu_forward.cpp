@@ -74,7 +74,7 @@ void CpuForward::build(const CpuForwardConfig& cfg, const experts::ExpertStoreCo
     mc.experts = experts_.get();
     mc.expert_layer = static_cast<int>(hp.moe_layers());  // expert_layout puts the MTP block after the main layers
     mc.resident_only = cfg.drafter_resident;
-    mc.head_q4 = cfg.mtp_draft_q4;
+    mc.head_q4 = cfg.mtp_head_q4;
     mtp_ = std::make_unique<Mtp>(model(), mc, &window_->scratch());
   }
 }

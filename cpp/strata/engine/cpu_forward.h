@@ -31,7 +31,7 @@ struct CpuForwardConfig {
   routing::MoceParams moce;            // expert selection of the main window
   bool drafter_resident = false;       // stream mode: the drafter routes among resident experts (MtpConfig)
   model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // low-bit drafter weights
-  bool mtp_draft_q4 = false;                                       // the head's part: MtpConfig::head_q4
+  bool mtp_head_q4 = false;                                        // the head's part: MtpConfig::head_q4
   std::optional<cpu::RepackMode> repack;  // repacked weights (cpu/repack/repack.h); nullopt = STRATA_REPACK
 };
 

@@ -12,8 +12,7 @@
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
 #include "strata/experts/expert_store.h"
-#include "strata/quant/dequantize.h"
-#include "strata/quant/quantize.h"
+#include "strata/model/drafter_requant.h"
 #include "strata/util/error.h"
 #include "strata/util/thread_pool.h"
 
@@ -102,43 +101,35 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
     auto gather = [&](uint8_t* dst) {
       for (int64_t i = 0; i < Vr; ++i) std::memcpy(dst + rb * static_cast<std::size_t>(i), out.row(ids[i]), rb);
     };
-    constexpr quant::GGMLType kQ4 = quant::GGMLType::Q4_0;
-    const bool to_q4 = cfg.head_q4 && out.cols % 32 == 0 && quant::has_quantizer(kQ4, quant::QuantMethod::Ggml) &&
-                       quant::row_bytes(out.type, out.cols) > quant::row_bytes(kQ4, out.cols);
-    head_copy_.resize(bytes);
-    head_ = model::Weight{out.type, head_copy_.data(), Vr, out.cols, rb};
-    if (to_q4) {
-      // Decoded and quantized again (MtpConfig::head_q4): 2-3 ms for the demo model's 4096 x 384 rows.
-      std::vector<uint8_t> plain(bytes);
-      gather(plain.data());
-      const std::size_t cols = static_cast<std::size_t>(out.cols);
-      std::vector<float> f(static_cast<std::size_t>(Vr) * cols);
-      for (int64_t i = 0; i < Vr; ++i)
-        quant::dequantize_row(out.type, plain.data() + rb * static_cast<std::size_t>(i),
-                              f.data() + static_cast<std::size_t>(i) * cols, out.cols);
-      const std::size_t rb4 = quant::row_bytes(kQ4, out.cols);
-      plain.resize(rb4 * static_cast<std::size_t>(Vr));
-      quant::quantize_matrix(kQ4, f.data(), Vr, out.cols, plain.data(), quant::QuantMethod::Ggml, nullptr);
-      head_copy_ = std::vector<uint8_t>(plain.size());  // the Q8_0-sized buffer goes
-      head_ = model::Weight{kQ4, head_copy_.data(), Vr, out.cols, rb4};
-      if (cpu::is_repacked(packed.type) && cpu::can_repack(kQ4, Vr)) {
-        cpu::repack_rows(kQ4, plain.data(), Vr, out.cols, head_copy_.data());
-        head_.type = cpu::repacked_type(kQ4);
-      } else {
-        std::memcpy(head_copy_.data(), plain.data(), plain.size());
-      }
-    } else if (cpu::is_repacked(packed.type) && cpu::plain_type(packed.type) == out.type &&
-               cpu::can_repack(out.type, Vr)) {
-      // Repacked like the main head when that one was (the gathered rows are a matrix of their own):
-      // a draft step on the demo model spent ~40 % of its time in the plain Q8_0 kernel over this copy.
-      // The plain rows go through a temporary freed here (repack_rows_in_place would keep a
-      // head-sized scratch on this thread for the life of the process).
-      std::vector<uint8_t> plain(bytes);
-      gather(plain.data());
-      cpu::repack_rows(out.type, plain.data(), Vr, out.cols, head_copy_.data());
-      head_.type = cpu::repacked_type(out.type);
-    } else {
+    // MtpConfig::head_q4: the gathered rows in Q4_0 where that saves bytes (the rule of the drafter's
+    // default format, model/drafter_requant.h; ~3 ms for the demo model's 4096 x 384 rows).
+    const bool to_q4 = cfg.head_q4 && model::q4_saves_bytes(out.type, out.cols);
+    const quant::GGMLType type = to_q4 ? quant::GGMLType::Q4_0 : out.type;
+    const std::size_t stride = to_q4 ? quant::row_bytes(type, out.cols) : rb;
+    // Repacked like the main head when that one was (the gathered rows are a matrix of their own):
+    // a draft step on the demo model spent ~40 % of its time in the plain Q8_0 kernel over this copy.
+    const bool repack = cpu::is_repacked(packed.type) && (to_q4 || cpu::plain_type(packed.type) == out.type) &&
+                        cpu::can_repack(type, Vr);
+    head_copy_.resize(stride * static_cast<std::size_t>(Vr));
+    head_ = model::Weight{repack ? cpu::repacked_type(type) : type, head_copy_.data(), Vr, out.cols, stride};
+    if (!to_q4 && !repack) {
       gather(head_copy_.data());
+    } else {
+      // The plain rows go through temporaries freed here (repack_rows_in_place would keep a
+      // head-sized scratch on this thread for the life of the process).
+      std::vector<uint8_t> plain(bytes), q4;
+      gather(plain.data());
+      const uint8_t* src = plain.data();
+      if (to_q4) {
+        q4.resize(head_copy_.size());
+        model::requantize_rows(model::Weight{out.type, plain.data(), Vr, out.cols, rb}, type, quant::QuantMethod::Ggml,
+                               q4.data(), nullptr);
+        src = q4.data();
+      }
+      if (repack)
+        cpu::repack_rows(type, src, Vr, out.cols, head_copy_.data());
+      else
+        std::memcpy(head_copy_.data(), src, head_copy_.size());
     }
   }
 

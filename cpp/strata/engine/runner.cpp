@@ -24,7 +24,7 @@ CpuForwardConfig forward_config(const RunnerConfig& cfg) {
   c.moce = cfg.moce;
   c.drafter_resident = cfg.drafter_resident;
   c.mtp_requant = cfg.mtp_requant;
-  c.mtp_draft_q4 = cfg.mtp_draft_q4;
+  c.mtp_head_q4 = cfg.mtp_head_q4;
   c.repack = cfg.repack;
   return c;
 }

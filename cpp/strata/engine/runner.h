@@ -22,8 +22,7 @@ struct RunnerConfig {
   routing::MoceParams moce;            // expert selection of the main window
   bool drafter_resident = false;       // stream mode: the drafter routes among resident experts (MtpConfig)
   model::DrafterRequant mtp_requant = model::DrafterRequant::Off;  // R-11 (STRATA_METAL_MTP_Q4 / _Q5)
-  bool mtp_draft_q4 = false;  // the drafter's gathered head in Q4_0 (STRATA_METAL_MTP_DRAFT_Q4, on in the product's
-                              // settings; MtpConfig::head_q4)
+  bool mtp_head_q4 = false;  // MtpConfig::head_q4 (STRATA_METAL_MTP_DRAFT_Q4's head part, on in the product)
   std::optional<cpu::RepackMode> repack;  // repacked weights (cpu/repack/repack.h); nullopt = STRATA_REPACK
 };
 

@@ -22,29 +22,39 @@ const char* drafter_requant_name(DrafterRequant r) {
   }
 }
 
-namespace {
+bool q4_saves_bytes(quant::GGMLType type, int64_t cols) {
+  return cols % 32 == 0 && quant::row_bytes(type, cols) > quant::row_bytes(quant::GGMLType::Q4_0, cols);
+}
 
-// Dequantizes w to float, quantizes it into a new owned buffer and repoints w at it.
-void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type, quant::QuantMethod method,
-                    ThreadPool* pool, DrafterRequantReport& rep, bool only_wider, std::size_t slab_bytes) {
-  if (!w.present()) return;
-  if (only_wider && (w.cols % 32 != 0 || quant::row_bytes(w.type, w.cols) <= quant::row_bytes(type, w.cols))) return;
-  if (w.cols % 32 != 0)
-    throw_error(ErrorKind::Value, std::string("drafter requant: tensor ") + name + " has " + std::to_string(w.cols) +
-                                      " columns, not a multiple of 32");
-  const std::size_t rows = static_cast<std::size_t>(w.rows), cols = static_cast<std::size_t>(w.cols);
+void requantize_rows(const Weight& w, quant::GGMLType type, quant::QuantMethod method, uint8_t* dst, ThreadPool* pool,
+                     std::size_t slab_bytes) {
+  const std::size_t cols = static_cast<std::size_t>(w.cols);
   const std::size_t rb = quant::row_bytes(type, w.cols);
-  AlignedBuffer<uint8_t> buf(rows * rb);
-  // A slab of rows at a time (every block is quantized on its own, so the bytes are the whole matrix's):
-  // the float copy stays ~slab_bytes however large the drafter, instead of 4 bytes per weight at load.
+  // The float copy stays ~slab_bytes however large the drafter, instead of 4 bytes per weight at load.
   const int64_t slab = std::max<int64_t>(1, static_cast<int64_t>(slab_bytes / (4 * cols)));
   std::vector<float> f(static_cast<std::size_t>(std::min<int64_t>(slab, w.rows)) * cols);
   for (int64_t r0 = 0; r0 < w.rows; r0 += slab) {
     const int64_t n = std::min(slab, w.rows - r0);
     for (int64_t r = 0; r < n; ++r)
       quant::dequantize_row(w.type, w.row(r0 + r), f.data() + static_cast<std::size_t>(r) * cols, w.cols);
-    quant::quantize_matrix(type, f.data(), n, w.cols, buf.data() + static_cast<std::size_t>(r0) * rb, method, pool);
+    quant::quantize_matrix(type, f.data(), n, w.cols, dst + static_cast<std::size_t>(r0) * rb, method, pool);
   }
+}
+
+namespace {
+
+// Requantizes w into a new owned buffer and repoints w at it.
+void requant_weight(Model& m, Weight& w, const char* name, quant::GGMLType type, quant::QuantMethod method,
+                    ThreadPool* pool, DrafterRequantReport& rep, bool only_wider, std::size_t slab_bytes) {
+  if (!w.present()) return;
+  if (only_wider && !q4_saves_bytes(w.type, w.cols)) return;
+  if (w.cols % 32 != 0)
+    throw_error(ErrorKind::Value, std::string("drafter requant: tensor ") + name + " has " + std::to_string(w.cols) +
+                                      " columns, not a multiple of 32");
+  const std::size_t rows = static_cast<std::size_t>(w.rows);
+  const std::size_t rb = quant::row_bytes(type, w.cols);
+  AlignedBuffer<uint8_t> buf(rows * rb);
+  requantize_rows(w, type, method, buf.data(), pool, slab_bytes);
   rep.tensors += 1;
   rep.bytes_before += rows * w.row_stride;
   rep.bytes_after += rows * rb;

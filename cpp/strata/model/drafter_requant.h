@@ -5,8 +5,12 @@
 // views then point at them. K/V, the router, the shared-expert gate (ffn_gate_inp_shexp), norms and
 // hyper-connection parameters are left untouched (same pointers, same bytes).
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
+
+#include "strata/model/weights.h"
+#include "strata/quant/quantize.h"
 
 namespace strata {
 class ThreadPool;
@@ -30,6 +34,16 @@ struct DrafterRequantReport {
   std::size_t bytes_before = 0;  // of those weights
   std::size_t bytes_after = 0;
 };
+
+// Whether Q4Ggml requantizes a matrix of this type and width: Q4_0 would save bytes and the columns
+// are whole 32-value blocks. engine/mtp.cpp applies the same rule to the drafter's gathered head.
+bool q4_saves_bytes(quant::GGMLType type, int64_t cols);
+
+// dst (w.rows · row_bytes(type, w.cols) bytes) = w's rows decoded and quantized to `type` by `method`,
+// slab_bytes of floats at a time (every block is quantized on its own, so the bytes do not depend on it).
+// Rows are spread over pool (nullptr: this thread).
+void requantize_rows(const Weight& w, quant::GGMLType type, quant::QuantMethod method, uint8_t* dst, ThreadPool* pool,
+                     std::size_t slab_bytes = std::size_t{16} << 20);
 
 // Requantizes the drafter weights of `m` in place (no-op for Off or a model without MTP). Every
 // requantized weight must have a column count that is a multiple of 32 (else Error(Value) naming

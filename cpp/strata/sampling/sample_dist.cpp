@@ -22,8 +22,9 @@ void check_logit(int i, float x) {
 // The vocabulary scans below (argmax, top-k) jump with engine::VecKernels::first_above to the next logit
 // that can change their result (above the running floor, or NaN / +inf for the error): the same result
 // as looking at every logit, without a scalar pass over the vocabulary.
-int64_t next_above(const float* x, int from, int V, float floor) {
-  return from + engine::vec_kernels().first_above(x + from, V - from, floor);
+using FirstAbove = int64_t (*)(const float*, int64_t, float);
+int next_above(FirstAbove first_above, const float* x, int from, int V, float floor) {
+  return from + static_cast<int>(first_above(x + from, V - from, floor));
 }
 
 // Total order used wherever a cut is made: larger value first, then lower id.
@@ -54,9 +55,10 @@ int select_top_k(const float* logits, int V, int k, double* w, SampleWorkspace& 
   idx.clear();
   vals.clear();
   double floor = kNegInf;
+  const FirstAbove first_above = engine::vec_kernels().first_above;
   for (int i = 0; i < V; ++i) {
     // floor is a float's value (or -inf), so comparing in float is comparing in double.
-    i = static_cast<int>(next_above(logits, i, V, static_cast<float>(floor)));
+    i = next_above(first_above, logits, i, V, static_cast<float>(floor));
     if (i == V) break;
     const float x = logits[i];
     check_logit(i, x);
@@ -158,8 +160,9 @@ int32_t greedy_argmax(const float* logits, int V) {
   if (V < 1) throw_error(ErrorKind::Value, "sample_dist: vocabulary size must be >= 1");
   int32_t best = -1;
   float top = -std::numeric_limits<float>::infinity();  // -inf (a mask) never beats it
+  const FirstAbove first_above = engine::vec_kernels().first_above;
   for (int i = 0; i < V; ++i) {
-    i = static_cast<int>(next_above(logits, i, V, top));
+    i = next_above(first_above, logits, i, V, top);
     if (i == V) break;
     const float x = logits[i];
     check_logit(i, x);
@@ -293,8 +296,9 @@ std::span<const int32_t> penalized_tokens(int V, const SamplingPolicy& p, std::s
 
 int32_t argmax(const float* dist, int V) {
   int32_t best = 0;
+  const FirstAbove first_above = engine::vec_kernels().first_above;
   for (int i = 1; i < V; ++i) {
-    i = static_cast<int>(next_above(dist, i, V, dist[best]));  // also stops at a NaN, which never wins
+    i = next_above(first_above, dist, i, V, dist[best]);  // also stops at a NaN, which never wins
     if (i == V) break;
     if (dist[i] > dist[best]) best = i;
   }
@@ -302,11 +306,8 @@ int32_t argmax(const float* dist, int V) {
 }
 
 int32_t argmax(const SupportDist& d) {
-  // The first largest probability by id; the zeros outside the support never beat a positive one.
-  int best = 0;
-  for (int j = 1; j < d.n; ++j)
-    if (d.prob[j] > d.prob[best]) best = j;
-  return d.n > 0 && d.prob[best] > 0.0f ? d.token(best) : 0;
+  // The first largest probability by id (support_dist's always has mass, which the zeros outside never beat).
+  return d.n > 0 ? d.token(argmax(d.prob, d.n)) : 0;
 }
 
 int32_t sample_from(const SupportDist& d, double u) {
@@ -321,7 +322,7 @@ int32_t sample_from(const SupportDist& d, double u) {
     last = d.token(j);
     if (cum > target) return last;
   }
-  return last < 0 ? argmax(d) : last;
+  return last < 0 ? argmax(d) : last;  // rounding left target at the very top
 }
 
 int32_t sample_excluding(const SupportDist& d, int32_t x, double u) {
@@ -348,36 +349,11 @@ float prob_of(const SupportDist& d, int32_t x) {
   return it != end && *it == x ? d.prob[it - d.ids] : 0.0f;
 }
 
-int32_t sample_from(const float* dist, int V, double u) {
-  double total = 0.0;
-  for (int i = 0; i < V; ++i) total += static_cast<double>(dist[i]);
-  const double target = u * total;
-  double cum = 0.0;
-  int32_t last = -1;
-  for (int i = 0; i < V; ++i) {
-    if (dist[i] <= 0.0f) continue;
-    cum += static_cast<double>(dist[i]);
-    last = i;
-    if (cum > target) return i;
-  }
-  return last < 0 ? argmax(dist, V) : last;  // rounding left target at the very top
-}
+// The V floats are a SupportDist of every token (the same loops in the same order).
+int32_t sample_from(const float* dist, int V, double u) { return sample_from(SupportDist{V, nullptr, dist}, u); }
 
 int32_t sample_excluding(const float* dist, int V, int32_t x, double u) {
-  double total = 0.0;
-  for (int i = 0; i < V; ++i)
-    if (i != x) total += static_cast<double>(dist[i]);
-  if (!(total > 0.0)) return x;
-  const double target = u * total;
-  double cum = 0.0;
-  int32_t last = x;
-  for (int i = 0; i < V; ++i) {
-    if (i == x || dist[i] <= 0.0f) continue;
-    cum += static_cast<double>(dist[i]);
-    last = i;
-    if (cum > target) return i;
-  }
-  return last;
+  return sample_excluding(SupportDist{V, nullptr, dist}, x, u);
 }
 
 int32_t sample_logits(const float* logits, int V, const SamplingPolicy& policy, std::span<const int32_t> history,
