@@ -18,9 +18,13 @@ namespace {
 // Feeds one round as the speculator would: choose, then measured times and the acceptance.
 // verify(m) = seconds of an m-row window, draft = seconds per draft step; drafts accepted with
 // probability 1 up to `accept_upto` (deterministic).
+// One round as the speculator runs it: drafts accepted up to accept_upto, and a shadow draft (one more, not
+// verified) when the policy wants step n observed; it is judged when the n verified drafts all pass.
 int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int accept_upto, double bare_plain = 0.0) {
   const int n = a.choose(k_cap);
-  if (n > 0) a.record_draft(n, draft * n);
+  const bool shadow = n > 0 && n < k_cap && !a.probing() && a.shadow_wanted(n);
+  const int drafted = n + (shadow ? 1 : 0);
+  if (n > 0) a.record_draft(drafted, draft * drafted);
   if (n == 0) {
     const bool enc = a.encode_plain();
     a.record_plain(enc || bare_plain <= 0 ? verify(1) : bare_plain, enc);
@@ -28,7 +32,10 @@ int feed(AdaptiveDrafts& a, int k_cap, double (*verify)(int), double draft, int 
     a.record_verify(n + 1, verify(n + 1));
   }
   const int acc = n < accept_upto ? n : accept_upto;
-  a.record_round(n, acc, acc + 1);
+  if (shadow && acc == n)
+    a.record_round(n + 1, n < accept_upto ? n + 1 : n, acc + 1);
+  else
+    a.record_round(n, acc, acc + 1);
   return n;
 }
 
@@ -82,6 +89,38 @@ TEST(economics_formula) {
   a.record_round(2, 2, 3);  // both accepted: a_0 = a_1 = 1.5 / 2
   CHECK_NEAR(a.expected_tokens(1), 1.75, 1e-12);
   CHECK_NEAR(a.expected_tokens(2), 1.75 + 0.75 * 0.75, 1e-12);
+}
+
+TEST(a_shadow_draft_is_wanted_while_its_step_has_few_judged_drafts) {
+  // Step n's acceptance is observed by a shadow draft only while it has fewer than kShadowReach judged drafts
+  // (decayed); a round of k drafts has no step past them to shadow. C_n prices the shadow draft whether or
+  // not a round drafts it, so a round costs at most its price.
+  AdaptiveDrafts a(3);
+  CHECK(!a.shadow_wanted(0));
+  CHECK(a.shadow_wanted(1));
+  CHECK(a.shadow_wanted(2));
+  CHECK(!a.shadow_wanted(3));
+  a.record_verify(2, 1.5);
+  a.record_draft(1, 0.1);
+  const double c1 = a.expected_cost(1);
+  CHECK_NEAR(c1, 2 * 0.1 + 1.5, 1e-12);
+  // Rounds verifying two drafts, both accepted: step 1 judged each time (1, 1.97, 2.91, 3.82 decayed).
+  int rounds = 0;
+  while (a.shadow_wanted(1)) {
+    a.record_round(2, 2, 3);
+    ++rounds;
+  }
+  CHECK_EQ(rounds, 4);
+  CHECK_NEAR(a.expected_cost(1), c1, 1e-12);
+  // Rounds verifying one draft judge step 0 only: step 1's count decays below kShadowReach again
+  // (3.82 * 0.97^8 = 2.99), and the shadow comes back.
+  rounds = 0;
+  while (!a.shadow_wanted(1)) {
+    a.record_round(1, 1, 2);
+    ++rounds;
+  }
+  CHECK_EQ(rounds, 8);
+  CHECK(!a.shadow_wanted(0));
 }
 
 TEST(unmeasured_sizes_are_extrapolated) {
@@ -362,10 +401,15 @@ TEST(recent_median_ignores_an_outlier) {
   m.add(1.0);
   m.add(1.2);
   CHECK_NEAR(m.value(), 1.2, 1e-12);
+  CHECK_NEAR(m.min(), 1.0, 0.0);
   m.add(0.8);
   CHECK_NEAR(m.value(), 1.1, 1e-12);  // even count: mean of the middle two
-  for (int i = 0; i < 8; ++i) m.add(2.0);
+  CHECK_NEAR(m.min(), 0.8, 0.0);
+  for (int i = 0; i < 7; ++i) m.add(2.0);
+  CHECK_NEAR(m.min(), 0.8, 0.0);  // still among the last 8
+  m.add(2.0);
   CHECK_NEAR(m.value(), 2.0, 1e-12);  // only the last 8 samples count
+  CHECK_NEAR(m.min(), 2.0, 0.0);      // the median and the minimum are kept as samples come (cached)
 }
 
 TEST(bad_max_drafts_is_an_error) {

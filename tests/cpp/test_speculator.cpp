@@ -19,6 +19,7 @@
 #include "test_engine_support.h"
 
 using namespace strata_test;
+using strata::draft::AdaptiveDrafts;
 using strata::draft::RoundOptions;
 using strata::draft::RoundResult;
 using strata::draft::Speculator;
@@ -101,6 +102,7 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
   // Seconds every eval takes, whatever its rows (a memory-bound model): adaptive rounds then measure
   // windows that cost about one step, so drafting is never hopeless (draft/adaptive.h).
   std::chrono::microseconds eval_cost{0};
+  std::chrono::microseconds row_cost{0};  // and each row past the first
   std::vector<int64_t> window_rows, rollbacks;
   std::vector<int32_t> ids;
 
@@ -116,7 +118,7 @@ class ScriptedTarget final : public strata::engine::DecodeTarget {
   const int32_t* draft_vocab_ids() const override { return ids.data(); }
   void eval(const int32_t* tokens, int64_t n, int64_t start, LogitRows which, float* logits,
             int64_t draft_from_row) override {
-    if (eval_cost.count() > 0) std::this_thread::sleep_for(eval_cost);
+    if (eval_cost.count() > 0 || row_cost.count() > 0) std::this_thread::sleep_for(eval_cost + row_cost * (n - 1));
     seq.resize(static_cast<std::size_t>(start));
     for (int64_t i = 0; i < n; ++i) seq.push_back(tokens[i]);
     past = start + n;
@@ -229,6 +231,39 @@ TEST(adaptive_rounds_judge_one_shadow_draft) {
       t = r.tokens[r.n_tokens - 1];
     }
   }
+}
+
+// A round of n < k drafts drafts the shadow (n + 1 drafted, n verified) exactly when the policy wanted step n
+// observed before the round (AdaptiveDrafts::shadow_wanted). Step 2's draft is always wrong and each window row
+// costs half an eval: the economics choose two drafts, whose rounds shadow step 2 while it has few judged drafts
+// and then stop (the decay brings the shadow back now and then).
+TEST(adaptive_rounds_shadow_a_step_only_while_it_is_little_observed) {
+  strata::sampling::Rng rng(5);
+  RoundOptions opt;
+  opt.max_drafts = 3;
+  opt.adaptive = true;
+  ScriptedTarget tg;
+  tg.eval_cost = std::chrono::microseconds(2000);
+  tg.row_cost = std::chrono::microseconds(1000);
+  tg.wrong_mask = 4u;
+  Speculator spec(tg, 3);
+  const int32_t first[3] = {1, 5, 9};
+  std::vector<float> lg(ScriptedTarget::V);
+  tg.eval(first, 3, 0, LogitRows::Last, lg.data(), -1);
+  int32_t t = ScriptedTarget::next_of(9);
+  int shadowed = 0, unshadowed = 0;
+  for (int i = 0; i < 60; ++i) {
+    const bool want[3] = {false, spec.adaptive().shadow_wanted(1), spec.adaptive().shadow_wanted(2)};
+    const RoundResult r = spec.round(t, {}, opt, rng);
+    // The probe's rounds (the first kProbeRounds + 1: the speculator's first is cold) draft no shadow.
+    if (i > AdaptiveDrafts::kProbeRounds && r.verified >= 1 && r.verified < 3) {
+      CHECK_EQ(r.drafted, r.verified + (want[r.verified] ? 1 : 0));
+      if (r.verified == 2) ++(want[2] ? shadowed : unshadowed);
+    }
+    t = r.tokens[r.n_tokens - 1];
+  }
+  CHECK(shadowed >= 2);
+  CHECK(unshadowed >= 20);
 }
 
 TEST(an_adaptive_round_with_no_room_to_draft_skips_the_drafters_encoding) {

@@ -19,21 +19,13 @@ void RecentMedian::add(double x) {
   buf_[static_cast<std::size_t>(next_)] = x;
   next_ = (next_ + 1) % kRecent;
   n_ = std::min(n_ + 1, kRecent);
-}
-
-double RecentMedian::value() const {
-  if (n_ == 0) return 0.0;
+  // The median and the minimum, once per sample: the economics ask for them tens of times a round.
   std::array<double, kRecent> v = buf_;
   const auto end = v.begin() + n_;
   const auto mid = v.begin() + n_ / 2;
   std::nth_element(v.begin(), mid, end);
-  if (n_ % 2 == 1) return *mid;
-  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
-}
-
-double RecentMedian::min() const {
-  if (n_ == 0) return 0.0;
-  return *std::min_element(buf_.begin(), buf_.begin() + n_);
+  median_ = n_ % 2 == 1 ? *mid : 0.5 * (*mid + *std::max_element(v.begin(), mid));
+  min_ = *std::min_element(v.begin(), end);
 }
 
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts, bool skip_cold_samples) : k_(max_drafts) {
@@ -91,10 +83,15 @@ double AdaptiveDrafts::expected_tokens(int n) const {
 
 double AdaptiveDrafts::expected_cost(int n) const {
   if (n == 0) return std::min(window_cost(1), base_cost()) + overhead();
-  // n < k: the speculator drafts one more step than it verifies (the shadow draft that observes the next
-  // step's acceptance), a draft step the round pays for.
+  // n < k: the speculator may draft one more step than it verifies (the shadow draft that observes the next
+  // step's acceptance), a draft step priced into every such round though drafted only while wanted
+  // (adaptive.h, "Shadow drafts").
   const int steps = n < k_ ? n + 1 : n;
   return static_cast<double>(steps) * draft_.value() + window_cost(n + 1) + overhead();
+}
+
+bool AdaptiveDrafts::shadow_wanted(int n) const {
+  return n >= 1 && n < k_ && reach_[static_cast<std::size_t>(n)] < kShadowReach;
 }
 
 int64_t AdaptiveDrafts::warmup_rounds() const {

@@ -6,9 +6,9 @@
 // A_i = a_0·…·a_i is the chance that drafts 0..i are all accepted and a_j the live acceptance of
 // draft step j given that the drafts before it were accepted. It costs C_n = s_n·c_draft + c_verify(n+1)
 // + o seconds: c_draft the measured time of one draft step (s_n = n + 1 draft steps when n < k, the
-// speculator's shadow draft included, else n), c_verify(m) that of a verification window of m rows
-// (c_verify(1) is a plain step), o the per-round overhead below. Each round picks the n in 0..k that maximises R_n /
-// C_n (n = 0: a plain step, 1 token for c_verify(1)).
+// speculator's shadow draft included whether or not the round drafts it, else n), c_verify(m) that of a verification
+// window of m rows (c_verify(1) is a plain step), o the per-round overhead below. Each round picks the n in 0..k that
+// maximises R_n / C_n (n = 0: a plain step, 1 token for c_verify(1)).
 //
 // Estimates: every time is the median of its last 8 samples (RecentMedian) (robust to a cold first call and to
 // other processes taking the cores for a moment); acceptance counts decay by 0.97 per observed round
@@ -65,6 +65,17 @@
 // doubling intervals explored at rounds 31, 95 and 223, each losing 2-4 plain steps where the economics priced about
 // one (3 % of the time against the 1 % budget); now the round after the first exploration comes a budget interval
 // later.
+//
+// Shadow drafts: a chained round of n < k drafts may draft one more that it does not verify; when the n drafts
+// all pass, the token the window commits judges it, so step n's acceptance is observed for a draft step (~0.2
+// plain steps on the demo model) instead of a window row. It is drafted only while step n has fewer than
+// kShadowReach judged drafts in the decayed counts (the decay brings it back every ten or so rounds while n
+// stays the choice; rounds that verify n + 1 drafts observe step n themselves), and priced in every round of
+// n < k drafts: the price stays the one the economics were tuned with, and such a round costs at most it.
+// Priced only where drafted, one draft became cheap enough that seeded sessions drafted one draft a round from
+// their prior's acceptance: on code, where three drafts pay best, auto fell from 1.36x to 1.31x of plain
+// decoding (and 1.20x to 1.12x on two threads), while story text, where one draft a round is the only count
+// that could pay, came out 0.98-1.05x (an early rejected draft or not) against 0.97-0.98x.
 //
 // Per-round overhead: what a round costs outside the parts timed above — the caller's sampling bookkeeping,
 // detokenizing and streaming the text, the call itself (record_period: the seconds from one round's start to the next
@@ -150,13 +161,14 @@ class RecentMedian {
  public:
   static constexpr int kRecent = 8;
   void add(double x);
-  double value() const;
-  double min() const;  // the fastest of the last kRecent samples (0 before any)
+  double value() const { return median_; }
+  double min() const { return min_; }  // the fastest of the last kRecent samples (0 before any)
   bool empty() const { return n_ == 0; }
 
  private:
   std::array<double, kRecent> buf_{};
   int n_ = 0, next_ = 0;
+  double median_ = 0.0, min_ = 0.0;  // of buf_'s n_ samples, kept by add()
 };
 
 class AdaptiveDrafts {
@@ -175,6 +187,7 @@ class AdaptiveDrafts {
   static constexpr int kTriggerEvery = 32;        // the peak trigger's shortest interval (rounds)
   static constexpr double kTriggerGain = 1.0;     // predicted speed-up over plain steps that triggers
   static constexpr int kTrialRounds = 6;          // exploring rounds a trigger runs before they are judged
+  static constexpr double kShadowReach = 3.0;     // judged drafts of a step below which a round shadows it
 
   // skip_cold_samples: the session's first draft step and first window of each size are not samples
   // (the speculator's setting; unit tests of the economics feed every sample).
@@ -229,6 +242,9 @@ class AdaptiveDrafts {
   // [kExploreMin, longest] (the exploration budget's interval and the guard's shorter hold).
   int64_t budget_rounds(double lost_steps, int longest) const;
   double expected_cost(int n) const;  // C_n in seconds (unmeasured sizes are extrapolated)
+  // A round of n drafts (n < k) should draft step n as a shadow draft: its acceptance has fewer than
+  // kShadowReach judged drafts behind it (adaptive.h, "Shadow drafts").
+  bool shadow_wanted(int n) const;
   // The round just chosen is one of the probe's (its draft needs no shadow draft).
   bool probing() const { return rounds_ <= probe_rounds_; }
   // n drafts could beat plain steps if every one were accepted (true until c_plain is measured).

@@ -207,13 +207,14 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
   // had to be (greedy: the row's argmax; by sampling: the row's sampled token), so the acceptance of
   // the next step is observed for one draft step instead of a verification row. Without it a step the
   // economics stops choosing would keep the estimate that made it stop (e.g. the warm-up's first rounds).
+  // Only while that step has few judged drafts (AdaptiveDrafts::shadow_wanted): it costs a draft step.
   bool shadow = false;
   const bool by_sampling = opt.policy.temperature > 0.0f && opt.mode == sampling::SpecSample::Exact;
   if (adaptive) {
     const int k_cap = k;  // what fits this round
     adaptive_.peak_context(by_sampling ? static_cast<double>(opt.policy.temperature) : 0.0);
     k = adaptive_.choose(k_cap);
-    shadow = opt.chained && k > 0 && k < k_cap && !adaptive_.probing();
+    shadow = opt.chained && k > 0 && k < k_cap && !adaptive_.probing() && adaptive_.shadow_wanted(k);
     if (k == 0) {
       // In a plain stretch the step skips the drafter's K/V (a gap the drafter's cells handle).
       const bool encode = adaptive_.encode_plain();
