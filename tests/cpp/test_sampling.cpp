@@ -258,6 +258,52 @@ TEST(sample_from_and_excluding) {
   CHECK_EQ(sample_excluding(one.data(), 3, 1, 0.3), 1);
 }
 
+// The drawn token's place against a serial scan in long double: the mass before it is at most the target
+// and the mass through it above (sample_from passes blocks of 64 ids whole with 8-lane sums, so where the
+// target is within rounding of a boundary either neighbour may come; those draws are counted, not checked).
+TEST(sample_from_passes_blocks_whole_and_draws_the_serial_scans_token) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  int checked = 0, near = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int V = 700 + static_cast<int>(rng() % 5000);
+    std::vector<float> d(static_cast<size_t>(V));
+    for (auto& x : d) x = static_cast<float>(uni(rng) * uni(rng));
+    for (int i = 0; i < V; i += 3) d[static_cast<size_t>(i)] = 0.0f;                // zeros inside blocks
+    for (int i = 128; i < std::min(V, 320); ++i) d[static_cast<size_t>(i)] = 0.0f;  // whole blocks without mass
+    if (trial % 4 == 3)  // all the mass in the last blocks: long runs of blocks passed whole
+      for (int i = 0; i < V - 100; ++i) d[static_cast<size_t>(i)] = 0.0f;
+    const int32_t x = static_cast<int32_t>(rng() % static_cast<uint64_t>(V));  // excluded in the second half
+    for (int draw = 0; draw < 200; ++draw) {
+      const bool excl = draw >= 100;
+      const double u = uni(rng);
+      long double total = 0.0L;
+      for (int i = 0; i < V; ++i)
+        if (!(excl && i == x)) total += d[static_cast<size_t>(i)];
+      if (excl && total == 0.0L) continue;
+      const long double target = static_cast<long double>(u) * total;
+      const int32_t t = excl ? sample_excluding(d.data(), V, x, u) : sample_from(d.data(), V, u);
+      CHECK(t >= 0 && t < V);
+      CHECK(d[static_cast<size_t>(t)] > 0.0f);
+      if (excl) CHECK(t != x);
+      long double before = 0.0L;
+      for (int i = 0; i < t; ++i)
+        if (!(excl && i == x)) before += d[static_cast<size_t>(i)];
+      const long double through = before + d[static_cast<size_t>(t)];
+      const long double tol = 1e-12L * total;
+      if (std::fabs(static_cast<double>(target - before)) < tol ||
+          std::fabs(static_cast<double>(through - target)) < tol) {
+        ++near;
+        continue;
+      }
+      CHECK(before <= target && target < through);
+      ++checked;
+    }
+  }
+  CHECK(checked > 4700);
+  CHECK(near < 10);
+}
+
 TEST(greedy_verification_at_temperature_zero) {
   // Row argmaxes 2, 0, 1, 3. Drafts [2, 0, 5]: two kept, next = 1. The rng is not touched.
   const int V = 6;
