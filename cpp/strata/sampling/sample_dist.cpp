@@ -25,6 +25,9 @@ void check_logit(int i, float x) {
 // and the full path's V-sized sums run as eight independent chains: one serial double chain was ~4 cycles a
 // token (~15 us at V = 8192, ~0.3 ms at 151936, twice a sampled token). exclude: a token left out (-1: none).
 constexpr int kSumLanes = 8;
+double lane_total(const double (&acc)[kSumLanes]) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
 template <class T>
 double id_lane_sum(const T* x, int n, const int32_t* ids, int32_t exclude = -1) {
   double acc[kSumLanes] = {};
@@ -37,7 +40,27 @@ double id_lane_sum(const T* x, int n, const int32_t* ids, int32_t exclude = -1) 
     for (int j = 0; j < n; ++j)
       if (ids[j] != exclude) acc[ids[j] % kSumLanes] += static_cast<double>(x[j]);
   }
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  return lane_total(acc);
+}
+
+// w[i] = f[i] in double, and their id_lane_sum, in one pass.
+double widen_and_sum(const float* f, double* w, int n, const int32_t* ids) {
+  if (ids != nullptr) {
+    for (int j = 0; j < n; ++j) w[j] = static_cast<double>(f[j]);
+    return id_lane_sum(w, n, ids);
+  }
+  double acc[kSumLanes] = {};
+  int i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes)
+    for (int l = 0; l < kSumLanes; ++l) {
+      w[i + l] = static_cast<double>(f[i + l]);
+      acc[l] += w[i + l];
+    }
+  for (; i < n; ++i) {
+    w[i] = static_cast<double>(f[i]);
+    acc[i % kSumLanes] += w[i];
+  }
+  return lane_total(acc);
 }
 
 // The vocabulary scans below (argmax, top-k) jump with engine::VecKernels::first_above to the next logit
@@ -216,20 +239,25 @@ SupportDist support_dist(const float* logits, int V, const SamplingPolicy& polic
     n = select_top_k(logits, V, policy.top_k, w, ws);
     if (n == 0) throw_error(ErrorKind::Value, "sample_dist: every logit is -inf");  // (empty ids = all V below)
     ids = ws.cand_ids;
-  } else {
+  }
+  // Every token, as the logits are (no top-k cut, no penalty): the stages read the logits themselves,
+  // which in double are what w would hold, and the argmax is the vector scan's (the first largest).
+  const bool as_logits = ids.empty() && (policy.top_k <= 0 || policy.top_k >= V) && !penalties_apply(policy);
+  if (ids.empty()) {
     // A NaN or +inf anywhere is an error (the vector scan finds the first), then a plain conversion.
     const int bad = static_cast<int>(engine::vec_kernels().first_above(logits, V, std::numeric_limits<float>::max()));
     if (bad < V) check_logit(bad, logits[bad]);
-    for (int i = 0; i < V; ++i) w[i] = static_cast<double>(logits[i]);
-    apply_top_k(w, V, policy.top_k, ws);  // 1. top-k (k > 256 here, or off)
+    if (!as_logits) {
+      for (int i = 0; i < V; ++i) w[i] = static_cast<double>(logits[i]);
+      apply_top_k(w, V, policy.top_k, ws);  // 1. top-k (k > 256 here, or off)
+    }
   }
   const auto token = [&](int j) { return ids.empty() ? j : ids[static_cast<size_t>(j)]; };
   // 2. repetition + presence penalties
-  apply_penalties(w, V, ids, policy, history, inputs, ws);
+  if (!as_logits) apply_penalties(w, V, ids, policy, history, inputs, ws);
 
   int best = -1;
-  if (ids.empty() && (policy.top_k <= 0 || policy.top_k >= V) && !penalties_apply(policy)) {
-    // Every token, as the logits are (w is them in double): the vector scan's argmax (the first largest).
+  if (as_logits) {
     best = greedy_argmax_or_none(logits, V);
   } else {
     double top_w = kNegInf;  // -inf never beats it; strictly greater: ties stay with the lowest id
@@ -253,14 +281,16 @@ SupportDist support_dist(const float* logits, int V, const SamplingPolicy& polic
   // gives 0): std::exp in double over the vocabulary was ~60 % of this function and a fifth to a third
   // of a decode step on the demo model. Arguments are formed and the sum is taken in double.
   const double inv_t = 1.0 / static_cast<double>(policy.temperature);
-  const double top = w[best];
+  const double top = as_logits ? static_cast<double>(logits[best]) : w[best];
   ws.exps.resize(static_cast<size_t>(n));
   float* f = ws.exps.data();
-  for (int i = 0; i < n; ++i) f[i] = static_cast<float>((w[i] - top) * inv_t);  // -inf stays -inf
+  if (as_logits)
+    for (int i = 0; i < n; ++i) f[i] = static_cast<float>((static_cast<double>(logits[i]) - top) * inv_t);
+  else
+    for (int i = 0; i < n; ++i) f[i] = static_cast<float>((w[i] - top) * inv_t);  // -inf stays -inf
   engine::vec_kernels().exp(f, f, n);
   const int32_t* id_of = ids.empty() ? nullptr : ids.data();
-  for (int i = 0; i < n; ++i) w[i] = static_cast<double>(f[i]);
-  double sum = id_lane_sum(w, n, id_of);
+  double sum = widen_and_sum(f, w, n, id_of);
   // 4. min-p: drop p < min_p · p_max (equality stays); p_max corresponds to e = 1.
   if (policy.min_p > 0.0f) {
     const double floor = static_cast<double>(policy.min_p);
