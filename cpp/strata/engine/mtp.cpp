@@ -121,15 +121,14 @@ Mtp::Mtp(const model::Model& m, const MtpConfig& cfg, Scratch* scratch)
       gather(plain.data());
       const uint8_t* src = plain.data();
       if (to_q4) {
-        q4.resize(head_copy_.size());
+        // Straight into the head unless it is repacked from the Q4_0 rows.
+        if (repack) q4.resize(head_copy_.size());
+        uint8_t* dst = repack ? q4.data() : head_copy_.data();
         model::requantize_rows(model::Weight{out.type, plain.data(), Vr, out.cols, rb}, type, quant::QuantMethod::Ggml,
-                               q4.data(), nullptr);
-        src = q4.data();
+                               dst, nullptr);
+        src = dst;
       }
-      if (repack)
-        cpu::repack_rows(type, src, Vr, out.cols, head_copy_.data());
-      else
-        std::memcpy(head_copy_.data(), src, head_copy_.size());
+      if (repack) cpu::repack_rows(type, src, Vr, out.cols, head_copy_.data());
     }
   }
 

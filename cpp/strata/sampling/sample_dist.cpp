@@ -23,44 +23,29 @@ void check_logit(int i, float x) {
 // chains then added in a fixed tree. The full path (position = id) and the compact one (candidates, ascending
 // ids) add the same nonzero terms in the same order, so their sums stay bitwise equal (zeros change nothing),
 // and the full path's V-sized sums run as eight independent chains: one serial double chain was ~4 cycles a
-// token (~15 us at V = 8192, ~0.3 ms at 151936, twice a sampled token). exclude: a token left out (-1: none).
+// token (~15 us at V = 8192, ~0.3 ms at 151936, twice a sampled token). term(j): position j's value (it may
+// also store it). Position j is token ids[j], or base + j without ids (base a multiple of kSumLanes).
 constexpr int kSumLanes = 8;
-double lane_total(const double (&acc)[kSumLanes]) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-template <class T>
-double id_lane_sum(const T* x, int n, const int32_t* ids, int32_t exclude = -1) {
+template <class Term>
+double lane_sum(int n, const int32_t* ids, Term term) {
   double acc[kSumLanes] = {};
   if (ids == nullptr) {
     int i = 0;
     for (; i + kSumLanes <= n; i += kSumLanes)
-      for (int l = 0; l < kSumLanes; ++l) acc[l] += i + l == exclude ? 0.0 : static_cast<double>(x[i + l]);
-    for (; i < n; ++i) acc[i % kSumLanes] += i == exclude ? 0.0 : static_cast<double>(x[i]);
+      for (int l = 0; l < kSumLanes; ++l) acc[l] += term(i + l);
+    for (; i < n; ++i) acc[i % kSumLanes] += term(i);
   } else {
-    for (int j = 0; j < n; ++j)
-      if (ids[j] != exclude) acc[ids[j] % kSumLanes] += static_cast<double>(x[j]);
+    for (int j = 0; j < n; ++j) acc[ids[j] % kSumLanes] += term(j);
   }
-  return lane_total(acc);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// w[i] = f[i] in double, and their id_lane_sum, in one pass.
-double widen_and_sum(const float* f, double* w, int n, const int32_t* ids) {
-  if (ids != nullptr) {
-    for (int j = 0; j < n; ++j) w[j] = static_cast<double>(f[j]);
-    return id_lane_sum(w, n, ids);
-  }
-  double acc[kSumLanes] = {};
-  int i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes)
-    for (int l = 0; l < kSumLanes; ++l) {
-      w[i + l] = static_cast<double>(f[i + l]);
-      acc[l] += w[i + l];
-    }
-  for (; i < n; ++i) {
-    w[i] = static_cast<double>(f[i]);
-    acc[i % kSumLanes] += w[i];
-  }
-  return lane_total(acc);
+// Σ x over the working set, the token `exclude` left out (-1: none).
+template <class T>
+double id_lane_sum(const T* x, int n, const int32_t* ids, int32_t exclude = -1, int32_t base = 0) {
+  if (ids != nullptr)
+    return lane_sum(n, ids, [&](int j) { return ids[j] == exclude ? 0.0 : static_cast<double>(x[j]); });
+  return lane_sum(n, nullptr, [&](int i) { return base + i == exclude ? 0.0 : static_cast<double>(x[i]); });
 }
 
 // The vocabulary scans below (argmax, top-k) jump with engine::VecKernels::first_above to the next logit
@@ -243,14 +228,13 @@ SupportDist support_dist(const float* logits, int V, const SamplingPolicy& polic
   // Every token, as the logits are (no top-k cut, no penalty): the stages read the logits themselves,
   // which in double are what w would hold, and the argmax is the vector scan's (the first largest).
   const bool as_logits = ids.empty() && (policy.top_k <= 0 || policy.top_k >= V) && !penalties_apply(policy);
-  if (ids.empty()) {
-    // A NaN or +inf anywhere is an error (the vector scan finds the first), then a plain conversion.
+  if (ids.empty() && !as_logits) {
+    // A NaN or +inf anywhere is an error (the vector scan finds the first), then a plain conversion. (With
+    // as_logits the argmax's scan below stops at the first of them and raises the same error.)
     const int bad = static_cast<int>(engine::vec_kernels().first_above(logits, V, std::numeric_limits<float>::max()));
     if (bad < V) check_logit(bad, logits[bad]);
-    if (!as_logits) {
-      for (int i = 0; i < V; ++i) w[i] = static_cast<double>(logits[i]);
-      apply_top_k(w, V, policy.top_k, ws);  // 1. top-k (k > 256 here, or off)
-    }
+    for (int i = 0; i < V; ++i) w[i] = static_cast<double>(logits[i]);
+    apply_top_k(w, V, policy.top_k, ws);  // 1. top-k (k > 256 here, or off)
   }
   const auto token = [&](int j) { return ids.empty() ? j : ids[static_cast<size_t>(j)]; };
   // 2. repetition + presence penalties
@@ -290,7 +274,8 @@ SupportDist support_dist(const float* logits, int V, const SamplingPolicy& polic
     for (int i = 0; i < n; ++i) f[i] = static_cast<float>((w[i] - top) * inv_t);  // -inf stays -inf
   engine::vec_kernels().exp(f, f, n);
   const int32_t* id_of = ids.empty() ? nullptr : ids.data();
-  double sum = widen_and_sum(f, w, n, id_of);
+  // w = the exponentials in double, summed in the same pass.
+  double sum = lane_sum(n, id_of, [&](int j) { return w[j] = static_cast<double>(f[j]); });
   // 4. min-p: drop p < min_p · p_max (equality stays); p_max corresponds to e = 1.
   if (policy.min_p > 0.0f) {
     const double floor = static_cast<double>(policy.min_p);
@@ -383,9 +368,7 @@ int32_t cumulative_pick(const SupportDist& d, double target, int32_t exclude) {
       const int32_t block = d.ids[j] / kScanBlock;
       while (end < d.n && d.ids[end] / kScanBlock == block) ++end;
     }
-    const int32_t first_id = d.token(j);
-    const double mass =
-        id_lane_sum(d.prob + j, end - j, d.ids ? d.ids + j : nullptr, d.ids ? exclude : exclude - first_id);
+    const double mass = id_lane_sum(d.prob + j, end - j, d.ids ? d.ids + j : nullptr, exclude, j);
     if (mass > 0.0) {
       last_from = j;
       last_to = end;
