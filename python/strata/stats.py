@@ -143,9 +143,10 @@ class GenerationStats:
     # ----------------------------------------------------------------------------------- updating
     def record_step(self, n_drafts: int) -> None:
         """One decode step that verified n_drafts drafts (0: a plain step)."""
-        while len(self.draft_counts) <= n_drafts:
-            self.draft_counts.append(0)
-        self.draft_counts[n_drafts] += 1
+        counts = self.draft_counts
+        if n_drafts >= len(counts):
+            counts.extend([0] * (n_drafts + 1 - len(counts)))
+        counts[n_drafts] += 1
 
     def record_adaptive(self, snapshot: dict[str, Any] | None) -> None:
         """Take the gains from an engine ``spec_adaptive_stats()`` snapshot (None: nothing yet)."""

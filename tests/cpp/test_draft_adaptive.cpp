@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "strata/draft/adaptive.h"
@@ -410,6 +411,29 @@ TEST(recent_median_ignores_an_outlier) {
   m.add(2.0);
   CHECK_NEAR(m.value(), 2.0, 1e-12);  // only the last 8 samples count
   CHECK_NEAR(m.min(), 2.0, 0.0);      // the median and the minimum are kept as samples come (cached)
+}
+
+TEST(recent_median_matches_the_median_of_the_last_samples) {
+  // The sorted copy kept by insertion against the definition: the median and the minimum of the last
+  // kRecent samples, over random sequences with repeated values (ties leave the ring in any order).
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (int trial = 0; trial < 50; ++trial) {
+    strata::draft::RecentMedian m;
+    std::vector<double> all;
+    for (int i = 0; i < 40; ++i) {
+      const double x = 0.25 * pick(gen);
+      m.add(x);
+      all.push_back(x);
+      std::vector<double> last(all.end() - std::min<std::ptrdiff_t>(all.size(), strata::draft::RecentMedian::kRecent),
+                               all.end());
+      std::sort(last.begin(), last.end());
+      const std::size_t n = last.size();
+      const double median = n % 2 == 1 ? last[n / 2] : 0.5 * (last[n / 2 - 1] + last[n / 2]);
+      CHECK_NEAR(m.value(), median, 0.0);
+      CHECK_NEAR(m.min(), last[0], 0.0);
+    }
+  }
 }
 
 TEST(bad_max_drafts_is_an_error) {

@@ -433,6 +433,44 @@ TEST(first_above_isa_paths_match_the_rule) {
   CHECK(checked > 1000);
 }
 
+// exp_sum (a softmax's normaliser, the speculator's greedy peak) on every ISA path bitwise equal to its
+// written rule: 16 float partial sums, lane l taking exp_f32(x[i] - ref) for i = l mod 16 in order, then the
+// fixed tree. Every length around the vector widths; refs below, at and above the values; NaN and infinities.
+TEST(exp_sum_isa_paths_match_the_rule) {
+  std::mt19937 g(31);
+  std::uniform_real_distribution<float> logit(-20.0f, 8.0f);
+  const std::vector<const VecKernels*> paths = vec_paths();
+  int checked = 0;
+  for (int64_t n = 0; n <= 70; ++n)
+    for (int trial = 0; trial < 12; ++trial) {
+      std::vector<float> x(static_cast<std::size_t>(n) + 1);
+      for (auto& v : x) v = logit(g);
+      if (n > 0 && trial % 6 == 1) x[g() % static_cast<std::size_t>(n)] = -INFINITY;
+      if (n > 0 && trial % 6 == 2) x[g() % static_cast<std::size_t>(n)] = 200.0f;  // an overflowing term
+      if (n > 0 && trial % 6 == 3) x[g() % static_cast<std::size_t>(n)] = NAN;
+      const float ref = trial % 4 == 0 ? 0.0f : trial % 4 == 1 ? 8.0f : trial % 4 == 2 ? -30.0f : x[0];
+      float lanes[16] = {};
+      for (int64_t i = 0; i < n; ++i) {
+        const float e = exp_f32(x[static_cast<std::size_t>(i)] - ref);
+        lanes[i % 16] = lanes[i % 16] + e;
+      }
+      const float want = reduce_exp_lanes(lanes);
+      for (const VecKernels* k : paths) {
+        const float got = k->exp_sum(x.data(), n, ref);
+        CHECK(got == want || (std::isnan(got) && std::isnan(want)));
+      }
+      ++checked;
+    }
+  CHECK(checked > 800);
+  // A softmax normaliser: against a double sum of the same terms.
+  std::vector<float> row(8192);
+  for (auto& v : row) v = logit(g);
+  const float top = *std::max_element(row.begin(), row.end());
+  double z = 0.0;
+  for (const float v : row) z += std::exp(static_cast<double>(v) - static_cast<double>(top));
+  for (const VecKernels* k : paths) CHECK_NEAR(k->exp_sum(row.data(), 8192, top), z, 1e-5 * z);
+}
+
 // exp_f32 against the exact value (double), and the SwiGLU / exp kernels of every ISA path bitwise
 // equal to the scalar function lane for lane, special values included.
 TEST(exp_f32_accuracy_and_swiglu_kernels_bitwise) {

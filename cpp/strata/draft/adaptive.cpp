@@ -16,16 +16,26 @@ constexpr double kPriorAccept = 0.5;  // ... half accepted
 }  // namespace
 
 void RecentMedian::add(double x) {
+  // The samples also stay sorted (sorted_[0..n_)): the one leaving the ring is taken out and x put in its
+  // place by insertion, a few moves instead of a selection per sample (this runs three times a plain step).
+  int i = n_;
+  if (n_ == kRecent) {
+    const double out = buf_[static_cast<std::size_t>(next_)];
+    i = 0;
+    while (i + 1 < n_ && !(sorted_[static_cast<std::size_t>(i)] == out)) ++i;  // every sample of buf_ is in sorted_
+    for (; i + 1 < n_; ++i) sorted_[static_cast<std::size_t>(i)] = sorted_[static_cast<std::size_t>(i + 1)];
+    i = n_ - 1;
+  } else {
+    ++n_;
+  }
+  for (; i > 0 && sorted_[static_cast<std::size_t>(i - 1)] > x; --i)
+    sorted_[static_cast<std::size_t>(i)] = sorted_[static_cast<std::size_t>(i - 1)];
+  sorted_[static_cast<std::size_t>(i)] = x;
   buf_[static_cast<std::size_t>(next_)] = x;
   next_ = (next_ + 1) % kRecent;
-  n_ = std::min(n_ + 1, kRecent);
-  // The median and the minimum, once per sample: the economics ask for them tens of times a round.
-  std::array<double, kRecent> v = buf_;
-  const auto end = v.begin() + n_;
-  const auto mid = v.begin() + n_ / 2;
-  std::nth_element(v.begin(), mid, end);
-  median_ = n_ % 2 == 1 ? *mid : 0.5 * (*mid + *std::max_element(v.begin(), mid));
-  min_ = *std::min_element(v.begin(), end);
+  const auto mid = static_cast<std::size_t>(n_ / 2);
+  median_ = n_ % 2 == 1 ? sorted_[mid] : 0.5 * (sorted_[mid] + sorted_[mid - 1]);
+  min_ = sorted_[0];
 }
 
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts, bool skip_cold_samples) : k_(max_drafts) {

@@ -166,7 +166,8 @@ class RecentMedian {
   bool empty() const { return n_ == 0; }
 
  private:
-  std::array<double, kRecent> buf_{};
+  std::array<double, kRecent> buf_{};     // the ring of the last n_ samples
+  std::array<double, kRecent> sorted_{};  // the same samples in ascending order
   int n_ = 0, next_ = 0;
   double median_ = 0.0, min_ = 0.0;  // of buf_'s n_ samples, kept by add()
 };

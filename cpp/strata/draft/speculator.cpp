@@ -152,21 +152,14 @@ float Speculator::draft_prob(int step) const {
 
 double Speculator::token_peak(int32_t token) {
   // A predictor only (the peak trigger, adaptive.h): the chosen token's probability under the softmax of the
-  // logits at temperature 1 (the greedy token: the peak). Float sums in 16 lanes suffice; against the
-  // token's own logit no maximum pass is needed (a larger logit only makes the probability smaller).
-  constexpr int kLanes = 16;
+  // logits at temperature 1 (the greedy token: the peak). Against the token's own logit no maximum pass is
+  // needed (a larger logit only makes the probability smaller); the normaliser is one pass that stores
+  // nothing (VecKernels::exp_sum: every fourth greedy plain step, and a pass that wrote 8192 exponentials
+  // cost the next step its cached data as well).
   const float* l = logits_.data();
   const float top = l[token];
   if (!std::isfinite(top)) return 1.0;
-  float* e = exps_.data();
-  exp_from(l, V_, top, e);
-  float acc[kLanes] = {};
-  int i = 0;
-  for (; i + kLanes <= V_; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) acc[j] += e[i + j];
-  double z = 0.0;
-  for (int j = 0; j < kLanes; ++j) z += static_cast<double>(acc[j]);
-  for (; i < V_; ++i) z += static_cast<double>(e[i]);
+  const double z = engine::vec_kernels().exp_sum(l, V_, top);
   return z >= 1.0 ? 1.0 / z : 1.0;
 }
 

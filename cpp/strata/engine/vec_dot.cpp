@@ -117,8 +117,18 @@ int64_t first_above_scalar(const float* x, int64_t n, float floor) {
   return n;
 }
 
-const VecKernels kScalar{dot_f32_scalar,        dot_i8_scalar, axpy_f32_scalar, axpy_i8_scalar,    dot_f32_fused_scalar,
-                         axpy_f32_fused_scalar, exp_scalar,    swiglu_scalar,   first_above_scalar};
+float exp_sum_scalar(const float* x, int64_t n, float ref) {
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = exp_f32(x[i] - ref);
+    acc[i % 16] = acc[i % 16] + e;
+  }
+  return reduce_exp_lanes(acc);
+}
+
+const VecKernels kScalar{dot_f32_scalar,       dot_i8_scalar,         axpy_f32_scalar, axpy_i8_scalar,
+                         dot_f32_fused_scalar, axpy_f32_fused_scalar, exp_scalar,      swiglu_scalar,
+                         first_above_scalar,   exp_sum_scalar};
 
 }  // namespace
 

@@ -27,6 +27,10 @@ struct VecKernels {
   // The first i with x[i] > floor, NaN or +inf (n when there is none): the sampler's vocabulary scans
   // (argmax, top-k) skip with it the logits that cannot change their result and stop at any they must see.
   int64_t (*first_above)(const float* x, int64_t n, float floor);
+  // Σ exp_f32(x[i] − ref) in one pass, nothing stored: 16 float partial sums (lane l takes the i ≡ l
+  // mod 16), reduced as two halves of dot_f32's tree, half 0 + half 1; the same bits on every path.
+  // A softmax's normaliser where only it is wanted (the speculator's peak of a greedy row).
+  float (*exp_sum)(const float* x, int64_t n, float ref);
 };
 
 // e^x from a degree-6 polynomial on [−ln2/2, ln2/2] times 2^n (Cephes' expf), each multiply and add
@@ -47,6 +51,13 @@ inline constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073
                                 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 }  // namespace exp_poly
 
+// exp_sum's reduction of its 16 partial sums (every path stores them and calls this).
+inline float reduce_exp_lanes(const float* a) {
+  const float lo = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  const float hi = ((a[8] + a[9]) + (a[10] + a[11])) + ((a[12] + a[13]) + (a[14] + a[15]));
+  return lo + hi;
+}
+
 // The kernels of cpu::active_isa() (looked up on every call: cheap, follows force_isa()).
 const VecKernels& vec_kernels();
 const VecKernels& vec_kernels_scalar();
@@ -54,7 +65,7 @@ const VecKernels& vec_kernels_scalar();
 const VecKernels& vec_kernels_avx2();
 #endif
 #if defined(STRATA_HAVE_AVX512_TU)
-// The AVX2 table with exp and swiglu on 16 lanes.
+// The AVX2 table with exp, swiglu, first_above and exp_sum on 16 lanes.
 const VecKernels& vec_kernels_avx512();
 #endif
 

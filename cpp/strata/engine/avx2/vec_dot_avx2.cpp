@@ -141,8 +141,27 @@ int64_t first_above_avx2(const float* x, int64_t n, float floor) {
   return n;
 }
 
-const VecKernels kAvx2{dot_f32_avx2,        dot_i8_avx2, axpy_f32_avx2, axpy_i8_avx2,    dot_f32_fused_avx2,
-                       axpy_f32_fused_avx2, exp_avx2,    swiglu_avx2,   first_above_avx2};
+float exp_sum_avx2(const float* x, int64_t n, float ref) {
+  // Lanes 0-7 and 8-15 of exp_sum's 16 partial sums in two registers; the tail (< 16) by the scalar rule.
+  const __m256 r = _mm256_set1_ps(ref);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_add_ps(a0, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), r)));
+    a1 = _mm256_add_ps(a1, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), r)));
+  }
+  alignas(32) float acc[16];
+  _mm256_store_ps(acc, a0);
+  _mm256_store_ps(acc + 8, a1);
+  for (int l = 0; i < n; ++i, ++l) {
+    const float e = exp_f32(x[i] - ref);
+    acc[l] = acc[l] + e;
+  }
+  return reduce_exp_lanes(acc);
+}
+
+const VecKernels kAvx2{dot_f32_avx2,        dot_i8_avx2, axpy_f32_avx2, axpy_i8_avx2,     dot_f32_fused_avx2,
+                       axpy_f32_fused_avx2, exp_avx2,    swiglu_avx2,   first_above_avx2, exp_sum_avx2};
 
 }  // namespace
 

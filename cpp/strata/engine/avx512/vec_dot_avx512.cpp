@@ -85,6 +85,22 @@ int64_t first_above_avx512(const float* x, int64_t n, float floor) {
   return n;
 }
 
+float exp_sum_avx512(const float* x, int64_t n, float ref) {
+  // exp_sum's 16 partial sums in one register; the tail's lanes past n add 0 (masked), so lane l still
+  // takes exactly the i ≡ l mod 16.
+  const __m512 r = _mm512_set1_ps(ref);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), r)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    acc = _mm512_mask_add_ps(acc, m, acc, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), r)));
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc);
+  return reduce_exp_lanes(lanes);
+}
+
 }  // namespace
 
 const VecKernels& vec_kernels_avx512() {
@@ -93,6 +109,7 @@ const VecKernels& vec_kernels_avx512() {
     t.exp = exp_avx512;
     t.swiglu = swiglu_avx512;
     t.first_above = first_above_avx512;
+    t.exp_sum = exp_sum_avx512;
     return t;
   }();
   return k;
