@@ -433,6 +433,31 @@ TEST(first_above_isa_paths_match_the_rule) {
   CHECK(checked > 1000);
 }
 
+// first_argmax (the greedy sampler's argmax, the drafter's token) on every ISA path against a scan that
+// compares every element: the first largest, a NaN never winning (also as x[0]), +inf and -inf, ties.
+TEST(first_argmax_isa_paths_match_a_full_scan) {
+  std::mt19937 g(23);
+  const std::vector<const VecKernels*> paths = vec_paths();
+  int checked = 0;
+  for (int64_t n = 1; n <= 90; ++n)
+    for (int trial = 0; trial < 16; ++trial) {
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (auto& v : x) v = static_cast<float>(static_cast<int>(g() % 7));  // many ties
+      const auto at = [&] { return static_cast<std::size_t>(g() % static_cast<std::size_t>(n)); };
+      if (trial % 5 == 1) x[at()] = NAN;
+      if (trial % 5 == 2) x[0] = NAN;
+      if (trial % 5 == 3) x[at()] = INFINITY;
+      if (trial % 5 == 4) x[at()] = -INFINITY;
+      if (trial % 8 == 7) std::fill(x.begin(), x.end(), -INFINITY);
+      int64_t want = 0;
+      for (int64_t i = 1; i < n; ++i)
+        if (x[static_cast<std::size_t>(i)] > x[static_cast<std::size_t>(want)]) want = i;
+      for (const VecKernels* k : paths) CHECK_EQ(first_argmax(*k, x.data(), n), want);
+      ++checked;
+    }
+  CHECK(checked > 1000);
+}
+
 // exp_sum (a softmax's normaliser, the speculator's greedy peak) on every ISA path bitwise equal to its
 // written rule: 16 float partial sums, lane l taking exp_f32(x[i] - ref) for i = l mod 16 in order, then the
 // fixed tree. Every length around the vector widths; refs below, at and above the values; NaN and infinities.

@@ -99,7 +99,7 @@
 //
 // Peak trigger: where verification is greedy (temperature 0) the peaks are no bound, but the target's own
 // confidence predicts the drafter's agreement: plain steps then record the greedy token's probability under
-// the logits' softmax at temperature 1 (every fourth step: 8192 exponentials are 1 % of a demo-model step), and
+// the logits' softmax at temperature 1 (every fourth step: one exp_sum pass, 3.6 us on the demo row), and
 // the same products give the R_n a drafter agreeing at those rates would reach. When that R_n / C_n beats
 // plain steps (kTriggerGain) for a viable count while plain steps rule, a trial of kTrialRounds exploring
 // rounds with that count runs now instead of at the exploration interval: a text that turns predictable after

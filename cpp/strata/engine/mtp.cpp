@@ -11,6 +11,7 @@
 #include "strata/engine/linear.h"
 #include "strata/engine/ops.h"
 #include "strata/engine/parallel.h"
+#include "strata/engine/vec_dot.h"
 #include "strata/experts/expert_store.h"
 #include "strata/model/drafter_requant.h"
 #include "strata/util/error.h"
@@ -286,12 +287,9 @@ const float* Mtp::draft_logits(int r) const {
 }
 
 int32_t Mtp::draft_token(int r) const {
-  const float* l = draft_logits(r);
-  const int64_t Vr = m_.hparams().mtp_vocab;
-  int64_t best = 0;
-  for (int64_t i = 1; i < Vr; ++i)
-    if (l[i] > l[best]) best = i;
-  return m_.mtp->vocab_ids[best];
+  // engine::first_argmax: the scalar scan over the 4096 restricted logits was ~2 % of a draft step on the
+  // demo model.
+  return m_.mtp->vocab_ids[first_argmax(draft_logits(r), m_.hparams().mtp_vocab)];
 }
 
 void Mtp::draft_chain(const float* H, int32_t token, int64_t p, int n_steps, float* logits_out, int32_t* tokens_out) {

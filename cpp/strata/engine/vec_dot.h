@@ -71,4 +71,19 @@ const VecKernels& vec_kernels_avx512();
 
 inline float dot_f32(const float* a, const float* b, int64_t n) { return vec_kernels().dot_f32(a, b, n); }
 
+// The index of the first largest x[i] (ties to the lowest index; a NaN never wins, so 0 when x[0] is
+// the largest or NaN): what a scan comparing every element finds, with first_above jumping to the next
+// element above the running best (or a NaN / +inf, which the comparison then judges). The greedy
+// sampler's argmax and the drafter's token.
+inline int64_t first_argmax(const VecKernels& k, const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    i += k.first_above(x + i, n - i, x[best]);
+    if (i >= n) break;
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+inline int64_t first_argmax(const float* x, int64_t n) { return first_argmax(vec_kernels(), x, n); }
+
 }  // namespace strata::engine

@@ -333,16 +333,7 @@ std::span<const int32_t> penalized_tokens(int V, const SamplingPolicy& p, std::s
   return ws.penalized;
 }
 
-int32_t argmax(const float* dist, int V) {
-  int32_t best = 0;
-  const FirstAbove first_above = engine::vec_kernels().first_above;
-  for (int i = 1; i < V; ++i) {
-    i = next_above(first_above, dist, i, V, dist[best]);  // also stops at a NaN, which never wins
-    if (i == V) break;
-    if (dist[i] > dist[best]) best = i;
-  }
-  return best;
-}
+int32_t argmax(const float* dist, int V) { return static_cast<int32_t>(engine::first_argmax(dist, V)); }
 
 int32_t argmax(const SupportDist& d) {
   // The first largest probability by id (support_dist's always has mass, which the zeros outside never beat).
