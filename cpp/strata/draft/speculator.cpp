@@ -68,13 +68,6 @@ int window_cut_row(float tau, const float* probs, int n) {
   return n + 1;
 }
 
-// e[i] = exp_f32(l[i] − ref), i < n: a softmax's unnormalised weights against ref (the engine's vectorised
-// exp_f32, <= 2 ulp, the same bits on every ISA).
-void exp_from(const float* l, int n, float ref, float* e) {
-  for (int i = 0; i < n; ++i) e[i] = l[i] - ref;
-  engine::vec_kernels().exp(e, e, n);
-}
-
 }  // namespace
 
 Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
@@ -88,7 +81,6 @@ Speculator::Speculator(engine::DecodeTarget& target, int max_drafts)
                                       std::to_string(kMaxDraftSteps) + "]");
   logits_.resize(static_cast<std::size_t>(max_drafts + 1) * static_cast<std::size_t>(V_));
   dlogits_.resize(static_cast<std::size_t>(max_drafts) * static_cast<std::size_t>(std::max(Vr_, 1)));
-  exps_.resize(static_cast<std::size_t>(std::max({Vr_, V_, 1})));
   window_.resize(static_cast<std::size_t>(max_drafts + 1));
   one_.resize(1);
   draft_index_.assign(static_cast<std::size_t>(std::max(V_, 1)), -1);
@@ -124,10 +116,10 @@ int32_t Speculator::penalized_draft(int step, int32_t drafted_token, std::span<c
 }
 
 float Speculator::draft_prob(int step) const {
-  // The softmax probability of the step's argmax (its draft): the exponentials through the engine's
-  // vectorised exp_f32 (<= 2 ulp; bitwise the same on every ISA), summed in double. With std::exp in
-  // double this loop was ~40 % of a draft step on the demo model (4096 exponentials per step). The maximum
-  // and the sum run in 16 independent lanes (vectorised; one chain of 4096 dependent adds was ~8 us).
+  // The softmax probability of the step's argmax (its draft): 1 / Σ exp(l − max), the normaliser in one
+  // VecKernels::exp_sum pass (the engine's exp_f32, bitwise the same on every ISA; nothing stored). With
+  // std::exp in double this was ~40 % of a draft step on the demo model (4096 exponentials per step); the
+  // maximum runs in 16 independent lanes (one chain of 4096 dependent comparisons was ~8 us).
   constexpr int kLanes = 16;
   const float* l = dlogits_.data() + static_cast<std::size_t>(step) * static_cast<std::size_t>(Vr_);
   float lane_max[kLanes];
@@ -138,16 +130,7 @@ float Speculator::draft_prob(int step) const {
   float mx = lane_max[0];
   for (int j = 1; j < kLanes; ++j) mx = std::max(mx, lane_max[j]);
   for (; i < Vr_; ++i) mx = std::max(mx, l[i]);
-  float* e = exps_.data();
-  exp_from(l, Vr_, mx, e);
-  double lane_sum[kLanes] = {};
-  i = 0;
-  for (; i + kLanes <= Vr_; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane_sum[j] += static_cast<double>(e[i + j]);
-  double z = 0.0;
-  for (int j = 0; j < kLanes; ++j) z += lane_sum[j];
-  for (; i < Vr_; ++i) z += static_cast<double>(e[i]);
-  return static_cast<float>(1.0 / z);
+  return static_cast<float>(1.0 / static_cast<double>(engine::vec_kernels().exp_sum(l, Vr_, mx)));
 }
 
 double Speculator::token_peak(int32_t token) {

@@ -98,7 +98,6 @@ class Speculator {
   int V_, Vr_;
   std::vector<float> logits_;         // [(max_drafts+1)][V] verification logits
   std::vector<float> dlogits_;        // [max_drafts][Vr] draft logits
-  mutable std::vector<float> exps_;   // [max(V, Vr)] draft_prob's exponentials
   std::vector<int32_t> window_;       // [max_drafts+1] the window's input tokens
   std::vector<int32_t> one_;          // history fallback: [t]
   std::vector<int32_t> draft_index_;  // [V] each model token's index in the drafter's vocabulary (-1: none)
