@@ -28,8 +28,9 @@ struct VecKernels {
   // (argmax, top-k) skip with it the logits that cannot change their result and stop at any they must see.
   int64_t (*first_above)(const float* x, int64_t n, float floor);
   // Σ exp_f32(x[i] − ref) in one pass, nothing stored: 16 float partial sums (lane l takes the i ≡ l
-  // mod 16), reduced as two halves of dot_f32's tree, half 0 + half 1; the same bits on every path.
-  // A softmax's normaliser where only it is wanted (the speculator's peak of a greedy row).
+  // mod 16), lanes 0-7 and 8-15 each reduced by dot_f32's tree, then half 0 + half 1; the same bits on
+  // every path. A softmax's normaliser where only it is wanted (the speculator's greedy peak and the
+  // probability of a draft).
   float (*exp_sum)(const float* x, int64_t n, float ref);
 };
 
