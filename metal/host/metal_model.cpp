@@ -7,6 +7,7 @@
 
 #include "metal/host/dispatch.h"
 #include "metal/kernels/args.h"
+#include "strata/engine/vec_dot.h"
 #include "strata/util/error.h"
 
 namespace strata::mtl {
@@ -613,11 +614,8 @@ int32_t MetalModel::draft_row(const float* H, int32_t token, int64_t pos, std::s
     throw_error(ErrorKind::Value, "draft_step: router probabilities contain NaN or -inf");
   const float* l = t.logits.as<float>();
   if (logits_out) std::memcpy(logits_out, l, static_cast<std::size_t>(Vr) * sizeof(float));
-  int64_t best = 0;
-  for (int64_t i = 1; i < Vr; ++i)
-    if (l[i] > l[best]) best = i;
   std::memcpy(streams_out, t.X.as<float>(), nd * sizeof(float));  // chained: the step's output streams
-  return m_.mtp->vocab_ids[best];
+  return m_.mtp->vocab_ids[engine::first_argmax(l, Vr)];  // the CPU drafter's rule (Mtp::draft_token)
 }
 
 std::unique_ptr<engine::Sequence> metal_sequence(Device& dev, const model::Model& m, MetalModelConfig cfg,

@@ -142,6 +142,20 @@ def test_costs_are_recorded_at_a_calls_end_when_stats_are_read_and_when_a_call_i
     assert model.adaptive_costs[key]["rounds"] == s._engine.spec_adaptive_stats()["rounds"] > rounds
 
 
+# Costs under which no draft count can pay (a window costs 20-60 plain steps): a session seeded with them
+# skips the probe and the warm-up and runs plain steps until exploration at its longest interval.
+HOPELESS = {"verify_seconds": [0.0006, 0.01, 0.02, 0.03], "draft_step_seconds": 0.001,
+            "plain_seconds": 0.0005}
+
+
+def seed_hopeless(model: strata.Model) -> str:
+    """Make HOPELESS the only seed of ``model`` for auto at one thread; returns its settings key."""
+    key = repr(strata.Config(speculative=None, threads=1))
+    model.adaptive_costs.clear()
+    model.adaptive_costs[key] = {"runs": [HOPELESS], "seed": HOPELESS}
+    return key
+
+
 def test_plain_steps_record_their_distributions_peak(model: strata.Model) -> None:
     """Adaptive plain steps record a peak probability: when sampling, that of the distribution they sampled
     from (draft/adaptive.h, "Peak bound"); under greedy decoding, that of the logits' softmax at temperature 1
@@ -165,12 +179,8 @@ def test_plain_steps_record_their_distributions_peak(model: strata.Model) -> Non
     # Seeded with costs that make drafting hopeless, so the call's rounds are plain steps whatever this
     # machine's timings (a call that drafted nearly every round left fewer than four greedy plain steps,
     # and so no greedy peak: a clean-clone CI run read 0.0); exploration then waits kExploreMax rounds.
-    key = repr(strata.Config(speculative=None, threads=1))
-    hopeless = {"verify_seconds": [0.0006, 0.01, 0.02, 0.03], "draft_step_seconds": 0.001,
-                "plain_seconds": 0.0005}
     for temperature in (0.0, 1.0):
-        model.adaptive_costs.clear()
-        model.adaptive_costs[key] = {"runs": [hopeless], "seed": hopeless}
+        seed_hopeless(model)
         s = model.session(config=strata.Config(speculative=None, threads=1),
                           sampling=strata.SamplingPolicy(temperature=temperature, seed=3))
         plain = PlainRows(s)
@@ -203,11 +213,7 @@ def test_in_one_process_a_seed_nobody_re_measures_ages_out(model: strata.Model) 
     seed holds none and the next session probes again."""
     from strata.spec_cost_cache import RUNS_REMEMBERED
 
-    key = repr(strata.Config(speculative=None, threads=1))
-    hopeless = {"verify_seconds": [0.0006, 0.01, 0.02, 0.03], "draft_step_seconds": 0.001,
-                "plain_seconds": 0.0005}
-    model.adaptive_costs.clear()
-    model.adaptive_costs[key] = {"runs": [hopeless], "seed": hopeless}
+    key = seed_hopeless(model)
     drafted = []
     for _ in range(RUNS_REMEMBERED + 1):
         _, st = _run(model, None, tokens=24)

@@ -16,8 +16,8 @@ constexpr double kPriorAccept = 0.5;  // ... half accepted
 }  // namespace
 
 void RecentMedian::add(double x) {
-  // The samples also stay sorted (sorted_[0..n_)): the one leaving the ring is taken out and x put in its
-  // place by insertion, a few moves instead of a selection per sample (this runs three times a plain step).
+  // The samples also stay sorted (sorted_[0..n_)), which the median and the minimum are read from: the one
+  // leaving the ring is taken out and x put in by insertion, a few moves (this runs three times a plain step).
   int i = n_;
   if (n_ == kRecent) {
     const double out = buf_[static_cast<std::size_t>(next_)];
@@ -33,9 +33,6 @@ void RecentMedian::add(double x) {
   sorted_[static_cast<std::size_t>(i)] = x;
   buf_[static_cast<std::size_t>(next_)] = x;
   next_ = (next_ + 1) % kRecent;
-  const auto mid = static_cast<std::size_t>(n_ / 2);
-  median_ = n_ % 2 == 1 ? sorted_[mid] : 0.5 * (sorted_[mid] + sorted_[mid - 1]);
-  min_ = sorted_[0];
 }
 
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts, bool skip_cold_samples) : k_(max_drafts) {

@@ -161,15 +161,19 @@ class RecentMedian {
  public:
   static constexpr int kRecent = 8;
   void add(double x);
-  double value() const { return median_; }
-  double min() const { return min_; }  // the fastest of the last kRecent samples (0 before any)
+  // From the sorted copy: the middle sample, or the mean of the middle two (0 before any).
+  double value() const {
+    if (n_ == 0) return 0.0;
+    const auto mid = static_cast<std::size_t>(n_ / 2);
+    return n_ % 2 == 1 ? sorted_[mid] : 0.5 * (sorted_[mid] + sorted_[mid - 1]);
+  }
+  double min() const { return sorted_[0]; }  // the fastest of the last kRecent samples (0 before any)
   bool empty() const { return n_ == 0; }
 
  private:
   std::array<double, kRecent> buf_{};     // the ring of the last n_ samples
   std::array<double, kRecent> sorted_{};  // the same samples in ascending order
   int n_ = 0, next_ = 0;
-  double median_ = 0.0, min_ = 0.0;  // of buf_'s n_ samples, kept by add()
 };
 
 class AdaptiveDrafts {

@@ -115,21 +115,17 @@ int32_t Speculator::penalized_draft(int step, int32_t drafted_token, std::span<c
   return target_.draft_vocab_ids()[sampling::argmax(l, Vr_)];
 }
 
-float Speculator::draft_prob(int step) const {
-  // The softmax probability of the step's argmax (its draft): 1 / Σ exp(l − max), the normaliser in one
-  // VecKernels::exp_sum pass (the engine's exp_f32, bitwise the same on every ISA; nothing stored). With
-  // std::exp in double this was ~40 % of a draft step on the demo model (4096 exponentials per step); the
-  // maximum runs in 16 independent lanes (vectorised).
-  constexpr int kLanes = 16;
+float Speculator::draft_prob(int step, int32_t raw) const {
+  // The softmax probability of the step's argmax, the raw draft (DecodeTarget::draft_step returns it):
+  // 1 / Σ exp(l − l[raw]), the normaliser in one VecKernels::exp_sum pass (the engine's exp_f32, bitwise the
+  // same on every ISA; nothing stored). Its logit is the maximum, so no pass looks for it again. With std::exp
+  // in double this was ~40 % of a draft step on the demo model (4096 exponentials per step).
   const float* l = dlogits_.data() + static_cast<std::size_t>(step) * static_cast<std::size_t>(Vr_);
-  float lane_max[kLanes];
-  std::fill(lane_max, lane_max + kLanes, l[0]);
-  int i = 0;
-  for (; i + kLanes <= Vr_; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane_max[j] = std::max(lane_max[j], l[i + j]);
-  float mx = lane_max[0];
-  for (int j = 1; j < kLanes; ++j) mx = std::max(mx, lane_max[j]);
-  for (; i < Vr_; ++i) mx = std::max(mx, l[i]);
+  const int32_t i = raw >= 0 && raw < V_ ? draft_index_[static_cast<std::size_t>(raw)] : -1;
+  if (i < 0)
+    throw_error(ErrorKind::Internal,
+                "speculator: the drafter returned token " + std::to_string(raw) + ", outside its vocabulary");
+  const float mx = l[i];
   return static_cast<float>(1.0 / static_cast<double>(engine::vec_kernels().exp_sum(l, Vr_, mx)));
 }
 
@@ -228,7 +224,7 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
       const int32_t d = penalized_draft(j, raw, history, j, opt.policy);
       if (d != raw) target_.set_draft_token(d);
       window_[static_cast<std::size_t>(j + 1)] = d;
-      r.probs[j] = draft_prob(j);
+      r.probs[j] = draft_prob(j, raw);
     }
     r.drafted = k;
     n = retain_chained(opt.retention, opt.caller_min_p, std::span<const float>(r.probs, static_cast<std::size_t>(k)));
@@ -242,7 +238,7 @@ RoundResult Speculator::round(int32_t t, std::span<const int32_t> history, const
       const int32_t d = penalized_draft(step, raw, history, step, opt.policy);
       if (d != raw) target_.set_draft_token(d);
       ++r.drafted;
-      return std::pair<int32_t, float>(d, draft_prob(step));
+      return std::pair<int32_t, float>(d, draft_prob(step, raw));
     };
     n = draft_nonchained(opt.retention, opt.caller_min_p, k, draft_one,
                          std::span<int32_t>(window_.data() + 1, static_cast<std::size_t>(k)),

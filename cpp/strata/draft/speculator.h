@@ -82,7 +82,7 @@ class Speculator {
  private:
   RoundResult plain_step(int32_t t, int64_t p, std::span<const int32_t> history, const RoundOptions& opt,
                          sampling::Rng& rng);
-  float draft_prob(int step) const;  // softmax probability of the step's own draft
+  float draft_prob(int step, int32_t raw) const;  // softmax probability of the step's raw draft (its argmax)
   // The step's draft under the policy's repetition / presence penalties: applied to its draft logits as
   // the verifier applies them to the row that judges the draft (the last penalty_last_n tokens of history
   // ++ the chain's `drafted` earlier drafts, window_[1..]), their argmax (a model token id). drafted_token

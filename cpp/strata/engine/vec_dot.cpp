@@ -49,10 +49,6 @@ void swiglu_scalar(const float* g, const float* u, float* h, int64_t n) {
   }
 }
 
-inline float reduce8(const float* acc) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 float dot_f32_scalar(const float* a, const float* b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;

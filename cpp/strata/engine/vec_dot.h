@@ -52,12 +52,10 @@ inline constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073
                                 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 }  // namespace exp_poly
 
+// The dots' fixed tree over 8 partial sums: ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+inline float reduce8(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 // exp_sum's reduction of its 16 partial sums (every path stores them and calls this).
-inline float reduce_exp_lanes(const float* a) {
-  const float lo = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  const float hi = ((a[8] + a[9]) + (a[10] + a[11])) + ((a[12] + a[13]) + (a[14] + a[15]));
-  return lo + hi;
-}
+inline float reduce_exp_lanes(const float* a) { return reduce8(a) + reduce8(a + 8); }
 
 // The kernels of cpu::active_isa() (looked up on every call: cheap, follows force_isa()).
 const VecKernels& vec_kernels();
