@@ -615,7 +615,7 @@ int32_t MetalModel::draft_row(const float* H, int32_t token, int64_t pos, std::s
   const float* l = t.logits.as<float>();
   if (logits_out) std::memcpy(logits_out, l, static_cast<std::size_t>(Vr) * sizeof(float));
   std::memcpy(streams_out, t.X.as<float>(), nd * sizeof(float));  // chained: the step's output streams
-  return m_.mtp->vocab_ids[engine::first_argmax(l, Vr)];  // the CPU drafter's rule (Mtp::draft_token)
+  return m_.mtp->vocab_ids[engine::first_argmax(l, Vr)];          // the CPU drafter's rule (Mtp::draft_token)
 }
 
 std::unique_ptr<engine::Sequence> metal_sequence(Device& dev, const model::Model& m, MetalModelConfig cfg,
