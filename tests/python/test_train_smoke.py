@@ -19,16 +19,18 @@ import torch
 from gguf import GGUFReader
 
 from strata_train import ReferenceRunner, StrataModel
+from strata_train import distill_drafter as distill
 from strata_train.demo_config import DEMO_MODEL, demo_config, smoke_config
 from strata_train.evaluate import main as evaluate_main
 from strata_train.evaluate import mtp_chain_logits, window_starts
 from strata_train.export import export_gguf
 from strata_train.gguf_io import load_model as load_gguf_model
+from strata_train.gguf_names import named_gguf_tensors
 from strata_train.random_init import randomize_
 from strata_train.shards import load_shards, plan_shards, save_shards, storage_tensor
 from strata_train.train import Schedule, restricted_vocab
 from strata_train.train import main as train_main
-from strata_train.train_forward import DeviceCache, moe_forward, train_losses
+from strata_train.train_forward import DeviceCache, main_streams, moe_forward, train_losses
 
 PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
 VOCAB = 320
@@ -343,3 +345,82 @@ def test_training_path_needs_neither_strata_nor_gguf(corpus: Path, tmp_path: Pat
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "train_log.json").is_file()
+
+
+# ----------------------------------------------------------------------------- drafter distillation
+@pytest.mark.parametrize("kv_int8", [False, True])
+def test_distillation_forwards_match_the_training_and_chain_paths(kv_int8: bool) -> None:
+    """Step 1 of the chain path is the training forward's drafter row; step 2, fed the text's token,
+    is what the evaluator's chain computes when that token is the drafter's own step-1 draft."""
+    cfg = smoke_config(mtp_vocab_ids=tuple(range(0, VOCAB, 3)))
+    model = StrataModel(cfg, kv_int8=kv_int8)
+    randomize_(model, 11)
+    assert model.mtp is not None
+    tokens = torch.randint(0, VOCAB, (2, 40), generator=torch.Generator().manual_seed(5))
+    cache = DeviceCache()
+    p0 = tokens.shape[1] - 3  # the last base whose step-2 input token lies inside the crop
+    with torch.no_grad():
+        first = mtp_chain_logits(model, tokens, 1, cache)[0][0]
+        tokens[:, p0 + 2] = model.mtp.vocab_ids[first[:, p0].argmax(-1)]
+        main, draft, _ = distill._pair(model, tokens, cache)
+        pairs = distill._chain_pairs(model, tokens, 2, cache)
+        chain = mtp_chain_logits(model, tokens, 2, cache)[0]
+    tol = {"rtol": 1e-3, "atol": 1e-3} if kv_int8 else {"rtol": 1e-5, "atol": 1e-5}
+    assert [tuple(p[0].shape[:2]) for p in pairs] == [(2, 39), (2, 38)]
+    assert all(p[0].shape[:2] == p[1].shape[:2] for p in pairs)
+    torch.testing.assert_close(pairs[0][0][:, :-1], main, rtol=1e-5, atol=1e-5)  # one head, two slicings
+    torch.testing.assert_close(pairs[0][1][:, :-1], draft, **tol)
+    torch.testing.assert_close(pairs[1][1][:, p0], chain[1][:, p0], **tol)
+
+
+def test_distillation_trains_only_the_drafter_and_patches_the_file(
+    trained: tuple[Path, dict], corpus: Path, tmp_path: Path
+) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    out, _ = trained
+    src, dst, run = tmp_path / "src.gguf", tmp_path / "new.gguf", tmp_path / "distill"
+    export_gguf(out, src, tokenizer_json=corpus / "tokenizer.json", weight_type="Q8_0")
+    log = distill.train(
+        [str(src), "--data", str(corpus), "--out", str(run), "--device", "cpu", "--steps", "40",
+         "--batch-size", "8", "--seq-len", str(SEQ), "--lr", "3e-3", "--warmup", "5", "--chain-steps", "2",
+         "--eval-windows", "8", "--chain-prompts", "4", "--chain-prompt-len", "16", "--chain-new-tokens", "8"]
+    )
+    before, after = log["before"]["teacher_forced"], log["after"]["teacher_forced"]
+    assert log["steps"] == 40 and after["kl"] < 0.9 * before["kl"]
+    assert after["peak"] == before["peak"]  # the main model's distribution did not move
+    files = sorted(run.glob("drafter-*.safetensors"))
+    assert [f.name for f in files] == ["drafter-1.safetensors", "drafter-2.safetensors"]
+    trained_mtp = {k: v for f in files for k, v in load_file(str(f)).items()}
+    distill.patch([str(src), str(dst), *map(str, files)])
+
+    a, b = GGUFReader(str(src)), GGUFReader(str(dst))
+    assert {k: f.contents() for k, f in a.fields.items() if not k.startswith("GGUF.")} == {
+        k: f.contents() for k, f in b.fields.items() if not k.startswith("GGUF.")
+    }
+    mtp_prefix = f"blk.{smoke_config().n_layers}."
+    changed = set()
+    for ta, tb in zip(a.tensors, b.tensors, strict=True):
+        assert (ta.name, ta.tensor_type, tuple(ta.shape)) == (tb.name, tb.tensor_type, tuple(tb.shape))
+        if not np.array_equal(np.asarray(ta.data).view(np.uint8), np.asarray(tb.data).view(np.uint8)):
+            changed.add(ta.name)
+    assert changed and all(n.startswith(mtp_prefix) for n in changed)
+    assert {n for n in trained_mtp if n.endswith("attn_q.weight")} <= changed
+    # the new file holds the trained drafter: dequantized, its tensors are the trained values
+    new_model = load_gguf_model(dst)
+    for name, value in trained_mtp.items():
+        stored = dict(named_gguf_tensors(new_model))[name].detach().numpy()
+        assert np.abs(stored - value).max() <= 0.02 * np.abs(value).max() + 1e-6, name
+    # and the main model computes exactly what it did
+    old_model = load_gguf_model(src)
+    tokens = torch.from_numpy(np.fromfile(corpus / "heldout.bin", dtype="<u2")[:SEQ].astype(np.int64))[None]
+    with torch.no_grad():
+        old = old_model.head(main_streams(old_model, tokens, DeviceCache())[0])
+        new = new_model.head(main_streams(new_model, tokens, DeviceCache())[0])
+    assert torch.equal(old, new)
+    # a tensor the file does not hold is refused before anything is written
+    bogus = tmp_path / "bogus.safetensors"
+    save_file({"blk.99.attn_q.weight": np.zeros((2, 2), np.float32)}, str(bogus))
+    with pytest.raises(ValueError, match="not in"):
+        distill.patch([str(src), str(tmp_path / "never.gguf"), str(bogus)])
+    assert not (tmp_path / "never.gguf").exists()
