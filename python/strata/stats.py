@@ -235,8 +235,10 @@ class GenerationStats:
             if self.window_cut_drafts:
                 line += f"; window cuts dropped {self.window_cut_drafts} drafts"
             if self.adaptive:
-                line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, "
-                         f"measured {self.measured_gain:.2f}x over a plain step; "
+                # 0: no plain step was timed in this session (every round drafted), nothing to divide by
+                measured = (f"measured {self.measured_gain:.2f}x over a plain step" if self.measured_gain > 0
+                            else "not measured (no plain step timed)")
+                line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, {measured}; "
                          + ("seeded with earlier costs" if self.seeded else "costs measured from scratch")
                          + (f"; exploration held back {self.peak_held} rounds at low peak probabilities"
                             if self.peak_held else "")

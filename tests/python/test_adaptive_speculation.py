@@ -221,3 +221,19 @@ def test_in_one_process_a_seed_nobody_re_measures_ages_out(model: strata.Model) 
         assert model.adaptive_costs[key]["seed"]["plain_seconds"] > 0
     assert drafted[:RUNS_REMEMBERED] == [0] * RUNS_REMEMBERED and drafted[RUNS_REMEMBERED] >= 1
     model.adaptive_costs.clear()
+
+
+def test_summary_says_when_no_plain_step_was_timed() -> None:
+    """A session whose every round drafted has no plain-step time to divide by: the engine reports a
+    measured gain of 0, and the summary must not print that as a 0.00x speed-up."""
+    st = strata.GenerationStats(speculative=True, adaptive=True)
+    st.record_round(3, 3, 4)
+    st.record_step(3)
+    snap = {"estimated_gain": 2.05, "measured_gain": 0.0, "seeded": True, "peak_held": 0, "peak_triggered": 0}
+    st.record_adaptive(snap)
+    line = next(x for x in st.summary().splitlines() if x.startswith("drafts verified per step"))
+    assert "estimated gain 2.05x" in line and "not measured (no plain step timed)" in line
+    assert "0.00x" not in line
+    st.record_adaptive({**snap, "measured_gain": 1.9})
+    line = next(x for x in st.summary().splitlines() if x.startswith("drafts verified per step"))
+    assert "measured 1.90x over a plain step" in line
