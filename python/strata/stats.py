@@ -37,9 +37,9 @@ class GenerationStats:
         draft_counts: draft_counts[n] = decode steps that verified n drafts (0 = a plain step).
         estimated_gain, measured_gain: adaptive speculation's expected speed-up over plain decoding
             from its cost and acceptance estimates, and the measured one (tokens per second of the
-            rounds times the measured plain-step time), over the session's engine so far; 0 when
-            not adaptive or still warming up (docs/drafting.md). While a call streams they are
-            refreshed when ``Session.stats`` is read, and at its end.
+            rounds times the measured plain-step time), over the session's engine so far; measured is 0
+            when not adaptive, still warming up, or no plain step was timed (docs/drafting.md). While a
+            call streams they are refreshed when ``Session.stats`` is read, and at its end.
         seeded: whether adaptive speculation started from costs measured before (by an earlier session
             of the model, or an earlier process through the cost cache) instead of probing first.
         peak_held: rounds, over the session's engine so far, in which adaptive speculation held a due
@@ -235,7 +235,7 @@ class GenerationStats:
             if self.window_cut_drafts:
                 line += f"; window cuts dropped {self.window_cut_drafts} drafts"
             if self.adaptive:
-                # 0: no plain step was timed in this session (every round drafted), nothing to divide by
+                # 0: nothing to divide by (no plain step timed, or no step yet after the warm-up)
                 measured = (f"measured {self.measured_gain:.2f}x over a plain step" if self.measured_gain > 0
                             else "not measured (no plain step timed)")
                 line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, {measured}; "

@@ -11,8 +11,10 @@ the main model's argmax, and by sampling the best any draft rule reaches is 1 - 
 So `train` freezes every main-model weight (the output head the drafter shares included), runs the
 main model on training crops and trains only the MTP layer to minimise KL(main ‖ drafter) over the
 drafter's restricted vocabulary (the main model's next-token distribution at p+1, renormalised over
-that vocabulary, is the target of MTP row p), plus the trainer's router balance term. The main
-model's function is untouched, so its text and perplexity stay what they were.
+that vocabulary, is the target of MTP row p). With ``--chain-steps`` above 1 the later chain steps are
+taught too (``_chain_pairs``); with 1 the trainer's router balance term is added (the chain path's
+forward does not return it). The main model's function is untouched, so its text and perplexity stay
+what they were.
 
 `train` measures the teacher-forced numbers the verifier cares about on held-out windows before and
 after (agreement with the main model's argmax; at temperature 0.7 the main model's probability of
@@ -53,7 +55,7 @@ from strata_train.train_forward import DeviceCache, block_forward, main_streams
 EVAL_TEMPERATURE = 0.7  # the command line's default
 
 
-def drafter_tensor_names(model: StrataModel) -> dict[str, Tensor]:
+def drafter_tensors(model: StrataModel) -> dict[str, Tensor]:
     """GGUF name -> live tensor for every trainable MTP tensor (vocab_ids excluded)."""
     assert model.mtp is not None
     own = {id(p) for p in model.mtp.parameters()}
@@ -234,16 +236,18 @@ def train(argv: Sequence[str]) -> dict[str, Any]:
         step += 1
     seconds = time.perf_counter() - start
     after = measure("after")
-    tensors = {name: t.detach().float().cpu().contiguous() for name, t in drafter_tensor_names(model).items()}
+    tensors = {name: t.detach().float().cpu().contiguous() for name, t in drafter_tensors(model).items()}
     from safetensors.torch import save_file
 
-    # two files, each under the 16 MiB a device call may return
+    # two files, each under the 16 MiB a device call may return: names in order until half the elements
     names = sorted(tensors, key=lambda n: ("_exps." not in n, n))
-    half = sum(tensors[n].numel() for n in names) // 2
+    half = sum(t.numel() for t in tensors.values()) // 2
     first: dict[str, Tensor] = {}
+    filled = 0
     for n in names:
-        if sum(t.numel() for t in first.values()) < half:
+        if filled < half:
             first[n] = tensors[n]
+            filled += tensors[n].numel()
     save_file(first, str(args.out / "drafter-1.safetensors"))
     save_file({n: t for n, t in tensors.items() if n not in first}, str(args.out / "drafter-2.safetensors"))
     log = {"args": {k: str(v) for k, v in vars(args).items()}, "steps": step, "train_seconds": seconds,
@@ -256,7 +260,7 @@ def train(argv: Sequence[str]) -> dict[str, Any]:
 
 def patch(argv: Sequence[str]) -> Path:
     """Copy a GGUF with its drafter tensors replaced, each stored in its original type."""
-    from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
     from gguf.quants import quantize
     from safetensors.numpy import load_file
 
@@ -280,7 +284,7 @@ def patch(argv: Sequence[str]) -> Path:
         for field in reader.fields.values():
             if field.name.startswith("GGUF.") or field.name == "general.architecture":
                 continue
-            sub = field.types[-1] if field.types[0].name == "ARRAY" else None
+            sub = field.types[-1] if field.types[0] == GGUFValueType.ARRAY else None
             writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub)
         datas = []
         for t in reader.tensors:

@@ -167,7 +167,7 @@ def render(cases: list[Case]) -> str:
         for m, r in c.modes.items():
             acc = ", ".join(f"{a:.2f}" for a in r.acceptance) or "-"
             counts = ",".join(str(x) for x in r.draft_counts) or "-"
-            meas = f"{r.measured_gain:.2f}" if r.measured_gain > 0 else "-"  # 0: no plain step timed
+            meas = f"{r.measured_gain:.2f}" if r.measured_gain > 0 else "-"  # 0: not measured (stats.py)
             gain = f"{r.estimated_gain:.2f} / {meas}" if m.startswith("auto") else "-"
             same = "-" if c.same_text is None else ("yes" if c.same_text else "NO")
             lines.append(f"| {c.store} | {c.temperature:g} | {c.threads} | {m} | {r.median:.1f} | "
