@@ -174,6 +174,16 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
   d["verify_samples"] = verify_n;
   d["draft_step_samples"] = a.draft_samples;
   d["plain_samples"] = a.plain_samples;
+  // Judged and accepted drafts per step in the verification context accept_key (0 greedy, else the
+  // temperature; -1 none yet), not decayed: what the cost cache pools into acceptance priors.
+  py::list judged, accepted;
+  for (int j = 0; j < a.max_drafts; ++j) {
+    judged.append(a.judged[static_cast<std::size_t>(j)]);
+    accepted.append(a.accepted[static_cast<std::size_t>(j)]);
+  }
+  d["accept_key"] = a.accept_key;
+  d["judged"] = judged;
+  d["accepted"] = accepted;
   return d;
 }
 
@@ -193,6 +203,31 @@ void spec_adaptive_seed(SpecState& state, std::mutex& mu, const pybind11::dict& 
   for (std::size_t m = 1; m <= py::len(verify); ++m) a.verify_s[m] = seconds(verify[m - 1], "verify_seconds");
   a.draft_step_s = seconds(stats["draft_step_seconds"], "draft_step_seconds");
   a.plain_s = seconds(stats["plain_seconds"], "plain_seconds");
+  // Optional: [{"key": context, "accept": [rate or -1 per step]}, ...] (draft/adaptive.h, "Acceptance prior").
+  if (stats.contains("acceptance_priors")) {
+    const py::list priors = stats["acceptance_priors"].cast<py::list>();
+    if (py::len(priors) > static_cast<std::size_t>(draft::kMaxAcceptPriors))
+      throw_error(ErrorKind::Value,
+                  "spec_adaptive_seed: at most " + std::to_string(draft::kMaxAcceptPriors) + " acceptance_priors");
+    std::size_t i = 0;
+    for (const py::handle h : priors) {
+      const py::dict p = h.cast<py::dict>();
+      const double key = p["key"].cast<double>();
+      if (!(key >= 0.0 && key < 1e6)) throw_error(ErrorKind::Value, "spec_adaptive_seed: a prior's key must be >= 0");
+      const py::list acc = p["accept"].cast<py::list>();
+      if (py::len(acc) > static_cast<std::size_t>(draft::kAdaptiveMaxDrafts))
+        throw_error(ErrorKind::Value, "spec_adaptive_seed: a prior has more steps than drafts");
+      draft::AcceptPrior& out = a.accept_priors[i++];
+      out.key = key;
+      out.accept.fill(-1.0);
+      for (std::size_t j = 0; j < py::len(acc); ++j) {
+        const double x = acc[j].cast<double>();
+        if (!(x == -1.0 || (x >= 0.0 && x <= 1.0)))
+          throw_error(ErrorKind::Value, "spec_adaptive_seed: a prior's acceptance must be in [0, 1] (or -1: none)");
+        out.accept[j] = x;
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(mu);
   if (state.spec) throw_error(ErrorKind::Value, "spec_adaptive_seed: the engine has run speculative rounds already");
   state.seed = a;

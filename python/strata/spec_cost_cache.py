@@ -22,6 +22,14 @@ and first window of each size are cold, not samples, and a call that explores on
 measures none of them; with only the last ``RUNS_KEPT`` runs kept, the windows aged out of the seed after
 four such runs and every fifth ``strata generate`` process paid the probe and the warm-up again.
 
+A run also stores how many drafts of each step were judged and accepted, in the verification context it
+ran in (``accept_key``: 0 greedy, else the sampling temperature), and the seed carries, per context, the
+pooled acceptance of the ``ACCEPT_RUNS_POOLED`` most recent runs in it (``acceptance_priors``; a step with
+fewer than ``MIN_JUDGED`` judged drafts among them has none). The engine takes the one matching a session's
+context as its acceptance prior (draft/adaptive.h, "Acceptance prior"): the costs alone left a seeded
+session pricing drafting at one half until it had explored, which on text that turned predictable later
+(or early) cost most of what drafting gains.
+
 The file is a cache: a missing, unreadable, corrupt, oversized or foreign file, or an entry with wrong
 types or values, is ignored (a broken file: one warning through ``logging``, printed to stderr when the
 application configured no logging; a bad entry: a debug message) and the next save rewrites the file
@@ -71,6 +79,10 @@ RUNS_REMEMBERED = 16  # runs kept per key: a cost none of them measured is no lo
 MAX_FILE_BYTES = 1 << 20  # a file this large is not one this module wrote (32 full entries are < 300 KB)
 MAX_SECONDS = 3600.0  # the engine's bound on a seeded cost (Engine.spec_adaptive_seed)
 MAX_WINDOW_SIZES = 17  # windows of 1..kAdaptiveMaxDrafts + 1 rows (draft/adaptive.h)
+MAX_DRAFT_STEPS = 16  # kAdaptiveMaxDrafts
+ACCEPT_RUNS_POOLED = 8  # most recent runs of one verification context pooled into its acceptance prior
+MIN_JUDGED = 8  # judged drafts of a step (pooled) below which that step has no prior
+MAX_ACCEPT_PRIORS = 4  # verification contexts a seed carries priors for (kMaxAcceptPriors)
 
 log = logging.getLogger(__name__)
 
@@ -235,9 +247,16 @@ def measured_run(stats: Mapping[str, Any]) -> dict[str, Any]:
     counts = stats.get("verify_samples")
     if counts is None or len(counts) != len(verify):
         counts = [None] * len(verify)
-    return {"verify_seconds": [own(v, n) for v, n in zip(verify, counts, strict=True)],
-            "draft_step_seconds": own(stats["draft_step_seconds"], stats.get("draft_step_samples")),
-            "plain_seconds": own(stats["plain_seconds"], stats.get("plain_samples"))}
+    run: dict[str, Any] = {
+        "verify_seconds": [own(v, n) for v, n in zip(verify, counts, strict=True)],
+        "draft_step_seconds": own(stats["draft_step_seconds"], stats.get("draft_step_samples")),
+        "plain_seconds": own(stats["plain_seconds"], stats.get("plain_samples"))}
+    # The drafts it judged, in the one verification context it counted them in (acceptance_priors).
+    key, judged, accepted = stats.get("accept_key"), stats.get("judged"), stats.get("accepted")
+    if key is not None and float(key) >= 0.0 and judged and accepted and sum(judged) > 0:
+        run.update(accept_key=float(key), judged=[int(x) for x in judged],
+                   accepted=[int(x) for x in accepted])
+    return run
 
 
 def seed_entry(stats: Mapping[str, Any], runs_before: list[dict[str, Any]]) -> dict[str, Any]:
@@ -266,15 +285,43 @@ def same_sizes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def fastest(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each cost at the fastest of its ``RUNS_KEPT`` most recent measurements in ``runs`` (newest first;
     0 = none of them measured it; one window-size list): a run that did not measure a cost neither
-    replaces its older measurements nor counts among the ones kept."""
+    replaces its older measurements nor counts among the ones kept. With ``acceptance_priors`` where the
+    runs counted judged drafts."""
     def low(values: list[float]) -> float:
         measured = [v for v in values if v > 0.0][:RUNS_KEPT]
         return min(measured) if measured else 0.0
 
     sizes = len(runs[0]["verify_seconds"])
-    return {"verify_seconds": [low([r["verify_seconds"][m] for r in runs]) for m in range(sizes)],
-            "draft_step_seconds": low([r["draft_step_seconds"] for r in runs]),
-            "plain_seconds": low([r["plain_seconds"] for r in runs])}
+    seed: dict[str, Any] = {
+        "verify_seconds": [low([r["verify_seconds"][m] for r in runs]) for m in range(sizes)],
+        "draft_step_seconds": low([r["draft_step_seconds"] for r in runs]),
+        "plain_seconds": low([r["plain_seconds"] for r in runs])}
+    priors = acceptance_priors(runs)
+    if priors:
+        seed["acceptance_priors"] = priors
+    return seed
+
+
+def acceptance_priors(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per verification context (newest first, at most ``MAX_ACCEPT_PRIORS``): the pooled acceptance of each
+    draft step over the context's ``ACCEPT_RUNS_POOLED`` most recent runs, accepted / judged, or -1 where
+    fewer than ``MIN_JUDGED`` drafts of that step were judged. Runs without counts are skipped."""
+    by_key: dict[float, list[dict[str, Any]]] = {}
+    for r in runs:
+        if "accept_key" in r:
+            by_key.setdefault(float(r["accept_key"]), []).append(r)
+    out = []
+    for key, rs in list(by_key.items())[:MAX_ACCEPT_PRIORS]:
+        rs = rs[:ACCEPT_RUNS_POOLED]
+        steps = max(len(r["judged"]) for r in rs)
+        accept = []
+        for j in range(steps):
+            judged = sum(r["judged"][j] for r in rs if j < len(r["judged"]))
+            accepted = sum(r["accepted"][j] for r in rs if j < len(r["accepted"]))
+            accept.append(accepted / judged if judged >= MIN_JUDGED else -1.0)
+        if any(a >= 0.0 for a in accept):
+            out.append({"key": key, "accept": accept})
+    return out
 
 
 def _seconds(x: object) -> bool:
@@ -314,4 +361,20 @@ def _costs_problem(costs: object) -> str:
     for name in ("draft_step_seconds", "plain_seconds"):
         if not _seconds(costs.get(name)):
             return f"{name} must be seconds in [0, {MAX_SECONDS:g})"
+    if "accept_key" in costs:
+        key, judged, accepted = costs.get("accept_key"), costs.get("judged"), costs.get("accepted")
+        if not _seconds(key):  # a temperature: a finite number >= 0
+            return "accept_key must be a number >= 0"
+
+        def counts(x: object) -> bool:
+            return (isinstance(x, list) and 1 <= len(x) <= MAX_DRAFT_STEPS
+                    and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53 for v in x))
+
+        if not (isinstance(judged, list) and isinstance(accepted, list) and counts(judged)
+                and counts(accepted) and len(judged) == len(accepted)):
+            return f"judged and accepted must be two lists of 1..{MAX_DRAFT_STEPS} counts"
+        if any(a > j for a, j in zip(accepted, judged, strict=True)):
+            return "a step accepted more drafts than it judged"
+    elif "judged" in costs or "accepted" in costs:
+        return "judged and accepted need an accept_key"
     return ""

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "strata/draft/adaptive.h"
@@ -865,4 +866,157 @@ TEST(a_seeded_session_explores_the_cheapest_count_first_when_sampling) {
   CHECK_EQ(sampling.second, 1);
   CHECK_EQ(greedy.first, AdaptiveDrafts::kExploreEvery - 1);
   CHECK_EQ(greedy.second, 3);
+}
+
+namespace {
+
+// Every cost an earlier run measured (windows of 2..4 rows, the draft step, the bare plain step), and its
+// measured acceptance in one verification context.
+strata::draft::AdaptiveStats seeded_with_acceptance(double key, double accept) {
+  strata::draft::AdaptiveStats prior = prior_costs(3, 0.0, 0.7, 0.1, 0.5);
+  prior.verify_s[3] = 0.8;
+  prior.verify_s[4] = 0.9;
+  prior.accept_priors[0].key = key;
+  prior.accept_priors[0].accept.fill(accept);
+  return prior;
+}
+
+}  // namespace
+
+TEST(a_seeded_acceptance_prior_drafts_from_the_first_round_in_its_own_context) {
+  // Pooled acceptance 0.95 from earlier greedy runs: 3 drafts commit ~3.7 tokens for 0.3 + 0.9 s against
+  // 0.5 s a plain step, so the session drafts at once instead of pricing drafting at one half until its
+  // first exploring round (kExploreEvery - 1).
+  AdaptiveDrafts a(3, /*skip_cold_samples=*/true);
+  a.seed(seeded_with_acceptance(0.0, 0.95));
+  a.peak_context(0.0);
+  CHECK_EQ(a.choose(3), 3);
+  CHECK_NEAR(a.stats().accept[0], 0.95, 1e-9);
+  // The same seed in another context (sampling at 0.7): the default prior, one half, and plain steps.
+  AdaptiveDrafts b(3, /*skip_cold_samples=*/true);
+  b.seed(seeded_with_acceptance(0.0, 0.95));
+  b.peak_context(0.7);
+  CHECK_EQ(b.choose(3), 0);
+  CHECK_NEAR(b.stats().accept[0], 0.5, 1e-9);
+}
+
+TEST(under_a_seeded_prior_plain_steps_let_old_evidence_fade) {
+  // Two rounds of rejected drafts pull the estimate far below the prior; each plain step after them
+  // weighs that evidence by kPlainDecay, so the estimate climbs back toward the measured 0.9 and drafting
+  // returns by itself. Without a measured prior the estimate stays where the evidence left it.
+  auto run = [](bool with_prior) {
+    strata::draft::AdaptiveStats prior = seeded_with_acceptance(0.0, 0.9);
+    if (!with_prior) prior.accept_priors[0].key = -1.0;
+    AdaptiveDrafts a(3);
+    a.seed(prior);
+    a.peak_context(0.0);
+    for (int i = 0; i < 2; ++i) {
+      a.choose(3);
+      a.record_round(3, 0, 1);  // three drafts, none accepted
+    }
+    const double low = a.stats().accept[0];
+    for (int i = 0; i < 60; ++i) a.record_round(0, 0, 1);  // plain steps
+    return std::pair<double, double>(low, a.stats().accept[0]);
+  };
+  const auto [low, later] = run(true);
+  CHECK(low < 0.65);
+  CHECK(later > low + 0.1 && later < 0.9);
+  const auto [low0, later0] = run(false);
+  CHECK_NEAR(later0, low0, 1e-12);
+}
+
+TEST(an_unmeasured_plain_window_never_lowers_the_plain_step_cost) {
+  // c_verify(1) unmeasured: the line through the 2- and 4-row windows puts it at 0.6 - 0.4 = 0.2 s, below
+  // the bare plain step (0.5 s) it can never beat. C_0 is the plain step's, not the extrapolation's.
+  AdaptiveDrafts a(3);
+  a.record_plain(0.5, false);
+  a.record_verify(2, 0.6);
+  a.record_verify(4, 1.4);
+  CHECK_NEAR(a.expected_cost(0), 0.5, 1e-12);
+  a.record_verify(1, 0.45);  // measured: the cheaper of the two
+  CHECK_NEAR(a.expected_cost(0), 0.45, 1e-12);
+}
+
+TEST(a_seed_with_two_window_sizes_skips_the_probe_and_the_warmup) {
+  // A session that drafted three a round measured 3- and 4-row windows only: its seed still prices every
+  // size (the line through them), so the next session starts with the economics, not the probe's one draft.
+  strata::draft::AdaptiveStats prior = seeded_with_acceptance(0.0, 0.95);
+  prior.verify_s[2] = 0.0;
+  AdaptiveDrafts a(3, /*skip_cold_samples=*/true);
+  a.seed(prior);
+  a.peak_context(0.0);
+  CHECK_EQ(a.choose(3), 3);
+  // One size alone is not enough: the probe runs.
+  prior.verify_s[3] = 0.0;
+  AdaptiveDrafts b(3, /*skip_cold_samples=*/true);
+  b.seed(prior);
+  b.peak_context(0.0);
+  CHECK_EQ(b.choose(3), 1);
+}
+
+TEST(a_seeded_cost_outweighs_one_slow_window) {
+  // The seed counts as kSeedSamples samples: one slow window of a fresh process (after the skipped first)
+  // leaves the median at the seed's 0.9 s; three more take it over.
+  AdaptiveDrafts a(3);
+  a.seed(seeded_with_acceptance(0.0, 0.95));
+  const double base = a.expected_cost(3);  // 3 draft steps + the 4-row window (no overhead measured)
+  CHECK_NEAR(base, 0.3 + 0.9, 1e-12);
+  a.record_verify(4, 1.3);
+  CHECK_NEAR(a.expected_cost(3), base, 1e-12);
+  for (int i = 0; i < 3; ++i) a.record_verify(4, 1.3);
+  CHECK(a.expected_cost(3) > base + 0.3);
+}
+
+TEST(judged_and_accepted_drafts_are_counted_per_context) {
+  AdaptiveDrafts a(3);
+  const double none = a.stats().accept_key;
+  CHECK_EQ(none, -1.0);
+  a.peak_context(0.0);
+  a.choose(3);
+  a.record_round(3, 1, 2);  // drafts 0 and 1 judged, draft 0 accepted
+  a.record_round(4, 3, 4);  // a shadow round: steps 0..3 judged (k = 3 counts 0..2), 0..2 accepted
+  auto s = a.stats();
+  CHECK_EQ(s.accept_key, 0.0);
+  CHECK_EQ(s.judged[0], 2);
+  CHECK_EQ(s.judged[1], 2);
+  CHECK_EQ(s.judged[2], 1);
+  CHECK_EQ(s.accepted[0], 2);
+  CHECK_EQ(s.accepted[1], 1);
+  CHECK_EQ(s.accepted[2], 1);
+  a.record_round(0, 0, 1);  // plain steps count nothing
+  s = a.stats();
+  CHECK_EQ(s.judged[0], 2);
+  a.peak_context(0.7);  // another context: the totals start again with its first verified round
+  a.record_round(1, 0, 1);
+  s = a.stats();
+  CHECK_NEAR(s.accept_key, 0.7, 1e-12);
+  CHECK_EQ(s.judged[0], 1);
+  CHECK_EQ(s.accepted[0], 0);
+  CHECK_EQ(s.judged[1], 0);
+}
+
+TEST(the_guard_does_not_judge_a_sessions_first_rounds) {
+  // A seeded session that drafts from its first round: those rounds are slow (cold), four times a plain
+  // step's cost per token, and yet the guard does not stop drafting before kGuardSkipRounds.
+  AdaptiveDrafts a(3, /*skip_cold_samples=*/true);
+  a.seed(seeded_with_acceptance(0.0, 0.95));
+  a.peak_context(0.0);
+  // Judged from its second round (the first is cold, not a sample), the guard held drafting back from
+  // round 6 on; the economics alone keep drafting through round 7 (the seed outweighs the slow windows).
+  static_assert(AdaptiveDrafts::kGuardSkipRounds >= 8);
+  int drafted = 0;
+  for (int i = 0; i < 8; ++i) {
+    const int n = a.choose(3);
+    drafted += n > 0;
+    if (n > 0) {
+      a.record_draft(n, 0.1 * n);
+      a.record_verify(n + 1, 8.0);
+    } else {
+      a.record_plain(0.5, a.encode_plain());
+    }
+    a.record_round(n, n, n + 1);
+  }
+  CHECK_EQ(drafted, 8);
+  const int64_t guarded = a.stats().guarded;
+  CHECK_EQ(guarded, 0);
 }

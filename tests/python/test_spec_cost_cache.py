@@ -62,7 +62,10 @@ def test_a_new_model_with_the_same_settings_starts_seeded(cache_folder: Path) ->
     (entry,) = _entries(cache_folder)
     assert entry["config"] == KEY
     (run,) = entry["runs"]  # type: ignore[misc]
-    assert set(run) == {"verify_seconds", "draft_step_seconds", "plain_seconds"}
+    # Costs, and the drafts it judged in its verification context (never text).
+    assert set(run) <= {"verify_seconds", "draft_step_seconds", "plain_seconds", "accept_key", "judged",
+                        "accepted"}
+    assert {"verify_seconds", "draft_step_seconds", "plain_seconds"} <= set(run)
 
     again = strata.Model()  # what the next process does
     assert KEY in again.adaptive_costs
@@ -337,3 +340,84 @@ def test_saving_an_entry_only_loaded_from_the_file_writes_nothing(cache_folder: 
     assert set(model.adaptive_costs[KEY]) == {"runs", "seed"}
     model.save_adaptive_costs(KEY)  # no session ran: nothing new, and no error
     assert (cache_folder / scc.FILE_NAME).read_bytes() == before
+
+
+def _counted(key: float, judged: list[int], accepted: list[int]) -> dict[str, object]:
+    return {**_GOOD_COSTS, "accept_key": key, "judged": judged, "accepted": accepted}
+
+
+def test_acceptance_is_pooled_per_verification_context(cache_folder: Path) -> None:
+    """Each run stores the drafts it judged and accepted in its verification context (0 greedy, else the
+    temperature); the seed carries, per context (newest first), accepted / judged over that context's
+    ACCEPT_RUNS_POOLED latest runs, -1 for a step with fewer than MIN_JUDGED judged drafts."""
+    cache = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 2]})
+    assert cache.save("Config(k)", _counted(0.0, [10, 8, 2], [9, 6, 1]))
+    assert cache.save("Config(k)", _counted(0.0, [10, 6, 3], [7, 3, 3]))
+    assert cache.save("Config(k)", _counted(0.7, [20, 5, 1], [10, 4, 1]))
+    assert cache.save("Config(k)", _GOOD_COSTS)  # a run that judged nothing adds nothing
+    seed = cache.load()["Config(k)"]
+    assert seed["acceptance_priors"] == [
+        {"key": 0.7, "accept": [0.5, -1.0, -1.0]},
+        {"key": 0.0, "accept": [16 / 20, 9 / 14, -1.0]},
+    ]
+    # Only the latest ACCEPT_RUNS_POOLED runs of a context count.
+    for _ in range(scc.ACCEPT_RUNS_POOLED):
+        assert cache.save("Config(k)", _counted(0.0, [10, 10, 10], [10, 10, 10]))
+    seed = cache.load()["Config(k)"]
+    assert seed["acceptance_priors"][0] == {"key": 0.0, "accept": [1.0, 1.0, 1.0]}
+    # Runs without counts (older files) seed the costs alone.
+    other = scc.SpecCostCache(cache_folder, {"model": ["m", 1, 3]})
+    assert other.save("Config(k)", _GOOD_COSTS)
+    assert "acceptance_priors" not in other.load()["Config(k)"]
+
+
+def test_a_run_stores_its_counts_only_when_it_judged_drafts() -> None:
+    stats = {**_GOOD_COSTS, "accept_key": 0.0, "judged": [3, 2, 0], "accepted": [2, 1, 0]}
+    assert scc.measured_run(stats)["judged"] == [3, 2, 0]
+    assert "judged" not in scc.measured_run({**stats, "judged": [0, 0, 0], "accepted": [0, 0, 0]})
+    assert "judged" not in scc.measured_run({**stats, "accept_key": -1.0})
+
+
+@pytest.mark.parametrize("bad", [
+    {"accept_key": 0.0, "judged": [2, 1], "accepted": [3, 1]},       # more accepted than judged
+    {"accept_key": 0.0, "judged": [2, 1], "accepted": [1]},          # lengths differ
+    {"accept_key": -0.5, "judged": [2], "accepted": [1]},            # no context
+    {"accept_key": 0.0, "judged": [2.5], "accepted": [1]},           # not a count
+    {"accept_key": 0.0, "judged": [True], "accepted": [1]},
+    {"judged": [2], "accepted": [1]},                                # counts without a context
+    {"accept_key": 0.0, "judged": [1] * 17, "accepted": [1] * 17},  # more steps than drafts
+])
+def test_bad_acceptance_counts_make_an_entry_invalid(bad: dict[str, object]) -> None:
+    entry = {"where": {}, "config": KEY, "used": 1.0, "runs": [{**_GOOD_COSTS, **bad}]}
+    assert scc._entry_problem(entry)
+    assert not scc._entry_problem({**entry, "runs": [_counted(0.0, [2], [1])]})
+
+
+def test_sessions_are_seeded_with_the_acceptance_of_their_context(cache_folder: Path) -> None:
+    """A greedy run stores its counts in context 0; the next process's session of the same settings gets
+    them as its acceptance prior (the engine's `acceptance` starts there), and a malformed prior is an
+    error of the seed, not a silent default."""
+    for _ in range(3):  # three processes' runs: enough judged drafts for a prior
+        _generate(strata.Model(), tokens=160)
+    (entry,) = _entries(cache_folder)
+    runs = entry["runs"]
+    assert all(r["accept_key"] == 0.0 for r in runs)  # type: ignore[attr-defined]
+    assert sum(r["judged"][0] for r in runs) >= scc.MIN_JUDGED  # type: ignore[attr-defined, index, misc]
+    second = strata.Model()
+    seed = second.adaptive_costs[KEY]["seed"]
+    (prior,) = seed["acceptance_priors"]
+    assert prior["key"] == 0.0
+    s = second.session(config=CONFIG, sampling=strata.SamplingPolicy(temperature=0.0))
+    "".join(s.generate(PROMPT, max_tokens=32))
+    st = s._engine.spec_adaptive_stats()
+    # Seeded with every cost and a greedy prior: it drafts from its first round (no probe, no wait for an
+    # exploring round), in context 0.
+    assert st["seeded"] is True and st["accept_key"] == 0.0
+    assert st["chosen"][0] < st["rounds"]
+    from strata import _strata
+    eng = _strata.Engine(str(DEMO_MODEL_PATH), n_threads=1, max_ctx=64, encode_mtp=True)
+    for bad in ([{"key": 0.0, "accept": [1.5]}], [{"key": -1.0, "accept": [0.5]}],
+                [{"key": 0.0, "accept": [0.5]}] * 5):
+        with pytest.raises(_strata.InvalidArgument):
+            eng.spec_adaptive_seed({**seed, "acceptance_priors": bad})
+    eng.spec_adaptive_seed(seed)

@@ -7,13 +7,6 @@
 #include "strata/util/error.h"
 
 namespace strata::draft {
-namespace {
-
-constexpr double kDecay = 0.97;       // acceptance counts: decay per observed round
-constexpr double kPriorReach = 1.0;   // prior: one judged draft per step ...
-constexpr double kPriorAccept = 0.5;  // ... half accepted
-
-}  // namespace
 
 void RecentMedian::add(double x) {
   // The samples also stay sorted (sorted_[0..n_)), which the median and the minimum are read from: the one
@@ -36,6 +29,7 @@ void RecentMedian::add(double x) {
 }
 
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts, bool skip_cold_samples) : k_(max_drafts) {
+  prior_accept_.fill(kPriorAccept);
   if (skip_cold_samples) {
     probe_rounds_ = kProbeRounds + 1;  // one more draft round: the first one's costs are not samples
   } else {
@@ -78,18 +72,26 @@ double AdaptiveDrafts::window_cost(int rows, bool fastest) const {
 
 double AdaptiveDrafts::base_cost() const { return plain_.empty() ? window_cost(1) : plain_.value(); }
 
+double AdaptiveDrafts::acceptance(int j) const {
+  const auto s = static_cast<std::size_t>(j);
+  return (accept_[s] + prior_reach_ * prior_accept_[s]) / (reach_[s] + prior_reach_);
+}
+
 double AdaptiveDrafts::expected_tokens(int n) const {
   double r = 1.0, all = 1.0;
   for (int j = 0; j < n; ++j) {
-    const auto s = static_cast<std::size_t>(j);
-    all *= (accept_[s] + kPriorAccept) / (reach_[s] + kPriorReach);
+    all *= acceptance(j);
     r += all;
   }
   return r;
 }
 
 double AdaptiveDrafts::expected_cost(int n) const {
-  if (n == 0) return std::min(window_cost(1), base_cost()) + overhead();
+  // A plain step with the drafter's encoding (c_verify(1)) stands in only where it was measured: extrapolated
+  // from the larger windows' line it fell below the bare plain step it can never beat (a 4-row window
+  // slower than the others lowered it, and plain decoding looked cheaper than it was, by ~10 % on the demo
+  // model), which priced drafting out where it paid.
+  if (n == 0) return (verify_[1].empty() ? base_cost() : std::min(window_cost(1), base_cost())) + overhead();
   // n < k: the speculator may draft one more step than it verifies (the shadow draft that observes the next
   // step's acceptance), a draft step priced into every such round though drafted only while wanted
   // (adaptive.h, "Shadow drafts").
@@ -128,6 +130,18 @@ void AdaptiveDrafts::peak_context(double key) {
   if (key == peak_key_) return;
   peak_key_ = key;  // another temperature or verification rule: the peaks seen so far say nothing of it
   peak_n_ = peak_next_ = 0;
+  // The acceptance prior of this context: the seed's where it has one (adaptive.h, "Acceptance prior").
+  prior_reach_ = kPriorReach;
+  prior_accept_.fill(kPriorAccept);
+  for (const AcceptPrior& p : seed_priors_) {
+    if (p.key < 0.0 || std::abs(p.key - key) > 1e-6) continue;
+    prior_reach_ = kSeedPriorReach;
+    for (int j = 0; j < k_; ++j) {
+      const double a = p.accept[static_cast<std::size_t>(j)];
+      prior_accept_[static_cast<std::size_t>(j)] = a >= 0.0 ? std::min(a, 1.0) : kPriorAccept;
+    }
+    break;
+  }
 }
 
 void AdaptiveDrafts::record_peak(double p) {
@@ -223,19 +237,33 @@ bool AdaptiveDrafts::hopeless() const {
 
 void AdaptiveDrafts::seed(const AdaptiveStats& prior) {
   if (rounds_ != 0) throw_error(ErrorKind::Value, "adaptive speculation: seed before the first round");
-  for (int m = 1; m <= std::min(k_, prior.max_drafts) + 1; ++m)
-    if (prior.verify_s[static_cast<std::size_t>(m)] > 0.0)
-      verify_[static_cast<std::size_t>(m)].add(prior.verify_s[static_cast<std::size_t>(m)]);
-  if (prior.draft_step_s > 0.0) draft_.add(prior.draft_step_s);
-  if (prior.plain_s > 0.0) plain_.add(prior.plain_s);
+  // Each seeded cost counts as kSeedSamples recent samples: a process's first windows and draft steps are
+  // slower than the rest for a few rounds (not only the first, which is skipped), and with the seed as one
+  // sample a single such window decided the median of its size until that size ran again — on the demo
+  // model a 4-row window at 1.1-1.3 ms against 0.85-0.92 kept three drafts out of a predictable text's first
+  // 46 rounds. The session's own samples replace the seed's as the ring fills.
+  for (int copy = 0; copy < kSeedSamples; ++copy) {
+    for (int m = 1; m <= std::min(k_, prior.max_drafts) + 1; ++m)
+      if (prior.verify_s[static_cast<std::size_t>(m)] > 0.0)
+        verify_[static_cast<std::size_t>(m)].add(prior.verify_s[static_cast<std::size_t>(m)]);
+    if (prior.draft_step_s > 0.0) draft_.add(prior.draft_step_s);
+    if (prior.plain_s > 0.0) plain_.add(prior.plain_s);
+  }
+  seed_priors_ = prior.accept_priors;
   seeded_ = true;
   seed_has_probe_ = prior.draft_step_s > 0.0 && prior.max_drafts >= 1 && prior.verify_s[2] > 0.0;
   // A seed with every cost the probe and the warm-up measure (each window size, the draft step, the bare
-  // plain step) skips both: the session starts with the economics, and acceptance, the one thing a seed
-  // cannot know (it follows the text), comes from exploration and its streaks.
+  // plain step) skips both: the session starts with the economics, and acceptance comes from the seed's
+  // prior (acceptance_priors), exploration and its streaks.
   // (c_verify(1), a plain step with the drafter's encoding, is not needed: plain steps do without it.)
-  bool complete = seed_has_probe_ && prior.max_drafts >= k_ && prior.plain_s > 0.0;
-  for (int m = 2; m <= k_ + 1; ++m) complete = complete && prior.verify_s[static_cast<std::size_t>(m)] > 0.0;
+  // Two window sizes are enough where k > 1: window_cost's line through them prices the others. A session
+  // that drafts the same count round after round measures no other size (the first window of a size is cold,
+  // not a sample), so with every size required its seed lost the 2-row window within RUNS_REMEMBERED runs and
+  // the next process re-ran the probe and the warm-up, a dozen rounds of the wrong draft counts.
+  int sizes = 0;
+  for (int m = 2; m <= k_ + 1; ++m) sizes += prior.verify_s[static_cast<std::size_t>(m)] > 0.0 ? 1 : 0;
+  const bool complete =
+      prior.draft_step_s > 0.0 && prior.max_drafts >= k_ && prior.plain_s > 0.0 && sizes >= std::min(2, k_);
   if (complete) {
     probe_rounds_ = 0;
     warmup_passes_ = 0;
@@ -414,7 +442,10 @@ int AdaptiveDrafts::choose(int k_cap) {
     // with it (explore_extra_).
     explore_cost_s_ = expected_cost(n);
   }
-  if (exploring_ || rounds_ < warmup_rounds()) guard_round_ = false;
+  // A process's first rounds are slower than the rest (cold code paths and caches, the caller's first
+  // tokens): the guard does not judge a session's first kGuardSkipRounds rounds. Judging them, it held a
+  // seeded session of a predictable text to plain steps for its rounds 5-16 (the demo model, temperature 0).
+  if (exploring_ || rounds_ < warmup_rounds() || rounds_ < kGuardSkipRounds) guard_round_ = false;
   since_explore_ = exploring_ ? 0 : since_explore_ + 1;
   round_now_s_ = 0.0;
   last_chosen_[static_cast<std::size_t>(n)] = rounds_;
@@ -539,14 +570,35 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
     guard_round_ = false;
   }
   round_now_s_ = 0.0;
-  if (verified < 1) return;
+  if (verified < 1) {
+    // A plain step: with a measured prior in force, what was observed before it weighs a little less
+    // (adaptive.h, "Acceptance prior"). Toward the default prior (one half, measured nowhere) it does not:
+    // that would only make drafting that never paid look less hopeless by the round.
+    if (prior_reach_ == kPriorReach) return;
+    for (int j = 0; j < k_; ++j) {
+      reach_[static_cast<std::size_t>(j)] *= kPlainDecay;
+      accept_[static_cast<std::size_t>(j)] *= kPlainDecay;
+    }
+    return;
+  }
+  if (peak_key_ != accept_key_) {  // the totals count one verification context
+    accept_key_ = peak_key_;
+    judged_.fill(0);
+    accepted_.fill(0);
+  }
   for (int j = 0; j < k_; ++j) {
     const auto s = static_cast<std::size_t>(j);
     reach_[s] *= kDecay;
     accept_[s] *= kDecay;
     // Draft j was judged when the drafts before it were accepted.
-    if (j < verified && j <= accepted) reach_[s] += 1.0;
-    if (j < accepted) accept_[s] += 1.0;
+    if (j < verified && j <= accepted) {
+      reach_[s] += 1.0;
+      ++judged_[s];
+    }
+    if (j < accepted) {
+      accept_[s] += 1.0;
+      ++accepted_[s];
+    }
   }
 }
 
@@ -574,10 +626,10 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.verify_samples = verify_n_;
   s.draft_samples = draft_n_;
   s.plain_samples = plain_n_;
-  for (int j = 0; j < k_; ++j) {
-    const auto i = static_cast<std::size_t>(j);
-    s.accept[i] = (accept_[i] + kPriorAccept) / (reach_[i] + kPriorReach);
-  }
+  for (int j = 0; j < k_; ++j) s.accept[static_cast<std::size_t>(j)] = acceptance(j);
+  s.accept_key = accept_key_;
+  s.judged = judged_;
+  s.accepted = accepted_;
   if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);
   const double base = plain_cnt_ > 0 ? plain_sum_ / static_cast<double>(plain_cnt_)
                       : v1_cnt_ > 0  ? v1_sum_ / static_cast<double>(v1_cnt_)

@@ -117,6 +117,20 @@
 // kGuardDecay per such round. Once they weigh at least kGuardMinRounds and committed fewer tokens per second than plain
 // steps do (1 / c_plain), the regular rounds run plain steps for one exploration interval; then the guard forgets and
 // drafting, if the economics still choose it, is measured afresh (so a loss costs a few rounds per interval).
+//
+// Acceptance prior: each step's acceptance is a decayed count of judged and accepted drafts plus a prior of
+// kPriorReach pseudo-drafts at kPriorAccept (one draft, half accepted). A seed may carry the acceptance that
+// earlier runs with the same settings measured, per verification context (greedy, or sampling at a
+// temperature: AcceptPrior); the context a round runs in (peak_context) picks the matching one, which then
+// stands in as kSeedPriorReach pseudo-drafts at that pooled rate. The costs are seeded, and the acceptance
+// was not: a seeded session priced drafting at one half until its first exploring round, 32 rounds in, and
+// a text that turned predictable later (the demo model's story prompt at temperature 0 falls into a loop
+// after ~30 tokens) stayed at what that one round saw, with `on` 1.26x faster than plain decoding and auto
+// at 0.98x. Under a seeded prior, observed counts also decay by kPlainDecay per plain step, so evidence
+// gathered before a plain stretch weighs less the longer ago it was and the estimate returns toward the
+// measured prior: a regular drafting round comes back on its own where the prior says drafting pays, and
+// fresh evidence decides; where it does not pay, the stretch goes on. (Toward the default prior, which no
+// run measured, the counts do not decay in plain steps.)
 // Everything is sized at construction: choosing allocates nothing.
 #include <array>
 #include <cstdint>
@@ -124,6 +138,13 @@
 namespace strata::draft {
 
 inline constexpr int kAdaptiveMaxDrafts = 16;  // = kMaxDraftSteps (speculator.h)
+
+// The acceptance earlier runs measured in one verification context (adaptive.h, "Acceptance prior").
+struct AcceptPrior {
+  double key = -1.0;                                // peak_context's key: 0 greedy, else the temperature; -1 unused
+  std::array<double, kAdaptiveMaxDrafts> accept{};  // per draft step, in [0, 1]; < 0: none measured for that step
+};
+inline constexpr int kMaxAcceptPriors = 4;
 
 // A snapshot for stats: what the policy believes and what it chose.
 struct AdaptiveStats {
@@ -154,6 +175,13 @@ struct AdaptiveStats {
   std::array<int64_t, kAdaptiveMaxDrafts + 2> verify_samples{};  // [m] windows of m rows
   int64_t draft_samples = 0;
   int64_t plain_samples = 0;
+  // This session's judged and accepted drafts per step (not decayed; shadow drafts included), all in the
+  // verification context accept_key (-1: no round verified yet): what the cost cache pools into priors.
+  double accept_key = -1.0;
+  std::array<int64_t, kAdaptiveMaxDrafts> judged{};
+  std::array<int64_t, kAdaptiveMaxDrafts> accepted{};
+  // A seed's acceptance priors (seed() reads them; stats() leaves them empty).
+  std::array<AcceptPrior, kMaxAcceptPriors> accept_priors{};
 };
 
 // The median of the last kRecent samples of a time (0 before any).
@@ -187,25 +215,33 @@ class AdaptiveDrafts {
   static constexpr double kExploreBudget = 0.01;  // plain-step time exploring may lose while plain steps rule
   static constexpr double kGuardDecay = 0.9;      // per drafting round: about the last ten weigh
   static constexpr double kGuardMinRounds = 3.0;  // decayed drafting rounds before the guard may act
+  static constexpr int kGuardSkipRounds = 8;      // a session's first rounds, which the guard does not judge
   static constexpr int kPeakWindow = 32;          // plain-step peaks the peak bound looks at
   static constexpr int kPeakMin = 16;             // peaks before the bound applies
   static constexpr int kTriggerEvery = 32;        // the peak trigger's shortest interval (rounds)
   static constexpr double kTriggerGain = 1.0;     // predicted speed-up over plain steps that triggers
   static constexpr int kTrialRounds = 6;          // exploring rounds a trigger runs before they are judged
   static constexpr double kShadowReach = 3.0;     // judged drafts of a step below which a round shadows it
+  static constexpr int kSeedSamples = 3;          // recent samples a seeded cost counts as (seed())
+  static constexpr double kPriorReach = 1.0;      // the default prior: one judged draft per step ...
+  static constexpr double kPriorAccept = 0.5;     // ... half accepted
+  static constexpr double kSeedPriorReach = 4.0;  // pseudo-drafts of a seeded acceptance prior
+  static constexpr double kDecay = 0.97;          // observed acceptance counts: decay per observed round ...
+  static constexpr double kPlainDecay = 0.98;     // ... and per plain step
 
   // skip_cold_samples: the session's first draft step and first window of each size are not samples
   // (the speculator's setting; unit tests of the economics feed every sample).
   explicit AdaptiveDrafts(int max_drafts, bool skip_cold_samples = false);
 
   // Before the first round: start from the costs an earlier run measured on the same model and
-  // settings (its verify_s, draft_step_s, plain_s; zeros are skipped), each as one recent sample.
+  // settings (its verify_s, draft_step_s, plain_s; zeros are skipped), each as kSeedSamples recent samples.
   // When they say drafting is hopeless, the probe's rounds are plain steps instead of drafts, so a
   // later session on a model where drafting cannot pay does not pay the probe again (its first
   // draft step and window are the session's slowest); exploration still re-measures every count.
   // Only a seed that holds what the probe measures (a draft step and a 2-row window) can skip it: with
   // those missing, "hopeless" would rest on extrapolation from plain steps alone. A seed holding every
   // window size 2..k+1, the draft step and the bare plain step skips the probe and the warm-up.
+  // prior.accept_priors become the acceptance prior of the matching verification context (peak_context).
   void seed(const AdaptiveStats& prior);
   // Drafts to run this round, 0..k_cap (k_cap <= max_drafts: what fits this round).
   int choose(int k_cap);
@@ -329,6 +365,16 @@ class AdaptiveDrafts {
   RecentMedian own_draft_, own_plain_;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
+  // The acceptance prior in force (adaptive.h, "Acceptance prior"): prior_reach_ pseudo-drafts per step at
+  // prior_accept_[j]; the seed's priors per context, and this context's undecayed totals (stats).
+  double prior_reach_ = kPriorReach;
+  std::array<double, kAdaptiveMaxDrafts> prior_accept_{};
+  std::array<AcceptPrior, kMaxAcceptPriors> seed_priors_{};
+  std::array<int64_t, kAdaptiveMaxDrafts> judged_{};
+  std::array<int64_t, kAdaptiveMaxDrafts> accepted_{};
+  double accept_key_ = -1.0;  // the context judged_ / accepted_ count in (-1: none yet)
+  // The posterior mean of step j's acceptance.
+  double acceptance(int j) const;
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};
   double gain_sum_ = 0.0;  // Σ estimated gains of the rounds chosen by the economics
   int64_t gain_n_ = 0;
