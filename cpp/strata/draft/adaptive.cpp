@@ -133,9 +133,11 @@ void AdaptiveDrafts::peak_context(double key) {
   // The acceptance prior of this context: the seed's where it has one (adaptive.h, "Acceptance prior").
   prior_reach_ = kPriorReach;
   prior_accept_.fill(kPriorAccept);
+  prior_measured_ = false;
   for (const AcceptPrior& p : seed_priors_) {
     if (p.key < 0.0 || std::abs(p.key - key) > 1e-6) continue;
     prior_reach_ = kSeedPriorReach;
+    prior_measured_ = true;
     for (int j = 0; j < k_; ++j) {
       const double a = p.accept[static_cast<std::size_t>(j)];
       prior_accept_[static_cast<std::size_t>(j)] = a >= 0.0 ? std::min(a, 1.0) : kPriorAccept;
@@ -574,7 +576,7 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
     // A plain step: with a measured prior in force, what was observed before it weighs a little less
     // (adaptive.h, "Acceptance prior"). Toward the default prior (one half, measured nowhere) it does not:
     // that would only make drafting that never paid look less hopeless by the round.
-    if (prior_reach_ == kPriorReach) return;
+    if (!prior_measured_) return;
     for (int j = 0; j < k_; ++j) {
       reach_[static_cast<std::size_t>(j)] *= kPlainDecay;
       accept_[static_cast<std::size_t>(j)] *= kPlainDecay;

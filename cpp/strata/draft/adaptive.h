@@ -368,6 +368,7 @@ class AdaptiveDrafts {
   // The acceptance prior in force (adaptive.h, "Acceptance prior"): prior_reach_ pseudo-drafts per step at
   // prior_accept_[j]; the seed's priors per context, and this context's undecayed totals (stats).
   double prior_reach_ = kPriorReach;
+  bool prior_measured_ = false;  // the prior in force is a seed's (earlier runs measured it)
   std::array<double, kAdaptiveMaxDrafts> prior_accept_{};
   std::array<AcceptPrior, kMaxAcceptPriors> seed_priors_{};
   std::array<int64_t, kAdaptiveMaxDrafts> judged_{};
