@@ -205,25 +205,33 @@ void spec_adaptive_seed(SpecState& state, std::mutex& mu, const pybind11::dict& 
   a.plain_s = seconds(stats["plain_seconds"], "plain_seconds");
   // Optional: [{"key": context, "accept": [rate or -1 per step]}, ...] (draft/adaptive.h, "Acceptance prior").
   if (stats.contains("acceptance_priors")) {
-    const py::list priors = stats["acceptance_priors"].cast<py::list>();
-    if (py::len(priors) > static_cast<std::size_t>(draft::kMaxAcceptPriors))
-      throw_error(ErrorKind::Value,
-                  "spec_adaptive_seed: at most " + std::to_string(draft::kMaxAcceptPriors) + " acceptance_priors");
+    auto bad = [](const std::string& why) { throw_error(ErrorKind::Value, "spec_adaptive_seed: " + why); };
+    auto number = [&](const py::handle& v, const char* what) {
+      if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)))
+        bad(std::string(what) + " must be a number");
+      return v.cast<double>();
+    };
+    const py::handle priors = stats["acceptance_priors"];
+    if (!py::isinstance<py::list>(priors)) bad("acceptance_priors must be a list");
+    const py::list list = priors.cast<py::list>();
+    if (py::len(list) > static_cast<std::size_t>(draft::kMaxAcceptPriors))
+      bad("at most " + std::to_string(draft::kMaxAcceptPriors) + " acceptance_priors");
     std::size_t i = 0;
-    for (const py::handle h : priors) {
+    for (const py::handle h : list) {
+      if (!py::isinstance<py::dict>(h)) bad("each acceptance prior must be a dict with 'key' and 'accept'");
       const py::dict p = h.cast<py::dict>();
-      const double key = p["key"].cast<double>();
-      if (!(key >= 0.0 && key < 1e6)) throw_error(ErrorKind::Value, "spec_adaptive_seed: a prior's key must be >= 0");
+      if (!p.contains("key") || !p.contains("accept")) bad("each acceptance prior needs 'key' and 'accept'");
+      const double key = number(p["key"], "a prior's key");
+      if (!(key >= 0.0 && key < 1e6)) bad("a prior's key (a temperature, 0 = greedy) must be in [0, 1e6)");
+      if (!py::isinstance<py::list>(p["accept"])) bad("a prior's accept must be a list");
       const py::list acc = p["accept"].cast<py::list>();
-      if (py::len(acc) > static_cast<std::size_t>(draft::kAdaptiveMaxDrafts))
-        throw_error(ErrorKind::Value, "spec_adaptive_seed: a prior has more steps than drafts");
+      if (py::len(acc) > static_cast<std::size_t>(draft::kAdaptiveMaxDrafts)) bad("a prior has more steps than drafts");
       draft::AcceptPrior& out = a.accept_priors[i++];
       out.key = key;
       out.accept.fill(-1.0);
       for (std::size_t j = 0; j < py::len(acc); ++j) {
-        const double x = acc[j].cast<double>();
-        if (!(x == -1.0 || (x >= 0.0 && x <= 1.0)))
-          throw_error(ErrorKind::Value, "spec_adaptive_seed: a prior's acceptance must be in [0, 1] (or -1: none)");
+        const double x = number(acc[j], "a prior's acceptance");
+        if (!(x == -1.0 || (x >= 0.0 && x <= 1.0))) bad("a prior's acceptance must be in [0, 1] (or -1: none)");
         out.accept[j] = x;
       }
     }

@@ -16,8 +16,9 @@ a cost it never timed holds just the seed it started from and is stored as 0). S
 ``RUNS_REMEMBERED`` runs in a row did not measure it: a seeded session that finds drafting hopeless runs
 no drafts, and before this rule its copy of the seed was stored as a new measurement, so one slow probe
 (a cold first draft step and window) kept drafting off for that model and settings for good. A seed
-without a draft step and a 2-row window does not let the engine skip its probe, and one without every
-window size does not let it skip the warm-up. Most runs measure few costs: a session's first draft step
+without a draft step and a 2-row window does not let the engine skip its probe where the costs say
+drafting is hopeless, and one without two window sizes (their line prices the others) does not let it
+skip the probe and the warm-up. Most runs measure few costs: a session's first draft step
 and first window of each size are cold, not samples, and a call that explores once (unpredictable text)
 measures none of them; with only the last ``RUNS_KEPT`` runs kept, the windows aged out of the seed after
 four such runs and every fifth ``strata generate`` process paid the probe and the warm-up again.
@@ -83,6 +84,7 @@ MAX_DRAFT_STEPS = 16  # kAdaptiveMaxDrafts
 ACCEPT_RUNS_POOLED = 8  # most recent runs of one verification context pooled into its acceptance prior
 MIN_JUDGED = 8  # judged drafts of a step (pooled) below which that step has no prior
 MAX_ACCEPT_PRIORS = 4  # verification contexts a seed carries priors for (kMaxAcceptPriors)
+MAX_ACCEPT_KEY = 1e6  # a context key (0 greedy, else the temperature) is below it (Engine.spec_adaptive_seed)
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +255,8 @@ def measured_run(stats: Mapping[str, Any]) -> dict[str, Any]:
         "plain_seconds": own(stats["plain_seconds"], stats.get("plain_samples"))}
     # The drafts it judged, in the one verification context it counted them in (acceptance_priors).
     key, judged, accepted = stats.get("accept_key"), stats.get("judged"), stats.get("accepted")
-    if key is not None and float(key) >= 0.0 and judged and accepted and sum(judged) > 0:
+    if (key is not None and _accept_key(key) and judged and accepted and sum(judged) > 0
+            and len(judged) == len(accepted) <= MAX_DRAFT_STEPS):
         run.update(accept_key=float(key), judged=[int(x) for x in judged],
                    accepted=[int(x) for x in accepted])
     return run
@@ -310,8 +313,10 @@ def acceptance_priors(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in runs:
         if "accept_key" in r:
             by_key.setdefault(float(r["accept_key"]), []).append(r)
-    out = []
-    for key, rs in list(by_key.items())[:MAX_ACCEPT_PRIORS]:
+    out: list[dict[str, Any]] = []
+    for key, rs in by_key.items():
+        if len(out) == MAX_ACCEPT_PRIORS:
+            break
         rs = rs[:ACCEPT_RUNS_POOLED]
         steps = max(len(r["judged"]) for r in rs)
         accept = []
@@ -322,6 +327,11 @@ def acceptance_priors(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if any(a >= 0.0 for a in accept):
             out.append({"key": key, "accept": accept})
     return out
+
+
+def _accept_key(x: object) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and 0.0 <= x < MAX_ACCEPT_KEY)
 
 
 def _seconds(x: object) -> bool:
@@ -363,8 +373,8 @@ def _costs_problem(costs: object) -> str:
             return f"{name} must be seconds in [0, {MAX_SECONDS:g})"
     if "accept_key" in costs:
         key, judged, accepted = costs.get("accept_key"), costs.get("judged"), costs.get("accepted")
-        if not _seconds(key):  # a temperature: a finite number >= 0
-            return "accept_key must be a number >= 0"
+        if not _accept_key(key):
+            return f"accept_key must be a number in [0, {MAX_ACCEPT_KEY:g}) (0 greedy, else the temperature)"
 
         def counts(x: object) -> bool:
             return (isinstance(x, list) and 1 <= len(x) <= MAX_DRAFT_STEPS

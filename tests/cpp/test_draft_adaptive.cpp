@@ -1020,3 +1020,44 @@ TEST(the_guard_does_not_judge_a_sessions_first_rounds) {
   const int64_t guarded = a.stats().guarded;
   CHECK_EQ(guarded, 0);
 }
+
+TEST(a_step_the_seed_has_no_rate_for_keeps_the_default_prior) {
+  // The seed measured step 0 only (-1: fewer than MIN_JUDGED judged drafts of the later steps): those keep
+  // one pseudo-draft at one half, learn at the default speed, and do not fade in plain steps.
+  strata::draft::AdaptiveStats prior = seeded_with_acceptance(0.0, 0.9);
+  prior.accept_priors[0].accept[1] = -1.0;
+  prior.accept_priors[0].accept[2] = -1.0;
+  AdaptiveDrafts a(3);
+  a.seed(prior);
+  a.peak_context(0.0);
+  auto s = a.stats();
+  CHECK_NEAR(s.accept[0], 0.9, 1e-12);
+  CHECK_NEAR(s.accept[1], 0.5, 1e-12);
+  a.choose(3);
+  a.record_round(3, 3, 4);  // every draft accepted
+  s = a.stats();
+  CHECK_NEAR(s.accept[0], (1.0 + 4.0 * 0.9) / 5.0, 1e-12);
+  CHECK_NEAR(s.accept[1], (1.0 + 0.5) / 2.0, 1e-12);
+  for (int i = 0; i < 30; ++i) a.record_round(0, 0, 1);
+  s = a.stats();
+  CHECK_NEAR(s.accept[1], 0.75, 1e-12);          // no fade toward a prior nobody measured
+  CHECK(s.accept[0] < (1.0 + 4.0 * 0.9) / 5.0);  // faded toward 0.9 from above
+}
+
+TEST(a_seed_set_after_the_context_still_applies_its_prior) {
+  AdaptiveDrafts a(3);
+  a.peak_context(0.0);
+  a.seed(seeded_with_acceptance(0.0, 0.8));
+  CHECK_NEAR(a.stats().accept[0], 0.8, 1e-12);
+}
+
+TEST(an_extrapolated_window_never_costs_less_than_a_plain_step) {
+  // A seed of 3- and 4-row windows with a steep slope (0.5 s, then 1.0 s): the line would put a 2-row
+  // window at 0.0 s; it is priced at the plain step (0.45 s) instead.
+  strata::draft::AdaptiveStats prior = prior_costs(3, 0.0, 0.0, 0.1, 0.45);
+  prior.verify_s[3] = 0.5;
+  prior.verify_s[4] = 1.0;
+  AdaptiveDrafts a(3);
+  a.seed(prior);
+  CHECK_NEAR(a.expected_cost(1), 2 * 0.1 + 0.45, 1e-12);  // the draft and its shadow, a plain step's window
+}

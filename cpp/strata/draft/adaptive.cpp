@@ -29,6 +29,7 @@ void RecentMedian::add(double x) {
 }
 
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts, bool skip_cold_samples) : k_(max_drafts) {
+  prior_reach_.fill(kPriorReach);
   prior_accept_.fill(kPriorAccept);
   if (skip_cold_samples) {
     probe_rounds_ = kProbeRounds + 1;  // one more draft round: the first one's costs are not samples
@@ -67,14 +68,17 @@ double AdaptiveDrafts::window_cost(int rows, bool fastest) const {
   }
   if (hi == lo) return clo * static_cast<double>(rows) / static_cast<double>(lo);
   const double slope = (cost(hi) - clo) / static_cast<double>(hi - lo);
-  return std::max(clo + slope * static_cast<double>(rows - lo), 0.0);
+  // A window of several rows costs at least a plain step: a steep line through two larger sizes (a seed of
+  // 3- and 4-row windows) must not price a 2-row window below one.
+  const double floor = rows > 1 && !plain_.empty() ? (fastest ? plain_.min() : plain_.value()) : 0.0;
+  return std::max(clo + slope * static_cast<double>(rows - lo), floor);
 }
 
 double AdaptiveDrafts::base_cost() const { return plain_.empty() ? window_cost(1) : plain_.value(); }
 
 double AdaptiveDrafts::acceptance(int j) const {
   const auto s = static_cast<std::size_t>(j);
-  return (accept_[s] + prior_reach_ * prior_accept_[s]) / (reach_[s] + prior_reach_);
+  return (accept_[s] + prior_reach_[s] * prior_accept_[s]) / (reach_[s] + prior_reach_[s]);
 }
 
 double AdaptiveDrafts::expected_tokens(int n) const {
@@ -131,16 +135,23 @@ void AdaptiveDrafts::peak_context(double key) {
   peak_key_ = key;  // another temperature or verification rule: the peaks seen so far say nothing of it
   peak_n_ = peak_next_ = 0;
   // The acceptance prior of this context: the seed's where it has one (adaptive.h, "Acceptance prior").
-  prior_reach_ = kPriorReach;
+  apply_prior();
+}
+
+void AdaptiveDrafts::apply_prior() {
+  // Per step: the seed's measured rate as kSeedPriorReach pseudo-drafts, or the default (kPriorReach at
+  // kPriorAccept) where the seed measured none for that step or has no prior for this context.
+  prior_reach_.fill(kPriorReach);
   prior_accept_.fill(kPriorAccept);
-  prior_measured_ = false;
+  prior_measured_.fill(false);
   for (const AcceptPrior& p : seed_priors_) {
-    if (p.key < 0.0 || std::abs(p.key - key) > 1e-6) continue;
-    prior_reach_ = kSeedPriorReach;
-    prior_measured_ = true;
+    if (p.key < 0.0 || std::abs(p.key - peak_key_) > 1e-6) continue;
     for (int j = 0; j < k_; ++j) {
-      const double a = p.accept[static_cast<std::size_t>(j)];
-      prior_accept_[static_cast<std::size_t>(j)] = a >= 0.0 ? std::min(a, 1.0) : kPriorAccept;
+      const auto i = static_cast<std::size_t>(j);
+      if (!(p.accept[i] >= 0.0)) continue;
+      prior_reach_[i] = kSeedPriorReach;
+      prior_accept_[i] = std::min(p.accept[i], 1.0);
+      prior_measured_[i] = true;
     }
     break;
   }
@@ -252,6 +263,7 @@ void AdaptiveDrafts::seed(const AdaptiveStats& prior) {
     if (prior.plain_s > 0.0) plain_.add(prior.plain_s);
   }
   seed_priors_ = prior.accept_priors;
+  apply_prior();  // for the context already set, if peak_context ran before the seed
   seeded_ = true;
   seed_has_probe_ = prior.draft_step_s > 0.0 && prior.max_drafts >= 1 && prior.verify_s[2] > 0.0;
   // A seed with every cost the probe and the warm-up measure (each window size, the draft step, the bare
@@ -576,10 +588,11 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
     // A plain step: with a measured prior in force, what was observed before it weighs a little less
     // (adaptive.h, "Acceptance prior"). Toward the default prior (one half, measured nowhere) it does not:
     // that would only make drafting that never paid look less hopeless by the round.
-    if (!prior_measured_) return;
     for (int j = 0; j < k_; ++j) {
-      reach_[static_cast<std::size_t>(j)] *= kPlainDecay;
-      accept_[static_cast<std::size_t>(j)] *= kPlainDecay;
+      const auto i = static_cast<std::size_t>(j);
+      if (!prior_measured_[i]) continue;
+      reach_[i] *= kPlainDecay;
+      accept_[i] *= kPlainDecay;
     }
     return;
   }

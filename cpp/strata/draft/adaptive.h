@@ -129,8 +129,11 @@
 // at 0.98x. Under a seeded prior, observed counts also decay by kPlainDecay per plain step, so evidence
 // gathered before a plain stretch weighs less the longer ago it was and the estimate returns toward the
 // measured prior: a regular drafting round comes back on its own where the prior says drafting pays, and
-// fresh evidence decides; where it does not pay, the stretch goes on. (Toward the default prior, which no
-// run measured, the counts do not decay in plain steps.)
+// fresh evidence decides. (Toward the default prior, which no run measured, counts do not decay in plain
+// steps; a step the seed has no rate for keeps the default prior.) The price: on a text that accepts
+// less than the pooled prior says, such a round returns every few dozen plain steps while the prior says
+// drafting pays — one round losing about half a plain step per 35-60 rounds on the demo model, ~1 % of
+// the time beside the exploration budget; the realized-gain guard does not see single rounds.
 // Everything is sized at construction: choosing allocates nothing.
 #include <array>
 #include <cstdint>
@@ -239,9 +242,11 @@ class AdaptiveDrafts {
   // later session on a model where drafting cannot pay does not pay the probe again (its first
   // draft step and window are the session's slowest); exploration still re-measures every count.
   // Only a seed that holds what the probe measures (a draft step and a 2-row window) can skip it: with
-  // those missing, "hopeless" would rest on extrapolation from plain steps alone. A seed holding every
-  // window size 2..k+1, the draft step and the bare plain step skips the probe and the warm-up.
-  // prior.accept_priors become the acceptance prior of the matching verification context (peak_context).
+  // those missing, "hopeless" would rest on extrapolation from plain steps alone. A seed holding two
+  // window sizes (every size where k = 1), the draft step and the bare plain step skips the probe and the
+  // warm-up (window_cost's line prices the other sizes, never below a plain step).
+  // prior.accept_priors become the acceptance prior of the matching verification context (peak_context),
+  // step by step: a step the seed has no rate for keeps the default prior.
   void seed(const AdaptiveStats& prior);
   // Drafts to run this round, 0..k_cap (k_cap <= max_drafts: what fits this round).
   int choose(int k_cap);
@@ -365,17 +370,19 @@ class AdaptiveDrafts {
   RecentMedian own_draft_, own_plain_;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
-  // The acceptance prior in force (adaptive.h, "Acceptance prior"): prior_reach_ pseudo-drafts per step at
+  // The acceptance prior in force (adaptive.h, "Acceptance prior"): prior_reach_[j] pseudo-drafts at
   // prior_accept_[j]; the seed's priors per context, and this context's undecayed totals (stats).
-  double prior_reach_ = kPriorReach;
-  bool prior_measured_ = false;  // the prior in force is a seed's (earlier runs measured it)
+  std::array<double, kAdaptiveMaxDrafts> prior_reach_{};
   std::array<double, kAdaptiveMaxDrafts> prior_accept_{};
+  std::array<bool, kAdaptiveMaxDrafts> prior_measured_{};  // the step's prior is a seed's (earlier runs measured it)
   std::array<AcceptPrior, kMaxAcceptPriors> seed_priors_{};
   std::array<int64_t, kAdaptiveMaxDrafts> judged_{};
   std::array<int64_t, kAdaptiveMaxDrafts> accepted_{};
   double accept_key_ = -1.0;  // the context judged_ / accepted_ count in (-1: none yet)
   // The posterior mean of step j's acceptance.
   double acceptance(int j) const;
+  // The prior of the context peak_key_ from the seed's priors (the default where it has none).
+  void apply_prior();
   std::array<int64_t, kAdaptiveMaxDrafts + 1> chosen_{};
   double gain_sum_ = 0.0;  // Σ estimated gains of the rounds chosen by the economics
   int64_t gain_n_ = 0;
