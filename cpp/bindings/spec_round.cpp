@@ -176,11 +176,13 @@ pybind11::object spec_adaptive_stats(const SpecState& state, std::mutex& mu) {
   d["plain_samples"] = a.plain_samples;
   // Judged and accepted drafts per step in the verification context accept_key (0 greedy, else the
   // temperature; -1 none yet), not decayed: what the cost cache pools into acceptance priors.
-  py::list judged, accepted;
+  py::list judged, accepted, prior;
   for (int j = 0; j < a.max_drafts; ++j) {
     judged.append(a.judged[static_cast<std::size_t>(j)]);
     accepted.append(a.accepted[static_cast<std::size_t>(j)]);
+    prior.append(a.accept_prior[static_cast<std::size_t>(j)]);
   }
+  d["acceptance_prior"] = prior;  // the seeded rate in force per step (-1: the default prior, one half)
   d["accept_key"] = a.accept_key;
   d["judged"] = judged;
   d["accepted"] = accepted;

@@ -42,6 +42,9 @@ class GenerationStats:
             call streams they are refreshed when ``Session.stats`` is read, and at its end.
         seeded: whether adaptive speculation started from costs measured before (by an earlier session
             of the model, or an earlier process through the cost cache) instead of probing first.
+        acceptance_prior: per draft step, the acceptance earlier runs measured in this verification
+            context (greedy, or sampling at this temperature) that the estimate started from, or -1 where
+            none was measured and it started at one half (docs/drafting.md, "Costs across processes").
         peak_held: rounds, over the session's engine so far, in which adaptive speculation held a due
             exploring round back because not even drafts accepted at the recent sampling distributions'
             peak probabilities could have paid (temperature > 0; docs/drafting.md, "Peak bound").
@@ -81,6 +84,7 @@ class GenerationStats:
     estimated_gain: float = 0.0
     measured_gain: float = 0.0
     seeded: bool = False
+    acceptance_prior: list[float] = field(default_factory=list)
     peak_held: int = 0
     peak_triggered: int = 0
     kv_type: str = ""
@@ -154,6 +158,7 @@ class GenerationStats:
             self.estimated_gain = float(snapshot["estimated_gain"])
             self.measured_gain = float(snapshot["measured_gain"])
             self.seeded = bool(snapshot["seeded"])
+            self.acceptance_prior = [float(x) for x in snapshot.get("acceptance_prior", [])]
             self.peak_held = int(snapshot["peak_held"])
             self.peak_triggered = int(snapshot["peak_triggered"])
 
@@ -197,6 +202,7 @@ class GenerationStats:
             "estimated_gain": self.estimated_gain,
             "measured_gain": self.measured_gain,
             "seeded": self.seeded,
+            "acceptance_prior": list(self.acceptance_prior),
             "peak_held": self.peak_held,
             "peak_triggered": self.peak_triggered,
             "kv_type": self.kv_type,
@@ -240,6 +246,9 @@ class GenerationStats:
                             else "not measured (no plain step timed)")
                 line += (f"; adaptive: estimated gain {self.estimated_gain:.2f}x, {measured}; "
                          + ("seeded with earlier costs" if self.seeded else "costs measured from scratch")
+                         + (" and acceptance [" + ", ".join(f"{p:.2f}" if p >= 0 else "-"
+                                                            for p in self.acceptance_prior) + "]"
+                            if self.seeded and any(p >= 0 for p in self.acceptance_prior) else "")
                          + (f"; exploration held back {self.peak_held} rounds at low peak probabilities"
                             if self.peak_held else "")
                          + (f"; {self.peak_triggered} exploring rounds brought forward by high peak "

@@ -237,3 +237,20 @@ def test_summary_says_when_no_plain_step_was_timed() -> None:
     st.record_adaptive({**snap, "measured_gain": 1.9})
     line = next(x for x in st.summary().splitlines() if x.startswith("drafts verified per step"))
     assert "measured 1.90x over a plain step" in line
+
+
+def test_summary_names_the_seeded_acceptance_prior() -> None:
+    """--stats says when the estimate started from the acceptance earlier runs measured, step by step
+    (- where a step had none), and says nothing of it without a seed."""
+    st = strata.GenerationStats(speculative=True, adaptive=True)
+    st.record_round(3, 3, 4)
+    st.record_step(3)
+    snap = {"estimated_gain": 1.3, "measured_gain": 1.2, "seeded": True, "peak_held": 0, "peak_triggered": 0,
+            "acceptance_prior": [0.9, 0.8, -1.0]}
+    st.record_adaptive(snap)
+    line = next(x for x in st.summary().splitlines() if x.startswith("drafts verified per step"))
+    assert "seeded with earlier costs and acceptance [0.90, 0.80, -]" in line
+    assert st.as_dict()["acceptance_prior"] == [0.9, 0.8, -1.0]
+    st.record_adaptive({**snap, "acceptance_prior": [-1.0, -1.0, -1.0]})
+    line = next(x for x in st.summary().splitlines() if x.startswith("drafts verified per step"))
+    assert line.endswith("seeded with earlier costs") and "acceptance [" not in line

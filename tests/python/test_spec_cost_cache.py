@@ -415,6 +415,8 @@ def test_sessions_are_seeded_with_the_acceptance_of_their_context(cache_folder: 
     st = s._engine.spec_adaptive_stats()
     assert st["seeded"] is True and st["rounds"] == 1
     assert 1 <= len(st["acceptance"]) <= 3  # the speculator sized for what the call had room for
+    assert st["acceptance_prior"] == [0.9, 0.8, 0.6][: len(st["acceptance"])]
+    assert "and acceptance [0.90" in s.stats.summary()
     for a, p in zip(st["acceptance"], (0.9, 0.8, 0.6), strict=False):
         # no draft of the step judged, or one rejected / accepted: all priced at 4 pseudo-drafts of p
         assert min(abs(a - p), abs(a - 4 * p / 5), abs(a - (1 + 4 * p) / 5)) < 1e-9, st["acceptance"]

@@ -183,6 +183,8 @@ struct AdaptiveStats {
   double accept_key = -1.0;
   std::array<int64_t, kAdaptiveMaxDrafts> judged{};
   std::array<int64_t, kAdaptiveMaxDrafts> accepted{};
+  // The acceptance prior in force per step: the seeded rate, or -1 where the default (one half) applies.
+  std::array<double, kAdaptiveMaxDrafts> accept_prior{};
   // A seed's acceptance priors (seed() reads them; stats() leaves them empty).
   std::array<AcceptPrior, kMaxAcceptPriors> accept_priors{};
 };
