@@ -238,29 +238,36 @@ TEST(adaptive_rounds_judge_one_shadow_draft) {
 // costs half an eval: the economics choose two drafts, whose rounds shadow step 2 while it has few judged drafts
 // and then stop (the decay brings the shadow back now and then).
 TEST(adaptive_rounds_shadow_a_step_only_while_it_is_little_observed) {
-  strata::sampling::Rng rng(5);
-  RoundOptions opt;
-  opt.max_drafts = 3;
-  opt.adaptive = true;
-  ScriptedTarget tg;
-  tg.eval_cost = std::chrono::microseconds(2000);
-  tg.row_cost = std::chrono::microseconds(1000);
-  tg.wrong_mask = 4u;
-  Speculator spec(tg, 3);
-  const int32_t first[3] = {1, 5, 9};
-  std::vector<float> lg(ScriptedTarget::V);
-  tg.eval(first, 3, 0, LogitRows::Last, lg.data(), -1);
-  int32_t t = ScriptedTarget::next_of(9);
+  // The costs are real time: on a loaded machine a probe that another process slowed down can make the
+  // economics choose other counts for the whole run (about 1 run in 25 under a busy second core chose no
+  // two-draft round at all). The per-round rule is checked in every attempt; the counts need one attempt
+  // in which the economics settled on two drafts, and up to three are made.
   int shadowed = 0, unshadowed = 0;
-  for (int i = 0; i < 60; ++i) {
-    const bool want[3] = {false, spec.adaptive().shadow_wanted(1), spec.adaptive().shadow_wanted(2)};
-    const RoundResult r = spec.round(t, {}, opt, rng);
-    // The probe's rounds (the first kProbeRounds + 1: the speculator's first is cold) draft no shadow.
-    if (i > AdaptiveDrafts::kProbeRounds && r.verified >= 1 && r.verified < 3) {
-      CHECK_EQ(r.drafted, r.verified + (want[r.verified] ? 1 : 0));
-      if (r.verified == 2) ++(want[2] ? shadowed : unshadowed);
+  for (int attempt = 0; attempt < 3 && !(shadowed >= 2 && unshadowed >= 20); ++attempt) {
+    strata::sampling::Rng rng(5);
+    RoundOptions opt;
+    opt.max_drafts = 3;
+    opt.adaptive = true;
+    ScriptedTarget tg;
+    tg.eval_cost = std::chrono::microseconds(2000);
+    tg.row_cost = std::chrono::microseconds(1000);
+    tg.wrong_mask = 4u;
+    Speculator spec(tg, 3);
+    const int32_t first[3] = {1, 5, 9};
+    std::vector<float> lg(ScriptedTarget::V);
+    tg.eval(first, 3, 0, LogitRows::Last, lg.data(), -1);
+    int32_t t = ScriptedTarget::next_of(9);
+    shadowed = unshadowed = 0;
+    for (int i = 0; i < 60; ++i) {
+      const bool want[3] = {false, spec.adaptive().shadow_wanted(1), spec.adaptive().shadow_wanted(2)};
+      const RoundResult r = spec.round(t, {}, opt, rng);
+      // The probe's rounds (the first kProbeRounds + 1: the speculator's first is cold) draft no shadow.
+      if (i > AdaptiveDrafts::kProbeRounds && r.verified >= 1 && r.verified < 3) {
+        CHECK_EQ(r.drafted, r.verified + (want[r.verified] ? 1 : 0));
+        if (r.verified == 2) ++(want[2] ? shadowed : unshadowed);
+      }
+      t = r.tokens[r.n_tokens - 1];
     }
-    t = r.tokens[r.n_tokens - 1];
   }
   CHECK(shadowed >= 2);
   CHECK(unshadowed >= 20);
