@@ -29,8 +29,7 @@ void RecentMedian::add(double x) {
 }
 
 AdaptiveDrafts::AdaptiveDrafts(int max_drafts, bool skip_cold_samples) : k_(max_drafts) {
-  prior_reach_.fill(kPriorReach);
-  prior_accept_.fill(kPriorAccept);
+  seeded_rate_.fill(-1.0);
   if (skip_cold_samples) {
     probe_rounds_ = kProbeRounds + 1;  // one more draft round: the first one's costs are not samples
   } else {
@@ -48,7 +47,14 @@ double AdaptiveDrafts::window_cost(int rows, bool fastest) const {
     return fastest ? v.min() : v.value();
   };
   if (!verify_[static_cast<std::size_t>(rows)].empty()) return cost(rows);
-  // Unmeasured: a line through the smallest and the largest measured sizes. With one size m > 1 known
+  // Unmeasured, no window is cheaper than a bare plain step. The 1-row window (a plain step with the
+  // drafter's encoding) is priced as one: extrapolated from the larger windows' line it fell below the
+  // bare step (a 4-row window slower than the others lowered it), C_0 took it, and plain decoding looked
+  // ~10 % cheaper than it was on the demo model, which priced drafting out where it paid. A steep line
+  // through two larger sizes (a seed of 3- and 4-row windows) must not price a 2-row window below one.
+  const double floor = plain_.empty() ? 0.0 : fastest ? plain_.min() : plain_.value();
+  if (rows == 1 && !plain_.empty()) return floor;
+  // Otherwise a line through the smallest and the largest measured sizes. With one size m > 1 known
   // (the probe's 2-row windows), through it and the bare plain step as one row: a window of m rows
   // costs at least a plain step, so the slope is never below the true one, while a line through the
   // origin (proportional) put a 4-row window at twice a 2-row one where the rows past the first cost a
@@ -68,9 +74,6 @@ double AdaptiveDrafts::window_cost(int rows, bool fastest) const {
   }
   if (hi == lo) return clo * static_cast<double>(rows) / static_cast<double>(lo);
   const double slope = (cost(hi) - clo) / static_cast<double>(hi - lo);
-  // A window of several rows costs at least a plain step: a steep line through two larger sizes (a seed of
-  // 3- and 4-row windows) must not price a 2-row window below one.
-  const double floor = rows > 1 && !plain_.empty() ? (fastest ? plain_.min() : plain_.value()) : 0.0;
   return std::max(clo + slope * static_cast<double>(rows - lo), floor);
 }
 
@@ -78,7 +81,9 @@ double AdaptiveDrafts::base_cost() const { return plain_.empty() ? window_cost(1
 
 double AdaptiveDrafts::acceptance(int j) const {
   const auto s = static_cast<std::size_t>(j);
-  return (accept_[s] + prior_reach_[s] * prior_accept_[s]) / (reach_[s] + prior_reach_[s]);
+  const bool seeded = seeded_rate_[s] >= 0.0;
+  const double w = seeded ? kSeedPriorReach : kPriorReach, a = seeded ? seeded_rate_[s] : kPriorAccept;
+  return (accept_[s] + w * a) / (reach_[s] + w);
 }
 
 double AdaptiveDrafts::expected_tokens(int n) const {
@@ -91,11 +96,7 @@ double AdaptiveDrafts::expected_tokens(int n) const {
 }
 
 double AdaptiveDrafts::expected_cost(int n) const {
-  // A plain step with the drafter's encoding (c_verify(1)) stands in only where it was measured: extrapolated
-  // from the larger windows' line it fell below the bare plain step it can never beat (a 4-row window
-  // slower than the others lowered it, and plain decoding looked cheaper than it was, by ~10 % on the demo
-  // model), which priced drafting out where it paid.
-  if (n == 0) return (verify_[1].empty() ? base_cost() : std::min(window_cost(1), base_cost())) + overhead();
+  if (n == 0) return std::min(window_cost(1), base_cost()) + overhead();
   // n < k: the speculator may draft one more step than it verifies (the shadow draft that observes the next
   // step's acceptance), a draft step priced into every such round though drafted only while wanted
   // (adaptive.h, "Shadow drafts").
@@ -139,19 +140,14 @@ void AdaptiveDrafts::peak_context(double key) {
 }
 
 void AdaptiveDrafts::apply_prior() {
-  // Per step: the seed's measured rate as kSeedPriorReach pseudo-drafts, or the default (kPriorReach at
-  // kPriorAccept) where the seed measured none for that step or has no prior for this context.
-  prior_reach_.fill(kPriorReach);
-  prior_accept_.fill(kPriorAccept);
-  prior_measured_.fill(false);
+  // Per step: the seed's measured rate (as kSeedPriorReach pseudo-drafts, acceptance()), or -1 (the default,
+  // kPriorReach at kPriorAccept) where the seed measured none for that step or has no prior for this context.
+  seeded_rate_.fill(-1.0);
   for (const AcceptPrior& p : seed_priors_) {
     if (p.key < 0.0 || std::abs(p.key - peak_key_) > 1e-6) continue;
     for (int j = 0; j < k_; ++j) {
       const auto i = static_cast<std::size_t>(j);
-      if (!(p.accept[i] >= 0.0)) continue;
-      prior_reach_[i] = kSeedPriorReach;
-      prior_accept_[i] = std::min(p.accept[i], 1.0);
-      prior_measured_[i] = true;
+      if (p.accept[i] >= 0.0) seeded_rate_[i] = std::min(p.accept[i], 1.0);
     }
     break;
   }
@@ -590,7 +586,7 @@ void AdaptiveDrafts::record_round(int verified, int accepted, int tokens) {
     // that would only make drafting that never paid look less hopeless by the round.
     for (int j = 0; j < k_; ++j) {
       const auto i = static_cast<std::size_t>(j);
-      if (!prior_measured_[i]) continue;
+      if (seeded_rate_[i] < 0.0) continue;
       reach_[i] *= kPlainDecay;
       accept_[i] *= kPlainDecay;
     }
@@ -643,10 +639,7 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.plain_samples = plain_n_;
   for (int j = 0; j < k_; ++j) s.accept[static_cast<std::size_t>(j)] = acceptance(j);
   s.accept_key = accept_key_;
-  for (int j = 0; j < k_; ++j) {
-    const auto i = static_cast<std::size_t>(j);
-    s.accept_prior[i] = prior_measured_[i] ? prior_accept_[i] : -1.0;
-  }
+  for (int j = 0; j < k_; ++j) s.accept_prior[static_cast<std::size_t>(j)] = seeded_rate_[static_cast<std::size_t>(j)];
   s.judged = judged_;
   s.accepted = accepted_;
   if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);

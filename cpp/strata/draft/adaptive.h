@@ -372,11 +372,10 @@ class AdaptiveDrafts {
   RecentMedian own_draft_, own_plain_;
   std::array<double, kAdaptiveMaxDrafts> reach_{};   // decayed count of judged drafts per step
   std::array<double, kAdaptiveMaxDrafts> accept_{};  // decayed count of accepted drafts per step
-  // The acceptance prior in force (adaptive.h, "Acceptance prior"): prior_reach_[j] pseudo-drafts at
-  // prior_accept_[j]; the seed's priors per context, and this context's undecayed totals (stats).
-  std::array<double, kAdaptiveMaxDrafts> prior_reach_{};
-  std::array<double, kAdaptiveMaxDrafts> prior_accept_{};
-  std::array<bool, kAdaptiveMaxDrafts> prior_measured_{};  // the step's prior is a seed's (earlier runs measured it)
+  // The acceptance prior in force (adaptive.h, "Acceptance prior"): per step the seeded rate, kSeedPriorReach
+  // pseudo-drafts of it, or -1 for the default (kPriorReach at kPriorAccept); the seed's priors per context,
+  // and this context's undecayed totals (stats).
+  std::array<double, kAdaptiveMaxDrafts> seeded_rate_{};
   std::array<AcceptPrior, kMaxAcceptPriors> seed_priors_{};
   std::array<int64_t, kAdaptiveMaxDrafts> judged_{};
   std::array<int64_t, kAdaptiveMaxDrafts> accepted_{};
