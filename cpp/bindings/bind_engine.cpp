@@ -64,6 +64,7 @@ py::dict counters_dict(const experts::ExpertCounters& k) {
   d["evictions"] = k.evictions;
   d["prefetch_reads"] = k.prefetch_reads;
   d["prefetch_used"] = k.prefetch_used;
+  d["draft_demotions"] = k.draft_demotions;
   return d;
 }
 
@@ -82,6 +83,7 @@ py::dict store_dict(experts::ExpertStore& st) {
   d["capacity_bytes"] = st.capacity_bytes();
   d["resident"] = st.mode() == experts::ExpertMode::Stream ? st.resident_count() : st.total_experts();
   d["resident_bytes"] = st.resident_bytes();
+  d["demotes_draft_experts"] = st.demotes_draft_experts();
   d["total"] = counters_dict(st.totals());
   d["last_window"] = counters_dict(st.last_window());
   return d;
@@ -92,7 +94,7 @@ py::dict store_dict(experts::ExpertStore& st) {
 py::dict zero_counters() {
   py::dict d;
   for (const char* k : {"windows", "rows", "hits", "misses", "prefetch_hits", "bytes_read", "io_bytes", "evictions",
-                        "prefetch_reads", "prefetch_used"})
+                        "prefetch_reads", "prefetch_used", "draft_demotions"})
     d[k] = 0;
   d["stall_s"] = 0.0;
   return d;
@@ -316,6 +318,7 @@ class PyEngine {
     d["capacity_bytes"] = 0;
     d["resident"] = layers * h.n_expert;
     d["resident_bytes"] = 0;
+    d["demotes_draft_experts"] = false;
     d["total"] = zero_counters();
     d["last_window"] = zero_counters();
     return d;
@@ -568,7 +571,7 @@ void bind_engine(py::module_& m) {
       .def("expert_stats", &PyEngine::expert_stats,
            "The expert store: mode, I/O path, slots, and counters ('total' since the last reset, 'last_window' of the "
            "last main-window run): hits, misses, prefetch_hits, bytes_read, io_bytes, stall_s, evictions, "
-           "prefetch_reads, prefetch_used, windows, "
+           "prefetch_reads, prefetch_used, draft_demotions, windows, "
            "rows (zero on the metal backends: no expert store)")
       .def("expert_totals", &PyEngine::expert_totals, "expert_stats()['total'] alone (cheap: read every round)")
       .def("reset_expert_stats", &PyEngine::reset_expert_stats)

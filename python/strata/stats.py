@@ -60,6 +60,9 @@ class GenerationStats:
         expert_prefetch_reads, expert_prefetch_used: experts read early on the previous layer's
             prediction (``Config.expert_prefetch``), and how many of them their layer then used (the
             rest is read for nothing). The used ones count as misses, every one of them in the bytes read.
+        expert_draft_demotions: releases of experts that only a verification window's draft rows used to
+            the store's least-recently-used end, the first to be evicted (stream mode, while the store's
+            retention duel finds that this reads less; docs/experts.md, "Retention of draft rows").
         expert_bytes_read: expert bytes read by this call (stream mode).
         expert_stall_seconds: time the compute waited for expert reads.
         expert_decode_misses, expert_decode_bytes_read: the part of misses / bytes read after the
@@ -94,6 +97,7 @@ class GenerationStats:
     expert_prefetch_hits: int = 0
     expert_prefetch_reads: int = 0
     expert_prefetch_used: int = 0
+    expert_draft_demotions: int = 0
     expert_bytes_read: int = 0
     expert_stall_seconds: float = 0.0
     expert_decode_misses: int = 0
@@ -212,6 +216,7 @@ class GenerationStats:
             "expert_prefetch_hits": self.expert_prefetch_hits,
             "expert_prefetch_reads": self.expert_prefetch_reads,
             "expert_prefetch_used": self.expert_prefetch_used,
+            "expert_draft_demotions": self.expert_draft_demotions,
             "expert_bytes_read": self.expert_bytes_read,
             "expert_stall_seconds": self.expert_stall_seconds,
             "expert_decode_misses": self.expert_decode_misses,
@@ -261,7 +266,9 @@ class GenerationStats:
                      f"stall {self.expert_stall_seconds:.3f} s; per decoded token "
                      f"{self.expert_misses_per_token:.2f} misses, {_mib(self.expert_bytes_per_token)}"
                      + (f"; read ahead on prediction {self.expert_prefetch_reads}, used "
-                        f"{self.expert_prefetch_used}" if self.expert_prefetch_reads else ""))
+                        f"{self.expert_prefetch_used}" if self.expert_prefetch_reads else "")
+                     + (f"; draft-only experts evicted first {self.expert_draft_demotions}"
+                        if self.expert_draft_demotions else ""))
         return "\n".join(lines)
 
     # ----------------------------------------------------------------------------------- experts
@@ -275,6 +282,7 @@ class GenerationStats:
         self.expert_prefetch_hits = int(now["prefetch_hits"] - start["prefetch_hits"])
         self.expert_prefetch_reads = int(now["prefetch_reads"] - start["prefetch_reads"])
         self.expert_prefetch_used = int(now["prefetch_used"] - start["prefetch_used"])
+        self.expert_draft_demotions = int(now["draft_demotions"] - start["draft_demotions"])
         self.expert_bytes_read = int(now["bytes_read"] - start["bytes_read"])
         self.expert_stall_seconds = float(now["stall_s"] - start["stall_s"])
         if after_prefill is not None:

@@ -212,6 +212,57 @@ TEST(lru_hits_misses_and_resident_first_order) {
   CHECK(st->lru_keys().empty());
 }
 
+// Draft-only experts (LayerPass's first_row >= 1) while keeping them would push the target rows'
+// experts out: the store's duel (draft_retention.h) turns to demoting them, and from then on the
+// target experts stay resident and a draft-only expert is released as the next one to evict.
+TEST(draft_only_experts_are_evicted_first_when_that_reads_less) {
+  Fixture f;
+  auto st = f.stream(5, 0);
+  const model::MoeWeights w0 = weights_of(st->layout(), 0);
+  std::vector<int32_t> count(kE, 0), order(kE, -1), first_row(kE, 0);
+  auto pass = [&](int layer, const std::vector<int>& experts, int row) {
+    std::fill(count.begin(), count.end(), 0);
+    for (int e : experts) {
+      count[static_cast<std::size_t>(e)] = 1;
+      first_row[static_cast<std::size_t>(e)] = row;
+    }
+    LayerPass p(st.get(), layer, weights_of(st->layout(), layer), count.data(), kE, order.data(), first_row.data());
+    while (p.next_batch()) {}
+  };
+  int d = 0;
+  uint64_t target_misses_late = 0;
+  for (int step = 0; step < 60; ++step) {
+    const uint64_t before = st->totals().misses;
+    pass(0, {0, 1, 2, 3}, 0);  // the target row's experts
+    if (step >= 40) target_misses_late += st->totals().misses - before;
+    // Two draft rows' experts in layers 1 and 2, not used again for 8 steps: kept, they push out layer 0's.
+    for (int k = 0; k < 2; ++k, ++d) pass(1 + (d / kE) % 2, {d % kE}, 1);
+  }
+  CHECK(st->demotes_draft_experts());
+  CHECK(st->totals().draft_demotions > 0);
+  CHECK_EQ(target_misses_late, 0u);  // layer 0's four experts stay resident
+  const std::vector<int32_t> lru = st->lru_keys();
+  CHECK(!lru.empty() && lru.front() == key(1 + ((d - 1) / kE) % 2, (d - 1) % kE));
+  // Without draft-only uses nothing is demoted: the same stream as target rows keeps LRU.
+  auto plain = f.stream(5, 0);
+  for (int step = 0; step < 60; ++step) {
+    std::vector<int32_t> c(kE, 0), o(kE, -1);
+    for (int e = 0; e < 4; ++e) c[static_cast<std::size_t>(e)] = 1;
+    {
+      LayerPass p(plain.get(), 0, w0, c.data(), kE, o.data());
+      while (p.next_batch()) {}
+    }
+    std::fill(c.begin(), c.end(), 0);
+    c[static_cast<std::size_t>(step % kE)] = c[static_cast<std::size_t>((step + 4) % kE)] = 1;
+    {
+      LayerPass p(plain.get(), 1, weights_of(plain->layout(), 1), c.data(), kE, o.data());
+      while (p.next_batch()) {}
+    }
+  }
+  CHECK(!plain->demotes_draft_experts());
+  CHECK_EQ(plain->totals().draft_demotions, 0u);
+}
+
 TEST(pinning_a_layer_bigger_than_the_cache) {
   Fixture f;
   for (int threads : {0, 2}) {

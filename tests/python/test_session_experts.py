@@ -154,6 +154,25 @@ def test_session_stats_count_the_experts(model: strata.Model) -> None:
     assert s.stats.expert_hits + s.stats.expert_misses == used
 
 
+def test_draft_demotions_are_counted_per_call(model: strata.Model) -> None:
+    """The retention of draft rows (docs/experts.md): plain decoding has no draft rows and demotes
+    nothing; a drafting session reports the store's demotions of its call, and the store says whether it
+    demotes now."""
+    plain = _generate(model, strata.Config(speculative=False, **STREAM), n=32)
+    assert plain.stats.expert_draft_demotions == 0
+    assert plain._engine.expert_stats()["demotes_draft_experts"] is False
+    s = model.session(strata.Config(speculative=True, **STREAM))
+    before = s._engine.expert_stats()["total"]["draft_demotions"]
+    "".join(s.generate("hello world", max_tokens=32))
+    st = s._engine.expert_stats()
+    assert s.stats.expert_draft_demotions == st["total"]["draft_demotions"] - before >= 0
+    assert isinstance(st["demotes_draft_experts"], bool)
+    assert s.stats.as_dict()["expert_draft_demotions"] == s.stats.expert_draft_demotions
+    assert s.tokens == plain.tokens
+    mmap = model.session(strata.Config())._engine.expert_stats()
+    assert mmap["demotes_draft_experts"] is False and mmap["total"]["draft_demotions"] == 0
+
+
 def test_session_stats_count_the_experts_while_a_call_streams(model: strata.Model) -> None:
     # The counters are read when stats are asked for, not after every round: mid-stream they still equal
     # the engine's totals since the call began, and an abandoned call keeps its counts.

@@ -137,6 +137,8 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
   pf_cand_.assign(static_cast<std::size_t>(L), 0);
   pf_used_.assign(static_cast<std::size_t>(L), 0);
   shadow_.reserve(static_cast<std::size_t>(E));
+  retention_ = std::make_unique<DraftRetention>(static_cast<int32_t>(total), static_cast<int32_t>(n));
+  order_front_.assign(static_cast<std::size_t>(E), 0);
   io_ = std::make_unique<IoPool>(cfg.io_threads, static_cast<std::size_t>(n) * kExpertParts,
                                  [this](uint32_t job) { run_job(job); });
 }
@@ -217,6 +219,11 @@ void ExpertStore::begin_window(int rows) {
   window_start_ = totals_;
   totals_.windows += 1;
   totals_.rows += static_cast<uint64_t>(rows > 0 ? rows : 0);
+}
+
+bool ExpertStore::demotes_draft_experts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return retention_ && retention_->placement() != DraftPlacement::Keep;
 }
 
 void ExpertStore::end_window() {
@@ -372,6 +379,15 @@ void ExpertStore::lru_push_back(int32_t s) {
     lru_head_ = s;
   lru_tail_ = s;
   sl.in_lru = true;
+}
+
+void ExpertStore::release_to_lru(int32_t s, bool front) {
+  if (!front) {
+    lru_push_back(s);
+    return;
+  }
+  lru_push_front(s);
+  ++totals_.draft_demotions;
 }
 
 int32_t ExpertStore::take_victim() {
@@ -540,7 +556,7 @@ void ExpertStore::probe_page_cache(const ExpertView& v, int layer) {
 // ---- LayerPass
 
 LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert,
-                     int32_t* order)
+                     int32_t* order, const int32_t* first_row)
     : store_(store), stream_(store && store->mode() == ExpertMode::Stream), layer_(layer), w_(w), order_(order) {
   if (store_ && (layer < 0 || layer >= store_->n_layers() || n_expert != store_->n_expert()))
     throw_error(ErrorKind::Internal, "LayerPass: layer " + std::to_string(layer) + " / " + std::to_string(n_expert) +
@@ -595,6 +611,14 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
       }
       st.order_slot_[static_cast<std::size_t>(i)] = s;
       st.order_held_[static_cast<std::size_t>(i)] = 1;
+    }
+    // Every use goes to the retention duel; the pass releases the experts only draft rows used to the
+    // LRU end while the duel says that reads less.
+    for (int i = 0; i < n_; ++i) {
+      const int32_t e = order_[i];
+      const bool draft_only = first_row && first_row[e] >= 1;
+      st.retention_->use(static_cast<int32_t>(layer * n_expert + e), draft_only);
+      st.order_front_[static_cast<std::size_t>(i)] = draft_only && st.retention_->at_front(/*read=*/i >= hits);
     }
     st.totals_.hits += static_cast<uint64_t>(hits);
     st.totals_.misses += static_cast<uint64_t>(n_ - hits);
@@ -658,7 +682,7 @@ LayerPass::~LayerPass() {
     if (sl.state == ExpertStore::kFailed) {
       st.reset_slot(s);
     } else if (--sl.pins == 0) {
-      st.lru_push_back(s);
+      st.release_to_lru(s, st.order_front_[static_cast<std::size_t>(i)] != 0);
     }
     st.order_held_[static_cast<std::size_t>(i)] = 0;
   }
@@ -675,7 +699,8 @@ void LayerPass::release_batch() {
     for (int j = begin_; j < end_; ++j) {
       if (!st.order_held_[static_cast<std::size_t>(j)]) continue;
       const int32_t s = st.order_slot_[static_cast<std::size_t>(j)];
-      if (--st.slots_[static_cast<std::size_t>(s)].pins == 0) st.lru_push_back(s);
+      if (--st.slots_[static_cast<std::size_t>(s)].pins == 0)
+        st.release_to_lru(s, st.order_front_[static_cast<std::size_t>(j)] != 0);
       st.order_held_[static_cast<std::size_t>(j)] = 0;
     }
     st.issue_more();

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "strata/cpu/cpu_settings.h"
+#include "strata/experts/draft_retention.h"
 #include "strata/experts/expert_counters.h"
 #include "strata/experts/expert_layout.h"
 #include "strata/experts/expert_mode.h"
@@ -124,7 +125,9 @@ class ExpertStore {
   void begin_window(int rows);
   void end_window();
   ExpertCounters totals() const;
-  ExpertCounters last_window() const;  // the counters of the last completed window
+  ExpertCounters last_window() const;
+  // Whether experts only draft rows used now go to the LRU end (draft_retention.h); false in mmap mode.
+  bool demotes_draft_experts() const;  // the counters of the last completed window
   void reset_counters();
 
   // Test hooks: the reader of layout().files[file] (stream mode; nullptr in mmap mode or out of range)
@@ -152,13 +155,14 @@ class ExpertStore {
   void lru_remove(int32_t s);
   void lru_push_back(int32_t s);
   void lru_push_front(int32_t s);
-  int32_t take_victim();            // a free slot or the least recently used unpinned one; -1 if none
-  int32_t start_read(int32_t key);  // a victim slot for key, pinned once, its parts queued; -1 if none
-  bool issue(int i);                // starts the read of pass entry i; false when no slot is free
-  void issue_more();                // starts deferred misses while slots are free
-  void submit_queued();             // hands collected jobs to the I/O pool (without the lock)
-  void reset_slot(int32_t s);       // back to empty and free
-  void run_job(uint32_t job);       // I/O thread: one part of one expert
+  void release_to_lru(int32_t s, bool front);  // an unpinned slot back to the LRU list (front: evicted first)
+  int32_t take_victim();                       // a free slot or the least recently used unpinned one; -1 if none
+  int32_t start_read(int32_t key);             // a victim slot for key, pinned once, its parts queued; -1 if none
+  bool issue(int i);                           // starts the read of pass entry i; false when no slot is free
+  void issue_more();                           // starts deferred misses while slots are free
+  void submit_queued();                        // hands collected jobs to the I/O pool (without the lock)
+  void reset_slot(int32_t s);                  // back to empty and free
+  void run_job(uint32_t job);                  // I/O thread: one part of one expert
   uint8_t* slot_part(int32_t s, int layer, int part, int64_t e) const;
   ExpertView slot_view(int32_t s, int layer, int64_t e) const;
   ExpertView mmap_view(int layer, int64_t e) const;
@@ -199,6 +203,9 @@ class ExpertStore {
   std::vector<uint32_t> pf_cand_, pf_used_;
   std::vector<int32_t> shadow_;
   int shadow_layer_ = -1;
+  // Where experts only draft rows used go on release (draft_retention.h); stream mode only.
+  std::unique_ptr<DraftRetention> retention_;
+  std::vector<uint8_t> order_front_;  // [E] 1: the pass releases order[i] to the LRU end
   bool prefetch_on_locked(int layer) const;
   void count_prediction(int layer, uint32_t cand, uint32_t used);
   void decay_prediction(int layer);
@@ -223,8 +230,10 @@ class ExpertStore {
 // the misses load), then each batch is the longest run of loaded misses (waiting for the first).
 class LayerPass {
  public:
+  // first_row (optional, E ints): in a verification window, the first row that uses each expert (rows
+  // >= 1 are draft rows); experts no target row uses are released as draft_retention.h decides.
   LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert,
-            int32_t* order);
+            int32_t* order, const int32_t* first_row = nullptr);
   ~LayerPass();
   LayerPass(const LayerPass&) = delete;
   LayerPass& operator=(const LayerPass&) = delete;

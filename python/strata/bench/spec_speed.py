@@ -22,7 +22,8 @@ MODES: dict[str, bool | None] = {"off": False, "auto": None, "on": True}
 # Suffixes add settings to a mode: "+w" streaming-aware verification windows (Config.moce_window, the
 # run's window log-bonus; the text may differ from plain decoding's, so same_text leaves such modes out),
 # "+c" exact window cuts (Config.moce_window_cut, the run's τ) and "+r" a drafter that routes among the
-# resident experts (Config.moce_drafter_resident); the last two keep plain decoding's text.
+# resident experts (Config.moce_drafter_resident); the last two keep plain decoding's text. A mode
+# without +c / +r runs with those settings off, so the library's defaults are "auto+c+r" at τ = 0.5.
 WINDOW_SUFFIX = "+w"
 CUT_SUFFIX = "+c"
 RESIDENT_SUFFIX = "+r"

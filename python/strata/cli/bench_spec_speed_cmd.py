@@ -50,7 +50,8 @@ def register(tools: SubParsers) -> None:
                    help="drafter modes (off,auto,on); auto+w / on+w add streaming-aware verification "
                         "windows (Config.moce_window = --window), +c exact window cuts "
                         "(Config.moce_window_cut = --cut), +r a drafter routed among resident experts "
-                        "(Config.moce_drafter_resident); suffixes combine, e.g. auto+c+r")
+                        "(Config.moce_drafter_resident); suffixes combine. A mode without +c / +r turns "
+                        "those off: the library's defaults are auto+c+r with --cut 0.5")
     p.add_argument("--window", type=float, default=1.0,
                    help="window log-bonus λw of the +w modes (1.0; docs/routing.md)")
     p.add_argument("--cut", type=float, default=0.5,
