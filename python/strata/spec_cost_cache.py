@@ -329,14 +329,18 @@ def acceptance_priors(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _accept_key(x: object) -> bool:
+def _number_below(x: object, bound: float) -> bool:
+    """A real number (not a bool) in [0, bound)."""
     return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            and 0.0 <= x < MAX_ACCEPT_KEY)
+            and 0.0 <= x < bound)
+
+
+def _accept_key(x: object) -> bool:
+    return _number_below(x, MAX_ACCEPT_KEY)
 
 
 def _seconds(x: object) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            and 0.0 <= x < MAX_SECONDS)
+    return _number_below(x, MAX_SECONDS)
 
 
 def _entry_problem(e: object) -> str:

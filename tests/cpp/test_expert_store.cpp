@@ -212,21 +212,23 @@ TEST(lru_hits_misses_and_resident_first_order) {
   CHECK(st->lru_keys().empty());
 }
 
-// Draft-only experts (LayerPass's first_row >= 1) while keeping them would push the target rows'
+// Draft-only experts (not marked in LayerPass's target_used) while keeping them would push the target rows'
 // experts out: the store's duel (draft_retention.h) turns to demoting them, and from then on the
 // target experts stay resident and a draft-only expert is released as the next one to evict.
 TEST(draft_only_experts_are_evicted_first_when_that_reads_less) {
   Fixture f;
   auto st = f.stream(5, 0);
   const model::MoeWeights w0 = weights_of(st->layout(), 0);
-  std::vector<int32_t> count(kE, 0), order(kE, -1), first_row(kE, 0);
+  std::vector<int32_t> count(kE, 0), order(kE, -1);
+  std::vector<uint8_t> target_used(kE, 0);
   auto pass = [&](int layer, const std::vector<int>& experts, int row) {
     std::fill(count.begin(), count.end(), 0);
+    std::fill(target_used.begin(), target_used.end(), 0);
     for (int e : experts) {
       count[static_cast<std::size_t>(e)] = 1;
-      first_row[static_cast<std::size_t>(e)] = row;
+      target_used[static_cast<std::size_t>(e)] = row == 0 ? 1 : 0;
     }
-    LayerPass p(st.get(), layer, weights_of(st->layout(), layer), count.data(), kE, order.data(), first_row.data());
+    LayerPass p(st.get(), layer, weights_of(st->layout(), layer), count.data(), kE, order.data(), target_used.data());
     while (p.next_batch()) {}
   };
   int d = 0;

@@ -639,7 +639,7 @@ AdaptiveStats AdaptiveDrafts::stats() const {
   s.plain_samples = plain_n_;
   for (int j = 0; j < k_; ++j) s.accept[static_cast<std::size_t>(j)] = acceptance(j);
   s.accept_key = accept_key_;
-  for (int j = 0; j < k_; ++j) s.accept_prior[static_cast<std::size_t>(j)] = seeded_rate_[static_cast<std::size_t>(j)];
+  s.accept_prior = seeded_rate_;
   s.judged = judged_;
   s.accepted = accepted_;
   if (gain_n_ > 0) s.estimated_gain = gain_sum_ / static_cast<double>(gain_n_);

@@ -273,16 +273,15 @@ int moe_forward(const BlockContext& c, int R) {
   if (c.experts && c.experts->trace().on())
     c.experts->trace().record(c.expert_layer, s.probs.data(), R, s.ids.data(), static_cast<int>(K), c.resident, c.moce,
                               c.draft_from_row);
-  // In a verification window the store learns which experts only draft rows use: after the verdict, those
-  // of rejected rows are evicted first (ExpertStore::settle_window).
-  const int32_t* first_row = nullptr;
+  // In a verification window the store is told which experts the target rows use: the others only draft
+  // rows use, and it releases them where its retention duel says (experts/draft_retention.h). The cut and
+  // window routing are done with s.window_map by now.
+  const uint8_t* target_used = nullptr;
   if (c.experts && c.resident && c.draft_from_row >= 1 && R > c.draft_from_row) {
-    int32_t* fr = s.first_row.data();
-    for (int64_t e = 0; e < E; ++e) fr[e] = static_cast<int32_t>(R);
-    for (int64_t i = R * K - 1; i >= 0; --i) fr[s.ids[static_cast<std::size_t>(i)]] = static_cast<int32_t>(i / K);
-    first_row = fr;
+    routing::window_map_begin(s.window_map.data(), nullptr, static_cast<int>(E), s.ids.data(), c.draft_from_row * K);
+    target_used = s.window_map.data();
   }
-  experts::LayerPass pass(c.experts, c.expert_layer, w, count, E, s.expert_order.data(), first_row);
+  experts::LayerPass pass(c.experts, c.expert_layer, w, count, E, s.expert_order.data(), target_used);
   if (c.next_moe) {  // after this layer's own reads are queued
     predict_next(c, R);
     c.experts->prefetch(c.expert_layer + 1, s.next_want.data());

@@ -53,7 +53,6 @@ Scratch::Scratch(const model::HParams& hp, const ScratchShape& s) : shape(s) {
   expert_offset.resize(E + 1);
   expert_order.resize(E);
   window_map.resize(E);
-  first_row.resize(E);
   next_probs.resize(R * E);
   next_want.resize(E);
   entries.resize(R * K);
@@ -80,10 +79,10 @@ std::size_t Scratch::capacity_signature() const {
          n_cells.capacity() + slot_scores.capacity() + slot_order.capacity() + slot_chunk.capacity() + out.capacity() +
          one.capacity() + probs.capacity() + sel.capacity() + ids.capacity() + weights.capacity() +
          expert_count.capacity() + expert_offset.capacity() + expert_order.capacity() + window_map.capacity() +
-         first_row.capacity() + next_probs.capacity() + next_want.capacity() + entries.capacity() +
-         entry_rows.capacity() + ge.capacity() + ue.capacity() + routed.capacity() + sg.capacity() + su.capacity() +
-         shared.capacity() + shared_gate.capacity() + h.capacity() + act_x.capacity() + act_h.capacity() +
-         act_hs.capacity() + tasks.capacity();
+         next_probs.capacity() + next_want.capacity() + entries.capacity() + entry_rows.capacity() + ge.capacity() +
+         ue.capacity() + routed.capacity() + sg.capacity() + su.capacity() + shared.capacity() +
+         shared_gate.capacity() + h.capacity() + act_x.capacity() + act_h.capacity() + act_hs.capacity() +
+         tasks.capacity();
 }
 
 std::size_t Scratch::bytes() const { return capacity_signature() * 4; }

@@ -66,8 +66,8 @@ struct Scratch {
   ScratchBuffer<int32_t> expert_count;   // [E]
   ScratchBuffer<int32_t> expert_offset;  // [E+1]
   ScratchBuffer<int32_t> expert_order;   // [E] experts in compute order (experts::LayerPass)
-  ScratchBuffer<uint8_t> window_map;     // [E] a verification window's requested experts (window routing)
-  ScratchBuffer<int32_t> first_row;      // [E] a verification window's first row using each expert (retention)
+  ScratchBuffer<uint8_t> window_map;     // [E] a verification window's requested experts (window routing, cuts,
+                                         // the target rows' experts for the store's retention)
   ScratchBuffer<float> next_probs;       // [R][E] the next MoE layer's router logits (expert prefetch)
   ScratchBuffer<uint8_t> next_want;      // [E] the next MoE layer's predicted experts
   ScratchBuffer<int32_t> entries;        // [R·K] entry ids (row·K + slot) sorted by expert

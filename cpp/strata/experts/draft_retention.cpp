@@ -5,64 +5,16 @@
 namespace strata::experts {
 
 ShadowLru::ShadowLru(int32_t n_keys, int32_t capacity)
-    : capacity_(std::max<int32_t>(capacity, 0)),
-      prev_(static_cast<std::size_t>(std::max<int32_t>(n_keys, 0)), -1),
-      next_(static_cast<std::size_t>(std::max<int32_t>(n_keys, 0)), -1),
-      in_(static_cast<std::size_t>(std::max<int32_t>(n_keys, 0)), 0) {}
-
-void ShadowLru::unlink(int32_t k) {
-  const std::size_t i = static_cast<std::size_t>(k);
-  if (prev_[i] >= 0)
-    next_[static_cast<std::size_t>(prev_[i])] = next_[i];
-  else
-    head_ = next_[i];
-  if (next_[i] >= 0)
-    prev_[static_cast<std::size_t>(next_[i])] = prev_[i];
-  else
-    tail_ = prev_[i];
-  prev_[i] = next_[i] = -1;
-  in_[i] = 0;
-  --size_;
-}
-
-void ShadowLru::push_back(int32_t k) {
-  const std::size_t i = static_cast<std::size_t>(k);
-  prev_[i] = tail_;
-  next_[i] = -1;
-  if (tail_ >= 0)
-    next_[static_cast<std::size_t>(tail_)] = k;
-  else
-    head_ = k;
-  tail_ = k;
-  in_[i] = 1;
-  ++size_;
-}
-
-void ShadowLru::push_front(int32_t k) {
-  const std::size_t i = static_cast<std::size_t>(k);
-  prev_[i] = -1;
-  next_[i] = head_;
-  if (head_ >= 0)
-    prev_[static_cast<std::size_t>(head_)] = k;
-  else
-    tail_ = k;
-  head_ = k;
-  in_[i] = 1;
-  ++size_;
-}
+    : n_keys_(std::max<int32_t>(n_keys, 0)), capacity_(std::max<int32_t>(capacity, 0)), list_(n_keys_) {}
 
 bool ShadowLru::use(int32_t key, bool draft_only, DraftPlacement p) {
-  if (key < 0 || static_cast<std::size_t>(key) >= in_.size() || capacity_ == 0) return true;
-  const bool miss = in_[static_cast<std::size_t>(key)] == 0;
+  if (key < 0 || key >= n_keys_ || capacity_ == 0) return true;
+  const bool miss = !list_.contains(key);
   if (!miss)
-    unlink(key);
-  else if (size_ >= capacity_)
-    unlink(head_);  // the least recently used goes
-  const bool front = draft_only && (p == DraftPlacement::DemoteAll || (p == DraftPlacement::DemoteReads && miss));
-  if (front)
-    push_front(key);
-  else
-    push_back(key);
+    list_.remove(key);
+  else if (list_.size() >= capacity_)
+    list_.remove(list_.front());  // the least recently used goes
+  list_.push(key, draft_only && (p == DraftPlacement::DemoteAll || (p == DraftPlacement::DemoteReads && miss)));
   return miss;
 }
 

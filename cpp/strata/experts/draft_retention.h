@@ -8,41 +8,38 @@
 // Which one reads less depends on the store's size against the model's working set. A small store
 // thrashes under plain LRU, and keeping draft-only experts out of the protected end lets it hold a
 // stable part of the working set (reads fell 12 % at 25 % resident on the wide demo model). A larger
-// store keeps what the next tokens reuse, draft rows' experts included, and demoting them costs
-// reads (+5 % at 50 %). So the store runs both policies side by side on its own use stream, as two
-// shadow directories of keys with its capacity (set dueling, as in Qureshi et al.'s dynamic insertion
-// policy), and follows the one that missed less over the recent uses. The shadows see every use in
-// the order the passes make them and ignore prefetch, which adds reads to both alike.
+// store keeps what the next tokens reuse, draft rows' experts included, and demoting them all costs
+// reads (+5 % at 50 %), where demoting only those that had to be read saves some. So the store runs the
+// three placements side by side on its own use stream, as shadow directories of keys with its capacity
+// (set dueling, as in Qureshi et al.'s dynamic insertion policy), and follows the one that missed least
+// over the recent uses. The shadows see every use in the order the passes make them and ignore
+// prefetch, which adds reads to each alike.
 //
 // No allocation after construction; O(1) per use. Not thread-safe: the store calls it under its lock.
 #include <cstdint>
 #include <vector>
 
+#include "strata/experts/index_list.h"
+
 namespace strata::experts {
 
-// An LRU directory of keys (no data): which of n_keys keys a cache of `capacity` entries would hold.
 // Where a use that only draft rows made puts its expert: like any use (Keep), at the LRU end when it had
 // to be read (DemoteReads: an expert already resident keeps its refresh), or at the LRU end always.
 enum class DraftPlacement : uint8_t { Keep = 0, DemoteReads = 1, DemoteAll = 2 };
 inline constexpr int kDraftPlacements = 3;
 
+// An LRU directory of keys (no data): which of n_keys keys a cache of `capacity` entries would hold.
 class ShadowLru {
  public:
   ShadowLru(int32_t n_keys, int32_t capacity);
   // One use of key, placed by p when draft_only (else like any use). Returns true on a miss.
   bool use(int32_t key, bool draft_only, DraftPlacement p);
-  bool holds(int32_t key) const { return in_[static_cast<std::size_t>(key)] != 0; }
-  int32_t size() const { return size_; }
+  bool holds(int32_t key) const { return list_.contains(key); }
+  int32_t size() const { return list_.size(); }
 
  private:
-  void unlink(int32_t k);
-  void push_back(int32_t k);
-  void push_front(int32_t k);
-
-  int32_t capacity_;
-  std::vector<int32_t> prev_, next_;
-  std::vector<uint8_t> in_;
-  int32_t head_ = -1, tail_ = -1, size_ = 0;
+  int32_t n_keys_, capacity_;
+  IndexList list_;
 };
 
 class DraftRetention {

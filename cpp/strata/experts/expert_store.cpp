@@ -128,6 +128,7 @@ ExpertStore::ExpertStore(ExpertLayout layout, const ExpertStoreConfig& cfg) : la
     throw_error(ErrorKind::Config, "expert store: cannot allocate the expert cache of " + mib(arena) + " (" +
                                        std::to_string(n) + " experts)");
   slots_.assign(static_cast<std::size_t>(n), Slot{});
+  lru_ = IndexList(static_cast<int32_t>(n));
   free_.reserve(static_cast<std::size_t>(n));
   for (int64_t s = n - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
   where_.assign(static_cast<std::size_t>(total), -1);
@@ -209,8 +210,7 @@ uint64_t ExpertStore::resident_bytes() const {
 std::vector<int32_t> ExpertStore::lru_keys() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int32_t> out;
-  for (int32_t s = lru_head_; s >= 0; s = slots_[static_cast<std::size_t>(s)].next)
-    out.push_back(slots_[static_cast<std::size_t>(s)].key);
+  for (int32_t s = lru_.front(); s >= 0; s = lru_.next(s)) out.push_back(slots_[static_cast<std::size_t>(s)].key);
   return out;
 }
 
@@ -310,9 +310,9 @@ int ExpertStore::prefetch(int layer, const uint8_t* want) {
     if (read)  // the predicted experts already resident become the most recently used
       for (int64_t e = 0; e < E; ++e) {
         const int32_t s = want[e] ? where_[static_cast<std::size_t>(layer * E + e)] : -1;
-        if (s >= 0 && slots_[static_cast<std::size_t>(s)].in_lru) {
-          lru_remove(s);
-          lru_push_back(s);
+        if (s >= 0 && lru_.contains(s)) {
+          lru_.remove(s);
+          lru_.push(s, /*at_front=*/false);
         }
       }
     for (int64_t e = 0; e < E; ++e) {
@@ -324,7 +324,7 @@ int ExpertStore::prefetch(int layer, const uint8_t* want) {
         continue;
       }
       // ... and never the victims: when only they are left to evict, the prediction stops here.
-      if (free_.empty() && (lru_head_ < 0 || predicted_resident(lru_head_))) break;
+      if (free_.empty() && (lru_.front() < 0 || predicted_resident(lru_.front()))) break;
       const int32_t s = start_read(key);  // its pin is the store's, handed to the pass that uses it
       if (s < 0) break;
       slots_[static_cast<std::size_t>(s)].prefetched = true;
@@ -342,52 +342,9 @@ int ExpertStore::prefetch(int layer, const uint8_t* want) {
 
 // ---- LRU and slots (under mu_)
 
-void ExpertStore::lru_remove(int32_t s) {
-  Slot& sl = slots_[static_cast<std::size_t>(s)];
-  if (!sl.in_lru) return;
-  if (sl.prev >= 0)
-    slots_[static_cast<std::size_t>(sl.prev)].next = sl.next;
-  else
-    lru_head_ = sl.next;
-  if (sl.next >= 0)
-    slots_[static_cast<std::size_t>(sl.next)].prev = sl.prev;
-  else
-    lru_tail_ = sl.prev;
-  sl.prev = sl.next = -1;
-  sl.in_lru = false;
-}
-
-void ExpertStore::lru_push_front(int32_t s) {
-  Slot& sl = slots_[static_cast<std::size_t>(s)];
-  sl.prev = -1;
-  sl.next = lru_head_;
-  if (lru_head_ >= 0)
-    slots_[static_cast<std::size_t>(lru_head_)].prev = s;
-  else
-    lru_tail_ = s;
-  lru_head_ = s;
-  sl.in_lru = true;
-}
-
-void ExpertStore::lru_push_back(int32_t s) {
-  Slot& sl = slots_[static_cast<std::size_t>(s)];
-  sl.prev = lru_tail_;
-  sl.next = -1;
-  if (lru_tail_ >= 0)
-    slots_[static_cast<std::size_t>(lru_tail_)].next = s;
-  else
-    lru_head_ = s;
-  lru_tail_ = s;
-  sl.in_lru = true;
-}
-
 void ExpertStore::release_to_lru(int32_t s, bool front) {
-  if (!front) {
-    lru_push_back(s);
-    return;
-  }
-  lru_push_front(s);
-  ++totals_.draft_demotions;
+  lru_.push(s, front);
+  if (front) ++totals_.draft_demotions;
 }
 
 int32_t ExpertStore::take_victim() {
@@ -396,9 +353,9 @@ int32_t ExpertStore::take_victim() {
     free_.pop_back();
     return s;
   }
-  if (lru_head_ < 0) return -1;  // every slot is pinned by the running layer
-  const int32_t s = lru_head_;
-  lru_remove(s);
+  const int32_t s = lru_.front();
+  if (s < 0) return -1;  // every slot is pinned by the running layer
+  lru_.remove(s);
   Slot& sl = slots_[static_cast<std::size_t>(s)];
   where_[static_cast<std::size_t>(sl.key)] = -1;
   resident_[static_cast<std::size_t>(sl.key)] = 0;
@@ -410,7 +367,7 @@ int32_t ExpertStore::take_victim() {
 
 void ExpertStore::reset_slot(int32_t s) {
   Slot& sl = slots_[static_cast<std::size_t>(s)];
-  lru_remove(s);
+  lru_.remove(s);
   if (sl.key >= 0) {
     where_[static_cast<std::size_t>(sl.key)] = -1;
     resident_[static_cast<std::size_t>(sl.key)] = 0;
@@ -556,7 +513,7 @@ void ExpertStore::probe_page_cache(const ExpertView& v, int layer) {
 // ---- LayerPass
 
 LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert,
-                     int32_t* order, const int32_t* first_row)
+                     int32_t* order, const uint8_t* target_used)
     : store_(store), stream_(store && store->mode() == ExpertMode::Stream), layer_(layer), w_(w), order_(order) {
   if (store_ && (layer < 0 || layer >= store_->n_layers() || n_expert != store_->n_expert()))
     throw_error(ErrorKind::Internal, "LayerPass: layer " + std::to_string(layer) + " / " + std::to_string(n_expert) +
@@ -605,7 +562,7 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
         sl.prefetched = false;  // the store's pin becomes the pass's
         ++adopted;
       } else {
-        st.lru_remove(s);
+        st.lru_.remove(s);
         ++sl.pins;
         ++hits;
       }
@@ -616,7 +573,7 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
     // LRU end while the duel says that reads less.
     for (int i = 0; i < n_; ++i) {
       const int32_t e = order_[i];
-      const bool draft_only = first_row && first_row[e] >= 1;
+      const bool draft_only = target_used && !target_used[e];
       st.retention_->use(static_cast<int32_t>(layer * n_expert + e), draft_only);
       st.order_front_[static_cast<std::size_t>(i)] = draft_only && st.retention_->at_front(/*read=*/i >= hits);
     }
@@ -648,7 +605,7 @@ LayerPass::LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, 
       if (sl.state == ExpertStore::kFailed)
         st.reset_slot(s);
       else
-        st.lru_push_front(s);
+        st.lru_.push(s, /*at_front=*/true);
     }
     st.prefetch_slots_.clear();
     st.order_ = order_;

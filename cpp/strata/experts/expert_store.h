@@ -36,6 +36,7 @@
 #include "strata/experts/expert_layout.h"
 #include "strata/experts/expert_mode.h"
 #include "strata/experts/expert_reader.h"
+#include "strata/experts/index_list.h"
 #include "strata/experts/io_pool.h"
 #include "strata/experts/mapping_advice.h"
 #include "strata/experts/route_trace.h"
@@ -125,9 +126,9 @@ class ExpertStore {
   void begin_window(int rows);
   void end_window();
   ExpertCounters totals() const;
-  ExpertCounters last_window() const;
+  ExpertCounters last_window() const;  // the counters of the last completed window
   // Whether experts only draft rows used now go to the LRU end (draft_retention.h); false in mmap mode.
-  bool demotes_draft_experts() const;  // the counters of the last completed window
+  bool demotes_draft_experts() const;
   void reset_counters();
 
   // Test hooks: the reader of layout().files[file] (stream mode; nullptr in mmap mode or out of range)
@@ -144,17 +145,12 @@ class ExpertStore {
     int32_t key = -1;
     SlotState state = kEmpty;
     int32_t pins = 0;
-    int32_t prev = -1, next = -1;  // LRU links while unpinned and ready
-    bool in_lru = false;
     int pending = 0;          // parts still being read
     bool prefetched = false;  // read on a prediction, held by the store until a pass uses or releases it
     std::exception_ptr error;
   };
 
   // stream internals (all under mu_)
-  void lru_remove(int32_t s);
-  void lru_push_back(int32_t s);
-  void lru_push_front(int32_t s);
   void release_to_lru(int32_t s, bool front);  // an unpinned slot back to the LRU list (front: evicted first)
   int32_t take_victim();                       // a free slot or the least recently used unpinned one; -1 if none
   int32_t start_read(int32_t key);             // a victim slot for key, pinned once, its parts queued; -1 if none
@@ -180,7 +176,7 @@ class ExpertStore {
   std::vector<int32_t> where_;     // key -> slot, -1
   std::vector<uint8_t> resident_;  // key -> 1 when resident
   std::vector<int32_t> free_;      // empty slots (a stack)
-  int32_t lru_head_ = -1, lru_tail_ = -1;
+  IndexList lru_;                  // the unpinned ready slots, least recently used first
 
   // The pass in progress (one at a time).
   bool pass_open_ = false;
@@ -230,10 +226,11 @@ class ExpertStore {
 // the misses load), then each batch is the longest run of loaded misses (waiting for the first).
 class LayerPass {
  public:
-  // first_row (optional, E ints): in a verification window, the first row that uses each expert (rows
-  // >= 1 are draft rows); experts no target row uses are released as draft_retention.h decides.
+  // target_used (optional, E bytes): in a verification window, 1 for the experts its target rows use; the
+  // pass's other experts only draft rows use, and are released as draft_retention.h decides. nullptr:
+  // every use is a target row's.
   LayerPass(ExpertStore* store, int layer, const model::MoeWeights& w, const int32_t* count, int64_t n_expert,
-            int32_t* order, const int32_t* first_row = nullptr);
+            int32_t* order, const uint8_t* target_used = nullptr);
   ~LayerPass();
   LayerPass(const LayerPass&) = delete;
   LayerPass& operator=(const LayerPass&) = delete;
