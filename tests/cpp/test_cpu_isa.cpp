@@ -133,11 +133,15 @@ TEST(cpu_settings_parse_as_documented) {
   }
 }
 
-// The prefetch defaults: on Intel a distance per repacked Q8_0 / Q4_0 type, elsewhere none; and a
-// prefetch never changes a GEMV's result (the kernels are run with the process's choice, whatever it
-// is, against the scalar reference by the repack tests).
-TEST(prefetch_defaults_follow_the_vendor) {
+// The prefetch defaults: a distance per repacked Q8_0 / Q4_0 / K-quant type on CPUs where prefetch pays
+// (Intel; x86 without AVX-512), elsewhere none; and a prefetch never changes a GEMV's result (the kernels
+// are run with the process's choice, whatever it is, against the scalar reference by the repack tests).
+TEST(prefetch_defaults_follow_the_cpu) {
   using strata::quant::GGMLType;
+  CHECK(cpu::prefetch_pays(true, true, true) && cpu::prefetch_pays(true, true, false));  // Intel
+  CHECK(cpu::prefetch_pays(true, false, false));                                         // AMD Zen 3
+  CHECK(!cpu::prefetch_pays(true, false, true));                                         // AMD Zen 4
+  CHECK(!cpu::prefetch_pays(false, false, false));                                       // AArch64
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, true) == 1024);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, true) == 2048);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, true) == 1024);
@@ -146,9 +150,11 @@ TEST(prefetch_defaults_follow_the_vendor) {
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, false) == 0);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, false) == 0);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, false) == 0);
+  const bool pays =
+      cpu::prefetch_pays(cpu::isa_supported(cpu::Isa::Avx2), cpu::cpu_is_intel(), cpu::cpu_has_avx512());
   const std::size_t want = cpu::process_cpu_settings().prefetch
                                ? *cpu::process_cpu_settings().prefetch
-                               : cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, cpu::cpu_is_intel());
+                               : cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, pays);
   CHECK(cpu::gemv_prefetch_bytes(GGMLType::Q8_0_R16) == want);
 }
 

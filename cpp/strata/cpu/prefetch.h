@@ -5,10 +5,11 @@
 // Intel Xeon these kernels were measured on, one core kept too few lines in flight to reach the
 // memory's bandwidth, and prefetching a fixed distance ahead of the block being multiplied gave
 // 20-25 % (Q8_0), 45-60 % (Q4_0) and 15-25 % (Q4_K_M) more decode tokens/s; from memory, the
-// 2-activation kernels read 13-45 % more GB/s with it on an Ice Lake Xeon. On an AMD Zen 4 the same
-// prefetches cost 10-30 % (its hardware prefetchers already keep up, the extra instructions do not pay). So the default
-// depends on the vendor; STRATA_PREFETCH (cpu/cpu_settings.h, docs/settings.md) overrides it. A prefetch never changes
-// a result.
+// 2-activation kernels read 13-45 % more GB/s with it on an Ice Lake Xeon. An AMD Zen 3 (AVX2 only)
+// gains too: Q4_0 decode +20-28 %, Q8_0 +5-15 %, Q4_K_M +3-9 %. On an AMD Zen 4 the same prefetches
+// cost 10-30 % (its hardware prefetchers already keep up, the extra instructions do not pay). So the
+// default depends on the CPU (prefetch_pays); STRATA_PREFETCH (cpu/cpu_settings.h, docs/settings.md)
+// overrides it. A prefetch never changes a result.
 #include <cstddef>
 #include <cstdint>
 
@@ -20,9 +21,13 @@ namespace strata::cpu {
 // setting's value, else default_prefetch_bytes for this CPU. Read once per process.
 std::size_t gemv_prefetch_bytes(quant::GGMLType repacked);
 
-// The auto choice: on Intel 1024 (Q8_0_R16, Q4_K_R16, Q6_K_R16) / 2048 (Q4_0_R16), else 0; 0 for
-// other types (IQ4_XS_R16: not measured).
-std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool intel);
+// Whether software prefetch pays on an x86 CPU: on Intel, and on the other x86 CPUs without AVX-512
+// (AMD Zen 1-3); not on the AMD CPUs with AVX-512 (Zen 4 and later). Off x86 no kernel prefetches.
+bool prefetch_pays(bool x86, bool intel, bool avx512);
+
+// The auto choice: where prefetch pays 1024 (Q8_0_R16 and the K-quant types) / 2048 (Q4_0_R16), else 0;
+// 0 for other types (IQ4_XS_R16: not measured).
+std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool pays);
 
 // The 64-byte lines of [p, p + n) towards L1 (a hint: never faults, never changes a result).
 inline void prefetch_lines(const uint8_t* p, std::size_t n) {

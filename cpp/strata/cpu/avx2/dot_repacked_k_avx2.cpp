@@ -25,12 +25,14 @@ using quant::BlockQ8_K;
 using L = repack::Q4KLayout;
 using L6 = repack::Q6KLayout;
 
-// One group (16 rows at grp) against one activation: out[0 .. n_valid).
-void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid) {
+// One group (16 rows at grp) against one activation: out[0 .. n_valid). pf > 0: each super-block first
+// prefetches the group's bytes pf further on (cpu/prefetch.h).
+void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + L::block(b);
+    if (pf != 0) prefetch_lines(blk + pf, L::kBlockBytes);
     alignas(32) uint8_t sc[128], mn[128];
     unpack6(blk + L::kScales, sc);
     unpack6(blk + L::kMins, mn);
@@ -73,11 +75,13 @@ void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n
   store_rows(acc[0], acc[1], out, n_valid);
 }
 
-// One Q6_K group against one activation: out[0 .. n_valid).
-void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid) {
+// One Q6_K group against one activation: out[0 .. n_valid); pf as in group.
+void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
+    // The group's blocks are contiguous, all kBlockBytes long: block b's share of the bytes pf ahead.
+    if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L6::kBlockBytes + pf, L6::kBlockBytes);
     const uint8_t* qs = grp + L6::qs_off(b, nb);
     const uint8_t* meta = grp + L6::meta_off(b, nb);
     const int8_t* q8 = y[b].qs;
@@ -247,15 +251,17 @@ void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nro
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q4_K_R16);
   repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group(nb, grp, y, out + r, nv); });
+                         [&](const uint8_t* grp, int64_t r, int nv) { group(nb, grp, y, out + r, nv, pf); });
 }
 
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
+  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q6_K_R16);
   repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q6(nb, grp, y, out + r, nv); });
+                         [&](const uint8_t* grp, int64_t r, int nv) { group_q6(nb, grp, y, out + r, nv, pf); });
 }
 
 }  // namespace strata::cpu::avx2
