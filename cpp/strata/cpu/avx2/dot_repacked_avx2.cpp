@@ -26,20 +26,28 @@ inline int block_sum(const BlockQ8_0& y) {
   return hsum_i32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 
-// The int32 block sums of one half (8 rows) of a group's block against one activation block.
+// The int32 block sums of one half (8 rows) of a group's block against A activations (bc[a]: activation a's
+// eight broadcast 4-byte steps): each 32-byte load of weights is unpacked (Q4_0) or sign-split (Q8_0) once
+// for all A, so a verification window's or a prefill chunk's second row costs its multiplies only.
 struct Q4Ops {
   using L = repack::Q4Layout;
   static constexpr quant::GGMLType kType = quant::GGMLType::Q4_0_R16;
   static constexpr int kBias = 8;
-  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int32_t start) {
+  template <int A>
+  static void half_sums(const uint8_t* qs, int h, const __m256i (*bc)[8], const int32_t* start, __m256i* out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i p = _mm256_setzero_si256();
+    __m256i p[A];
+    for (int a = 0; a < A; ++a) p[a] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i w = loadu256(qs + 64 * c + 32 * h);
-      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(w, m4), bc[c]));
-      p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bc[c + 4]));
+      const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+      for (int a = 0; a < A; ++a) {
+        p[a] = _mm256_add_epi16(p[a], _mm256_maddubs_epi16(lo, bc[a][c]));
+        p[a] = _mm256_add_epi16(p[a], _mm256_maddubs_epi16(hi, bc[a][c + 4]));
+      }
     }
-    return _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(start));
+    for (int a = 0; a < A; ++a)
+      out[a] = _mm256_add_epi32(_mm256_madd_epi16(p[a], _mm256_set1_epi16(1)), _mm256_set1_epi32(start[a]));
   }
 };
 
@@ -47,16 +55,19 @@ struct Q8Ops {
   using L = repack::Q8Layout;
   static constexpr quant::GGMLType kType = quant::GGMLType::Q8_0_R16;
   static constexpr int kBias = 0;  // x + 128 flipped back: no Σy term
-  static __m256i half_sums(const uint8_t* qs, int h, const __m256i* bc, int32_t) {
+  template <int A>
+  static void half_sums(const uint8_t* qs, int h, const __m256i (*bc)[8], const int32_t*, __m256i* out) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i s = _mm256_setzero_si256();
+    for (int a = 0; a < A; ++a) out[a] = _mm256_setzero_si256();
     for (int k = 0; k < 8; ++k) {
       const __m256i x = _mm256_xor_si256(loadu256(qs + 64 * k + 32 * h), flip);
-      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(bc[k], x));
-      s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+      const __m256i ax = _mm256_sign_epi8(x, x);
+      for (int a = 0; a < A; ++a) {
+        const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(bc[a][k], x));
+        out[a] = _mm256_add_epi32(out[a], _mm256_madd_epi16(p, ones));
+      }
     }
-    return s;
   }
 };
 
@@ -77,19 +88,23 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
     const uint8_t* d = grp + L::d_off(b, nb);
     const uint8_t* qs = grp + L::qs_off(b, nb);
     const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(d)), _mm256_cvtph_ps(loadu128(d + 16))};
+    __m256i bc[A][8];
+    int32_t start[A];
+    __m256 dy[A];
     for (int a = 0; a < A; ++a) {
       const BlockQ8_0& yb = t[a].y[b];
-      __m256i bc[8];
       for (int k = 0; k < 4; ++k) {
-        bc[k] = bcast_word(yb.qs + 4 * k);
-        bc[k + 4] = bcast_word(yb.qs + 16 + 4 * k);
+        bc[a][k] = bcast_word(yb.qs + 4 * k);
+        bc[a][k + 4] = bcast_word(yb.qs + 16 + 4 * k);
       }
-      const int32_t start = t[a].start_at(b);
-      const __m256 dy = _mm256_set1_ps(t[a].dy_at(b));
-      for (int h = 0; h < 2; ++h) {
-        const __m256i isum = Ops::half_sums(qs, h, bc, start);
-        acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw[h], dy)));
-      }
+      start[a] = t[a].start_at(b);
+      dy[a] = _mm256_set1_ps(t[a].dy_at(b));
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[A];
+      Ops::template half_sums<A>(qs, h, bc, start, isum);
+      for (int a = 0; a < A; ++a)
+        acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dw[h], dy[a])));
     }
   }
   for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);

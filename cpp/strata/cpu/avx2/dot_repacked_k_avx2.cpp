@@ -25,55 +25,78 @@ using quant::BlockQ8_K;
 using L = repack::Q4KLayout;
 using L6 = repack::Q6KLayout;
 
-// One group (16 rows at grp) against one activation: out[0 .. n_valid). pf > 0: each super-block first
-// prefetches the group's bytes pf further on (cpu/prefetch.h).
-void group(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + L::block(b);
-    if (pf != 0) prefetch_lines(blk + pf, L::kBlockBytes);
-    alignas(32) uint8_t sc[128], mn[128];
-    unpack6(blk + L::kScales, sc);
-    unpack6(blk + L::kMins, mn);
-    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles)
-      const uint8_t* qs = blk + L::kQs + 512 * j;
-      const int8_t* q8 = y[b].qs + 64 * j;
-      __m256i plo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, phi[2] = {plo[0], plo[0]};
-      for (int s = 0; s < 8; ++s) {
-        const __m256i bl = bcast_word(q8 + 4 * s), bh = bcast_word(q8 + 32 + 4 * s);
+// One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid). Each 32-byte load of
+// quants is split into its nibbles, and each block's scales and mins unpacked, once for all A: a prefill
+// chunk's or a verification window's rows share that work and the weights' reads. pf > 0: each super-block
+// first prefetches the group's bytes pf further on (cpu/prefetch.h). Per activation the operations and
+// their order are the one-activation kernel's, so every output is bitwise the same.
+struct Q4KGroup {  // for repack::k_rows / k_rows_multi
+  template <int A>
+  static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
+                  int n_valid, std::size_t pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[A][2];
+    for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = grp + L::block(b);
+      if (pf != 0) prefetch_lines(blk + pf, L::kBlockBytes);
+      alignas(32) uint8_t sc[128], mn[128];
+      unpack6(blk + L::kScales, sc);
+      unpack6(blk + L::kMins, mn);
+      __m256i isum[A][2];
+      for (int a = 0; a < A; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles)
+        const uint8_t* qs = blk + L::kQs + 512 * j;
+        __m256i plo[A][2], phi[A][2];
+        for (int a = 0; a < A; ++a) plo[a][0] = plo[a][1] = phi[a][0] = phi[a][1] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; ++s) {
+          __m256i bl[A], bh[A];
+          for (int a = 0; a < A; ++a) {
+            bl[a] = bcast_word(y[a][b].qs + 64 * j + 4 * s);
+            bh[a] = bcast_word(y[a][b].qs + 64 * j + 32 + 4 * s);
+          }
+          for (int h = 0; h < 2; ++h) {
+            const __m256i w = loadu256(qs + 64 * s + 32 * h);
+            const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+            for (int a = 0; a < A; ++a) {
+              plo[a][h] = _mm256_add_epi16(plo[a][h], _mm256_maddubs_epi16(lo, bl[a]));
+              phi[a][h] = _mm256_add_epi16(phi[a][h], _mm256_maddubs_epi16(hi, bh[a]));
+            }
+          }
+        }
         for (int h = 0; h < 2; ++h) {
-          const __m256i w = loadu256(qs + 64 * s + 32 * h);
-          plo[h] = _mm256_add_epi16(plo[h], _mm256_maddubs_epi16(_mm256_and_si256(w, m4), bl));
-          phi[h] = _mm256_add_epi16(phi[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bh));
+          const __m256i slo = scales_dup(sc + 32 * j + 8 * h), shi = scales_dup(sc + 32 * j + 16 + 8 * h);
+          for (int a = 0; a < A; ++a) {
+            isum[a][h] = _mm256_add_epi32(isum[a][h], _mm256_madd_epi16(plo[a][h], slo));
+            isum[a][h] = _mm256_add_epi32(isum[a][h], _mm256_madd_epi16(phi[a][h], shi));
+          }
         }
       }
-      for (int h = 0; h < 2; ++h) {
-        isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(plo[h], scales_dup(sc + 32 * j + 8 * h)));
-        isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(phi[h], scales_dup(sc + 32 * j + 16 + 8 * h)));
+      for (int a = 0; a < A; ++a) {
+        const BlockQ8_K& yb = y[a][b];
+        const __m256i bs = loadu256(yb.bsums);
+        alignas(16) int32_t pairs[4];
+        _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
+                        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+        const __m256 yd = _mm256_set1_ps(yb.d);
+        for (int h = 0; h < 2; ++h) {
+          __m256i summs = _mm256_setzero_si256();
+          for (int k = 0; k < 4; ++k) {
+            const __m256i m =
+                _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mn + 32 * k + 16 * h)));
+            summs = _mm256_add_epi32(summs, _mm256_madd_epi16(m, _mm256_set1_epi32(pairs[k])));
+          }
+          const __m256 d = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L::kD + 16 * h)));
+          const __m256 dmin = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L::kDmin + 16 * h)));
+          const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[a][h])),
+                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs)));
+          acc[a][h] = _mm256_add_ps(acc[a][h], t);
+        }
       }
     }
-    const __m256i bs = loadu256(y[b].bsums);
-    alignas(16) int32_t pairs[4];
-    _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
-                    _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-    const __m256 yd = _mm256_set1_ps(y[b].d);
-    for (int h = 0; h < 2; ++h) {
-      __m256i summs = _mm256_setzero_si256();
-      for (int k = 0; k < 4; ++k) {
-        const __m256i m = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mn + 32 * k + 16 * h)));
-        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(m, _mm256_set1_epi32(pairs[k])));
-      }
-      const __m256 d = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L::kD + 16 * h)));
-      const __m256 dmin = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L::kDmin + 16 * h)));
-      const __m256 t =
-          _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[h])), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs)));
-      acc[h] = _mm256_add_ps(acc[h], t);
-    }
+    for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);
   }
-  store_rows(acc[0], acc[1], out, n_valid);
-}
+};
 
 // One Q6_K group against one activation: out[0 .. n_valid); pf as in group.
 void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
@@ -249,11 +272,13 @@ void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nro
 }
 
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q4_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group(nb, grp, y, out + r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q4_K_R16, Q4KGroup>(n, w, stride, nrows, act, out);
+}
+
+// Passes of two activations: with three or four the accumulators no longer fit AVX2's 16 registers.
+void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  repack::k_rows_multi<quant::GGMLType::Q4_K_R16, Q4KGroup, 2>(n, w, stride, nrows, acts, nact, outs);
 }
 
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {

@@ -44,7 +44,8 @@ inline void for_each_act_pass(int nact, Pass&& pass) {
 // The GEMV and several-activation entry points of a repacked super-block type T (Q8_K activations) whose
 // group kernel is Group::run<A>(nb, group bytes, activations, outputs, first row, valid rows, prefetch):
 // the group's weights prefetched pf bytes ahead (cpu/prefetch.h) by the first pass over them only, the
-// later passes finding them in L1.
+// later passes finding them in L1. Passes of at most MaxA activations (fewer where a kernel's accumulators
+// for more would not fit the registers: AVX2 has 16).
 template <quant::GGMLType T, class Group>
 void k_rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* y = static_cast<const quant::BlockQ8_K*>(act);
@@ -54,14 +55,14 @@ void k_rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const v
                  [&](const uint8_t* grp, int64_t r, int nv) { Group::template run<1>(nb, grp, &y, &out, r, nv, pf); });
 }
 
-template <quant::GGMLType T, class Group>
+template <quant::GGMLType T, class Group, int MaxA = 4>
 void k_rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                   float* const* outs) {
   const auto* const* y = reinterpret_cast<const quant::BlockQ8_K* const*>(acts);
   const int64_t nb = n / quant::kQK_K;
   const std::size_t pf = gemv_prefetch_bytes(T);
   for_each_group(w, stride, nrows, [&](const uint8_t* grp, int64_t r, int nv) {
-    for_each_act_pass<4>(
+    for_each_act_pass<MaxA>(
         nact, [&]<int A>(int a) { Group::template run<A>(nb, grp, y + a, outs + a, r, nv, a == 0 ? pf : 0); });
   });
 }
