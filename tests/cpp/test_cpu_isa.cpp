@@ -150,7 +150,8 @@ TEST(prefetch_defaults_follow_the_cpu) {
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, false) == 0);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, false) == 0);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, false) == 0);
-  const bool pays = cpu::prefetch_pays(cpu::isa_supported(cpu::Isa::Avx2), cpu::cpu_is_intel(), cpu::cpu_has_avx512());
+  const bool pays =
+      cpu::prefetch_pays(cpu::isa_supported(cpu::Isa::Avx2), cpu::cpu_is_intel(), cpu::isa_supported(cpu::Isa::Avx512));
   const std::size_t want = cpu::process_cpu_settings().prefetch ? *cpu::process_cpu_settings().prefetch
                                                                 : cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, pays);
   CHECK(cpu::gemv_prefetch_bytes(GGMLType::Q8_0_R16) == want);

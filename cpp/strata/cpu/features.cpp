@@ -284,14 +284,6 @@ bool cpu_is_intel() {
 #endif
 }
 
-bool cpu_has_avx512() {
-#if defined(STRATA_X86_CPUID)
-  return x86_features().avx512;
-#else
-  return false;
-#endif
-}
-
 bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;

@@ -33,7 +33,6 @@ std::vector<Isa> all_isas();       // every path any build may have, for name lo
 std::vector<Isa> compiled_isas();  // always includes Scalar
 bool isa_supported(Isa isa);       // compiled in and runnable on this processor
 bool cpu_is_intel();               // CPUID's vendor string is "GenuineIntel" (false off x86)
-bool cpu_has_avx512();             // the processor and OS run the Avx512 path's ISA, compiled in or not
 Isa best_isa();
 // The ISA kernels dispatch to. Defaults to STRATA_ISA when set and runnable, else best_isa();
 // force_isa() switches it (tests, benchmarks, strata.Config.isa).

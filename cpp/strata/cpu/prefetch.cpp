@@ -30,7 +30,7 @@ std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool pays) {
 std::size_t gemv_prefetch_bytes(quant::GGMLType repacked) {
   const auto& setting = process_cpu_settings().prefetch;  // both read once per process
   if (setting) return *setting;
-  static const bool pays = prefetch_pays(isa_supported(Isa::Avx2), cpu_is_intel(), cpu_has_avx512());
+  static const bool pays = prefetch_pays(isa_supported(Isa::Avx2), cpu_is_intel(), isa_supported(Isa::Avx512));
   return default_prefetch_bytes(repacked, pays);
 }
 

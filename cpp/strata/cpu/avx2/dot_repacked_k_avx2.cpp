@@ -98,7 +98,7 @@ struct Q4KGroup {  // for repack::k_rows / k_rows_multi
   }
 };
 
-// One Q6_K group against one activation: out[0 .. n_valid); pf as in group.
+// One Q6_K group against one activation: out[0 .. n_valid); pf as in Q4KGroup.
 void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -253,40 +253,40 @@ void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
   store_rows(acc[0], acc[1], out, n_valid);
 }
 
+// A one-activation group kernel F(nb, group bytes, activation, out, valid rows, prefetch) as a group type,
+// so its GEMV entry point is repack::k_rows like Q4KGroup's.
+template <auto F>
+struct OneActivation {
+  template <int A>
+  static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
+                  int n_valid, std::size_t pf) {
+    static_assert(A == 1, "a one-activation kernel");
+    F(nb, grp, y[0], outs[0] + r0, n_valid, pf);
+  }
+};
+
 }  // namespace
 
 void dot_rows_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q3_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q3(nb, grp, y, out + r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q3_K_R16, OneActivation<group_q3>>(n, w, stride, nrows, act, out);
 }
 
 void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q2_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q2(nb, grp, y, out + r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q2_K_R16, OneActivation<group_q2>>(n, w, stride, nrows, act, out);
 }
 
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   repack::k_rows<quant::GGMLType::Q4_K_R16, Q4KGroup>(n, w, stride, nrows, act, out);
 }
 
-// Passes of two activations: with three or four the accumulators no longer fit AVX2's 16 registers.
+// Passes of two activations: plo, phi and isum take six registers per activation, and AVX2 has 16.
 void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
   repack::k_rows_multi<quant::GGMLType::Q4_K_R16, Q4KGroup, 2>(n, w, stride, nrows, acts, nact, outs);
 }
 
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  const std::size_t pf = gemv_prefetch_bytes(quant::GGMLType::Q6_K_R16);
-  repack::for_each_group(w, stride, nrows,
-                         [&](const uint8_t* grp, int64_t r, int nv) { group_q6(nb, grp, y, out + r, nv, pf); });
+  repack::k_rows<quant::GGMLType::Q6_K_R16, OneActivation<group_q6>>(n, w, stride, nrows, act, out);
 }
 
 }  // namespace strata::cpu::avx2
