@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "strata/cpu/features.h"
 #include "strata/quant/types.h"
 
 namespace strata::cpu {
@@ -25,9 +26,10 @@ std::size_t gemv_prefetch_bytes(quant::GGMLType repacked);
 // (AMD Zen 1-3); not on the AMD CPUs with AVX-512 (Zen 4 and later). Off x86 no kernel prefetches.
 bool prefetch_pays(bool x86, bool intel, bool avx512);
 
-// The auto choice: where prefetch pays 1024 (Q8_0_R16 and the K-quant types) / 2048 (Q4_0_R16), else 0;
-// 0 for other types (IQ4_XS_R16: not measured).
-std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool pays);
+// The auto choice for the kernels of `path`: where prefetch pays 1024 (Q8_0_R16; the K-quant types on the
+// AVX-512 path) / 2048 (Q4_0_R16; the K-quant types elsewhere), else 0; 0 for other types (IQ4_XS_R16: not
+// measured).
+std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool pays, Isa path);
 
 // The 64-byte lines of [p, p + n) towards L1 (a hint: never faults, never changes a result).
 inline void prefetch_lines(const uint8_t* p, std::size_t n) {

@@ -28,8 +28,10 @@ using L6 = repack::Q6KLayout;
 // One group (16 rows at grp) against A activations: outs[a][r0 .. r0 + n_valid). Each 32-byte load of
 // quants is split into its nibbles, and each block's scales and mins unpacked, once for all A: a prefill
 // chunk's or a verification window's rows share that work and the weights' reads. pf > 0: each super-block
-// first prefetches the group's bytes pf further on (cpu/prefetch.h). Per activation the operations and
-// their order are the one-activation kernel's, so every output is bitwise the same.
+// first prefetches its metadata's lines pf further on, then each step the quant line pf past its own
+// (cpu/prefetch.h; the whole super-block's 36 lines at once kept fewer lines in flight: 12-14 GB/s from
+// memory on a Zen 3 against 15-18). Per activation the operations and their order are the one-activation
+// kernel's, so every output is bitwise the same.
 struct Q4KGroup {  // for repack::k_rows / k_rows_multi
   template <int A>
   static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
@@ -39,7 +41,7 @@ struct Q4KGroup {  // for repack::k_rows / k_rows_multi
     for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = grp + L::block(b);
-      if (pf != 0) prefetch_lines(blk + pf, L::kBlockBytes);
+      if (pf != 0) prefetch_lines(blk + pf, L::kQs);
       alignas(32) uint8_t sc[128], mn[128];
       unpack6(blk + L::kScales, sc);
       unpack6(blk + L::kMins, mn);
@@ -50,6 +52,7 @@ struct Q4KGroup {  // for repack::k_rows / k_rows_multi
         __m256i plo[A][2], phi[A][2];
         for (int a = 0; a < A; ++a) plo[a][0] = plo[a][1] = phi[a][0] = phi[a][1] = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s) {
+          if (pf != 0) __builtin_prefetch(qs + 64 * s + pf, 0, 3);
           __m256i bl[A], bh[A];
           for (int a = 0; a < A; ++a) {
             bl[a] = bcast_word(y[a][b].qs + 64 * j + 4 * s);
@@ -103,8 +106,9 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
-    // The group's blocks are contiguous, all kBlockBytes long: block b's share of the bytes pf ahead.
-    if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L6::kBlockBytes + pf, L6::kBlockBytes);
+    // The bytes pf ahead a few lines at a time: a pair's metas (9 lines) at its first block, then the three
+    // lines pf past each step's quants in the first half's pass (the one that reads them from memory).
+    if (pf != 0 && (b & 1) == 0) prefetch_lines(grp + L6::pair(b) + pf, 2 * L6::kMetaBytes);
     const uint8_t* qs = grp + L6::qs_off(b, nb);
     const uint8_t* meta = grp + L6::meta_off(b, nb);
     const int8_t* q8 = y[b].qs;
@@ -122,6 +126,7 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
           for (int t = 0; t < 4; ++t) {
             const int s = 4 * sh + t;
             const uint8_t* c3 = qs + 192 * (8 * h + s) + 32 * hr;  // layout.h: chunks m = 0, 1, 2
+            if (pf != 0 && hr == 0) prefetch_lines(c3 + pf, 192);
             const __m256i la = loadu256(c3), lb = loadu256(c3 + 64), hc = loadu256(c3 + 128);
             const __m256i q[4] = {
                 _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 4), m30)),
@@ -160,7 +165,7 @@ void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + L2::block(b);
-    if (pf != 0) prefetch_lines(blk + pf, L2::kBlockBytes);
+    if (pf != 0) prefetch_lines(blk + pf, L2::kQs);  // the metadata; each quant line in the first half's pass
     const int8_t* q8 = y[b].qs;
     const __m256 yd = _mm256_set1_ps(y[b].d);
     for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
@@ -170,6 +175,7 @@ void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
           __m256i pr[4];
           for (int tt = 0; tt < 4; ++tt) {
             const int t = 4 * half + tt;
+            if (pf != 0 && hr == 0) __builtin_prefetch(blk + L2::kQs + 64 * (8 * h + t) + pf, 0, 3);
             const __m256i w = loadu256(blk + L2::kQs + 64 * (8 * h + t) + 32 * hr);
             for (int s = 0; s < 4; ++s) {
               const __m256i q = _mm256_and_si256(s == 0 ? w : _mm256_srli_epi16(w, 2 * s), m3);
