@@ -155,6 +155,88 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
   store_rows(acc[0], acc[1], out, n_valid);
 }
 
+// One Q6_K group against A >= 2 activations: outs[a][r0 .. r0 + n_valid); pf as in group_q6 (the first pass
+// over the group only). The three 32-byte loads of a step and the 6-bit quants rebuilt from them are shared
+// by the A activations, so a prefill chunk's or a window's second row costs its maddubs and sums only. Each
+// activation's integer sum is group_q6's: the same products, and a sub-block's two step pairs meet the scale
+// in two vpmaddwd added in int32, here one pair after the other (exact, so in any order); the float steps
+// are group_q6's, so every output is bitwise the one-activation kernel's.
+template <int A>
+void group_q6_multi(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
+                    int n_valid, std::size_t pf) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[A][2];
+  for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (pf != 0 && (b & 1) == 0) prefetch_lines(grp + L6::pair(b) + pf, 2 * L6::kMetaBytes);
+    const uint8_t* qs = grp + L6::qs_off(b, nb);
+    const uint8_t* meta = grp + L6::meta_off(b, nb);
+    for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
+      // Lane r of scale_pair(k): (scale 2k, scale 2k + 1) of row 8hr + r as int16.
+      auto scale_pair = [&](int k) { return _mm256_cvtepi8_epi16(loadu128(meta + L6::kScales + 32 * k + 16 * hr)); };
+      __m256i isum[A];
+      {
+        __m256i off[A];
+        for (int a = 0; a < A; ++a) off[a] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+          const __m256i sp = scale_pair(k);
+          for (int a = 0; a < A; ++a)
+            off[a] = _mm256_add_epi32(off[a], _mm256_madd_epi16(sp, bcast_word(y[a][b].bsums + 2 * k)));
+        }
+        for (int a = 0; a < A; ++a) isum[a] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off[a], 5));
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int sh = 0; sh < 2; ++sh) {    // sub-blocks 2k + sh (k = 4h + p): steps 4sh + t
+          for (int tp = 0; tp < 2; ++tp) {  // steps t = 2tp, 2tp + 1: their maddubs pairs added in int16
+            __m256i pr[A][4];
+            for (int u = 0; u < 2; ++u) {
+              const int s = 4 * sh + 2 * tp + u;
+              const uint8_t* c3 = qs + 192 * (8 * h + s) + 32 * hr;  // layout.h: chunks m = 0, 1, 2
+              if (pf != 0 && hr == 0) prefetch_lines(c3 + pf, 192);
+              const __m256i la = loadu256(c3), lb = loadu256(c3 + 64), hc = loadu256(c3 + 128);
+              const __m256i q[4] = {
+                  _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 4), m30)),
+                  _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 2), m30)),
+                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(hc, m30)),
+                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                  _mm256_and_si256(_mm256_srli_epi16(hc, 2), m30))};
+              for (int p = 0; p < 4; ++p)
+                for (int a = 0; a < A; ++a) {
+                  const __m256i m = _mm256_maddubs_epi16(q[p], bcast_word(y[a][b].qs + 128 * h + 32 * p + 4 * s));
+                  pr[a][p] = u == 0 ? m : _mm256_add_epi16(pr[a][p], m);
+                }
+            }
+            for (int p = 0; p < 4; ++p) {
+              // The scale of sub-block 2k + sh in both int16 halves of every lane.
+              const __m256i sc = half_dup(scale_pair(4 * h + p), sh);
+              for (int a = 0; a < A; ++a) isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(pr[a][p], sc));
+            }
+          }
+        }
+      }
+      const __m256 dx = _mm256_cvtph_ps(loadu128(meta + 16 * hr));
+      for (int a = 0; a < A; ++a) {
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(y[a][b].d), dx);
+        acc[a][hr] = _mm256_add_ps(acc[a][hr], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[a])));
+      }
+    }
+  }
+  for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);
+}
+
+// Q6_K_R16 as a group type for repack::k_rows / k_rows_multi: one activation through group_q6, several
+// through group_q6_multi.
+struct Q6KGroup {
+  template <int A>
+  static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
+                  int n_valid, std::size_t pf) {
+    if constexpr (A == 1)
+      group_q6(nb, grp, y[0], outs[0] + r0, n_valid, pf);
+    else
+      group_q6_multi<A>(nb, grp, y, outs, r0, n_valid, pf);
+  }
+};
+
 // One Q2_K group against one activation: out[0 .. n_valid). Per 8-row half, each 2-bit field shifted to
 // bits 0-1 and masked, maddubs per step, a sub-block's four steps added in int16 (4 · 2 · 3 · 128 < 2^15),
 // vpmaddwd by its 4-bit scale in both int16 halves; the mins' nibbles against the activation's bsum
@@ -292,7 +374,13 @@ void dot_rows_multi_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64
 }
 
 void dot_rows_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  repack::k_rows<quant::GGMLType::Q6_K_R16, OneActivation<group_q6>>(n, w, stride, nrows, act, out);
+  repack::k_rows<quant::GGMLType::Q6_K_R16, Q6KGroup>(n, w, stride, nrows, act, out);
+}
+
+// Passes of two activations: pr and isum take ten registers for two, beside the step's three loads.
+void dot_rows_multi_q6_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  repack::k_rows_multi<quant::GGMLType::Q6_K_R16, Q6KGroup, 2>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::avx2
