@@ -101,9 +101,20 @@ struct Q4KGroup {  // for repack::k_rows / k_rows_multi
   }
 };
 
+// One step's 6-bit quants rebuilt from its three 64-byte chunks at c3 (this half's 32 bytes of each; layout.h):
+// q[p] holds, at 4·r + j, row r's quant of column 128h + 32p + 4s + j (ggml's order).
+inline void q6_step(const uint8_t* c3, __m256i* q) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i la = loadu256(c3), lb = loadu256(c3 + 64), hc = loadu256(c3 + 128);
+  q[0] = _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 4), m30));
+  q[1] = _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 2), m30));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(hc, m30));
+  q[3] =
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hc, 2), m30));
+}
+
 // One Q6_K group against one activation: out[0 .. n_valid); pf as in Q4KGroup.
 void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
     // The bytes pf ahead a few lines at a time: a pair's metas (9 lines) at its first block, then the three
@@ -127,13 +138,8 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
             const int s = 4 * sh + t;
             const uint8_t* c3 = qs + 192 * (8 * h + s) + 32 * hr;  // layout.h: chunks m = 0, 1, 2
             if (pf != 0 && hr == 0) prefetch_lines(c3 + pf, 192);
-            const __m256i la = loadu256(c3), lb = loadu256(c3 + 64), hc = loadu256(c3 + 128);
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(hc, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(hc, 2), m30))};
+            __m256i q[4];
+            q6_step(c3, q);
             for (int p = 0; p < 4; ++p) {
               const __m256i m = _mm256_maddubs_epi16(q[p], bcast_word(q8 + 128 * h + 32 * p + 4 * s));
               pr[p][t / 2] = (t % 2) ? _mm256_add_epi16(pr[p][t / 2], m) : m;
@@ -164,7 +170,6 @@ void group_q6(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
 template <int A>
 void group_q6_multi(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
                     int n_valid, std::size_t pf) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[A][2];
   for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -193,13 +198,8 @@ void group_q6_multi(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, f
               const int s = 4 * sh + 2 * tp + u;
               const uint8_t* c3 = qs + 192 * (8 * h + s) + 32 * hr;  // layout.h: chunks m = 0, 1, 2
               if (pf != 0 && hr == 0) prefetch_lines(c3 + pf, 192);
-              const __m256i la = loadu256(c3), lb = loadu256(c3 + 64), hc = loadu256(c3 + 128);
-              const __m256i q[4] = {
-                  _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 4), m30)),
-                  _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(hc, 2), m30)),
-                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(hc, m30)),
-                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                                  _mm256_and_si256(_mm256_srli_epi16(hc, 2), m30))};
+              __m256i q[4];
+              q6_step(c3, q);
               for (int p = 0; p < 4; ++p)
                 for (int a = 0; a < A; ++a) {
                   const __m256i m = _mm256_maddubs_epi16(q[p], bcast_word(y[a][b].qs + 128 * h + 32 * p + 4 * s));
