@@ -289,57 +289,76 @@ void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, in
   store_rows(acc[0], acc[1], out, n_valid);
 }
 
-// One Q3_K group against one activation: out[0 .. n_valid). Per 8-row half, each quant rebuilt as q3 + 4
-// (0..7: the qs field at bits 0-1, the hmask bit at bit 2), maddubs per step, a sub-block's four steps
-// added in int16 (4 · 2 · 7 · 128 < 2^15) minus 4·bsum in the lane's low half (the −4 of every quant
-// whose high bit is clear; ≥ −2^14), vpmaddwd by its signed scale in both int16 halves; then
-// sum += (dx·dy)·isum: bitwise the scalar Q3_K dot.
-void group_q3(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
-  using L3 = repack::Q3KLayout;
-  const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t b = 0; b < nb; ++b) {
-    if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L3::kBlockBytes + pf, L3::kBlockBytes);
-    const uint8_t* qs = grp + L3::qs_off(b, nb);
-    const uint8_t* meta = grp + L3::meta_off(b, nb);
-    const int8_t* q8 = y[b].qs;
-    alignas(32) int8_t sc8[256];  // sc8[16·j + r] = scale j of row r (its 6-bit code − 32)
-    unpack6<32>(meta + L3::kScales, sc8);
-    unpack6<32>(meta + L3::kScales + 96, sc8 + 128);
-    for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
-      __m256i isum = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
-          __m256i pr[4];
-          for (int tt = 0; tt < 4; ++tt) {
-            const int t = 4 * half + tt;
-            const __m256i qc = loadu256(qs + 64 * L3::qs_chunk(h, t) + 32 * hr);
-            const __m256i hc = loadu256(qs + 64 * L3::hm_chunk(t) + 32 * hr);
+// One Q3_K group against A activations: outs[a][r0 .. r0 + n_valid); pf as in group_q6's burst form (the
+// kernel computes at about the speed memory delivers, and per-step prefetches slowed it). Per 8-row half,
+// each quant rebuilt as q3 + 4 (0..7: the qs field at bits 0-1, the hmask bit at bit 2) once for all A,
+// maddubs per step and activation, a sub-block's four steps added in int16 (4 · 2 · 7 · 128 < 2^15) minus
+// 4·bsum in the lane's low half (the −4 of every quant whose high bit is clear; ≥ −2^14), vpmaddwd by its
+// signed scale in both int16 halves; then sum += (dx·dy)·isum: per activation bitwise the scalar Q3_K dot.
+struct Q3KGroup {  // for repack::k_rows / k_rows_multi
+  template <int A>
+  static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
+                  int n_valid, std::size_t pf) {
+    using L3 = repack::Q3KLayout;
+    const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+    __m256 acc[A][2];
+    for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      if (pf != 0) prefetch_lines(grp + static_cast<std::size_t>(b) * L3::kBlockBytes + pf, L3::kBlockBytes);
+      const uint8_t* qs = grp + L3::qs_off(b, nb);
+      const uint8_t* meta = grp + L3::meta_off(b, nb);
+      alignas(32) int8_t sc8[256];  // sc8[16·j + r] = scale j of row r (its 6-bit code − 32)
+      unpack6<32>(meta + L3::kScales, sc8);
+      unpack6<32>(meta + L3::kScales + 96, sc8 + 128);
+      const int8_t* q8[A];
+      const int16_t* bsums[A];
+      for (int a = 0; a < A; ++a) {
+        q8[a] = y[a][b].qs;
+        bsums[a] = y[a][b].bsums;
+      }
+      for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
+        __m256i isum[A];
+        for (int a = 0; a < A; ++a) isum[a] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+          for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
+            __m256i pr[A][4];
+            for (int tt = 0; tt < 4; ++tt) {
+              const int t = 4 * half + tt;
+              const __m256i qc = loadu256(qs + 64 * L3::qs_chunk(h, t) + 32 * hr);
+              const __m256i hc = loadu256(qs + 64 * L3::hm_chunk(t) + 32 * hr);
+              for (int s = 0; s < 4; ++s) {
+                // 16-bit shifts by < 8 bring each byte's own bits to bits 0-1 / bit 2; the masks drop the rest.
+                const int k = 4 * h + s;
+                const __m256i low = _mm256_and_si256(s == 0 ? qc : _mm256_srli_epi16(qc, 2 * s), m3);
+                const __m256i hb = k >= 2 ? _mm256_srli_epi16(hc, k - 2) : _mm256_slli_epi16(hc, 2 - k);
+                const __m256i q = _mm256_or_si256(low, _mm256_and_si256(hb, m4));
+                for (int a = 0; a < A; ++a) {
+                  const __m256i m = _mm256_maddubs_epi16(q, bcast_word(q8[a] + 128 * h + 32 * s + 4 * t));
+                  pr[a][s] = tt == 0 ? m : _mm256_add_epi16(pr[a][s], m);
+                }
+              }
+            }
             for (int s = 0; s < 4; ++s) {
-              // 16-bit shifts by < 8 bring each byte's own bits to bits 0-1 / bit 2; the masks drop the rest.
-              const int k = 4 * h + s;
-              const __m256i low = _mm256_and_si256(s == 0 ? qc : _mm256_srli_epi16(qc, 2 * s), m3);
-              const __m256i hb = k >= 2 ? _mm256_srli_epi16(hc, k - 2) : _mm256_slli_epi16(hc, 2 - k);
-              const __m256i q = _mm256_or_si256(low, _mm256_and_si256(hb, m4));
-              const __m256i m = _mm256_maddubs_epi16(q, bcast_word(q8 + 128 * h + 32 * s + 4 * t));
-              pr[s] = tt == 0 ? m : _mm256_add_epi16(pr[s], m);
+              const int j = 8 * h + 2 * s + half;
+              const __m256i sc = scales_dup(sc8 + 16 * j + 8 * hr);
+              for (int a = 0; a < A; ++a) {
+                // −4·bsum in the low int16 of each lane only (a negative int32 would also set the high one).
+                const __m256i p = _mm256_sub_epi16(pr[a][s], _mm256_set1_epi32((4 * bsums[a][j]) & 0xFFFF));
+                isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(p, sc));
+              }
             }
           }
-          for (int s = 0; s < 4; ++s) {
-            const int j = 8 * h + 2 * s + half;
-            const __m256i sc = scales_dup(sc8 + 16 * j + 8 * hr);
-            // −4·bsum in the low int16 of each lane only (a negative int32 would also set the high one).
-            const __m256i p = _mm256_sub_epi16(pr[s], _mm256_set1_epi32((4 * y[b].bsums[j]) & 0xFFFF));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
-          }
+        }
+        const __m256 dx = _mm256_cvtph_ps(loadu128(meta + 16 * hr));
+        for (int a = 0; a < A; ++a) {
+          const __m256 d = _mm256_mul_ps(dx, _mm256_set1_ps(y[a][b].d));
+          acc[a][hr] = _mm256_add_ps(acc[a][hr], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[a])));
         }
       }
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(loadu128(meta + 16 * hr)), _mm256_set1_ps(y[b].d));
-      acc[hr] = _mm256_add_ps(acc[hr], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
     }
+    for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);
   }
-  store_rows(acc[0], acc[1], out, n_valid);
-}
+};
 
 // A one-activation group kernel F(nb, group bytes, activation, out, valid rows, prefetch) as a group type,
 // so its GEMV entry point is repack::k_rows like Q4KGroup's.
@@ -356,7 +375,13 @@ struct OneActivation {
 }  // namespace
 
 void dot_rows_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  repack::k_rows<quant::GGMLType::Q3_K_R16, OneActivation<group_q3>>(n, w, stride, nrows, act, out);
+  repack::k_rows<quant::GGMLType::Q3_K_R16, Q3KGroup>(n, w, stride, nrows, act, out);
+}
+
+// Passes of two activations: pr and isum take ten registers for two, beside the step's two loads and masks.
+void dot_rows_multi_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  repack::k_rows_multi<quant::GGMLType::Q3_K_R16, Q3KGroup, 2>(n, w, stride, nrows, acts, nact, outs);
 }
 
 void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
