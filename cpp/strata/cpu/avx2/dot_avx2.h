@@ -43,6 +43,7 @@ STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_k_r16);  // dot_repacked_k_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q6_k_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q3_k_r16);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_q2_k_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq4_xs_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_k);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q3_k);  // dot_q3_k_q5_k_avx2.cpp

@@ -237,60 +237,78 @@ struct Q6KGroup {
   }
 };
 
-// One Q2_K group against one activation: out[0 .. n_valid). Per 8-row half, each 2-bit field shifted to
-// bits 0-1 and masked, maddubs per step, a sub-block's four steps added in int16 (4 · 2 · 3 · 128 < 2^15),
-// vpmaddwd by its 4-bit scale in both int16 halves; the mins' nibbles against the activation's bsum
-// pairs; then sum += (dy·dx)·isum − (dy·dmin)·summs: bitwise the scalar Q2_K dot.
-void group_q2(int64_t nb, const uint8_t* grp, const BlockQ8_K* y, float* out, int n_valid, std::size_t pf) {
-  using L2 = repack::Q2KLayout;
-  const __m256i m3 = _mm256_set1_epi8(0x03), m0F = _mm256_set1_epi16(0x0F);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + L2::block(b);
-    if (pf != 0) prefetch_lines(blk + pf, L2::kQs);  // the metadata; each quant line in the first half's pass
-    const int8_t* q8 = y[b].qs;
-    const __m256 yd = _mm256_set1_ps(y[b].d);
-    for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
-      __m256i isum = _mm256_setzero_si256(), summs = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
-          __m256i pr[4];
-          for (int tt = 0; tt < 4; ++tt) {
-            const int t = 4 * half + tt;
-            if (pf != 0 && hr == 0) __builtin_prefetch(blk + L2::kQs + 64 * (8 * h + t) + pf, 0, 3);
-            const __m256i w = loadu256(blk + L2::kQs + 64 * (8 * h + t) + 32 * hr);
+// One Q2_K group against A activations: outs[a][r0 .. r0 + n_valid). Per 8-row half, each 2-bit field
+// shifted to bits 0-1 and masked once for all A, maddubs per step and activation, a sub-block's four steps
+// added in int16 (4 · 2 · 3 · 128 < 2^15), vpmaddwd by its 4-bit scale in both int16 halves; the mins'
+// nibbles against the activation's bsum pairs; then sum += (dy·dx)·isum − (dy·dmin)·summs: per activation
+// bitwise the scalar Q2_K dot. pf: the metadata's lines pf ahead at the block's start, then each quant line
+// in the first half's pass.
+struct Q2KGroup {  // for repack::k_rows / k_rows_multi
+  template <int A>
+  static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
+                  int n_valid, std::size_t pf) {
+    using L2 = repack::Q2KLayout;
+    const __m256i m3 = _mm256_set1_epi8(0x03), m0F = _mm256_set1_epi16(0x0F);
+    __m256 acc[A][2];
+    for (int a = 0; a < A; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = grp + L2::block(b);
+      if (pf != 0) prefetch_lines(blk + pf, L2::kQs);
+      const int8_t* q8[A];
+      for (int a = 0; a < A; ++a) q8[a] = y[a][b].qs;
+      for (int hr = 0; hr < 2; ++hr) {  // rows 8hr .. 8hr + 7
+        __m256i isum[A];
+        for (int a = 0; a < A; ++a) isum[a] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+          for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-blocks 8h + 2s + half
+            __m256i pr[A][4];
+            for (int tt = 0; tt < 4; ++tt) {
+              const int t = 4 * half + tt;
+              if (pf != 0 && hr == 0) __builtin_prefetch(blk + L2::kQs + 64 * (8 * h + t) + pf, 0, 3);
+              const __m256i w = loadu256(blk + L2::kQs + 64 * (8 * h + t) + 32 * hr);
+              for (int s = 0; s < 4; ++s) {
+                const __m256i q = _mm256_and_si256(s == 0 ? w : _mm256_srli_epi16(w, 2 * s), m3);
+                for (int a = 0; a < A; ++a) {
+                  const __m256i m = _mm256_maddubs_epi16(q, bcast_word(q8[a] + 128 * h + 32 * s + 4 * t));
+                  pr[a][s] = tt == 0 ? m : _mm256_add_epi16(pr[a][s], m);
+                }
+              }
+            }
             for (int s = 0; s < 4; ++s) {
-              const __m256i q = _mm256_and_si256(s == 0 ? w : _mm256_srli_epi16(w, 2 * s), m3);
-              const __m256i m = _mm256_maddubs_epi16(q, bcast_word(q8 + 128 * h + 32 * s + 4 * t));
-              pr[s] = tt == 0 ? m : _mm256_add_epi16(pr[s], m);
+              // Lane r: row 8hr + r's scale bytes 2k, 2k + 1 (k = 4h + s) as int16; sub-block 2k + half's
+              // 4-bit scale in both int16 halves.
+              const __m256i v =
+                  _mm256_and_si256(_mm256_cvtepu8_epi16(loadu128(blk + L2::kScales + 32 * (4 * h + s) + 16 * hr)), m0F);
+              const __m256i sc = half_dup(v, half);
+              for (int a = 0; a < A; ++a) isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(pr[a][s], sc));
             }
           }
-          for (int s = 0; s < 4; ++s) {
-            // Lane r: row 8hr + r's scale bytes 2k, 2k + 1 (k = 4h + s) as int16; sub-block 2k + half's
-            // 4-bit scale in both int16 halves.
-            const __m256i v =
-                _mm256_and_si256(_mm256_cvtepu8_epi16(loadu128(blk + L2::kScales + 32 * (4 * h + s) + 16 * hr)), m0F);
-            const __m256i sc = half_dup(v, half);
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr[s], sc));
-          }
+        }
+        __m256i summs[A];
+        for (int a = 0; a < A; ++a) summs[a] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+          const __m256i mins =
+              _mm256_srli_epi16(_mm256_cvtepu8_epi16(loadu128(blk + L2::kScales + 32 * k + 16 * hr)), 4);
+          for (int a = 0; a < A; ++a)
+            summs[a] = _mm256_add_epi32(summs[a], _mm256_madd_epi16(mins, bcast_word(y[a][b].bsums + 2 * k)));
+        }
+        const __m256 dx = _mm256_cvtph_ps(loadu128(blk + L2::kD + 16 * hr));
+        const __m256 dmx = _mm256_cvtph_ps(loadu128(blk + L2::kDmin + 16 * hr));
+        for (int a = 0; a < A; ++a) {
+          const __m256 yd = _mm256_set1_ps(y[a][b].d);
+          const __m256 d = _mm256_mul_ps(yd, dx), dmin = _mm256_mul_ps(yd, dmx);
+          const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[a])),
+                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs[a])));
+          acc[a][hr] = _mm256_add_ps(acc[a][hr], t);
         }
       }
-      for (int k = 0; k < 8; ++k) {
-        const __m256i mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(loadu128(blk + L2::kScales + 32 * k + 16 * hr)), 4);
-        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(mins, bcast_word(y[b].bsums + 2 * k)));
-      }
-      const __m256 d = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L2::kD + 16 * hr)));
-      const __m256 dmin = _mm256_mul_ps(yd, _mm256_cvtph_ps(loadu128(blk + L2::kDmin + 16 * hr)));
-      const __m256 t =
-          _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summs)));
-      acc[hr] = _mm256_add_ps(acc[hr], t);
     }
+    for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);
   }
-  store_rows(acc[0], acc[1], out, n_valid);
-}
+};
 
-// One Q3_K group against A activations: outs[a][r0 .. r0 + n_valid); pf as in group_q6's burst form (the
-// kernel computes at about the speed memory delivers, and per-step prefetches slowed it). Per 8-row half,
+// One Q3_K group against A activations: outs[a][r0 .. r0 + n_valid); pf: the whole block's bytes pf ahead at its
+// start (the kernel computes at about the speed memory delivers, and per-step prefetches slowed it). Per 8-row half,
 // each quant rebuilt as q3 + 4 (0..7: the qs field at bits 0-1, the hmask bit at bit 2) once for all A,
 // maddubs per step and activation, a sub-block's four steps added in int16 (4 · 2 · 7 · 128 < 2^15) minus
 // 4·bsum in the lane's low half (the −4 of every quant whose high bit is clear; ≥ −2^14), vpmaddwd by its
@@ -360,18 +378,6 @@ struct Q3KGroup {  // for repack::k_rows / k_rows_multi
   }
 };
 
-// A one-activation group kernel F(nb, group bytes, activation, out, valid rows, prefetch) as a group type,
-// so its GEMV entry point is repack::k_rows like Q4KGroup's.
-template <auto F>
-struct OneActivation {
-  template <int A>
-  static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
-                  int n_valid, std::size_t pf) {
-    static_assert(A == 1, "a one-activation kernel");
-    F(nb, grp, y[0], outs[0] + r0, n_valid, pf);
-  }
-};
-
 }  // namespace
 
 void dot_rows_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
@@ -385,7 +391,13 @@ void dot_rows_multi_q3_k_r16(int64_t n, const void* w, std::size_t stride, int64
 }
 
 void dot_rows_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  repack::k_rows<quant::GGMLType::Q2_K_R16, OneActivation<group_q2>>(n, w, stride, nrows, act, out);
+  repack::k_rows<quant::GGMLType::Q2_K_R16, Q2KGroup>(n, w, stride, nrows, act, out);
+}
+
+// Passes of two activations: pr, isum and summs take twelve registers for two.
+void dot_rows_multi_q2_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  repack::k_rows_multi<quant::GGMLType::Q2_K_R16, Q2KGroup, 2>(n, w, stride, nrows, acts, nact, outs);
 }
 
 void dot_rows_q4_k_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {

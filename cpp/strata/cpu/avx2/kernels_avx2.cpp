@@ -21,7 +21,7 @@ constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0_r
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0_r16, dot_rows_multi_q8_0_r16, 16};
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k_r16, dot_rows_multi_q4_k_r16, 16};
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k_r16, dot_rows_multi_q6_k_r16, 16};
-constexpr DotKernel kQ2_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k_r16, nullptr, 16};
+constexpr DotKernel kQ2_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k_r16, dot_rows_multi_q2_k_r16, 16};
 constexpr DotKernel kQ3_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k_r16, dot_rows_multi_q3_k_r16, 16};
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs_r16, dot_rows_multi_iq4_xs_r16, 16};
 constexpr DotKernel kQ3_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k, dot_rows_multi_q3_k};
