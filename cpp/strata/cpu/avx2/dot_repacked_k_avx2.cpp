@@ -52,7 +52,7 @@ struct Q4KGroup {  // for repack::k_rows / k_rows_multi
         __m256i plo[A][2], phi[A][2];
         for (int a = 0; a < A; ++a) plo[a][0] = plo[a][1] = phi[a][0] = phi[a][1] = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s) {
-          if (pf != 0) __builtin_prefetch(qs + 64 * s + pf, 0, 3);
+          if (pf != 0) prefetch_lines(qs + 64 * s + pf, 64);
           __m256i bl[A], bh[A];
           for (int a = 0; a < A; ++a) {
             bl[a] = bcast_word(y[a][b].qs + 64 * j + 4 * s);
@@ -264,7 +264,7 @@ struct Q2KGroup {  // for repack::k_rows / k_rows_multi
             __m256i pr[A][4];
             for (int tt = 0; tt < 4; ++tt) {
               const int t = 4 * half + tt;
-              if (pf != 0 && hr == 0) __builtin_prefetch(blk + L2::kQs + 64 * (8 * h + t) + pf, 0, 3);
+              if (pf != 0 && hr == 0) prefetch_lines(blk + L2::kQs + 64 * (8 * h + t) + pf, 64);
               const __m256i w = loadu256(blk + L2::kQs + 64 * (8 * h + t) + 32 * hr);
               for (int s = 0; s < 4; ++s) {
                 const __m256i q = _mm256_and_si256(s == 0 ? w : _mm256_srli_epi16(w, 2 * s), m3);
