@@ -37,7 +37,7 @@ namespace {
 
 // The 8-lane kernels compiled here: -mavx512vl gives them 32 ymm registers (ymm16-31), so a pass
 // covers four query heads (a Qwen3-style GQA group of four reads each K and V line once).
-constexpr AttnKernels kEightLane = x86::table</*MaxG=*/4, /*Regs=*/32>();
+constexpr AttnKernels kEightLane = x86::table</*Regs=*/32>();
 
 // The loops over heads, cells and registers are unrolled at every optimisation level (-O2 kept
 // the accumulator arrays on the stack otherwise).
