@@ -33,3 +33,8 @@ target_compile_options(attention_core_bench PRIVATE ${STRATA_WARNINGS})
 add_executable(slice_order_bench ${CMAKE_CURRENT_LIST_DIR}/slice_order_bench.cpp)
 target_link_libraries(slice_order_bench PRIVATE strata_core)
 target_compile_options(slice_order_bench PRIVATE ${STRATA_WARNINGS})
+# moe_dispatch_bench: the decode GEMV's read rate in decode-shaped dispatches (16 random expert slices each)
+# against large calls and the read bandwidth, per thread count (docs/benchmarks.md, "Result, session 40").
+add_executable(moe_dispatch_bench ${CMAKE_CURRENT_LIST_DIR}/moe_dispatch_bench.cpp)
+target_link_libraries(moe_dispatch_bench PRIVATE strata_core)
+target_compile_options(moe_dispatch_bench PRIVATE ${STRATA_WARNINGS})

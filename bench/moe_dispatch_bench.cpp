@@ -1,0 +1,112 @@
+// The decode GEMV's ceiling in the shape decode dispatches it (docs/benchmarks.md, session 40): 512 MiB
+// of repacked weights (Q4_0_R16 or Q8_0_R16, 512 x 1024 expert slices) multiplied by one activation
+// through engine::run_linear_tasks on a ThreadPool of T threads, (a) in large calls of 64 slices and
+// (b) as dispatches of N random slices each (a decode step's gate and up projections of 8 experts:
+// 16), next to the streaming read bandwidth at the same thread count. Weight GB/s, best of --reps
+// passes. Timing only; the contents are arbitrary bytes.
+// moe_dispatch_bench [--type q8_0|q4_0] [--slices N] [--threads 1,2] [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/cpu/features.h"
+#include "strata/cpu/kernels.h"
+#include "strata/cpu/membench.h"
+#include "strata/engine/multi_linear.h"
+#include "strata/quant/types.h"
+#include "strata/util/aligned.h"
+#include "strata/util/thread_pool.h"
+
+using namespace strata;
+
+int main(int argc, char** argv) {
+  std::string type = "q4_0";
+  int nsl = 16, reps = 5;
+  std::vector<int> threads = {1, 2};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--type")
+      type = argv[i + 1];
+    else if (a == "--slices")
+      nsl = std::atoi(argv[i + 1]);
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--threads") {
+      threads.clear();
+      for (const char* p = argv[i + 1]; *p;) {
+        threads.push_back(std::atoi(p));
+        while (*p && *p != ',') ++p;
+        if (*p) ++p;
+      }
+    }
+  }
+  const bool bad_threads = threads.empty() || *std::min_element(threads.begin(), threads.end()) < 1;
+  if (nsl < 1 || reps < 1 || bad_threads || (type != "q8_0" && type != "q4_0")) {
+    std::fprintf(stderr, "usage: %s [--type q8_0|q4_0] [--slices N >= 1] [--threads 1,2] [--reps N >= 1]\n", argv[0]);
+    return 2;
+  }
+  const quant::GGMLType t = type == "q8_0" ? quant::GGMLType::Q8_0_R16 : quant::GGMLType::Q4_0_R16;
+  constexpr int64_t kCols = 1024, kRows = 512;
+  const auto row_bytes = static_cast<int64_t>(quant::row_bytes(t, kCols));
+  const int64_t slice = kRows * row_bytes;
+  const int64_t nslices = (int64_t{512} << 20) / slice;
+  AlignedBuffer<uint8_t> w(static_cast<std::size_t>(nslices * slice));
+  for (std::size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<uint8_t>((i * 131) >> 3);
+  const cpu::DotKernel& k = cpu::dot_kernel(t, cpu::active_isa());
+  std::vector<float> x(kCols, 0.5f);
+  std::vector<uint8_t> act(quant::row_bytes(k.act_type, kCols));
+  k.quantize_act(x.data(), act.data(), kCols);
+  std::vector<float> out(static_cast<std::size_t>(nslices * kRows));
+  std::mt19937 rng(1);
+  if (nsl > nslices) nsl = static_cast<int>(nslices);
+  const int64_t ndisp = nslices / nsl;
+  std::vector<int64_t> order(static_cast<std::size_t>(nslices));
+  for (int64_t i = 0; i < nslices; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int th : threads) {
+    ThreadPool pool(th, 300);
+    auto task = [&](int64_t s, int64_t rows) {
+      engine::LinearTask tk;
+      tk.w = model::Weight{t, w.data() + s * slice, rows, kCols, static_cast<std::size_t>(row_bytes)};
+      tk.act = act.data();
+      tk.act_stride = act.size();
+      tk.nx = 1;
+      tk.y = out.data() + s * kRows;
+      tk.y_stride = rows;
+      return tk;
+    };
+    auto best = [&](int64_t bytes, auto&& pass) {
+      double b = 1e30;
+      for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pass();
+        b = std::min(b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return static_cast<double>(bytes) / b / 1e9;
+    };
+    const double one = best(nslices * slice, [&] {
+      for (int64_t c = 0; c < nslices; c += 64) {  // 64-slice (18-36 MiB) calls
+        engine::LinearTask tk = task(c, std::min<int64_t>(64, nslices - c) * kRows);
+        engine::run_linear_tasks(&tk, 1, &pool);
+      }
+    });
+    std::vector<engine::LinearTask> tasks(static_cast<std::size_t>(nsl));
+    const double moe = best(ndisp * nsl * slice, [&] {
+      for (int64_t d = 0; d < ndisp; ++d) {
+        for (int i = 0; i < nsl; ++i)
+          tasks[static_cast<std::size_t>(i)] = task(order[static_cast<std::size_t>(d * nsl + i)], kRows);
+        engine::run_linear_tasks(tasks.data(), nsl, &pool);
+      }
+    });
+    const double bw = cpu::measure_read_bandwidth(std::size_t{512} << 20, th, reps).gb_per_s;
+    std::printf(
+        "%s %s, %d thread(s): read %.1f GB/s; large calls %.1f GB/s (%.0f %%); %d random slices a dispatch %.1f GB/s "
+        "(%.0f %%)\n",
+        type.c_str(), cpu::isa_name(cpu::active_isa()), th, bw, one, 100.0 * one / bw, nsl, moe, 100.0 * moe / bw);
+  }
+  return 0;
+}
