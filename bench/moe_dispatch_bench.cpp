@@ -2,8 +2,9 @@
 // of repacked weights (Q4_0_R16 or Q8_0_R16, 512 x 1024 expert slices) multiplied by one activation
 // through engine::run_linear_tasks on a ThreadPool of T threads, (a) in large calls of 64 slices and
 // (b) as dispatches of N random slices each (a decode step's gate and up projections of 8 experts:
-// 16), next to the streaming read bandwidth at the same thread count. Weight GB/s, best of --reps
-// passes. Timing only; the contents are arbitrary bytes.
+// 16), next to the streaming read bandwidth at the same thread count (measured after the passes, not
+// between them: on a shared host the shares move with it). Weight GB/s, best of --reps passes. Timing
+// only; the contents are arbitrary bytes.
 // moe_dispatch_bench [--type q8_0|q4_0] [--slices N] [--threads 1,2] [--reps N]
 #include <algorithm>
 #include <chrono>
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   std::string type = "q4_0";
   int nsl = 16, reps = 5;
   std::vector<int> threads = {1, 2};
+  bool bad_args = argc % 2 == 0;  // a flag without its value
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--type")
@@ -42,10 +44,12 @@ int main(int argc, char** argv) {
         while (*p && *p != ',') ++p;
         if (*p) ++p;
       }
+    } else {
+      bad_args = true;
     }
   }
   const bool bad_threads = threads.empty() || *std::min_element(threads.begin(), threads.end()) < 1;
-  if (nsl < 1 || reps < 1 || bad_threads || (type != "q8_0" && type != "q4_0")) {
+  if (bad_args || nsl < 1 || reps < 1 || bad_threads || (type != "q8_0" && type != "q4_0")) {
     std::fprintf(stderr, "usage: %s [--type q8_0|q4_0] [--slices N >= 1] [--threads 1,2] [--reps N >= 1]\n", argv[0]);
     return 2;
   }
@@ -89,7 +93,7 @@ int main(int argc, char** argv) {
       return static_cast<double>(bytes) / b / 1e9;
     };
     const double one = best(nslices * slice, [&] {
-      for (int64_t c = 0; c < nslices; c += 64) {  // 64-slice (18-36 MiB) calls
+      for (int64_t c = 0; c < nslices; c += 64) {  // calls of 64 slices (18 or 34 MiB)
         engine::LinearTask tk = task(c, std::min<int64_t>(64, nslices - c) * kRows);
         engine::run_linear_tasks(&tk, 1, &pool);
       }

@@ -2,7 +2,8 @@
 // sizes made of whole 64-blocks (the strata format's Dh = 64, 128, ...) and f32 / fp16 cells with
 // Dh a multiple of 8 (scores) or 16 (values) run 16-lane kernels below; other shapes and the
 // indexer run the 8-lane kernels of engine/x86/attention_kernels_x86.h compiled in this file (32 ymm
-// registers: passes of four query heads instead of the AVX2 table's three). The per-lane operations
+// registers: passes of four query heads over four cells, where the AVX2 table's 16 take two cells at a
+// time for a group of four). The per-lane operations
 // are those of the AVX2 and portable kernels (vec_dot.h's lanes and tree; multiplies and adds
 // separate for int8 cells, fused for f32 / fp16), so the results are bitwise the same; what 16 lanes
 // and 32 registers buy: two cells' 8-lane dot sums share one zmm (cells c and c + 4 of a batch of

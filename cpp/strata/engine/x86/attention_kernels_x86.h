@@ -32,7 +32,8 @@ namespace {
 constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
 
 // Software prefetch of f32 and fp16 cells (a prefetch never changes a result): the score kernels ask for the
-// K rows of the next batch of four cells, the value kernels for the V row of the cell four ahead. A
+// K rows of the cells kPrefetchCells list entries past the batch (the next batch of four, or the batch of
+// two after the next), the value kernels for the V row of the cell four ahead. A
 // decode step's streamed expert weights evict the KV cells from every cache level, and f32 rows
 // (Dh 128: 512 bytes, 8 lines per cell) outrun the hardware prefetchers: on Zen 4 this halves a cold
 // f32 group's time (docs/benchmarks.md, "Attention core"). int8 rows (128 bytes at Dh 128) are left
@@ -189,7 +190,8 @@ inline void reduce_acc(__m256 (*acc)[G], __m128* out) {
   }
 }
 
-// Lane c of out[g] = vec_dot.h's dot of q[g][o, o+len) with k[c][o, o+len): 8 interleaved sums,
+// Each dot (with C = 4, lane c of out[g]; with C = 2, reduce_acc's pairs) = vec_dot.h's dot of
+// q[g][o, o+len) with k[c][o, o+len): 8 interleaved sums,
 // the tail continuing lanes 0, 1, ... (the other lanes get +0 products, which leave them unchanged:
 // a sum that starts at +0 is never −0).
 // The common lengths (a whole int8 block of 64, the indexer's 32, an f32 head of 128) with the chunk
