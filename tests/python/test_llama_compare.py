@@ -247,3 +247,25 @@ def test_preflight_passes_on_a_model_llama_cpp_runs(tmp_path: Path) -> None:
     path = convert_qwen3moe(_hf_model(2), tmp_path / "q8.gguf", tokenizer=byte_level_tokenizer(VOCAB),
                             weight_type="Q8_0")
     assert lc.llama_preflight(path, 1, "f16") is None
+
+
+def test_thread_scaling_is_reported_against_one_thread() -> None:
+    agreement = lc.logit_agreement([[0.0, 1.0, 2.0]], [[0.0, 1.0, 2.1]])
+
+    def row(t: int, strata: float, llama: float, bw: float) -> lc.SpeedRow:
+        return lc.SpeedRow(threads=t, strata_prefill=100.0 * t, llama_prefill=60.0, strata_decode=strata,
+                           llama_decode=llama, greedy_agree=33, strata_runs={}, llama_runs={},
+                           read_bandwidth_gbs=bw, bytes_per_token=1)
+
+    def report(name: str, rows: list[lc.SpeedRow]) -> lc.ModelReport:
+        return lc.ModelReport(model=name, path="x.gguf", file_mib=1.0, shape=None, agreement=agreement,
+                              speed=rows)
+
+    both = report("small Q4_0", [row(1, 100.0, 60.0, 20.0), row(2, 153.0, 90.0, 32.0)])
+    no_one = report("small Q8_0", [row(2, 90.0, 70.0, 33.0)])
+    assert lc.scaling_rows([both, no_one]) == [
+        ["small Q4_0", "2", "1.53x", "1.50x", "1.60x", "2.00x", "1.00x"]]
+    text = lc.render([both, no_one], 128, 32, markdown=True)
+    assert "| small Q4_0 | 2 | 1.53x | 1.50x | 1.60x | 2.00x | 1.00x |" in text
+    assert "thread scaling" in text
+    assert "thread scaling" not in lc.render([no_one], 128, 32, markdown=False)

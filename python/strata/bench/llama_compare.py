@@ -613,6 +613,8 @@ SPEED_COLUMNS = ("model", "threads", "prefill strata", "prefill llama.cpp", "rat
 FLOOR_COLUMNS = ("model", "threads", "MB/token", "read GB/s", "strata % of bw", "llama.cpp % of bw",
                  "K/V MB/token", "strata % with K/V", "llama.cpp % with K/V", "strata switches/tok",
                  "llama.cpp switches/tok", "strata busy CPUs", "llama.cpp busy CPUs")
+SCALING_COLUMNS = ("model", "threads", "decode strata", "decode llama.cpp", "read bandwidth",
+                   "prefill strata", "prefill llama.cpp")
 
 
 def agreement_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
@@ -649,6 +651,27 @@ def floor_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
             for r in reports for s in r.speed]
 
 
+def _times(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if a > 0 and b > 0 else "-"
+
+
+def scaling_rows(reports: Sequence[ModelReport]) -> list[list[str]]:
+    """Each model's rows above one thread as multiples of its one-thread row (no rows without one): what a
+    second thread buys each engine, next to what it buys a plain read of memory (the most a memory-bound
+    decode can gain)."""
+    rows = []
+    for r in reports:
+        one = next((s for s in r.speed if s.threads == 1), None)
+        if one is None:
+            continue
+        rows += [[r.model, str(s.threads), _times(s.strata_decode, one.strata_decode),
+                  _times(s.llama_decode, one.llama_decode),
+                  _times(s.read_bandwidth_gbs, one.read_bandwidth_gbs),
+                  _times(s.strata_prefill, one.strata_prefill), _times(s.llama_prefill, one.llama_prefill)]
+                 for s in r.speed if s.threads > 1]
+    return rows
+
+
 def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
     widths = [max(len(columns[i]), *(len(r[i]) for r in rows)) for i in range(len(columns))]
 
@@ -678,6 +701,11 @@ def render(reports: Sequence[ModelReport], n_prompt: int, n_decode: int, markdow
              " types differ) and the pool's behaviour (context switches per token, busy CPUs),"
              " best decode run",
              table(FLOOR_COLUMNS, floor_rows(reports), left=2)]
+    scaling = scaling_rows(reports)
+    if scaling:
+        parts += ["", "thread scaling: each engine's tok/s at T threads over its tok/s at one thread, and "
+                  "the same for the measured read bandwidth (what a memory-bound decode can gain)",
+                  table(SCALING_COLUMNS, scaling, left=2)]
     return "\n".join(parts)
 
 
