@@ -10,16 +10,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "repacked_slices.h"
 #include "strata/cpu/features.h"
-#include "strata/cpu/kernels.h"
 #include "strata/cpu/membench.h"
 #include "strata/engine/multi_linear.h"
-#include "strata/quant/types.h"
-#include "strata/util/aligned.h"
 #include "strata/util/thread_pool.h"
 
 using namespace strata;
@@ -49,39 +46,28 @@ int main(int argc, char** argv) {
     }
   }
   const bool bad_threads = threads.empty() || *std::min_element(threads.begin(), threads.end()) < 1;
-  if (bad_args || nsl < 1 || reps < 1 || bad_threads || (type != "q8_0" && type != "q4_0")) {
+  if (bad_args || nsl < 1 || reps < 1 || bad_threads || !bench::RepackedSlices::known(type)) {
     std::fprintf(stderr, "usage: %s [--type q8_0|q4_0] [--slices N >= 1] [--threads 1,2] [--reps N >= 1]\n", argv[0]);
     return 2;
   }
-  const quant::GGMLType t = type == "q8_0" ? quant::GGMLType::Q8_0_R16 : quant::GGMLType::Q4_0_R16;
   constexpr int64_t kCols = 1024, kRows = 512;
-  const auto row_bytes = static_cast<int64_t>(quant::row_bytes(t, kCols));
-  const int64_t slice = kRows * row_bytes;
-  const int64_t nslices = (int64_t{512} << 20) / slice;
-  AlignedBuffer<uint8_t> w(static_cast<std::size_t>(nslices * slice));
-  for (std::size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<uint8_t>((i * 131) >> 3);
-  const cpu::DotKernel& k = cpu::dot_kernel(t, cpu::active_isa());
-  std::vector<float> x(kCols, 0.5f);
-  std::vector<uint8_t> act(quant::row_bytes(k.act_type, kCols));
-  k.quantize_act(x.data(), act.data(), kCols);
+  const bench::RepackedSlices w(type, kRows, kCols, int64_t{512} << 20);
+  const int64_t slice = w.slice_bytes, nslices = w.count;
   std::vector<float> out(static_cast<std::size_t>(nslices * kRows));
-  std::mt19937 rng(1);
+  // The activation row prepared as decode prepares it, and its tasks made by engine::PreparedInput::task.
+  std::vector<uint8_t> arena(engine::PreparedInput::arena_bytes(1, kCols));
+  engine::PreparedInput prep;
+  prep.reset(w.x.data(), 1, kCols, arena.data());
+  std::size_t act_stride = 0;
+  prep.get(w.type, &act_stride);  // quantized here, outside the timed passes
   if (nsl > nslices) nsl = static_cast<int>(nslices);
   const int64_t ndisp = nslices / nsl;
-  std::vector<int64_t> order(static_cast<std::size_t>(nslices));
-  for (int64_t i = 0; i < nslices; ++i) order[static_cast<std::size_t>(i)] = i;
-  std::shuffle(order.begin(), order.end(), rng);
+  const std::vector<int64_t> order = w.shuffled();
   for (int th : threads) {
     ThreadPool pool(th, 300);
     auto task = [&](int64_t s, int64_t rows) {
-      engine::LinearTask tk;
-      tk.w = model::Weight{t, w.data() + s * slice, rows, kCols, static_cast<std::size_t>(row_bytes)};
-      tk.act = act.data();
-      tk.act_stride = act.size();
-      tk.nx = 1;
-      tk.y = out.data() + s * kRows;
-      tk.y_stride = rows;
-      return tk;
+      const model::Weight wt{w.type, w.slice(s), rows, kCols, static_cast<std::size_t>(w.row_bytes)};
+      return prep.task(wt, out.data() + s * kRows);
     };
     auto best = [&](int64_t bytes, auto&& pass) {
       double b = 1e30;

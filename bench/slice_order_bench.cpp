@@ -9,14 +9,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "repacked_slices.h"
 #include "strata/cpu/features.h"
-#include "strata/cpu/kernels.h"
-#include "strata/quant/types.h"
 #include "strata/util/aligned.h"
 
 using namespace strata;
@@ -34,29 +31,19 @@ int main(int argc, char** argv) {
     else if (a == "--type")
       type = argv[i + 1];
   }
-  if (rows < 16 || rows % 16 != 0 || reps < 1 || (type != "q8_0" && type != "q4_0")) {
+  if (rows < 16 || rows % 16 != 0 || reps < 1 || !bench::RepackedSlices::known(type)) {
     std::fprintf(stderr, "usage: %s [--rows R (a multiple of 16)] [--type q8_0|q4_0] [--reps N]\n", argv[0]);
     return 2;
   }
-  const quant::GGMLType t = type == "q8_0" ? quant::GGMLType::Q8_0_R16 : quant::GGMLType::Q4_0_R16;
   constexpr int64_t kCols = 1024;
-  const auto row_bytes = static_cast<int64_t>(quant::row_bytes(t, kCols));
-  const int64_t slice = rows * row_bytes;
-  const int64_t nslices = (int64_t{256} << 20) / slice;
-  AlignedBuffer<uint8_t> w(static_cast<std::size_t>(nslices * slice));
-  for (std::size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<uint8_t>((i * 131) >> 3);
-  const cpu::DotKernel& k = cpu::dot_kernel(t, cpu::active_isa());
-  std::vector<float> x(kCols, 0.5f);
-  std::vector<uint8_t> act(quant::row_bytes(k.act_type, kCols));
-  k.quantize_act(x.data(), act.data(), kCols);
+  const bench::RepackedSlices w(type, rows, kCols, int64_t{256} << 20);
+  const int64_t slice = w.slice_bytes, nslices = w.count;
+  const cpu::DotKernel& k = w.kernel;
   std::vector<float> out(static_cast<std::size_t>(nslices * rows));
-  std::vector<int64_t> order(static_cast<std::size_t>(nslices));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), std::mt19937(1));
+  const std::vector<int64_t> order = w.shuffled();
   AlignedBuffer<uint8_t> flush(std::size_t{64} << 20);
   auto slice_at = [&](int64_t s) {
-    k.dot_rows(kCols, w.data() + s * slice, static_cast<std::size_t>(row_bytes), rows, act.data(),
-               out.data() + s * rows);
+    k.dot_rows(kCols, w.slice(s), static_cast<std::size_t>(w.row_bytes), rows, w.act.data(), out.data() + s * rows);
   };
   auto gbs = [&](auto&& pass) {
     double best = 1e30;
@@ -72,7 +59,7 @@ int main(int argc, char** argv) {
               cpu::isa_name(cpu::active_isa()), static_cast<long long>(nslices), static_cast<long long>(rows),
               static_cast<long long>(kCols), static_cast<long long>(slice >> 10), reps);
   const double one = gbs([&] {
-    k.dot_rows(kCols, w.data(), static_cast<std::size_t>(row_bytes), nslices * rows, act.data(), out.data());
+    k.dot_rows(kCols, w.slice(0), static_cast<std::size_t>(w.row_bytes), nslices * rows, w.act.data(), out.data());
   });
   const double in_order = gbs([&] {
     for (int64_t s = 0; s < nslices; ++s) slice_at(s);
@@ -86,7 +73,7 @@ int main(int argc, char** argv) {
     const double ahead = gbs([&] {
       for (std::size_t i = 0; i < order.size(); ++i) {
         if (i + 1 < order.size()) {
-          const uint8_t* next = w.data() + order[i + 1] * slice;
+          const uint8_t* next = w.slice(order[i + 1]);
           for (int64_t b = 0; b < std::min(kib << 10, slice); b += 64) __builtin_prefetch(next + b, 0, 2);
         }
         slice_at(order[i]);

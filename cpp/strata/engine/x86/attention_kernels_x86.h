@@ -367,12 +367,17 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
 // latency); there whole fours of heads run first, over two cells at a time (eight accumulators), every K
 // line read and converted once for the four. On an AMD EPYC Zen 3 (attention_core_bench, a warm group
 // of 1024 fp16 cells, Dh 128) the scores took 21.4-22.0 us against 23.6-24.4.
+// The most heads a pass over four cells holds with Regs registers (its 4·G accumulators, G query chunks
+// and four cells' chunks): the score passes below and the indexer's.
+template <int Regs>
+inline constexpr int kFourCellHeads = Regs < 32 ? 3 : 4;
+
 template <int Regs, typename Pass>
 inline void head_passes(int G, Pass&& pass) {
   int g0 = 0;
-  if constexpr (Regs < 32)
+  constexpr int MaxG = kFourCellHeads<Regs>;
+  if constexpr (MaxG < 4)
     for (; G - g0 >= 4; g0 += 4) pass(g0, Int<4>{}, Int<2>{});
-  constexpr int MaxG = Regs < 32 ? 3 : 4;
   for (; g0 < G; g0 += MaxG) with_heads<MaxG>(G - g0, [&](auto gs) { pass(g0, gs, Int<kCells>{}); });
 }
 
@@ -492,16 +497,17 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
   }
 }
 
-template <typename T, int MaxG, int Regs>
+// Passes of up to four heads, slab_width fitting their sums to the registers.
+template <typename T, int Regs>
 void values(const KvHeadData& h, const float* e, int64_t es, int G, const int32_t* cells, int64_t n, float* const* co) {
   if (n <= 0) {
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) std::memset(co[g], 0, sizeof(float) * static_cast<std::size_t>(h.dh));
     return;
   }
-  for (int g0 = 0; g0 < G; g0 += MaxG)
-    with_heads<MaxG>(G - g0,
-                     [&](auto gs) { values_g<T, gs.value, Regs>(h, e + g0 * es, es, cells, n, co + g0, g0 == 0); });
+  for (int g0 = 0; g0 < G; g0 += 4)
+    with_heads<4>(G - g0,
+                  [&](auto gs) { values_g<T, gs.value, Regs>(h, e + g0 * es, es, cells, n, co + g0, g0 == 0); });
 }
 
 // indexer_score per cell: the heads' dots in passes of MaxG over four cells at a time, then
@@ -533,13 +539,16 @@ void indexer_scores(const float* qi, const float* w, int heads, int dim, const f
 // to four heads, slab_width fitting their sums to the registers (with 16, four heads of 16 columns: on the
 // Zen 3 above a warm 1024-cell group's int8 values took 23 us against 31 in passes of three heads and of
 // one, fp16 the same either way); the indexer's dots in passes of three heads with 16 registers, four with
-// 32.
+// 32 (kFourCellHeads).
 template <int Regs>
 constexpr AttnKernels table() {
-  constexpr int kIndexerG = Regs < 32 ? 3 : 4;
-  return AttnKernels{scores_i8<Regs>,          scores_f<float, Regs>,    values<int8_t, 4, Regs>,
-                     values<float, 4, Regs>,   scores_f<uint16_t, Regs>, values<uint16_t, 4, Regs>,
-                     indexer_scores<kIndexerG>};
+  return AttnKernels{scores_i8<Regs>,
+                     scores_f<float, Regs>,
+                     values<int8_t, Regs>,
+                     values<float, Regs>,
+                     scores_f<uint16_t, Regs>,
+                     values<uint16_t, Regs>,
+                     indexer_scores<kFourCellHeads<Regs>>};
 }
 
 }  // namespace
