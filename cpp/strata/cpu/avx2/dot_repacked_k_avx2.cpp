@@ -313,6 +313,9 @@ struct Q2KGroup {  // for repack::k_rows / k_rows_multi
 // maddubs per step and activation, a sub-block's four steps added in int16 (4 · 2 · 7 · 128 < 2^15) minus
 // 4·bsum in the lane's low half (the −4 of every quant whose high bit is clear; ≥ −2^14), vpmaddwd by its
 // signed scale in both int16 halves; then sum += (dx·dy)·isum: per activation bitwise the scalar Q3_K dot.
+// Its loop has Q2KGroup's shape, written out in both: one helper taking the step's load, quant rebuild and
+// scaling as lambdas kept the results but spilled the int16 sums (Q2_K_R16, one activation, Zen 3: 13-15
+// -> 9-11 GB/s).
 struct Q3KGroup {  // for repack::k_rows / k_rows_multi
   template <int A>
   static void run(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* y, float* const* outs, int64_t r0,
