@@ -70,6 +70,13 @@ KvCells filled_cells(std::mt19937& g, KvType type, int dh, int hkv, int n_cells)
   return kv;
 }
 
+// h asking for the V rows of list entries [begin, begin + n) (KvHeadData::ahead_*).
+KvHeadData asking_for(KvHeadData h, int64_t begin, int64_t n) {
+  h.ahead_begin = begin;
+  h.ahead_n = n;
+  return h;
+}
+
 // A list with gaps: every cell, every other one, or irregular steps.
 std::vector<int32_t> gapped_list(int n_cells, int len, int style) {
   std::vector<int32_t> list;
@@ -136,20 +143,25 @@ TEST(score_kernels_bitwise_per_cell) {
             std::vector<float> want(static_cast<std::size_t>(G * n));
             for (int h = 0; h < G; ++h)
               for (int64_t i = 0; i < n; ++i) want[h * n + i] = kv.dot_k(sv, 0, list[i], 1, q[h]) / sqrt_dh;
-            for (const AttnKernels* t : tables()) {
-              std::vector<float> got(want.size() + 3, 9.0f);
-              t->scores_for(type)(hd, q, G, implicit ? nullptr : list.data(), n, sqrt_dh, got.data(), n);
-              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
-                        table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
-                            std::to_string(G) + " n " + std::to_string(n));
-              CHECK(got[want.size()] == 9.0f);  // nothing written past G·n
-            }
+            // Also asking for the first value chunk's V rows, as attend_group does: the same scores.
+            const KvHeadData ahead = asking_for(hd, 0, std::min<int64_t>(n, kSoftmaxChunk));
+            for (const AttnKernels* t : tables())
+              for (const KvHeadData* h : {&hd, &ahead}) {
+                std::vector<float> got(want.size() + 3, 9.0f);
+                t->scores_for(type)(*h, q, G, implicit ? nullptr : list.data(), n, sqrt_dh, got.data(), n);
+                CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
+                          table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
+                              std::to_string(G) + " n " + std::to_string(n) + (h == &ahead ? " ahead" : ""));
+                CHECK(got[want.size()] == 9.0f);  // nothing written past G·n
+              }
           }
     }
 }
 
 // Values of one softmax chunk: weights of all sizes (zeros, tiny, large), G = 1..kMaxHeadGroup,
-// head sizes with tails, chunks of 1..64 cells with gaps; each table against the per-cell axpy.
+// head sizes with tails, chunks of 1..64 cells with gaps; each table against the per-cell axpy, also
+// when the call asks for the V rows of the list entries after its own (the next chunk's, as
+// attend_group's chunks do).
 TEST(value_kernels_bitwise_per_cell) {
   std::mt19937 g(43);
   const VecKernels& sv = vec_kernels_scalar();
@@ -162,23 +174,25 @@ TEST(value_kernels_bitwise_per_cell) {
       for (int G : {1, 2, 3, 4, 5, 7, 16})
         for (int len : {1, 2, 7, 33, 64})
           for (int style : {0, 1}) {
-            const std::vector<int32_t> list = gapped_list(n_cells, len, style);
-            const int64_t n = static_cast<int64_t>(list.size());
+            const std::vector<int32_t> list = gapped_list(n_cells, len + 40, style);  // 40 entries to ask for
+            const int64_t n = std::min<int64_t>(len, static_cast<int64_t>(list.size()));
+            const KvHeadData ahead = asking_for(hd, n, static_cast<int64_t>(list.size()) - n);
             const int64_t es = kSoftmaxChunk;
             std::vector<float> e(static_cast<std::size_t>(G * es));
             for (std::size_t i = 0; i < e.size(); ++i) e[i] = i % 11 == 3 ? 0.0f : std::exp(-20.0f * u01(g));
             std::vector<float> want(static_cast<std::size_t>(G * dh), 0.0f);
             for (int h = 0; h < G; ++h)
               for (int64_t i = 0; i < n; ++i) kv.axpy_v(sv, 0, list[i], 0, e[h * es + i], want.data() + h * dh);
-            for (const AttnKernels* t : tables()) {
-              std::vector<float> got(want.size(), 5.0f);
-              float* co[kMaxHeadGroup];
-              for (int h = 0; h < G; ++h) co[h] = got.data() + h * dh;
-              t->values_for(type)(hd, e.data(), es, G, style == 0 ? nullptr : list.data(), n, co);
-              CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
-                        table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
-                            std::to_string(G) + " n " + std::to_string(n));
-            }
+            for (const AttnKernels* t : tables())
+              for (const KvHeadData* hp : {&hd, &ahead}) {
+                std::vector<float> got(want.size(), 5.0f);
+                float* co[kMaxHeadGroup];
+                for (int h = 0; h < G; ++h) co[h] = got.data() + h * dh;
+                t->values_for(type)(*hp, e.data(), es, G, style == 0 ? nullptr : list.data(), n, co);
+                CHECK_MSG(same_bits(got.data(), want.data(), want.size()),
+                          table_name(t) + " " + kv_type_name(type) + " dh " + std::to_string(dh) + " G " +
+                              std::to_string(G) + " n " + std::to_string(n) + (hp == &ahead ? " ahead" : ""));
+              }
           }
     }
 }

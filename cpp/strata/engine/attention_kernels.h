@@ -28,6 +28,12 @@ struct KvHeadData {
   const uint16_t* kh = nullptr;  // fp16 cells
   const uint16_t* vh = nullptr;
   int dh = 0;
+  // List entries whose V rows a kernel may ask the caches for while it works, spread over its steps (a
+  // prefetch never changes a result): [ahead_begin, ahead_begin + ahead_n) of the call's own list (its
+  // cells, or the implicit list), which may lie past the call's n. attend_group and attend_rows set them:
+  // the score call asks for the first value chunk's rows, each value chunk for the next chunk's.
+  int64_t ahead_begin = 0;
+  int64_t ahead_n = 0;
 };
 
 struct AttnKernels {

@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,13 +34,13 @@ constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
 
 // Software prefetch of f32 and fp16 cells (a prefetch never changes a result): the score kernels ask for the
 // K rows of the cells kPrefetchCells list entries past the batch (the next batch of four, or the batch of
-// two after the next), the value kernels for the V row of the cell four ahead. A
-// decode step's streamed expert weights evict the KV cells from every cache level, and f32 rows
-// (Dh 128: 512 bytes, 8 lines per cell) outrun the hardware prefetchers: on Zen 4 this halves a cold
-// f32 group's time (docs/benchmarks.md, "Attention core"). int8 rows (128 bytes at Dh 128) are left
-// to the hardware, which keeps up: prefetching them measured slower.
+// two after the next). A decode step's streamed expert weights evict the KV cells from every cache level,
+// and f32 rows (Dh 128: 512 bytes, 8 lines per cell) outrun the hardware prefetchers: on Zen 4 this halves
+// a cold f32 group's time (docs/benchmarks.md, "Attention core"). int8 rows (128 bytes at Dh 128) are left
+// to the hardware, which keeps up: prefetching them measured slower. The 8-lane kernels ask for V rows
+// through RowsAhead below; the 16-lane AVX-512 kernels as the score kernels ask for K.
 constexpr int kPrefetchCells = 4;
-// The score kernels also ask for the same cells' V rows when a head's V rows fill at most a quarter
+// The 16-lane AVX-512 score kernels also ask for the same cells' V rows when a head's V rows fill at most a quarter
 // of a Zen 4 L2 (256 KiB: Dh 128 and up to 512 f32 or 1024 fp16 cells), so the value pass that follows finds them in
 // cache instead of starting cold; the two streams overlap. Zen 4, `attention_core_bench`, cold f32
 // group of 144 cells: 20-24 -> 15.4-18.6 us (min of 3, five alternated invocations); at 1024 cells
@@ -71,6 +72,74 @@ inline void prefetch_rows(const T* keys, const T* vals, bool ask_v, const int32_
     if (ask_v) prefetch_span(vals + cell * dh, row_bytes);
   }
 }
+
+template <typename T>
+const T* values_of(const KvHeadData& h) {
+  if constexpr (std::is_same_v<T, int8_t>)
+    return h.v8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return h.vh;
+  else
+    return h.vf;
+}
+
+// The V rows of the list entries KvHeadData::ahead_* asks for, one cache line at a time spread evenly over a
+// kernel's `steps` calls of step(). On an AMD EPYC Zen 3 the score kernels' old prefetch of each cell's V row
+// four cells ahead (a row's four lines at once, next to the K rows') was dropped: a burst of prefetches finds
+// the core's miss buffers full, and a dropped prefetch is not retried, so the value pass read its rows from
+// memory as if nothing had asked for them (a decode group of 544 fp16 cells: values 24-25 us, 16 once the
+// rows were loaded). One line per step or two keeps the buffers from filling: values 17.5 us, decode 4-6 %
+// faster after a 512-token prompt (docs/benchmarks.md, "Result, session 41"). Asking for lines already in
+// cache is not free (a warm 1024-cell group's values 30-50 % slower), so callers ask only for rows no call has
+// just read. int8 rows: none (the hardware prefetchers keep up with them, see kPrefetchCells).
+template <typename T>
+class RowsAhead {
+ public:
+  RowsAhead(const KvHeadData& h, const int32_t* cells, int64_t steps)
+      : base_(reinterpret_cast<const char*>(values_of<T>(h))),
+        cells_(cells),
+        j_(h.ahead_begin),
+        end_(std::is_same_v<T, int8_t> || steps <= 0 || !base_ ? h.ahead_begin : h.ahead_begin + h.ahead_n),
+        row_bytes_(int64_t{sizeof(T)} * h.dh) {
+    if (j_ >= end_) return;
+    // Lines per row: one more where rows do not start on a line (they then straddle it).
+    const int64_t lines = (end_ - j_) * ((row_bytes_ + 63) / 64 + (row_bytes_ % 64 != 0));
+    per_step_ = static_cast<int>(std::max<int64_t>(1, (lines + steps - 1) / steps));
+    every_ = static_cast<int>(std::max<int64_t>(1, steps / lines));
+    count_ = every_;
+    start_row();
+  }
+  // One line (or a few, when the rows have more lines than the kernel has steps) every every_-th call.
+  [[gnu::always_inline]] void step() {
+    if (--count_ > 0) return;
+    count_ = every_;
+    for (int k = 0; k < per_step_; ++k) {
+      if (line_ >= row_end_) {
+        if (cells_ == nullptr || ++j_ >= end_) {  // the implicit list's rows are one range
+          count_ = std::numeric_limits<int>::max();
+          return;
+        }
+        start_row();
+      }
+      _mm_prefetch(line_, _MM_HINT_T0);
+      line_ += 64;
+    }
+  }
+
+ private:
+  void start_row() {
+    // The implicit list's rows [j_, end_) lie end to end: one range.
+    const char* row = base_ + (cells_ ? cells_[j_] : j_) * row_bytes_;
+    line_ = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63});
+    row_end_ = row + (cells_ ? row_bytes_ : (end_ - j_) * row_bytes_);
+  }
+  const char* base_;
+  const int32_t* cells_;
+  int64_t j_, end_, row_bytes_;
+  int per_step_ = 0, every_ = 0, count_ = std::numeric_limits<int>::max();
+  const char* line_ = nullptr;
+  const char* row_end_ = nullptr;
+};
 
 template <int N>
 using Int = std::integral_constant<int, N>;
@@ -328,16 +397,6 @@ const T* keys_of(const KvHeadData& h) {
     return h.kf;
 }
 
-template <typename T>
-const T* values_of(const KvHeadData& h) {
-  if constexpr (std::is_same_v<T, int8_t>)
-    return h.v8;
-  else if constexpr (std::is_same_v<T, uint16_t>)
-    return h.vh;
-  else
-    return h.vf;
-}
-
 // f32 or fp16 (T = uint16_t) cells: the same dots on the converted values.
 template <typename T, int G, int C>
 void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
@@ -345,14 +404,16 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
   const int dh = h.dh;
   const __m128 vsq = _mm_set1_ps(sqrt_dh);
   const T* keys = keys_of<T>(h);
-  const T* vals = values_of<T>(h);
-  const bool ask_v = ask_ahead && ask_values_too(vals, n, int64_t{sizeof(T)} * dh);
+  RowsAhead<T> v_ahead(h, cells, ask_ahead ? (n + C - 1) / C : 0);
   for (int64_t i = 0; i < n; i += C) {
     int64_t c[C];
     batch_cells<C>(cells, i, n, c);
     const T* k[C];
     for (int j = 0; j < C; ++j) k[j] = keys + c[j] * dh;
-    if (ask_ahead) prefetch_rows(keys, vals, ask_v, cells, i + kPrefetchCells, std::min(n, i + kPrefetchCells + C), dh);
+    if (ask_ahead) {
+      prefetch_rows(keys, keys, false, cells, i + kPrefetchCells, std::min(n, i + kPrefetchCells + C), dh);
+      v_ahead.step();
+    }
     __m128 part[kSums<G, C>];
     dots4<T, G, /*Fused=*/true, C>(q, k, 0, dh, part);
     store_scores<G, C>(part, vsq, scores, stride, i, n);
@@ -403,21 +464,19 @@ constexpr int kPiece = 64;
 // Columns [col, col + 8·NV) of the G outputs, summed in registers over the cells of a piece: per
 // element and cell one multiply and one add, cells in order; from +0 on the first piece (the memset
 // then axpy of the per-cell form), from the stored sums after it. w[g·kPiece + i] is cell i's weight.
-// ahead_cols > 0: also asks for that many columns from col on of the cell kPrefetchCells ahead.
+// Each cell's step also steps `ahead` (the next chunk's rows).
 template <typename T, int G, int NV>
 void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
-                 float* const* co, int ahead_cols) {
+                 float* const* co, RowsAhead<T>& ahead) {
   __m256 acc[G][NV];
 #pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(co[g] + col + 8 * v);
   base += col;
-  const int64_t ahead_bytes = int64_t{sizeof(T)} * ahead_cols;
   for (int64_t i = 0; i < n; ++i) {
     const T* x = base + (cells ? cells[i] : i) * dh;
-    if (ahead_bytes > 0 && i + kPrefetchCells < n)
-      prefetch_span(base + (cells ? cells[i + kPrefetchCells] : i + kPrefetchCells) * dh, ahead_bytes);
+    ahead.step();
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
       const __m256 xv = load8(x + 8 * v);
@@ -445,15 +504,11 @@ constexpr int slab_width() {
 // for the Dh % 8 past the last full 8.
 template <typename T, int G, int Regs>
 void values_cols(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int c0, int c1, bool first,
-                 bool ask_ahead, float* const* co) {
+                 RowsAhead<T>& ahead, float* const* co) {
   constexpr int NV = slab_width<G, Regs>();
   int col = c0;
-  // f32 / fp16: the first slab asks for the columns [c0, c1) of the cells ahead, the later slabs find
-  // them in cache (int8 rows are left to the hardware prefetchers: see kPrefetchCells).
-  const int ahead = !std::is_same_v<T, int8_t> && ask_ahead ? c1 - c0 : 0;
-  for (; col + 8 * NV <= c1; col += 8 * NV)
-    values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
-  for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co, col == c0 ? ahead : 0);
+  for (; col + 8 * NV <= c1; col += 8 * NV) values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co, ahead);
+  for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co, ahead);
   for (; col < c1; ++col)
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
@@ -472,6 +527,11 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
               bool ask_ahead) {
   const int dh = h.dh;
   const T* base = values_of<T>(h);
+  // The slab steps of the whole call (the columns past the last 8 do not step): the next chunk's rows are
+  // asked for across all of them.
+  constexpr int NV = slab_width<G, Regs>();
+  const int64_t slabs = dh / (8 * NV) + dh % (8 * NV) / 8;
+  RowsAhead<T> ahead(h, cells, ask_ahead ? n * slabs : 0);
   alignas(32) float w[G * kPiece];
   for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
     const int64_t pn = std::min<int64_t>(kPiece, n - p0);
@@ -486,13 +546,13 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
 #pragma GCC unroll 16
           for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
         }
-        values_cols<T, G, Regs>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, ask_ahead, co);
+        values_cols<T, G, Regs>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, ahead, co);
       }
     } else {
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
-      values_cols<T, G, Regs>(pb, dh, w, pc, pn, 0, dh, p0 == 0, ask_ahead, co);
+      values_cols<T, G, Regs>(pb, dh, w, pc, pn, 0, dh, p0 == 0, ahead, co);
     }
   }
 }
