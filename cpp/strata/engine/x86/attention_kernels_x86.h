@@ -37,8 +37,8 @@ constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
 // two after the next). A decode step's streamed expert weights evict the KV cells from every cache level,
 // and f32 rows (Dh 128: 512 bytes, 8 lines per cell) outrun the hardware prefetchers: on Zen 4 this halves
 // a cold f32 group's time (docs/benchmarks.md, "Attention core"). int8 rows (128 bytes at Dh 128) are left
-// to the hardware, which keeps up: prefetching them measured slower. The 8-lane kernels ask for V rows
-// through RowsAhead below; the 16-lane AVX-512 kernels as the score kernels ask for K.
+// to the hardware, which keeps up: prefetching them measured slower. V rows: the 8-lane kernels ask for them
+// through RowsAhead below, the 16-lane AVX-512 kernels as kPrefetchValuesMaxBytes says.
 constexpr int kPrefetchCells = 4;
 // The 16-lane AVX-512 score kernels also ask for the same cells' V rows when a head's V rows fill at most a quarter
 // of a Zen 4 L2 (256 KiB: Dh 128 and up to 512 f32 or 1024 fp16 cells), so the value pass that follows finds them in
@@ -111,6 +111,7 @@ class RowsAhead {
   }
   // One line (or a few, when the rows have more lines than the kernel has steps) every every_-th call.
   [[gnu::always_inline]] void step() {
+    if constexpr (std::is_same_v<T, int8_t>) return;  // nothing asked: no work in the int8 kernels' loops
     if (--count_ > 0) return;
     count_ = every_;
     for (int k = 0; k < per_step_; ++k) {
