@@ -188,7 +188,7 @@ void scores_i8_avx512(const KvHeadData& h, const float* const* q, int G, const i
 // and cell one multiply and one add for int8 cells, one fused multiply-add for f32 / fp16; cells in
 // order; from +0 on the first piece, from the stored sums after it). w[g·kPiece + i] is cell i's
 // weight. ahead_bytes > 0: also asks for that many bytes from col on of the cell
-// x86::kPrefetchCells ahead (the 8-lane kernels' distance).
+// x86::kPrefetchCells ahead (the distance at which the 8-lane kernels ask for K rows).
 template <typename T, int G, int NV>
 void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
                  float* const* co, int64_t ahead_bytes) {
@@ -262,7 +262,8 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
   const __m256 vsq = _mm256_set1_ps(sqrt_dh);
   const T* keys = x86::keys_of<T>(h);
   const T* vals = x86::values_of<T>(h);
-  // The 8-lane kernels' prefetch, one batch of eight cells ahead.
+  // K rows one batch of eight cells ahead, and V rows with them while they fit kPrefetchValuesMaxBytes (the
+  // 8-lane kernels ask for V rows through KvHeadData::ahead_* instead).
   const bool ask_v = ask_ahead && x86::ask_values_too(vals, n, int64_t{sizeof(T)} * dh);
   for (int64_t i = 0; i < n; i += kCells) {
     int64_t c[kCells];

@@ -55,7 +55,7 @@ inline void prefetch_span(const void* p, int64_t bytes) {
   for (; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
 }
 
-// Whether the score kernels also ask for a head's V rows: while they fit kPrefetchValuesMaxBytes.
+// Whether the 16-lane AVX-512 score kernels also ask for a head's V rows: while they fit kPrefetchValuesMaxBytes.
 inline bool ask_values_too(const void* vals, int64_t n, int64_t row_bytes) {
   return vals != nullptr && n * row_bytes <= kPrefetchValuesMaxBytes;
 }
