@@ -93,17 +93,14 @@ void qwen3moe_shape(const std::vector<strata::cpu::Isa>& isas, int reps, int64_t
         group[j].us.push_back(sample([&] { attend_group(kv, 0, 0, qs, kG, nullptr, n, sc.data(), ch.data(), outs); }));
         // The kernels alone, asking for the V rows ahead as attend_group's calls do.
         scores[j].us.push_back(sample([&] {
-          KvHeadData first = hd;
-          first.ahead_n = std::min<int64_t>(kSoftmaxChunk, n);
-          ak.scores_for(type)(first, qs, kG, nullptr, n, 11.3f, sc.data(), n);
+          ak.scores_for(type)(asking_for(hd, 0, std::min<int64_t>(kSoftmaxChunk, n)), qs, kG, nullptr, n, 11.3f,
+                              sc.data(), n);
         }));
         values[j].us.push_back(sample([&] {
           for (int64_t c0 = 0; c0 < n; c0 += kSoftmaxChunk) {
             const int64_t len = std::min<int64_t>(kSoftmaxChunk, n - c0);
-            KvHeadData chunk = from_cell(hd, c0);
-            chunk.ahead_begin = len;
-            chunk.ahead_n = std::min<int64_t>(kSoftmaxChunk, n - c0 - len);
-            ak.values_for(type)(chunk, e.data(), kSoftmaxChunk, kG, nullptr, len, cos);
+            ak.values_for(type)(asking_for(from_cell(hd, c0), len, std::min<int64_t>(kSoftmaxChunk, n - c0 - len)),
+                                e.data(), kSoftmaxChunk, kG, nullptr, len, cos);
           }
         }));
       }

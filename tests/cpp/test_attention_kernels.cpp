@@ -70,13 +70,6 @@ KvCells filled_cells(std::mt19937& g, KvType type, int dh, int hkv, int n_cells)
   return kv;
 }
 
-// h asking for the V rows of list entries [begin, begin + n) (KvHeadData::ahead_*).
-KvHeadData asking_for(KvHeadData h, int64_t begin, int64_t n) {
-  h.ahead_begin = begin;
-  h.ahead_n = n;
-  return h;
-}
-
 // A list with gaps: every cell, every other one, or irregular steps.
 std::vector<int32_t> gapped_list(int n_cells, int len, int style) {
   std::vector<int32_t> list;

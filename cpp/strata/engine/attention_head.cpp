@@ -35,13 +35,6 @@ void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, cons
 
 namespace {
 
-// hd asking for the V rows of the first value chunk of an n-entry list.
-KvHeadData first_chunk_ahead(KvHeadData hd, int64_t n) {
-  hd.ahead_begin = 0;
-  hd.ahead_n = std::min<int64_t>(kSoftmaxChunk, n);
-  return hd;
-}
-
 // max over n values: exact, so any order gives the same result (eight independent maxima instead of
 // one chain of dependent compares).
 float max_of(const float* x, int64_t n) {
@@ -92,9 +85,8 @@ void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_
       for (int g = 0; g < G; ++g) l[g] += e[g * kSoftmaxChunk + i];
     // co[g] = Σ_i e_i · v_i over the chunk, the accumulators in registers across its cells; the kernel
     // asks for the next chunk's V rows as it goes (entries past its own list).
-    KvHeadData chunk = cells ? hd : from_cell(hd, c0);
-    chunk.ahead_begin = len;
-    chunk.ahead_n = ask_ahead ? std::min<int64_t>(kSoftmaxChunk, n - c0 - len) : 0;
+    const KvHeadData chunk =
+        asking_for(cells ? hd : from_cell(hd, c0), len, ask_ahead ? std::min<int64_t>(kSoftmaxChunk, n - c0 - len) : 0);
     value_fn(chunk, e, kSoftmaxChunk, G, cells ? cells + c0 : nullptr, len, co);
     // The chunk's factors e^{m−big} of all heads in one kernel call (each lane exp_f32's bits).
     float f[kMaxHeadGroup];
@@ -119,8 +111,8 @@ void attend_group(const KvCells& kv, int layer, int kv_head, const float* const*
   const KvHeadData hd = kv.head_data(layer, kv_head);
   // Scores head-major: scores[g·n + i] = (q_g · k_i) / sqrt(Dh), all cells in one call, which asks for
   // the first value chunk's V rows as it goes.
-  attn_kernels().scores_for(kv.type())(first_chunk_ahead(hd, n), q, G, cells, n, std::sqrt(static_cast<float>(dh)),
-                                       scores, n);
+  attn_kernels().scores_for(kv.type())(asking_for(hd, 0, std::min<int64_t>(kSoftmaxChunk, n)), q, G, cells, n,
+                                       std::sqrt(static_cast<float>(dh)), scores, n);
   softmax_values(kv, hd, G, cells, n, scores, n, chunk_o, out, true);
 }
 
@@ -134,7 +126,7 @@ void attend_rows(const KvCells& kv, int layer, int kv_head, const float* const* 
   // formulation, whatever the heads and cells around it: bitwise what each row's own call gives);
   // row t then uses its first n0 + t.
   const int64_t n = n0 + T - 1;
-  attn_kernels().scores_for(kv.type())(first_chunk_ahead(hd, n), q, G * T, nullptr, n,
+  attn_kernels().scores_for(kv.type())(asking_for(hd, 0, std::min<int64_t>(kSoftmaxChunk, n)), q, G * T, nullptr, n,
                                        std::sqrt(static_cast<float>(dh)), scores, n);
   for (int t = 0; t < T; ++t)
     softmax_values(kv, hd, G, nullptr, n0 + t, scores + static_cast<std::size_t>(t) * G * n, n, chunk_o, out + t * G,

@@ -36,6 +36,13 @@ struct KvHeadData {
   int64_t ahead_n = 0;
 };
 
+// h asking for the V rows of list entries [begin, begin + n) (KvHeadData::ahead_*).
+inline KvHeadData asking_for(KvHeadData h, int64_t begin, int64_t n) {
+  h.ahead_begin = begin;
+  h.ahead_n = n;
+  return h;
+}
+
 struct AttnKernels {
   // scores[g·stride + i] = (q[g] · k̂(cell i)) / sqrt_dh for i in [0, n), G query heads (G <= 16).
   // cell i = cells[i], or i when cells == nullptr.

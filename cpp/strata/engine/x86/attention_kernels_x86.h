@@ -412,7 +412,7 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
     const T* k[C];
     for (int j = 0; j < C; ++j) k[j] = keys + c[j] * dh;
     if (ask_ahead) {
-      prefetch_rows(keys, keys, false, cells, i + kPrefetchCells, std::min(n, i + kPrefetchCells + C), dh);
+      prefetch_rows<T>(keys, nullptr, false, cells, i + kPrefetchCells, std::min(n, i + kPrefetchCells + C), dh);
       v_ahead.step();
     }
     __m128 part[kSums<G, C>];
