@@ -34,11 +34,11 @@ constexpr int kCells = 4;  // cells whose dots one hadd tree reduces
 
 // Software prefetch of f32 and fp16 cells (a prefetch never changes a result): the score kernels ask for the
 // K rows of the cells kPrefetchCells list entries past the batch (the next batch of four, or the batch of
-// two after the next). A decode step's streamed expert weights evict the KV cells from every cache level,
-// and f32 rows (Dh 128: 512 bytes, 8 lines per cell) outrun the hardware prefetchers: on Zen 4 this halves
-// a cold f32 group's time (docs/benchmarks.md, "Attention core"). int8 rows (128 bytes at Dh 128) are left
-// to the hardware, which keeps up: prefetching them measured slower. V rows: the 8-lane kernels ask for them
-// through RowsAhead below, the 16-lane AVX-512 kernels as kPrefetchValuesMaxBytes says.
+// two after the next; batches of three ask for the batch after the next, six entries on). A decode step's streamed
+// expert weights evict the KV cells from every cache level, and f32 rows (Dh 128: 512 bytes, 8 lines per cell) outrun
+// the hardware prefetchers: on Zen 4 this halves a cold f32 group's time (docs/benchmarks.md, "Attention core"). int8
+// rows (128 bytes at Dh 128) are left to the hardware, which keeps up: prefetching them measured slower. V rows: the
+// 8-lane kernels ask for them through RowsAhead below, the 16-lane AVX-512 kernels as kPrefetchValuesMaxBytes says.
 constexpr int kPrefetchCells = 4;
 // The 16-lane AVX-512 score kernels also ask for the same cells' V rows when a head's V rows fill at most a quarter
 // of a Zen 4 L2 (256 KiB: Dh 128 and up to 512 f32 or 1024 fp16 cells), so the value pass that follows finds them in
@@ -421,6 +421,62 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
   }
 }
 
+// Four heads over three cells at a time with 16 registers (Regs): twelve accumulator chains, enough to hide
+// the fused multiply-add's latency, each query chunk read from L1 by its multiply-add instead of held in a
+// register (four query registers would leave room for eight chains only, head_passes' pairs of cells).
+// Same sums and hadd trees as dots4 (each lane's tree is the same whichever four share it), so the same
+// bits. Dh a multiple of 8. On an AMD EPYC Zen 3 (attention_core_bench, warm, Dh 128, min of 12 alternated
+// runs) 1024 fp16 cells took 19.7 us against 23.2 for head_passes' pairs, 144 cells 2.95 against 3.52, and
+// 1024 f32 cells 22.8 against 24.3.
+template <typename T>
+void scores_f_4x3(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
+                  float* scores, int64_t stride, bool ask_ahead) {
+  constexpr int C = 3;
+  const int dh = h.dh;
+  const __m128 vsq = _mm_set1_ps(sqrt_dh);
+  const T* keys = keys_of<T>(h);
+  const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
+  RowsAhead<T> v_ahead(h, cells, ask_ahead ? (n + C - 1) / C : 0);
+  for (int64_t i = 0; i < n; i += C) {
+    int64_t c[C];
+    batch_cells<C>(cells, i, n, c);
+    const T* k0 = keys + c[0] * dh;
+    const T* k1 = keys + c[1] * dh;
+    const T* k2 = keys + c[2] * dh;
+    if (ask_ahead) {  // the K rows of the batch after the next (the pairs' distance, kPrefetchCells)
+      prefetch_rows<T>(keys, nullptr, false, cells, i + 2 * C, std::min(n, i + 3 * C), dh);
+      v_ahead.step();
+    }
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+    for (int j = 0; j < dh; j += 8) {
+      const __m256 x0 = load8(k0 + j), x1 = load8(k1 + j), x2 = load8(k2 + j);
+      a00 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), x0, a00);
+      a01 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), x0, a01);
+      a02 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), x0, a02);
+      a03 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), x0, a03);
+      a10 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), x1, a10);
+      a11 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), x1, a11);
+      a12 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), x1, a12);
+      a13 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), x1, a13);
+      a20 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), x2, a20);
+      a21 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), x2, a21);
+      a22 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), x2, a22);
+      a23 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), x2, a23);
+    }
+    // Lane g of cell c's sums: head g's score of that cell.
+    const __m128 s[C] = {_mm_div_ps(reduce4(a00, a01, a02, a03), vsq), _mm_div_ps(reduce4(a10, a11, a12, a13), vsq),
+                         _mm_div_ps(reduce4(a20, a21, a22, a23), vsq)};
+    const int64_t cnt = std::min<int64_t>(C, n - i);
+    for (int64_t j = 0; j < cnt; ++j) {
+      alignas(16) float t[4];
+      _mm_store_ps(t, s[j]);
+      for (int g = 0; g < 4; ++g) scores[g * stride + i + j] = t[g];
+    }
+  }
+}
+
 // The score passes over a group of G heads (each head's scores and outputs are independent of the
 // others'); only the first pass prefetches, the later ones find the cells in cache. With 32 registers
 // (Regs) passes of up to four heads over four cells. With 16, four cells' dots take 4·G accumulators, so
@@ -428,7 +484,9 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
 // three, then one of a single head: four accumulator chains, too few to hide the fused multiply-add's
 // latency); there whole fours of heads run first, over two cells at a time (eight accumulators), every K
 // line read and converted once for the four. On an AMD EPYC Zen 3 (attention_core_bench, a warm group
-// of 1024 fp16 cells, Dh 128) the scores took 21.4-22.0 us against 23.6-24.4.
+// of 1024 fp16 cells, Dh 128) the scores took 21.4-22.0 us against 23.6-24.4. The f32 and fp16 scores
+// now take fours of heads three cells at a time (scores_f_4x3, faster again); the pairs remain for the
+// int8 scores and for a Dh that is not a multiple of 8.
 // The most heads a pass over four cells holds with Regs registers (its 4·G accumulators, G query chunks
 // and four cells' chunks): the score passes below and the indexer's.
 template <int Regs>
@@ -454,8 +512,16 @@ void scores_i8(const KvHeadData& h, const float* const* q, int G, const int32_t*
 template <typename T, int Regs>
 void scores_f(const KvHeadData& h, const float* const* q, int G, const int32_t* cells, int64_t n, float sqrt_dh,
               float* scores, int64_t stride) {
-  head_passes<Regs>(G, [&](int g0, auto gs, auto c) {
-    scores_f_g<T, gs.value, c.value>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
+  int g0 = 0;
+  if constexpr (kFourCellHeads<Regs> < 4)
+    if (h.dh % 8 == 0)
+      for (; G - g0 >= 4; g0 += 4) scores_f_4x3<T>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
+  if (g0 == G) return;
+  q += g0;
+  scores += g0 * stride;
+  const bool first = g0 == 0;
+  head_passes<Regs>(G - g0, [&](int g1, auto gs, auto c) {
+    scores_f_g<T, gs.value, c.value>(h, q + g1, cells, n, sqrt_dh, scores + g1 * stride, stride, first && g1 == 0);
   });
 }
 
@@ -465,18 +531,44 @@ constexpr int kPiece = 64;
 // Columns [col, col + 8·NV) of the G outputs, summed in registers over the cells of a piece: per
 // element and cell one multiply and one add, cells in order; from +0 on the first piece (the memset
 // then axpy of the per-cell form), from the stored sums after it. w[g·kPiece + i] is cell i's weight.
-// Each cell's step also steps `ahead` (the next chunk's rows).
+// rows[i]: the piece's cell i (looked up once per piece, not per slab). Each step of one or two cells
+// also steps `ahead` (the next chunk's rows). Against one cell a step with the row found per slab
+// (Zen 3, attention_core_bench, warm, Dh 128, G 4, min of 40 alternations in one process): 1024 fp16
+// cells 24.1 -> 20.0 us, f32 30.8 -> 21.4, int8 26.6 -> 25.1.
 template <typename T, int G, int NV>
-void values_slab(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int col, bool first,
-                 float* const* co, RowsAhead<T>& ahead) {
+void values_slab(const T* const* rows, const float* w, int64_t n, int col, bool first, float* const* co,
+                 RowsAhead<T>& ahead) {
   __m256 acc[G][NV];
 #pragma GCC unroll 16
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(co[g] + col + 8 * v);
-  base += col;
-  for (int64_t i = 0; i < n; ++i) {
-    const T* x = base + (cells ? cells[i] : i) * dh;
+  int64_t i = 0;
+  // Two cells a step (G > 1): their loads and conversions overlap, and each sum still takes cell i, then
+  // cell i + 1. A single head's slab (eight registers of sums) has no room for a second cell's chunks.
+  if constexpr (G > 1) {
+    for (; i + 2 <= n; i += 2) {
+      const T* x0 = rows[i] + col;
+      const T* x1 = rows[i + 1] + col;
+      ahead.step();
+      __m256 xv0[NV], xv1[NV];
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        xv0[v] = load8(x0 + 8 * v);
+        xv1[v] = load8(x1 + 8 * v);
+      }
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) {
+        const __m256 w0 = _mm256_broadcast_ss(w + g * kPiece + i);
+        const __m256 w1 = _mm256_broadcast_ss(w + g * kPiece + i + 1);
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v)
+          acc[g][v] = mul_add<kFused<T>>(mul_add<kFused<T>>(acc[g][v], w0, xv0[v]), w1, xv1[v]);
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    const T* x = rows[i] + col;
     ahead.step();
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
@@ -504,19 +596,17 @@ constexpr int slab_width() {
 // Columns [c0, c1) of one scale block: slabs as wide as the registers allow, then single columns
 // for the Dh % 8 past the last full 8.
 template <typename T, int G, int Regs>
-void values_cols(const T* base, int dh, const float* w, const int32_t* cells, int64_t n, int c0, int c1, bool first,
-                 RowsAhead<T>& ahead, float* const* co) {
+void values_cols(const T* const* rows, const float* w, int64_t n, int c0, int c1, bool first, RowsAhead<T>& ahead,
+                 float* const* co) {
   constexpr int NV = slab_width<G, Regs>();
   int col = c0;
-  for (; col + 8 * NV <= c1; col += 8 * NV) values_slab<T, G, NV>(base, dh, w, cells, n, col, first, co, ahead);
-  for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(base, dh, w, cells, n, col, first, co, ahead);
+  for (; col + 8 * NV <= c1; col += 8 * NV) values_slab<T, G, NV>(rows, w, n, col, first, co, ahead);
+  for (; col + 8 <= c1; col += 8) values_slab<T, G, 1>(rows, w, n, col, first, co, ahead);
   for (; col < c1; ++col)
 #pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
       float a = first ? 0.0f : co[g][col];
-      for (int64_t i = 0; i < n; ++i) {
-        a = mul_add<kFused<T>>(a, w[g * kPiece + i], to_float(base[(cells ? cells[i] : i) * dh + col]));
-      }
+      for (int64_t i = 0; i < n; ++i) a = mul_add<kFused<T>>(a, w[g * kPiece + i], to_float(rows[i][col]));
       co[g][col] = a;
     }
 }
@@ -532,12 +622,13 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
   // asked for across all of them.
   constexpr int NV = slab_width<G, Regs>();
   const int64_t slabs = dh / (8 * NV) + dh % (8 * NV) / 8;
-  RowsAhead<T> ahead(h, cells, ask_ahead ? n * slabs : 0);
+  RowsAhead<T> ahead(h, cells, ask_ahead ? (G > 1 ? (n + 1) / 2 : n) * slabs : 0);
   alignas(32) float w[G * kPiece];
+  const T* rows[kPiece];  // the piece's rows, looked up once for all its slabs
   for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
     const int64_t pn = std::min<int64_t>(kPiece, n - p0);
     const int32_t* pc = cells ? cells + p0 : nullptr;
-    const T* pb = cells ? base : base + p0 * dh;
+    for (int64_t i = 0; i < pn; ++i) rows[i] = base + (pc ? pc[i] : p0 + i) * dh;
     if constexpr (std::is_same_v<T, int8_t>) {
       const int64_t nb = kv_blocks(dh);
       const uint16_t* vs = cells ? h.vs : h.vs + p0 * nb;
@@ -547,13 +638,13 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
 #pragma GCC unroll 16
           for (int g = 0; g < G; ++g) w[g * kPiece + i] = e[g * es + p0 + i] * s;
         }
-        values_cols<T, G, Regs>(pb, dh, w, pc, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, ahead, co);
+        values_cols<T, G, Regs>(rows, w, pn, b0, std::min(dh, b0 + kKvBlock), p0 == 0, ahead, co);
       }
     } else {
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         for (int64_t i = 0; i < pn; ++i) w[g * kPiece + i] = e[g * es + p0 + i];
-      values_cols<T, G, Regs>(pb, dh, w, pc, pn, 0, dh, p0 == 0, ahead, co);
+      values_cols<T, G, Regs>(rows, w, pn, 0, dh, p0 == 0, ahead, co);
     }
   }
 }
