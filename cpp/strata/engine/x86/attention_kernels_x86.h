@@ -435,43 +435,36 @@ void scores_f_4x3(const KvHeadData& h, const float* const* q, const int32_t* cel
   const int dh = h.dh;
   const __m128 vsq = _mm_set1_ps(sqrt_dh);
   const T* keys = keys_of<T>(h);
-  const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
   RowsAhead<T> v_ahead(h, cells, ask_ahead ? (n + C - 1) / C : 0);
   for (int64_t i = 0; i < n; i += C) {
-    int64_t c[C];
-    batch_cells<C>(cells, i, n, c);
-    const T* k0 = keys + c[0] * dh;
-    const T* k1 = keys + c[1] * dh;
-    const T* k2 = keys + c[2] * dh;
+    int64_t cell[C];
+    batch_cells<C>(cells, i, n, cell);
+    const T* k[C];
+    for (int j = 0; j < C; ++j) k[j] = keys + cell[j] * dh;
     if (ask_ahead) {  // the K rows of the batch after the next (the pairs' distance, kPrefetchCells)
       prefetch_rows<T>(keys, nullptr, false, cells, i + 2 * C, std::min(n, i + 3 * C), dh);
       v_ahead.step();
     }
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-    __m256 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+    __m256 acc[C][4];
+    zero_acc<4, C>(acc);
     for (int j = 0; j < dh; j += 8) {
-      const __m256 x0 = load8(k0 + j), x1 = load8(k1 + j), x2 = load8(k2 + j);
-      a00 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), x0, a00);
-      a01 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), x0, a01);
-      a02 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), x0, a02);
-      a03 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), x0, a03);
-      a10 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), x1, a10);
-      a11 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), x1, a11);
-      a12 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), x1, a12);
-      a13 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), x1, a13);
-      a20 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), x2, a20);
-      a21 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), x2, a21);
-      a22 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), x2, a22);
-      a23 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), x2, a23);
+      __m256 kv[C];
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) kv[c] = load8(k[c] + j);
+      // The query chunks as the multiply-adds' memory operands, not registers.
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c)
+#pragma GCC unroll 16
+        for (int g = 0; g < 4; ++g) acc[c][g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + j), kv[c], acc[c][g]);
     }
     // Lane g of cell c's sums: head g's score of that cell.
-    const __m128 s[C] = {_mm_div_ps(reduce4(a00, a01, a02, a03), vsq), _mm_div_ps(reduce4(a10, a11, a12, a13), vsq),
-                         _mm_div_ps(reduce4(a20, a21, a22, a23), vsq)};
+    __m128 sc[C];
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) sc[c] = _mm_div_ps(reduce4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]), vsq);
     const int64_t cnt = std::min<int64_t>(C, n - i);
     for (int64_t j = 0; j < cnt; ++j) {
       alignas(16) float t[4];
-      _mm_store_ps(t, s[j]);
+      _mm_store_ps(t, sc[j]);
       for (int g = 0; g < 4; ++g) scores[g * stride + i + j] = t[g];
     }
   }
@@ -516,7 +509,6 @@ void scores_f(const KvHeadData& h, const float* const* q, int G, const int32_t* 
   if constexpr (kFourCellHeads<Regs> < 4)
     if (h.dh % 8 == 0)
       for (; G - g0 >= 4; g0 += 4) scores_f_4x3<T>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
-  if (g0 == G) return;
   q += g0;
   scores += g0 * stride;
   const bool first = g0 == 0;
@@ -527,6 +519,15 @@ void scores_f(const KvHeadData& h, const float* const* q, int G, const int32_t* 
 
 // Cells per piece of the value kernels: the weights of a piece fit a stack buffer.
 constexpr int kPiece = 64;
+
+// Cells a value slab takes per step: two with more than one head, one with a single head (two cells there
+// spilled its eight registers of sums: 1.05-1.13x the time, Zen 3 warm). With 16 registers G 2 and 3 keep some
+// sums on the stack when they take two cells, and still measured faster than with one (one cell a step took
+// 0.86-1.17x the time for fp16 and int8 cells, 1.0-1.6x for f32).
+template <int G>
+constexpr int slab_step() {
+  return G > 1 ? 2 : 1;
+}
 
 // Columns [col, col + 8·NV) of the G outputs, summed in registers over the cells of a piece: per
 // element and cell one multiply and one add, cells in order; from +0 on the first piece (the memset
@@ -544,9 +545,9 @@ void values_slab(const T* const* rows, const float* w, int64_t n, int col, bool 
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[g][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(co[g] + col + 8 * v);
   int64_t i = 0;
-  // Two cells a step (G > 1): their loads and conversions overlap, and each sum still takes cell i, then
-  // cell i + 1. A single head's slab (eight registers of sums) has no room for a second cell's chunks.
-  if constexpr (G > 1) {
+  // Two cells a step (slab_step), their loads and conversions overlapping; each sum still takes
+  // cell i, then cell i + 1.
+  if constexpr (slab_step<G>() == 2) {
     for (; i + 2 <= n; i += 2) {
       const T* x0 = rows[i] + col;
       const T* x1 = rows[i + 1] + col;
@@ -620,9 +621,9 @@ void values_g(const KvHeadData& h, const float* e, int64_t es, const int32_t* ce
   const T* base = values_of<T>(h);
   // The slab steps of the whole call (the columns past the last 8 do not step): the next chunk's rows are
   // asked for across all of them.
-  constexpr int NV = slab_width<G, Regs>();
+  constexpr int NV = slab_width<G, Regs>(), Step = slab_step<G>();
   const int64_t slabs = dh / (8 * NV) + dh % (8 * NV) / 8;
-  RowsAhead<T> ahead(h, cells, ask_ahead ? (G > 1 ? (n + 1) / 2 : n) * slabs : 0);
+  RowsAhead<T> ahead(h, cells, ask_ahead ? (n + Step - 1) / Step * slabs : 0);
   alignas(32) float w[G * kPiece];
   const T* rows[kPiece];  // the piece's rows, looked up once for all its slabs
   for (int64_t p0 = 0; p0 < n; p0 += kPiece) {
