@@ -398,7 +398,34 @@ const T* keys_of(const KvHeadData& h) {
     return h.kf;
 }
 
-// f32 or fp16 (T = uint16_t) cells: the same dots on the converted values.
+// The dots of four heads with three cells (scores_f_g's C = 3) with 16 registers (Regs): twelve accumulator chains,
+// enough to hide the fused multiply-add's latency, each query chunk read from L1 by its multiply-add instead of held in
+// a register (four query registers would leave room for eight chains only, head_passes' pairs of cells). Same sums and
+// hadd trees as dots4 (each lane's tree is the same whichever four share it), so the same bits. Dh a multiple of 8. On
+// an AMD EPYC Zen 3 (attention_core_bench, warm, Dh 128, min of 12 alternated runs) 1024 fp16 cells took 19.7 us
+// against 23.2 for head_passes' pairs, 144 cells 2.95 against 3.52, and 1024 f32 cells 22.8 against 24.3.
+template <typename T>
+inline void dots_4x3(const float* const* q, const T* const* k, int dh, __m128 vsq, __m128* sc) {
+  constexpr int C = 3;
+  __m256 acc[C][4];
+  zero_acc<4, C>(acc);
+  for (int j = 0; j < dh; j += 8) {
+    __m256 kv[C];
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) kv[c] = load8(k[c] + j);
+    // The query chunks as the multiply-adds' memory operands, not registers.
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 16
+      for (int g = 0; g < 4; ++g) acc[c][g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + j), kv[c], acc[c][g]);
+  }
+  // Lane g of sc[c]: head g's score of cell c.
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) sc[c] = _mm_div_ps(reduce4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]), vsq);
+}
+
+// f32 or fp16 (T = uint16_t) cells: the same dots on the converted values. C = 3 (G = 4): dots_4x3.
+// The K rows asked for are those of the batch kPrefetchCells entries on, rounded up to whole batches.
 template <typename T, int G, int C>
 void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
                 float* scores, int64_t stride, bool ask_ahead) {
@@ -412,60 +439,23 @@ void scores_f_g(const KvHeadData& h, const float* const* q, const int32_t* cells
     const T* k[C];
     for (int j = 0; j < C; ++j) k[j] = keys + c[j] * dh;
     if (ask_ahead) {
-      prefetch_rows<T>(keys, nullptr, false, cells, i + kPrefetchCells, std::min(n, i + kPrefetchCells + C), dh);
+      constexpr int64_t ahead = (kPrefetchCells + C - 1) / C * C;
+      prefetch_rows<T>(keys, nullptr, false, cells, i + ahead, std::min(n, i + ahead + C), dh);
       v_ahead.step();
     }
-    __m128 part[kSums<G, C>];
-    dots4<T, G, /*Fused=*/true, C>(q, k, 0, dh, part);
-    store_scores<G, C>(part, vsq, scores, stride, i, n);
-  }
-}
-
-// Four heads over three cells at a time with 16 registers (Regs): twelve accumulator chains, enough to hide
-// the fused multiply-add's latency, each query chunk read from L1 by its multiply-add instead of held in a
-// register (four query registers would leave room for eight chains only, head_passes' pairs of cells).
-// Same sums and hadd trees as dots4 (each lane's tree is the same whichever four share it), so the same
-// bits. Dh a multiple of 8. On an AMD EPYC Zen 3 (attention_core_bench, warm, Dh 128, min of 12 alternated
-// runs) 1024 fp16 cells took 19.7 us against 23.2 for head_passes' pairs, 144 cells 2.95 against 3.52, and
-// 1024 f32 cells 22.8 against 24.3.
-template <typename T>
-void scores_f_4x3(const KvHeadData& h, const float* const* q, const int32_t* cells, int64_t n, float sqrt_dh,
-                  float* scores, int64_t stride, bool ask_ahead) {
-  constexpr int C = 3;
-  const int dh = h.dh;
-  const __m128 vsq = _mm_set1_ps(sqrt_dh);
-  const T* keys = keys_of<T>(h);
-  RowsAhead<T> v_ahead(h, cells, ask_ahead ? (n + C - 1) / C : 0);
-  for (int64_t i = 0; i < n; i += C) {
-    int64_t cell[C];
-    batch_cells<C>(cells, i, n, cell);
-    const T* k[C];
-    for (int j = 0; j < C; ++j) k[j] = keys + cell[j] * dh;
-    if (ask_ahead) {  // the K rows of the batch after the next (the pairs' distance, kPrefetchCells)
-      prefetch_rows<T>(keys, nullptr, false, cells, i + 2 * C, std::min(n, i + 3 * C), dh);
-      v_ahead.step();
-    }
-    __m256 acc[C][4];
-    zero_acc<4, C>(acc);
-    for (int j = 0; j < dh; j += 8) {
-      __m256 kv[C];
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) kv[c] = load8(k[c] + j);
-      // The query chunks as the multiply-adds' memory operands, not registers.
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c)
-#pragma GCC unroll 16
-        for (int g = 0; g < 4; ++g) acc[c][g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + j), kv[c], acc[c][g]);
-    }
-    // Lane g of cell c's sums: head g's score of that cell.
-    __m128 sc[C];
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) sc[c] = _mm_div_ps(reduce4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]), vsq);
-    const int64_t cnt = std::min<int64_t>(C, n - i);
-    for (int64_t j = 0; j < cnt; ++j) {
-      alignas(16) float t[4];
-      _mm_store_ps(t, sc[j]);
-      for (int g = 0; g < 4; ++g) scores[g * stride + i + j] = t[g];
+    if constexpr (C == 3) {
+      static_assert(G == 4);
+      __m128 sc[C];
+      dots_4x3<T>(q, k, dh, vsq, sc);
+      for (int64_t j = 0; j < std::min<int64_t>(C, n - i); ++j) {
+        alignas(16) float t[4];
+        _mm_store_ps(t, sc[j]);
+        for (int g = 0; g < 4; ++g) scores[g * stride + i + j] = t[g];
+      }
+    } else {
+      __m128 part[kSums<G, C>];
+      dots4<T, G, /*Fused=*/true, C>(q, k, 0, dh, part);
+      store_scores<G, C>(part, vsq, scores, stride, i, n);
     }
   }
 }
@@ -478,10 +468,9 @@ void scores_f_4x3(const KvHeadData& h, const float* const* q, const int32_t* cel
 // latency); there whole fours of heads run first, over two cells at a time (eight accumulators), every K
 // line read and converted once for the four. On an AMD EPYC Zen 3 (attention_core_bench, a warm group
 // of 1024 fp16 cells, Dh 128) the scores took 21.4-22.0 us against 23.6-24.4. The f32 and fp16 scores
-// now take fours of heads three cells at a time (scores_f_4x3, faster again); the pairs remain for the
-// int8 scores and for a Dh that is not a multiple of 8.
-// The most heads a pass over four cells holds with Regs registers (its 4·G accumulators, G query chunks
-// and four cells' chunks): the score passes below and the indexer's.
+// now take fours of heads three cells at a time (scores_f_g with C = 3, dots_4x3: faster again); the pairs remain for
+// the int8 scores and for a Dh that is not a multiple of 8. The most heads a pass over four cells holds with Regs
+// registers (its 4·G accumulators, G query chunks and four cells' chunks): the score passes below and the indexer's.
 template <int Regs>
 inline constexpr int kFourCellHeads = Regs < 32 ? 3 : 4;
 
@@ -508,7 +497,8 @@ void scores_f(const KvHeadData& h, const float* const* q, int G, const int32_t* 
   int g0 = 0;
   if constexpr (kFourCellHeads<Regs> < 4)
     if (h.dh % 8 == 0)
-      for (; G - g0 >= 4; g0 += 4) scores_f_4x3<T>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
+      for (; G - g0 >= 4; g0 += 4)
+        scores_f_g<T, 4, 3>(h, q + g0, cells, n, sqrt_dh, scores + g0 * stride, stride, g0 == 0);
   q += g0;
   scores += g0 * stride;
   const bool first = g0 == 0;
