@@ -458,6 +458,84 @@ TEST(first_argmax_isa_paths_match_a_full_scan) {
   CHECK(checked > 1000);
 }
 
+// max and shift_by_max (the attention softmax's maxima and shifts) on every ISA path against the written
+// rule: the largest element, NaNs passed over (all-NaN and empty give -inf), then y = x - max. Every length
+// around the vector widths and the four-register body; infinities, NaN, ties, negative zeros; in place.
+TEST(max_and_shift_isa_paths_match_the_rule) {
+  std::mt19937 g(37);
+  std::uniform_real_distribution<float> score(-30.0f, 30.0f);
+  const std::vector<const VecKernels*> paths = vec_paths();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  int checked = 0;
+  for (int64_t n = 0; n <= 100; ++n)
+    for (int trial = 0; trial < 10; ++trial) {
+      std::vector<float> x(static_cast<std::size_t>(n) + 1);
+      for (auto& v : x) v = trial % 5 == 4 ? static_cast<float>(static_cast<int>(g() % 3)) : score(g);
+      const auto at = [&] { return static_cast<std::size_t>(g() % static_cast<std::size_t>(n)); };
+      if (n > 0 && trial % 5 == 1) x[at()] = nan;
+      if (n > 0 && trial % 5 == 2) x[at()] = trial % 2 ? inf : -inf;
+      if (n > 0 && trial % 5 == 3) std::fill(x.begin(), x.end() - 1, trial % 2 ? nan : -0.0f);
+      float want = -inf;
+      for (int64_t i = 0; i < n; ++i) want = std::max(want, x[static_cast<std::size_t>(i)]);
+      for (const VecKernels* k : paths) {
+        const float got = k->max(x.data(), n);
+        CHECK(got == want || (std::isnan(got) && std::isnan(want)));
+        std::vector<float> y(static_cast<std::size_t>(n) + 1, 7.0f), z = x;
+        const float m = k->shift_by_max(x.data(), n, y.data());
+        const float m2 = k->shift_by_max(z.data(), n, z.data());  // in place
+        CHECK(std::memcmp(&m, &want, 4) == 0 || (std::isnan(m) && std::isnan(want)));
+        CHECK(std::memcmp(&m2, &m, 4) == 0);
+        for (int64_t i = 0; i < n; ++i) {
+          const float e = x[static_cast<std::size_t>(i)] - want;
+          const float a = y[static_cast<std::size_t>(i)], b = z[static_cast<std::size_t>(i)];
+          CHECK((std::memcmp(&a, &e, 4) == 0 && std::memcmp(&b, &e, 4) == 0) ||
+                (std::isnan(e) && std::isnan(a) && std::isnan(b)));
+        }
+        CHECK_EQ(y[static_cast<std::size_t>(n)], 7.0f);  // nothing written past n
+      }
+      ++checked;
+    }
+  CHECK(checked == 1010);
+}
+
+// to_fp16 (the fp16 K/V cells' writes) on every ISA path bitwise equal to util/fp16.h's fp32_to_fp16:
+// random bit patterns (NaNs with payloads, subnormals, infinities), values at halfway points of fp16's
+// rounding, overflow, and every length around the vector width.
+TEST(to_fp16_isa_paths_match_the_scalar_rule) {
+  std::mt19937 g(41);
+  const std::vector<const VecKernels*> paths = vec_paths();
+  std::vector<float> x;
+  for (int i = 0; i < 40000; ++i) {
+    const uint32_t u = static_cast<uint32_t>(g());
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  for (int i = 0; i < 4000; ++i) {  // fp16 values and the halfway points between neighbours
+    const uint16_t h = static_cast<uint16_t>(g());
+    const float a = strata::fp16_to_fp32(h), b = strata::fp16_to_fp32(static_cast<uint16_t>(h + 1));
+    x.push_back(a);
+    x.push_back(0.5f * a + 0.5f * b);
+  }
+  for (float v : {0.0f, -0.0f, 65504.0f, 65520.0f, 65519.99f, 1e-8f, -3e-5f, 6.1e-5f}) x.push_back(v);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  x.push_back(nan);
+  x.push_back(-nan);
+  std::vector<uint16_t> want(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) want[i] = strata::fp32_to_fp16(x[i]);
+  for (const VecKernels* k : paths) {
+    std::vector<uint16_t> got(x.size());
+    k->to_fp16(x.data(), got.data(), static_cast<int64_t>(x.size()));
+    CHECK(got == want);
+    for (int64_t n = 0; n <= 20; ++n) {  // short calls: the tail, nothing written past n
+      std::vector<uint16_t> y(static_cast<std::size_t>(n) + 1, 0xABCD);
+      k->to_fp16(x.data() + 3, y.data(), n);
+      for (int64_t i = 0; i < n; ++i) CHECK_EQ(y[static_cast<std::size_t>(i)], want[static_cast<std::size_t>(i) + 3]);
+      CHECK_EQ(y[static_cast<std::size_t>(n)], 0xABCD);
+    }
+  }
+}
+
 // exp_sum (a softmax's normaliser, the speculator's greedy peak) on every ISA path bitwise equal to its
 // written rule: 16 float partial sums, lane l taking exp_f32(x[i] - ref) for i = l mod 16 in order, then the
 // fixed tree. Every length around the vector widths; refs below, at and above the values; NaN and infinities.

@@ -35,18 +35,6 @@ void attend_head(const KvCells& kv, int layer, int kv_head, const float* q, cons
 
 namespace {
 
-// max over n values: exact, so any order gives the same result (eight independent maxima instead of
-// one chain of dependent compares).
-float max_of(const float* x, int64_t n) {
-  float a[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) a[j] = std::max(a[j], x[i + j]);
-  for (; i < n; ++i) a[0] = std::max(a[0], x[i]);
-  for (int j = 1; j < 8; ++j) a[0] = std::max(a[0], a[j]);
-  return a[0];
-}
-
 // The softmax and values of G heads whose scores are ready: head g's n scores at scores[g·stride ..].
 // ask_ahead: each chunk's kernel asks for the next chunk's V rows (not when an earlier row of attend_rows
 // has just read them: asking for lines in cache costs, a warm group's values ran 30-50 % slower).
@@ -62,7 +50,7 @@ void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_
   // same on every path. (std::exp, one scalar call per weight, was ~4 % of a decode step at 512 cells.)
   float e[kMaxHeadGroup * kSoftmaxChunk];
   for (int g = 0; g < G; ++g) {
-    big[g] = max_of(scores + g * stride, n);
+    big[g] = vk.max(scores + g * stride, n);
     denom[g] = 0.0f;
     co[g] = chunk_o + static_cast<std::size_t>(g) * dh;
   }
@@ -71,8 +59,7 @@ void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_
     for (int g = 0; g < G; ++g) {
       const float* s = scores + g * stride + c0;
       float* eg = e + g * kSoftmaxChunk;
-      m[g] = max_of(s, len);
-      for (int64_t i = 0; i < len; ++i) eg[i] = s[i] - m[g];
+      m[g] = vk.shift_by_max(s, len, eg);
       if (len < kSoftmaxChunk) vk.exp(eg, eg, len);
       l[g] = 0.0f;
     }
@@ -88,10 +75,11 @@ void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_
     const KvHeadData chunk =
         asking_for(cells ? hd : from_cell(hd, c0), len, ask_ahead ? std::min<int64_t>(kSoftmaxChunk, n - c0 - len) : 0);
     value_fn(chunk, e, kSoftmaxChunk, G, cells ? cells + c0 : nullptr, len, co);
-    // The chunk's factors e^{m−big} of all heads in one kernel call (each lane exp_f32's bits).
-    float f[kMaxHeadGroup];
+    // The chunk's factors e^{m−big} of all heads in one kernel call (each lane exp_f32's bits), over
+    // whole vectors: the lanes past G are zeros, whose exp nobody reads (G < 8 would run exp_f32 per head).
+    float f[kMaxHeadGroup + 8] = {};
     for (int g = 0; g < G; ++g) f[g] = m[g] - big[g];
-    vk.exp(f, f, G);
+    vk.exp(f, f, (G + 7) / 8 * 8);
     for (int g = 0; g < G; ++g) {
       denom[g] += f[g] * l[g];
       for (int j = 0; j < dh; ++j) out[g][j] += f[g] * co[g][j];

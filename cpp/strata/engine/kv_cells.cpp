@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "strata/engine/vec_dot.h"
 #include "strata/quant/quantize.h"
 #include "strata/util/error.h"
 
@@ -98,8 +99,10 @@ void KvCells::write(int layer, int64_t cell, const float* k, const float* v) {
       kv_quantize(k + h * dh_, dh_, &k8_[s * dh_], &ks_[s * nb_]);
       kv_quantize(v + h * dh_, dh_, &v8_[s * dh_], &vs_[s * nb_]);
     } else if (type_ == model::KvType::F16) {
-      quant::quantize_row(quant::GGMLType::F16, k + h * dh_, &kh_[s * dh_], dh_);
-      quant::quantize_row(quant::GGMLType::F16, v + h * dh_, &vh_[s * dh_], dh_);
+      // quant::quantize_row's F16 rule on the ISA's vectors (a scalar loop was 0.5 % of a decode step).
+      const VecKernels& vk = vec_kernels();
+      vk.to_fp16(k + h * dh_, &kh_[s * dh_], dh_);
+      vk.to_fp16(v + h * dh_, &vh_[s * dh_], dh_);
     } else {
       std::memcpy(&kf_[s * dh_], k + h * dh_, sizeof(float) * static_cast<std::size_t>(dh_));
       std::memcpy(&vf_[s * dh_], v + h * dh_, sizeof(float) * static_cast<std::size_t>(dh_));

@@ -47,42 +47,49 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
   }
   if (n_blocks > kMaxBlocks) throw_error(ErrorKind::Internal, "run_linear_tasks: too many blocks");
   const int64_t group = cpu::act_group();  // activation rows per kernel call
-  auto block = [tasks, n_tasks, group](int64_t b) {
-    // The task holding block b: the last one whose first block is <= b.
+  // Blocks [b0, b1) as one kernel call per task they touch (a task's blocks are consecutive rows): a
+  // call forms its activation terms once and walks its row groups in one loop, where a call per block
+  // repeated that setup for every 32 KiB (on a Zen 3, decode 1-2 % faster at one thread and at two).
+  // Results never depend on how rows are split into calls (cpu/kernels.h).
+  auto range = [tasks, n_tasks, group](int64_t b0, int64_t b1) {
+    // The task holding block b0: the last one whose first block is <= b0.
     int lo = 0, hi = n_tasks - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (tasks[mid].first_block <= b)
+      if (tasks[mid].first_block <= b0)
         lo = mid;
       else
         hi = mid - 1;
     }
-    const LinearTask& k = tasks[lo];
-    const int64_t r0 = (b - k.first_block) * k.rows_per_block;
-    const int64_t nr = std::min(k.rows_per_block, k.w.rows - r0);
-    const uint8_t* wb = k.w.row(r0);
-    // The rows in groups that share each weight block's load (cpu/kernels.h: same results).
-    const void* acts[cpu::kMaxActGroup];
-    float* outs[cpu::kMaxActGroup];
-    for (int64_t i0 = 0; i0 < k.nx; i0 += group) {
-      const int na = static_cast<int>(std::min<int64_t>(group, k.nx - i0));
-      for (int a = 0; a < na; ++a) {
-        const int64_t i = i0 + a;
-        const int64_t ar = k.act_rows ? k.act_rows[i] : i;
-        const int64_t yr = k.y_rows ? k.y_rows[i] : i;
-        acts[a] = k.act + static_cast<std::size_t>(ar) * k.act_stride;
-        outs[a] = k.y + yr * k.y_stride + r0;
+    for (int t = lo; b0 < b1; ++t) {
+      const LinearTask& k = tasks[t];
+      const int64_t task_end = k.first_block + (k.w.rows + k.rows_per_block - 1) / k.rows_per_block;
+      const int64_t e = std::min(b1, task_end);
+      const int64_t r0 = (b0 - k.first_block) * k.rows_per_block;
+      const int64_t nr = std::min((e - k.first_block) * k.rows_per_block, k.w.rows) - r0;
+      b0 = e;
+      const uint8_t* wb = k.w.row(r0);
+      // The rows in groups that share each weight block's load (cpu/kernels.h: same results).
+      const void* acts[cpu::kMaxActGroup];
+      float* outs[cpu::kMaxActGroup];
+      for (int64_t i0 = 0; i0 < k.nx; i0 += group) {
+        const int na = static_cast<int>(std::min<int64_t>(group, k.nx - i0));
+        for (int a = 0; a < na; ++a) {
+          const int64_t i = i0 + a;
+          const int64_t ar = k.act_rows ? k.act_rows[i] : i;
+          const int64_t yr = k.y_rows ? k.y_rows[i] : i;
+          acts[a] = k.act + static_cast<std::size_t>(ar) * k.act_stride;
+          outs[a] = k.y + yr * k.y_stride + r0;
+        }
+        cpu::dot_rows_acts(*k.kernel, k.w.cols, wb, k.w.row_stride, nr, acts, na, outs);
       }
-      cpu::dot_rows_acts(*k.kernel, k.w.cols, wb, k.w.row_stride, nr, acts, na, outs);
     }
   };
   if (!pool || pool->size() == 1 || total_bytes < cpu::kParallelMinBytes) {
-    for (int64_t b = 0; b < n_blocks; ++b) block(b);
+    range(0, n_blocks);
     return;
   }
-  parallel_ranges(pool, n_blocks, 1, [&block](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) block(b);
-  });
+  parallel_ranges(pool, n_blocks, 1, range);
 }
 
 std::size_t PreparedInput::arena_bytes(int64_t rows, int64_t cols) {

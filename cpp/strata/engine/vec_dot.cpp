@@ -8,12 +8,14 @@
 
 #include "strata/engine/vec_dot.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "strata/cpu/features.h"
+#include "strata/util/fp16.h"
 
 namespace strata::engine {
 
@@ -122,9 +124,26 @@ float exp_sum_scalar(const float* x, int64_t n, float ref) {
   return reduce_exp_lanes(acc);
 }
 
+float max_scalar(const float* x, int64_t n) {
+  float best = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+float shift_by_max_scalar(const float* x, int64_t n, float* y) {
+  const float m = max_scalar(x, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - m;
+  return m;
+}
+
+void to_fp16_scalar(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
 const VecKernels kScalar{dot_f32_scalar,       dot_i8_scalar,         axpy_f32_scalar, axpy_i8_scalar,
                          dot_f32_fused_scalar, axpy_f32_fused_scalar, exp_scalar,      swiglu_scalar,
-                         first_above_scalar,   exp_sum_scalar};
+                         first_above_scalar,   exp_sum_scalar,        max_scalar,      shift_by_max_scalar,
+                         to_fp16_scalar};
 
 }  // namespace
 

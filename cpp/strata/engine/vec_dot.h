@@ -32,6 +32,14 @@ struct VecKernels {
   // every path. A softmax's normaliser where only it is wanted (the speculator's greedy peak and the
   // probability of a draft).
   float (*exp_sum)(const float* x, int64_t n, float ref);
+  // The largest x[i] (−inf for n = 0; NaNs are passed over, as std::max(best, x[i]) does): exact, so
+  // the order of the comparisons never shows. The attention's softmax maxima.
+  float (*max)(const float* x, int64_t n);
+  // m = max(x, n), then y[i] = x[i] − m (in place allowed); returns m. A softmax chunk's shift.
+  float (*shift_by_max)(const float* x, int64_t n, float* y);
+  // y[i] = fp32_to_fp16(x[i]) (util/fp16.h: round to nearest even, NaN as 0x7E00 with its sign): the fp16
+  // K/V cells' writes. F16C's conversion rounds every other value the same way (all 2^32 inputs checked).
+  void (*to_fp16)(const float* x, uint16_t* y, int64_t n);
 };
 
 // e^x from a degree-6 polynomial on [−ln2/2, ln2/2] times 2^n (Cephes' expf), each multiply and add

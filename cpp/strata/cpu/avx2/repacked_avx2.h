@@ -50,6 +50,11 @@ inline __m256i half_dup(__m256i v, int e) {
 
 // A group's accumulators of rows 0..7 and 8..15 into out[0 .. n_valid).
 inline void store_rows(__m256 lo, __m256 hi, float* out, int n_valid) {
+  if (n_valid == repack::kRows) {  // every group but a matrix's last: no memcpy call of a run-time size
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+    return;
+  }
   alignas(32) float tmp[repack::kRows];
   _mm256_store_ps(tmp, lo);
   _mm256_store_ps(tmp + 8, hi);

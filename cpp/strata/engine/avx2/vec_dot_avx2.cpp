@@ -9,9 +9,11 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "strata/engine/vec_dot.h"
+#include "strata/util/fp16.h"
 
 namespace strata::engine {
 namespace {
@@ -160,8 +162,49 @@ float exp_sum_avx2(const float* x, int64_t n, float ref) {
   return reduce_exp_lanes(acc);
 }
 
-const VecKernels kAvx2{dot_f32_avx2,        dot_i8_avx2, axpy_f32_avx2, axpy_i8_avx2,     dot_f32_fused_avx2,
-                       axpy_f32_fused_avx2, exp_avx2,    swiglu_avx2,   first_above_avx2, exp_sum_avx2};
+// Four registers of running maxima (independent compares); a lane skips a NaN as the scalar rule does
+// (_mm256_max_ps(v, best) keeps best where v is NaN).
+float max_avx2(const float* x, int64_t n) {
+  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+  __m256 b[4] = {ninf, ninf, ninf, ninf};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) b[k] = _mm256_max_ps(_mm256_loadu_ps(x + i + 8 * k), b[k]);
+  for (; i + 8 <= n; i += 8) b[0] = _mm256_max_ps(_mm256_loadu_ps(x + i), b[0]);
+  const __m256 v = _mm256_max_ps(_mm256_max_ps(b[0], b[1]), _mm256_max_ps(b[2], b[3]));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  float best = lanes[0];
+  for (int l = 1; l < 8; ++l) best = std::max(best, lanes[l]);
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+float shift_by_max_avx2(const float* x, int64_t n, float* y) {
+  const float m = max_avx2(x, n);
+  const __m256 vm = _mm256_set1_ps(m);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+  for (; i < n; ++i) y[i] = x[i] - m;
+  return m;
+}
+
+// F16C's rounding, with NaN lanes (whose payload the instruction keeps) redone by the scalar rule.
+void to_fp16_avx2(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0)
+      for (int l = 0; l < 8; ++l) y[i + l] = fp32_to_fp16(x[i + l]);
+  }
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+const VecKernels kAvx2{
+    dot_f32_avx2, dot_i8_avx2,      axpy_f32_avx2, axpy_i8_avx2, dot_f32_fused_avx2, axpy_f32_fused_avx2, exp_avx2,
+    swiglu_avx2,  first_above_avx2, exp_sum_avx2,  max_avx2,     shift_by_max_avx2,  to_fp16_avx2};
 
 }  // namespace
 

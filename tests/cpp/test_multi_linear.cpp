@@ -1,0 +1,102 @@
+// Several linear maps in one dispatch (engine/multi_linear): every output row of every task is bitwise what
+// cpu::gemv of that task's weight gives for the activation row it reads, whatever the pool (none, 1, 2 or 3
+// threads) and the ISA path. The tasks mix repacked and plain formats, f32 / Q8_0 / Q8_K activation forms,
+// row counts that end in a partial block, and a task that reads and writes scattered rows (a routed expert),
+// so the claimed ranges of blocks start, end and cross tasks at every kind of boundary.
+#define STRATA_TEST_MAIN
+#include "check.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "strata/cpu/features.h"
+#include "strata/cpu/gemv.h"
+#include "strata/cpu/repack/repack.h"
+#include "strata/engine/multi_linear.h"
+#include "strata/util/thread_pool.h"
+#include "test_quant_util.h"
+
+namespace {
+
+using namespace quant_test;
+namespace cpu = strata::cpu;
+namespace engine = strata::engine;
+
+struct Matrix {
+  GGMLType type;
+  int64_t rows;
+  std::vector<uint8_t> data;
+};
+
+Matrix make(GGMLType plain, bool repack, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Matrix m{plain, rows, random_rows(plain, rows, cols, rng)};
+  if (repack) {
+    std::vector<uint8_t> r(m.data.size());
+    cpu::repack_rows(plain, m.data.data(), rows, cols, r.data());
+    m.type = cpu::repacked_type(plain);
+    m.data = std::move(r);
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST(linear_tasks_equal_gemv_per_row_for_every_pool_and_path) {
+  IsaGuard guard;
+  std::mt19937 rng(43);
+  constexpr int64_t cols = 1024, nx = 3;
+  std::vector<Matrix> mats;
+  mats.push_back(make(GGMLType::Q4_0, true, 208, cols, rng));   // 64-row blocks: 64, 64, 64, 16
+  mats.push_back(make(GGMLType::Q8_0, false, 100, cols, rng));  // 32-row blocks, the last of 4 rows
+  mats.push_back(make(GGMLType::F32, false, 40, cols, rng));    // f32 activations, 8-row blocks
+  mats.push_back(make(GGMLType::Q4_K, true, 48, cols, rng));    // Q8_K activations
+  mats.push_back(make(GGMLType::Q8_0, true, 160, cols, rng));
+  const auto X = random_floats(nx * cols, rng);
+  // Task 1 reads prepared rows {2, 0} and writes output rows {1, 0}: the scatter of a routed expert.
+  const int32_t act_rows[2] = {2, 0}, y_rows[2] = {1, 0};
+  strata::ThreadPool pool1(1), pool2(2), pool3(3);
+  strata::ThreadPool* pools[] = {nullptr, &pool1, &pool2, &pool3};
+  int checked = 0;
+  for (cpu::Isa isa : runnable_isas()) {
+    cpu::force_isa(isa);
+    // Wanted: each task's rows by cpu::gemv of the activation row the task reads.
+    std::vector<std::vector<float>> want(mats.size());
+    for (std::size_t t = 0; t < mats.size(); ++t) {
+      const Matrix& m = mats[t];
+      want[t].assign(static_cast<std::size_t>(nx * m.rows), -1.0f);
+      const int64_t n_read = t == 1 ? 2 : nx;
+      for (int64_t i = 0; i < n_read; ++i) {
+        const int64_t ar = t == 1 ? act_rows[i] : i, yr = t == 1 ? y_rows[i] : i;
+        cpu::gemv(m.type, m.data.data(), m.rows, cols, X.data() + ar * cols, want[t].data() + yr * m.rows, nullptr);
+      }
+    }
+    for (strata::ThreadPool* pool : pools) {
+      std::vector<uint8_t> arena(engine::PreparedInput::arena_bytes(nx, cols));
+      engine::PreparedInput in;
+      in.reset(X.data(), nx, cols, arena.data());
+      std::vector<std::vector<float>> got(mats.size());
+      std::vector<engine::LinearTask> tasks;
+      for (std::size_t t = 0; t < mats.size(); ++t) {
+        const Matrix& m = mats[t];
+        got[t].assign(static_cast<std::size_t>(nx * m.rows), -1.0f);
+        const strata::model::Weight w{m.type, m.data.data(), m.rows, cols, strata::quant::row_bytes(m.type, cols)};
+        engine::LinearTask task = in.task(w, got[t].data());
+        if (t == 1) {
+          task.act_rows = act_rows;
+          task.y_rows = y_rows;
+          task.nx = 2;
+        }
+        tasks.push_back(task);
+      }
+      engine::run_linear_tasks(tasks.data(), static_cast<int>(tasks.size()), pool);
+      for (std::size_t t = 0; t < mats.size(); ++t) {
+        const std::string l = std::string(cpu::isa_name(isa)) + " / " + strata::quant::type_name(mats[t].type) +
+                              " / threads " + std::to_string(pool ? pool->size() : 0);
+        CHECK_MSG(std::memcmp(got[t].data(), want[t].data(), got[t].size() * 4) == 0, l);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked >= 20);
+}
