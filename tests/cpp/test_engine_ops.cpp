@@ -459,8 +459,9 @@ TEST(first_argmax_isa_paths_match_a_full_scan) {
 }
 
 // max and shift_by_max (the attention softmax's maxima and shifts) on every ISA path against the written
-// rule: the largest element, NaNs passed over (all-NaN and empty give -inf), then y = x - max. Every length
-// around the vector widths and the four-register body; infinities, NaN, ties, negative zeros; in place.
+// rule: the largest element, NaNs passed over (all-NaN and empty give -inf), a zero maximum as +0 whichever
+// zeros tie, then y = x - max. Every length around the vector widths and the four-register body;
+// infinities, NaN, ties, zeros of both signs; in place.
 TEST(max_and_shift_isa_paths_match_the_rule) {
   std::mt19937 g(37);
   std::uniform_real_distribution<float> score(-30.0f, 30.0f);
@@ -474,9 +475,12 @@ TEST(max_and_shift_isa_paths_match_the_rule) {
       const auto at = [&] { return static_cast<std::size_t>(g() % static_cast<std::size_t>(n)); };
       if (n > 0 && trial % 5 == 1) x[at()] = nan;
       if (n > 0 && trial % 5 == 2) x[at()] = trial % 2 ? inf : -inf;
-      if (n > 0 && trial % 5 == 3) std::fill(x.begin(), x.end() - 1, trial % 2 ? nan : -0.0f);
+      if (n > 0 && trial % 5 == 3) {  // all NaN, or zeros of both signs tying for the maximum
+        for (auto& v : x) v = trial % 2 ? nan : (g() % 3 == 0 ? -1.0f : g() % 2 ? 0.0f : -0.0f);
+      }
       float want = -inf;
       for (int64_t i = 0; i < n; ++i) want = std::max(want, x[static_cast<std::size_t>(i)]);
+      want = want + 0.0f;  // a zero maximum is +0
       for (const VecKernels* k : paths) {
         const float got = k->max(x.data(), n);
         CHECK(got == want || (std::isnan(got) && std::isnan(want)));

@@ -68,6 +68,7 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
       const int64_t r0 = (b0 - k.first_block) * k.rows_per_block;
       const int64_t nr = std::min((e - k.first_block) * k.rows_per_block, k.w.rows) - r0;
       b0 = e;
+      if (nr <= 0) continue;  // a task without rows
       const uint8_t* wb = k.w.row(r0);
       // The rows in groups that share each weight block's load (cpu/kernels.h: same results).
       const void* acts[cpu::kMaxActGroup];

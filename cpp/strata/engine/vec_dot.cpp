@@ -127,7 +127,7 @@ float exp_sum_scalar(const float* x, int64_t n, float ref) {
 float max_scalar(const float* x, int64_t n) {
   float best = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) best = std::max(best, x[i]);
-  return best;
+  return best + 0.0f;  // −0 -> +0: ties between zeros keep whichever came first, per path
 }
 
 float shift_by_max_scalar(const float* x, int64_t n, float* y) {

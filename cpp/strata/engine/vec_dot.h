@@ -32,8 +32,9 @@ struct VecKernels {
   // every path. A softmax's normaliser where only it is wanted (the speculator's greedy peak and the
   // probability of a draft).
   float (*exp_sum)(const float* x, int64_t n, float ref);
-  // The largest x[i] (−inf for n = 0; NaNs are passed over, as std::max(best, x[i]) does): exact, so
-  // the order of the comparisons never shows. The attention's softmax maxima.
+  // The largest x[i] (−inf for n = 0; NaNs are passed over, as std::max(best, x[i]) does; a zero maximum
+  // is +0, whichever zeros tie): exact, so the order of the comparisons never shows. The attention's
+  // softmax maxima.
   float (*max)(const float* x, int64_t n);
   // m = max(x, n), then y[i] = x[i] − m (in place allowed); returns m. A softmax chunk's shift.
   float (*shift_by_max)(const float* x, int64_t n, float* y);

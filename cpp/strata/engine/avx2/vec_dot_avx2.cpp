@@ -177,7 +177,7 @@ float max_avx2(const float* x, int64_t n) {
   float best = lanes[0];
   for (int l = 1; l < 8; ++l) best = std::max(best, lanes[l]);
   for (; i < n; ++i) best = std::max(best, x[i]);
-  return best;
+  return best + 0.0f;  // a zero maximum as +0 (max_scalar's rule; which zero won a tie differs per path)
 }
 
 float shift_by_max_avx2(const float* x, int64_t n, float* y) {
