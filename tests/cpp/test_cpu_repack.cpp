@@ -43,12 +43,6 @@ std::string label(GGMLType t, Isa isa, int64_t rows, int64_t cols) {
          std::to_string(cols);
 }
 
-std::vector<uint8_t> repacked(GGMLType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
-  std::vector<uint8_t> r(w.size());
-  cpu::repack_rows(t, w.data(), rows, cols, r.data());
-  return r;
-}
-
 const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q2_K, GGMLType::Q3_K,
                            GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS};
 

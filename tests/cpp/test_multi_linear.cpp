@@ -32,10 +32,8 @@ struct Matrix {
 Matrix make(GGMLType plain, bool repack, int64_t rows, int64_t cols, std::mt19937& rng) {
   Matrix m{plain, rows, random_rows(plain, rows, cols, rng)};
   if (repack) {
-    std::vector<uint8_t> r(m.data.size());
-    cpu::repack_rows(plain, m.data.data(), rows, cols, r.data());
     m.type = cpu::repacked_type(plain);
-    m.data = std::move(r);
+    m.data = repacked(plain, m.data, rows, cols);
   }
   return m;
 }

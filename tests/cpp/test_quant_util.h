@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "strata/cpu/features.h"
+#include "strata/cpu/repack/repack.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/dequantize.h"
 #include "strata/quant/types.h"
@@ -95,6 +96,13 @@ inline std::vector<uint8_t> random_rows(GGMLType type, int64_t rows, int64_t col
     }
   }
   return buf;
+}
+
+// Rows of plain type t (whole 16-row groups) in their repacked form (cpu/repack).
+inline std::vector<uint8_t> repacked(GGMLType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> r(w.size());
+  strata::cpu::repack_rows(t, w.data(), rows, cols, r.data());
+  return r;
 }
 
 inline std::vector<float> random_floats(int64_t n, std::mt19937& rng, float scale = 1.0f) {

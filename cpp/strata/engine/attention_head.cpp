@@ -75,11 +75,10 @@ void softmax_values(const KvCells& kv, const KvHeadData& hd, int G, const int32_
     const KvHeadData chunk =
         asking_for(cells ? hd : from_cell(hd, c0), len, ask_ahead ? std::min<int64_t>(kSoftmaxChunk, n - c0 - len) : 0);
     value_fn(chunk, e, kSoftmaxChunk, G, cells ? cells + c0 : nullptr, len, co);
-    // The chunk's factors e^{m−big} of all heads in one kernel call (each lane exp_f32's bits), over
-    // whole vectors: the lanes past G are zeros, whose exp nobody reads (G < 8 would run exp_f32 per head).
-    float f[kMaxHeadGroup + 8] = {};
+    // The chunk's factors e^{m−big} of all heads in one kernel call (each lane exp_f32's bits).
+    float f[kMaxHeadGroup];
     for (int g = 0; g < G; ++g) f[g] = m[g] - big[g];
-    vk.exp(f, f, (G + 7) / 8 * 8);
+    vk.exp(f, f, G);
     for (int g = 0; g < G; ++g) {
       denom[g] += f[g] * l[g];
       for (int j = 0; j < dh; ++j) out[g][j] += f[g] * co[g][j];

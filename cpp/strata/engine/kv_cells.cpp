@@ -5,7 +5,6 @@
 #include <string>
 
 #include "strata/engine/vec_dot.h"
-#include "strata/quant/quantize.h"
 #include "strata/util/error.h"
 
 namespace strata::engine {
@@ -93,14 +92,14 @@ void KvCells::prepare_write(int layer, int64_t c0, int64_t n) {
 }
 
 void KvCells::write(int layer, int64_t cell, const float* k, const float* v) {
+  const VecKernels& vk = vec_kernels();
   for (int h = 0; h < hkv_; ++h) {
     const std::size_t s = slot(layer, cell, h);
     if (type_ == model::KvType::Int8) {
       kv_quantize(k + h * dh_, dh_, &k8_[s * dh_], &ks_[s * nb_]);
       kv_quantize(v + h * dh_, dh_, &v8_[s * dh_], &vs_[s * nb_]);
     } else if (type_ == model::KvType::F16) {
-      // quant::quantize_row's F16 rule on the ISA's vectors (a scalar loop was 0.5 % of a decode step).
-      const VecKernels& vk = vec_kernels();
+      // fp32_to_fp16's rule on the ISA's vectors (a scalar loop was 0.5 % of a decode step).
       vk.to_fp16(k + h * dh_, &kh_[s * dh_], dh_);
       vk.to_fp16(v + h * dh_, &vh_[s * dh_], dh_);
     } else {

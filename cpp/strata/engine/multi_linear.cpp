@@ -51,7 +51,7 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
   // call forms its activation terms once and walks its row groups in one loop, where a call per block
   // repeated that setup for every 32 KiB (on a Zen 3, decode 1-2 % faster at one thread and at two).
   // Results never depend on how rows are split into calls (cpu/kernels.h).
-  auto range = [tasks, n_tasks, group](int64_t b0, int64_t b1) {
+  auto range = [tasks, n_tasks, n_blocks, group](int64_t b0, int64_t b1) {
     // The task holding block b0: the last one whose first block is <= b0.
     int lo = 0, hi = n_tasks - 1;
     while (lo < hi) {
@@ -63,8 +63,7 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     }
     for (int t = lo; b0 < b1; ++t) {
       const LinearTask& k = tasks[t];
-      const int64_t task_end = k.first_block + (k.w.rows + k.rows_per_block - 1) / k.rows_per_block;
-      const int64_t e = std::min(b1, task_end);
+      const int64_t e = std::min(b1, t + 1 < n_tasks ? tasks[t + 1].first_block : n_blocks);
       const int64_t r0 = (b0 - k.first_block) * k.rows_per_block;
       const int64_t nr = std::min((e - k.first_block) * k.rows_per_block, k.w.rows) - r0;
       b0 = e;

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "strata/engine/vec_dot.h"
+#include "strata/engine/x86/lanes8.h"
 #include "strata/util/fp16.h"
 
 namespace strata::engine {
@@ -111,7 +112,13 @@ inline __m256 exp8(__m256 x) {
 void exp_avx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) y[i] = exp_f32(x[i]);
+  if (i < n) {
+    // The tail through a masked load and store, as exp_avx512 does (lanes past n compute on zeros and are
+    // not stored): a call of fewer than 8, such as a softmax chunk's factors of a group of heads, stays a
+    // vector instead of exp_f32 per element.
+    const __m256i m = x86::tail_mask(static_cast<int>(n - i));
+    _mm256_maskstore_ps(y + i, m, exp8(_mm256_maskload_ps(x + i, m)));
+  }
 }
 
 void swiglu_avx2(const float* g, const float* u, float* h, int64_t n) {

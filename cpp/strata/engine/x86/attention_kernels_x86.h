@@ -22,6 +22,7 @@
 
 #include "strata/engine/attention_kernels.h"
 #include "strata/engine/kv_quant.h"
+#include "strata/engine/x86/lanes8.h"
 #include "strata/util/fp16.h"
 
 namespace strata::engine::x86 {
@@ -187,9 +188,6 @@ inline __m256 load8(const int8_t* q) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
 }
 
-inline __m256i tail_mask(int t) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(t), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 // Elements [0, t) of p (t < 8), zeros above; never reads past p + t.
 inline __m256 load_tail(const float* p, int, __m256i mask) { return _mm256_maskload_ps(p, mask); }
 inline __m256 load_tail(const int8_t* p, int t, __m256i) {
