@@ -161,36 +161,39 @@ TEST(gemv_and_gemm_of_repacked_weights_equal_plain_scalar_threaded_or_not) {
   IsaGuard guard;
   std::mt19937 rng(22);
   strata::ThreadPool pool(3);
-  for (GGMLType t : kPlain) {
-    const GGMLType rt = cpu::repacked_type(t);
-    const int64_t rows = 1024, cols = 512, nx = 5;  // > kParallelMinBytes: the threaded path
-    const auto w = random_rows(t, rows, cols, rng);
-    const auto wr = repacked(t, w, rows, cols);
-    const auto X = random_floats(nx * cols, rng);
-    cpu::force_isa(Isa::Scalar);
-    std::vector<float> want(static_cast<std::size_t>(nx * rows));
-    cpu::gemm(t, w.data(), rows, cols, X.data(), nx, want.data(), nullptr);
-    for (Isa isa : runnable_isas()) {
-      cpu::force_isa(isa);
-      std::vector<float> Y(want.size()), Yt(want.size()), Yp(want.size()), y1(static_cast<std::size_t>(rows));
-      cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Y.data(), nullptr);
-      cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Yt.data(), &pool);
-      std::vector<uint8_t> act(static_cast<std::size_t>(nx) * cpu::activation_row_bytes(rt, cols));
-      cpu::quantize_activations(rt, X.data(), nx, cols, act.data());
-      cpu::gemm_prepared(rt, wr.data(), rows, cols, act.data(), nx, Yp.data(), &pool);
-      cpu::gemv(rt, wr.data(), rows, cols, X.data() + cols, y1.data(), &pool);
-      const std::string l = label(rt, isa, rows, cols);
-      CHECK_MSG(std::memcmp(Y.data(), want.data(), Y.size() * 4) == 0, l + " gemm");
-      CHECK_MSG(std::memcmp(Yt.data(), want.data(), Y.size() * 4) == 0, l + " gemm threaded");
-      CHECK_MSG(std::memcmp(Yp.data(), want.data(), Y.size() * 4) == 0, l + " gemm_prepared");
-      CHECK_MSG(std::memcmp(y1.data(), want.data() + rows, y1.size() * 4) == 0, l + " gemv");
-      // Warm: no allocation.
-      const long before = g_allocations.load();
-      cpu::gemv(rt, wr.data(), rows, cols, X.data(), y1.data(), &pool);
-      cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Y.data(), &pool);
-      CHECK_MSG(g_allocations.load() == before, l + " allocates once warm");
+  // nx 5: one kernel call takes every row; nx 19: tiles of rows (cpu::act_tile_rows), each passed by
+  // several groups of activations.
+  for (int64_t nx : {5, 19})
+    for (GGMLType t : kPlain) {
+      const GGMLType rt = cpu::repacked_type(t);
+      const int64_t rows = 1024, cols = 512;  // > kParallelMinBytes: the threaded path
+      const auto w = random_rows(t, rows, cols, rng);
+      const auto wr = repacked(t, w, rows, cols);
+      const auto X = random_floats(nx * cols, rng);
+      cpu::force_isa(Isa::Scalar);
+      std::vector<float> want(static_cast<std::size_t>(nx * rows));
+      cpu::gemm(t, w.data(), rows, cols, X.data(), nx, want.data(), nullptr);
+      for (Isa isa : runnable_isas()) {
+        cpu::force_isa(isa);
+        std::vector<float> Y(want.size()), Yt(want.size()), Yp(want.size()), y1(static_cast<std::size_t>(rows));
+        cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Y.data(), nullptr);
+        cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Yt.data(), &pool);
+        std::vector<uint8_t> act(static_cast<std::size_t>(nx) * cpu::activation_row_bytes(rt, cols));
+        cpu::quantize_activations(rt, X.data(), nx, cols, act.data());
+        cpu::gemm_prepared(rt, wr.data(), rows, cols, act.data(), nx, Yp.data(), &pool);
+        cpu::gemv(rt, wr.data(), rows, cols, X.data() + cols, y1.data(), &pool);
+        const std::string l = label(rt, isa, rows, cols) + " nx " + std::to_string(nx);
+        CHECK_MSG(std::memcmp(Y.data(), want.data(), Y.size() * 4) == 0, l + " gemm");
+        CHECK_MSG(std::memcmp(Yt.data(), want.data(), Y.size() * 4) == 0, l + " gemm threaded");
+        CHECK_MSG(std::memcmp(Yp.data(), want.data(), Y.size() * 4) == 0, l + " gemm_prepared");
+        CHECK_MSG(std::memcmp(y1.data(), want.data() + rows, y1.size() * 4) == 0, l + " gemv");
+        // Warm: no allocation.
+        const long before = g_allocations.load();
+        cpu::gemv(rt, wr.data(), rows, cols, X.data(), y1.data(), &pool);
+        cpu::gemm(rt, wr.data(), rows, cols, X.data(), nx, Y.data(), &pool);
+        CHECK_MSG(g_allocations.load() == before, l + " allocates once warm");
+      }
     }
-  }
 }
 
 // IQ4_XS_R16 at the edges of its arithmetic, against the plain scalar IQ4_XS kernel bitwise: the

@@ -6,12 +6,14 @@
 #define STRATA_TEST_MAIN
 #include "check.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "strata/cpu/features.h"
 #include "strata/cpu/gemv.h"
+#include "strata/cpu/kernels.h"
 #include "strata/cpu/repack/repack.h"
 #include "strata/engine/multi_linear.h"
 #include "strata/util/thread_pool.h"
@@ -97,4 +99,100 @@ TEST(linear_tasks_equal_gemv_per_row_for_every_pool_and_path) {
     }
   }
   CHECK(checked >= 20);
+}
+
+// More activation rows than one kernel call takes (act_group: 8, or 16 with AMX): a repacked matrix
+// larger than a tile (cpu::kActTileBytes) and a plain one, each row bitwise cpu::gemv's.
+TEST(linear_tasks_with_more_activations_than_one_call_equal_gemv) {
+  IsaGuard guard;
+  std::mt19937 rng(44);
+  constexpr int64_t cols = 1024, nx = 19;
+  std::vector<Matrix> mats;
+  mats.push_back(make(GGMLType::Q4_0, true, 1008, cols, rng));  // 567 KB: three tiles
+  mats.push_back(make(GGMLType::Q8_0, false, 100, cols, rng));
+  const auto X = random_floats(nx * cols, rng);
+  strata::ThreadPool pool2(2);
+  strata::ThreadPool* pools[] = {nullptr, &pool2};
+  int checked = 0;
+  for (cpu::Isa isa : runnable_isas()) {
+    cpu::force_isa(isa);
+    for (strata::ThreadPool* pool : pools) {
+      std::vector<uint8_t> arena(engine::PreparedInput::arena_bytes(nx, cols));
+      engine::PreparedInput in;
+      in.reset(X.data(), nx, cols, arena.data());
+      std::vector<std::vector<float>> got(mats.size());
+      std::vector<engine::LinearTask> tasks;
+      for (std::size_t t = 0; t < mats.size(); ++t) {
+        const Matrix& m = mats[t];
+        got[t].assign(static_cast<std::size_t>(nx * m.rows), -1.0f);
+        const strata::model::Weight w{m.type, m.data.data(), m.rows, cols, strata::quant::row_bytes(m.type, cols)};
+        tasks.push_back(in.task(w, got[t].data()));
+      }
+      engine::run_linear_tasks(tasks.data(), static_cast<int>(tasks.size()), pool);
+      for (std::size_t t = 0; t < mats.size(); ++t) {
+        const Matrix& m = mats[t];
+        std::vector<float> want(static_cast<std::size_t>(m.rows));
+        for (int64_t i = 0; i < nx; ++i) {
+          cpu::gemv(m.type, m.data.data(), m.rows, cols, X.data() + i * cols, want.data(), nullptr);
+          CHECK_MSG(std::memcmp(got[t].data() + i * m.rows, want.data(), want.size() * 4) == 0,
+                    std::string(cpu::isa_name(isa)) + " / " + strata::quant::type_name(m.type) + " / row " +
+                        std::to_string(i) + " / threads " + std::to_string(pool ? pool->size() : 0));
+          ++checked;
+        }
+      }
+    }
+  }
+  CHECK(checked >= 2 * 2 * nx);
+}
+
+// cpu::for_each_act_call visits every (weight row, activation) pair once, in tiles that start at multiples
+// of the kernel's row alignment: one call over every row for a repacked kernel while the activations fit
+// one call (its block terms formed once), tiles of at most kActTileBytes beyond that, 16-row tiles for a
+// plain kernel with several activations, and every row at once for a single activation.
+TEST(act_calls_cover_each_row_and_activation_once) {
+  IsaGuard guard;
+  for (cpu::Isa isa : runnable_isas()) {
+    cpu::force_isa(isa);
+    const int64_t group = cpu::act_group();
+    for (GGMLType plain : {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K}) {
+      for (bool rep : {false, true}) {
+        const GGMLType type = rep ? cpu::repacked_type(plain) : plain;
+        const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
+        const bool group_major = k.row_align > 1 && k.dot_rows_multi != nullptr;
+        for (int64_t cols : {256, 4096})
+          for (int64_t nrows : {16, 100, 1000, 5000})
+            for (int64_t nx : {int64_t{1}, int64_t{2}, group, group + 1, 2 * group + 3}) {
+              const std::size_t stride = strata::quant::row_bytes(type, cols);
+              std::vector<int> seen(static_cast<std::size_t>(nrows * nx), 0);
+              int calls = 0;
+              bool aligned = true, within = true;
+              int64_t max_rows = 0;
+              cpu::for_each_act_call(k, stride, nrows, nx, [&](int64_t r0, int64_t n, int64_t i0, int na) {
+                ++calls;
+                aligned = aligned && r0 % k.row_align == 0 && n > 0 && na > 0 && na <= group;
+                max_rows = std::max(max_rows, n);
+                for (int64_t r = r0; r < r0 + n; ++r)
+                  for (int64_t i = i0; i < i0 + na; ++i) {
+                    within = within && r < nrows && i < nx;
+                    if (r < nrows && i < nx) ++seen[static_cast<std::size_t>(i * nrows + r)];
+                  }
+              });
+              const std::string l = std::string(cpu::isa_name(isa)) + " / " + strata::quant::type_name(type) +
+                                    " / cols " + std::to_string(cols) + " / rows " + std::to_string(nrows) + " / nx " +
+                                    std::to_string(nx);
+              CHECK_MSG(aligned && within, l);
+              CHECK_MSG(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }), l + ": each pair once");
+              const int64_t groups = (nx + group - 1) / group;
+              if (nx == 1 || (group_major && nx <= group))
+                CHECK_MSG(calls == groups && max_rows == nrows, l + ": one call over every row");
+              else if (group_major)
+                CHECK_MSG(max_rows * static_cast<int64_t>(stride) <=
+                              std::max<int64_t>(cpu::kActTileBytes, k.row_align * static_cast<int64_t>(stride)),
+                          l + ": tiles of at most kActTileBytes");
+              else
+                CHECK_MSG(max_rows == std::min<int64_t>(16, nrows), l + ": 16-row tiles");
+            }
+      }
+    }
+  }
 }

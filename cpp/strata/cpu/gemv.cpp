@@ -17,10 +17,6 @@ namespace {
 // Activation scratch of the calling thread, reused by every call on it.
 thread_local AlignedBuffer<uint8_t> t_act_scratch;
 
-// Rows of weights per tile when several activation rows share one pass over them (the tile stays
-// in L1/L2 while every activation row is multiplied with it).
-constexpr int64_t kGemmTileRows = 16;
-
 void check_shape(quant::GGMLType type, const void* W, int64_t rows, int64_t cols, const void* X, int64_t nx,
                  const float* Y) {
   if (rows < 0 || cols < 0 || nx < 0)
@@ -47,22 +43,17 @@ struct Job {
       kernel->dot_rows(cols, w + static_cast<std::size_t>(r0) * w_stride, w_stride, r1 - r0, act, y + r0);
       return;
     }
-    // Per tile, the activations in groups that share each weight block's load (kernels.h).
+    // Tiles of rows, each tile's activations in groups that share each weight block's load (kernels.h).
     const void* acts[kMaxActGroup];
     float* outs[kMaxActGroup];
-    const int64_t group = act_group();
-    for (int64_t t = r0; t < r1; t += kGemmTileRows) {
-      const int64_t n = std::min(kGemmTileRows, r1 - t);
-      const uint8_t* wt = w + static_cast<std::size_t>(t) * w_stride;
-      for (int64_t i0 = 0; i0 < nx; i0 += group) {
-        const int na = static_cast<int>(std::min<int64_t>(group, nx - i0));
-        for (int a = 0; a < na; ++a) {
-          acts[a] = act + static_cast<std::size_t>(i0 + a) * act_stride;
-          outs[a] = y + (i0 + a) * rows + t;
-        }
-        dot_rows_acts(*kernel, cols, wt, w_stride, n, acts, na, outs);
+    const int64_t n_rows = r1 - r0;
+    for_each_act_call(*kernel, w_stride, n_rows, nx, [&](int64_t t, int64_t n, int64_t i0, int na) {
+      for (int a = 0; a < na; ++a) {
+        acts[a] = act + static_cast<std::size_t>(i0 + a) * act_stride;
+        outs[a] = y + (i0 + a) * rows + r0 + t;
       }
-    }
+      dot_rows_acts(*kernel, cols, w + static_cast<std::size_t>(r0 + t) * w_stride, w_stride, n, acts, na, outs);
+    });
   }
 };
 

@@ -1,5 +1,6 @@
 #include "strata/cpu/kernels.h"
 
+#include <algorithm>
 #include <string>
 
 #include "strata/cpu/repack/repack.h"
@@ -37,6 +38,15 @@ std::size_t activation_row_bytes(quant::GGMLType type, int64_t n) {
 }
 
 int64_t act_group() { return amx_enabled() ? 16 : 8; }
+
+int64_t act_tile_rows(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx) {
+  constexpr int64_t kPlainTileRows = 16;
+  const bool group_major = k.row_align > 1 && k.dot_rows_multi != nullptr;
+  if (nx <= 1 || (group_major && nx <= act_group())) return std::max<int64_t>(nrows, 1);
+  if (!group_major) return kPlainTileRows;
+  const int64_t rows = static_cast<int64_t>(kActTileBytes / std::max<std::size_t>(w_stride, 1));
+  return std::max<int64_t>(k.row_align, rows / k.row_align * k.row_align);
+}
 
 void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_stride, int64_t nrows,
                    const void* const* acts, int nact, float* const* outs) {

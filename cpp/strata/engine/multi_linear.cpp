@@ -46,12 +46,11 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     total_bytes += k.w.rows * stride * std::max<int64_t>(1, k.nx);
   }
   if (n_blocks > kMaxBlocks) throw_error(ErrorKind::Internal, "run_linear_tasks: too many blocks");
-  const int64_t group = cpu::act_group();  // activation rows per kernel call
   // Blocks [b0, b1) as one kernel call per task they touch (a task's blocks are consecutive rows): a
   // call forms its activation terms once and walks its row groups in one loop, where a call per block
   // repeated that setup for every 32 KiB (on a Zen 3, decode 1-2 % faster at one thread and at two).
   // Results never depend on how rows are split into calls (cpu/kernels.h).
-  auto range = [tasks, n_tasks, n_blocks, group](int64_t b0, int64_t b1) {
+  auto range = [tasks, n_tasks, n_blocks](int64_t b0, int64_t b1) {
     // The task holding block b0: the last one whose first block is <= b0.
     int lo = 0, hi = n_tasks - 1;
     while (lo < hi) {
@@ -68,21 +67,20 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
       const int64_t nr = std::min((e - k.first_block) * k.rows_per_block, k.w.rows) - r0;
       b0 = e;
       if (nr <= 0) continue;  // a task without rows
-      const uint8_t* wb = k.w.row(r0);
-      // The rows in groups that share each weight block's load (cpu/kernels.h: same results).
+      // Tiles of rows, each tile's activations in groups that share each weight block's load
+      // (cpu/kernels.h: the same results however the rows and activations are split).
       const void* acts[cpu::kMaxActGroup];
       float* outs[cpu::kMaxActGroup];
-      for (int64_t i0 = 0; i0 < k.nx; i0 += group) {
-        const int na = static_cast<int>(std::min<int64_t>(group, k.nx - i0));
+      cpu::for_each_act_call(*k.kernel, k.w.row_stride, nr, k.nx, [&](int64_t r, int64_t n, int64_t i0, int na) {
         for (int a = 0; a < na; ++a) {
           const int64_t i = i0 + a;
           const int64_t ar = k.act_rows ? k.act_rows[i] : i;
           const int64_t yr = k.y_rows ? k.y_rows[i] : i;
           acts[a] = k.act + static_cast<std::size_t>(ar) * k.act_stride;
-          outs[a] = k.y + yr * k.y_stride + r0;
+          outs[a] = k.y + yr * k.y_stride + r0 + r;
         }
-        cpu::dot_rows_acts(*k.kernel, k.w.cols, wb, k.w.row_stride, nr, acts, na, outs);
-      }
+        cpu::dot_rows_acts(*k.kernel, k.w.cols, k.w.row(r0 + r), k.w.row_stride, n, acts, na, outs);
+      });
     }
   };
   if (!pool || pool->size() == 1 || total_bytes < cpu::kParallelMinBytes) {
