@@ -60,7 +60,7 @@ void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_s
 // walk their rows group by group, each 16-row group read once for all of the call's activations, and
 // form each activation's block terms once per call: there one call takes every row while the
 // activations fit one call (a call per 16 rows formed the terms again for every group: a 2-row
-// verification window's dense maps cost 1.7-1.9x one row instead of 1.2x), and tiles of about
+// verification window's dense maps cost 1.5-1.9x one row instead of 1.1-1.2x), and tiles of about
 // kActTileBytes (whole groups) otherwise, so a tile stays in L2 while each group of activations
 // passes over it. The plain kernels pass over all their rows once per pass of up to four activations: 16-row
 // tiles keep those passes in L1. One activation: every row in one call.
