@@ -161,12 +161,13 @@ TEST(gemv_and_gemm_of_repacked_weights_equal_plain_scalar_threaded_or_not) {
   IsaGuard guard;
   std::mt19937 rng(22);
   strata::ThreadPool pool(3);
-  // nx 5: one kernel call takes every row; nx 19: tiles of rows (cpu::act_tile_rows), each passed by
-  // several groups of activations.
-  for (int64_t nx : {5, 19})
+  // 5 activations: one kernel call over each thread's rows. 19 over 4096 columns: tiles of rows
+  // (cpu::act_tile_rows: ~100 rows of these widths) each passed by several groups of activations, and a
+  // thread's claimed rows span several tiles from wherever its claim starts.
+  for (const auto& [nx, cols] : {std::pair<int64_t, int64_t>{5, 512}, {19, 4096}})
     for (GGMLType t : kPlain) {
       const GGMLType rt = cpu::repacked_type(t);
-      const int64_t rows = 1024, cols = 512;  // > kParallelMinBytes: the threaded path
+      const int64_t rows = 1024;  // > kParallelMinBytes: the threaded path
       const auto w = random_rows(t, rows, cols, rng);
       const auto wr = repacked(t, w, rows, cols);
       const auto X = random_floats(nx * cols, rng);

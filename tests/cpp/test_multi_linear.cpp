@@ -101,14 +101,15 @@ TEST(linear_tasks_equal_gemv_per_row_for_every_pool_and_path) {
   CHECK(checked >= 20);
 }
 
-// More activation rows than one kernel call takes (act_group: 8, or 16 with AMX): a repacked matrix
-// larger than a tile (cpu::kActTileBytes) and a plain one, each row bitwise cpu::gemv's.
+// More activation rows than one kernel call takes (act_group: 8, or 16 with AMX): a repacked matrix of
+// many tiles (cpu::kActTileBytes: 112 rows of 4096 Q4_0 columns), so that with two threads a claimed
+// range spans several tiles from an offset, and a plain one; each row bitwise cpu::gemv's.
 TEST(linear_tasks_with_more_activations_than_one_call_equal_gemv) {
   IsaGuard guard;
   std::mt19937 rng(44);
-  constexpr int64_t cols = 1024, nx = 19;
+  constexpr int64_t cols = 4096, nx = 19;
   std::vector<Matrix> mats;
-  mats.push_back(make(GGMLType::Q4_0, true, 1008, cols, rng));  // 567 KB: three tiles
+  mats.push_back(make(GGMLType::Q4_0, true, 1008, cols, rng));  // 2.3 MB: nine tiles
   mats.push_back(make(GGMLType::Q8_0, false, 100, cols, rng));
   const auto X = random_floats(nx * cols, rng);
   strata::ThreadPool pool2(2);
@@ -142,23 +143,27 @@ TEST(linear_tasks_with_more_activations_than_one_call_equal_gemv) {
       }
     }
   }
-  CHECK(checked >= 2 * 2 * nx);
+  CHECK(checked == static_cast<int>(runnable_isas().size()) * 2 * 2 * static_cast<int>(nx));
 }
 
 // cpu::for_each_act_call visits every (weight row, activation) pair once, in tiles that start at multiples
-// of the kernel's row alignment: one call over every row for a repacked kernel while the activations fit
-// one call (its block terms formed once), tiles of at most kActTileBytes beyond that, 16-row tiles for a
-// plain kernel with several activations, and every row at once for a single activation.
+// of the kernel's row alignment: every row in one call for a single activation, and for the repacked
+// kernels with a several-activation form (AVX2, AVX-512) while the activations fit one call; tiles of
+// kActTileBytes of weights in whole row_align groups otherwise (plain kernels, the scalar path's
+// repacked kernels, more activations than one call takes).
 TEST(act_calls_cover_each_row_and_activation_once) {
   IsaGuard guard;
   for (cpu::Isa isa : runnable_isas()) {
     cpu::force_isa(isa);
     const int64_t group = cpu::act_group();
+    const bool multi_isa = isa == cpu::Isa::Avx2 || isa == cpu::Isa::Avx512;
     for (GGMLType plain : {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K}) {
       for (bool rep : {false, true}) {
         const GGMLType type = rep ? cpu::repacked_type(plain) : plain;
         const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
-        const bool group_major = k.row_align > 1 && k.dot_rows_multi != nullptr;
+        const bool once = rep && multi_isa;  // written out, not cpu::reads_rows_once_per_call
+        CHECK_MSG(cpu::reads_rows_once_per_call(k) == once,
+                  std::string(cpu::isa_name(isa)) + " / " + strata::quant::type_name(type) + ": classified");
         for (int64_t cols : {256, 4096})
           for (int64_t nrows : {16, 100, 1000, 5000})
             for (int64_t nx : {int64_t{1}, int64_t{2}, group, group + 1, 2 * group + 3}) {
@@ -183,14 +188,14 @@ TEST(act_calls_cover_each_row_and_activation_once) {
               CHECK_MSG(aligned && within, l);
               CHECK_MSG(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }), l + ": each pair once");
               const int64_t groups = (nx + group - 1) / group;
-              if (nx == 1 || (group_major && nx <= group))
+              if (nx == 1 || (once && nx <= group)) {
                 CHECK_MSG(calls == groups && max_rows == nrows, l + ": one call over every row");
-              else if (group_major)
-                CHECK_MSG(max_rows * static_cast<int64_t>(stride) <=
-                              std::max<int64_t>(cpu::kActTileBytes, k.row_align * static_cast<int64_t>(stride)),
-                          l + ": tiles of at most kActTileBytes");
-              else
-                CHECK_MSG(max_rows == std::min<int64_t>(16, nrows), l + ": 16-row tiles");
+              } else {
+                const int64_t tile = std::max<int64_t>(
+                    k.row_align, static_cast<int64_t>(cpu::kActTileBytes / stride) / k.row_align * k.row_align);
+                CHECK_MSG(max_rows == std::min(nrows, tile), l + ": tiles of kActTileBytes");
+                CHECK_MSG(calls == (nrows + tile - 1) / tile * groups, l + ": calls");
+              }
             }
       }
     }

@@ -38,22 +38,12 @@ struct Job {
   int64_t nx;
   float* y;
 
+  // Rows [r0, r1) in the kernel calls cpu::dot_rows_tiled chooses (kernels.h).
   void run(int64_t r0, int64_t r1) const {
-    if (nx == 1) {
-      kernel->dot_rows(cols, w + static_cast<std::size_t>(r0) * w_stride, w_stride, r1 - r0, act, y + r0);
-      return;
-    }
-    // Tiles of rows, each tile's activations in groups that share each weight block's load (kernels.h).
-    const void* acts[kMaxActGroup];
-    float* outs[kMaxActGroup];
-    const int64_t n_rows = r1 - r0;
-    for_each_act_call(*kernel, w_stride, n_rows, nx, [&](int64_t t, int64_t n, int64_t i0, int na) {
-      for (int a = 0; a < na; ++a) {
-        acts[a] = act + static_cast<std::size_t>(i0 + a) * act_stride;
-        outs[a] = y + (i0 + a) * rows + r0 + t;
-      }
-      dot_rows_acts(*kernel, cols, w + static_cast<std::size_t>(r0 + t) * w_stride, w_stride, n, acts, na, outs);
-    });
+    dot_rows_tiled(
+        *kernel, cols, w + static_cast<std::size_t>(r0) * w_stride, w_stride, r1 - r0, nx,
+        [this](int64_t i) { return static_cast<const void*>(act + static_cast<std::size_t>(i) * act_stride); },
+        [this, r0](int64_t i) { return y + i * rows + r0; });
   }
 };
 

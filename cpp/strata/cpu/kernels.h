@@ -10,6 +10,7 @@
 // Per row, a kernel's result does not depend on nrows or on which rows share a call, so any row
 // split (threads, gemm tiles) gives bitwise the same y — a split whose pieces start at multiples
 // of the kernel's row_align.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -55,15 +56,20 @@ int64_t act_group();
 void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_stride, int64_t nrows,
                    const void* const* acts, int nact, float* const* outs);
 
+// Whether k's several-activation calls read each weight row once for all of the call's activations
+// and set up each activation once per call: the repacked kernels (row_align 16) that have a
+// dot_rows_multi walk their 16-row groups one at a time for all activations, and the Q4_0_R16 /
+// Q8_0_R16 ones form each activation's block terms (−bias·Σy, the scale as f32) once per call with more
+// than one group (the AMX ones prepare their activation tiles once per call).
+inline bool reads_rows_once_per_call(const DotKernel& k) { return k.row_align > 1 && k.dot_rows_multi != nullptr; }
+
 // Weight rows per kernel call when nx activation rows multiply nrows rows of k (w_stride bytes
-// apart) in calls of at most act_group() activations. The repacked kernels' several-activation calls
-// walk their rows group by group, each 16-row group read once for all of the call's activations, and
-// form each activation's block terms once per call: there one call takes every row while the
-// activations fit one call (a call per 16 rows formed the terms again for every group: a 2-row
-// verification window's dense maps cost 1.5-1.9x one row instead of 1.1-1.2x), and tiles of about
-// kActTileBytes (whole groups) otherwise, so a tile stays in L2 while each group of activations
-// passes over it. The plain kernels pass over all their rows once per pass of up to four activations: 16-row
-// tiles keep those passes in L1. One activation: every row in one call.
+// apart) in calls of at most act_group() activations: every row in one call for one activation, and
+// for a kernel that reads its rows once per call (above) while the activations fit one call — handing
+// such a kernel 16 rows at a time set its activations up again for every group (docs/benchmarks.md,
+// "Result, session 44"). Otherwise tiles of about kActTileBytes of weights in whole row_align groups,
+// so that a tile stays in L2 (most of it where the L2 is 256 KiB) while each group of activations,
+// or each activation of a kernel without dot_rows_multi, passes over it.
 inline constexpr std::size_t kActTileBytes = 256 * 1024;
 int64_t act_tile_rows(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx);
 
@@ -76,7 +82,24 @@ void for_each_act_call(const DotKernel& k, std::size_t w_stride, int64_t nrows, 
   const int64_t group = act_group();
   for (int64_t r0 = 0; r0 < nrows; r0 += tile)
     for (int64_t i0 = 0; i0 < nx; i0 += group)
-      call(r0, nrows - r0 < tile ? nrows - r0 : tile, i0, static_cast<int>(nx - i0 < group ? nx - i0 : group));
+      call(r0, std::min(tile, nrows - r0), i0, static_cast<int>(std::min(group, nx - i0)));
+}
+
+// Rows [0, nrows) of w (n elements each, w_stride bytes apart) against nx prepared activation rows:
+// act(i) is activation i, out(i) the nrows floats of its results; the kernel calls as
+// for_each_act_call splits them (the same results for any split: see the top of this file).
+template <class Act, class Out>
+void dot_rows_tiled(const DotKernel& k, int64_t n, const uint8_t* w, std::size_t w_stride, int64_t nrows, int64_t nx,
+                    Act&& act, Out&& out) {
+  const void* acts[kMaxActGroup];
+  float* outs[kMaxActGroup];
+  for_each_act_call(k, w_stride, nrows, nx, [&](int64_t r0, int64_t rows, int64_t i0, int na) {
+    for (int a = 0; a < na; ++a) {
+      acts[a] = act(i0 + a);
+      outs[a] = out(i0 + a) + r0;
+    }
+    dot_rows_acts(k, n, w + static_cast<std::size_t>(r0) * w_stride, w_stride, rows, acts, na, outs);
+  });
 }
 
 // The kernel of a weight type on an ISA. Throws strata::Error(Value) when the type has no kernels

@@ -67,20 +67,14 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
       const int64_t nr = std::min((e - k.first_block) * k.rows_per_block, k.w.rows) - r0;
       b0 = e;
       if (nr <= 0) continue;  // a task without rows
-      // Tiles of rows, each tile's activations in groups that share each weight block's load
-      // (cpu/kernels.h: the same results however the rows and activations are split).
-      const void* acts[cpu::kMaxActGroup];
-      float* outs[cpu::kMaxActGroup];
-      cpu::for_each_act_call(*k.kernel, k.w.row_stride, nr, k.nx, [&](int64_t r, int64_t n, int64_t i0, int na) {
-        for (int a = 0; a < na; ++a) {
-          const int64_t i = i0 + a;
-          const int64_t ar = k.act_rows ? k.act_rows[i] : i;
-          const int64_t yr = k.y_rows ? k.y_rows[i] : i;
-          acts[a] = k.act + static_cast<std::size_t>(ar) * k.act_stride;
-          outs[a] = k.y + yr * k.y_stride + r0 + r;
-        }
-        cpu::dot_rows_acts(*k.kernel, k.w.cols, k.w.row(r0 + r), k.w.row_stride, n, acts, na, outs);
-      });
+      // The kernel calls cpu::dot_rows_tiled chooses (cpu/kernels.h: the same results for any split).
+      cpu::dot_rows_tiled(
+          *k.kernel, k.w.cols, k.w.row(r0), k.w.row_stride, nr, k.nx,
+          [&k](int64_t i) {
+            return static_cast<const void*>(k.act +
+                                            static_cast<std::size_t>(k.act_rows ? k.act_rows[i] : i) * k.act_stride);
+          },
+          [&k, r0](int64_t i) { return k.y + (k.y_rows ? k.y_rows[i] : i) * k.y_stride + r0; });
     }
   };
   if (!pool || pool->size() == 1 || total_bytes < cpu::kParallelMinBytes) {

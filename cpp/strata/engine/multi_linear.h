@@ -7,8 +7,9 @@
 // Activations are converted once per (input, kernel activation form) by prepare_activations and
 // shared by every task that reads them; tasks may read a subset of the prepared rows (the rows
 // routed to an expert) and scatter their outputs. Every output row is computed by the weight type's
-// dot kernel in a call over the rows a worker claimed, so it is bitwise equal to cpu::gemv of that row
-// (cpu/kernels.h: a row's result never depends on the split; test_multi_linear checks it).
+// dot kernel in the calls cpu::dot_rows_tiled makes over the rows a worker claimed, so it is bitwise
+// equal to cpu::gemv of that row (cpu/kernels.h: a row's result never depends on the split;
+// test_multi_linear checks it).
 #include <cstddef>
 #include <cstdint>
 
