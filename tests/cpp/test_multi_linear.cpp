@@ -40,6 +40,28 @@ Matrix make(GGMLType plain, bool repack, int64_t rows, int64_t cols, std::mt1993
   return m;
 }
 
+// One run_linear_tasks dispatch of a task per matrix over the nx rows of X (cols each); adjust(t, task)
+// may change task t before the run. Returns each task's output rows (nx · rows floats, -1 where unwritten).
+template <class Adjust>
+std::vector<std::vector<float>> run_tasks(const std::vector<Matrix>& mats, const std::vector<float>& X, int64_t nx,
+                                          int64_t cols, strata::ThreadPool* pool, Adjust&& adjust) {
+  std::vector<uint8_t> arena(engine::PreparedInput::arena_bytes(nx, cols));
+  engine::PreparedInput in;
+  in.reset(X.data(), nx, cols, arena.data());
+  std::vector<std::vector<float>> got(mats.size());
+  std::vector<engine::LinearTask> tasks;
+  for (std::size_t t = 0; t < mats.size(); ++t) {
+    const Matrix& m = mats[t];
+    got[t].assign(static_cast<std::size_t>(nx * m.rows), -1.0f);
+    const strata::model::Weight w{m.type, m.data.data(), m.rows, cols, strata::quant::row_bytes(m.type, cols)};
+    engine::LinearTask task = in.task(w, got[t].data());
+    adjust(t, task);
+    tasks.push_back(task);
+  }
+  engine::run_linear_tasks(tasks.data(), static_cast<int>(tasks.size()), pool);
+  return got;
+}
+
 }  // namespace
 
 TEST(linear_tasks_equal_gemv_per_row_for_every_pool_and_path) {
@@ -72,24 +94,13 @@ TEST(linear_tasks_equal_gemv_per_row_for_every_pool_and_path) {
       }
     }
     for (strata::ThreadPool* pool : pools) {
-      std::vector<uint8_t> arena(engine::PreparedInput::arena_bytes(nx, cols));
-      engine::PreparedInput in;
-      in.reset(X.data(), nx, cols, arena.data());
-      std::vector<std::vector<float>> got(mats.size());
-      std::vector<engine::LinearTask> tasks;
-      for (std::size_t t = 0; t < mats.size(); ++t) {
-        const Matrix& m = mats[t];
-        got[t].assign(static_cast<std::size_t>(nx * m.rows), -1.0f);
-        const strata::model::Weight w{m.type, m.data.data(), m.rows, cols, strata::quant::row_bytes(m.type, cols)};
-        engine::LinearTask task = in.task(w, got[t].data());
+      const auto got = run_tasks(mats, X, nx, cols, pool, [&](std::size_t t, engine::LinearTask& task) {
         if (t == 1) {
           task.act_rows = act_rows;
           task.y_rows = y_rows;
           task.nx = 2;
         }
-        tasks.push_back(task);
-      }
-      engine::run_linear_tasks(tasks.data(), static_cast<int>(tasks.size()), pool);
+      });
       for (std::size_t t = 0; t < mats.size(); ++t) {
         const std::string l = std::string(cpu::isa_name(isa)) + " / " + strata::quant::type_name(mats[t].type) +
                               " / threads " + std::to_string(pool ? pool->size() : 0);
@@ -118,18 +129,7 @@ TEST(linear_tasks_with_more_activations_than_one_call_equal_gemv) {
   for (cpu::Isa isa : runnable_isas()) {
     cpu::force_isa(isa);
     for (strata::ThreadPool* pool : pools) {
-      std::vector<uint8_t> arena(engine::PreparedInput::arena_bytes(nx, cols));
-      engine::PreparedInput in;
-      in.reset(X.data(), nx, cols, arena.data());
-      std::vector<std::vector<float>> got(mats.size());
-      std::vector<engine::LinearTask> tasks;
-      for (std::size_t t = 0; t < mats.size(); ++t) {
-        const Matrix& m = mats[t];
-        got[t].assign(static_cast<std::size_t>(nx * m.rows), -1.0f);
-        const strata::model::Weight w{m.type, m.data.data(), m.rows, cols, strata::quant::row_bytes(m.type, cols)};
-        tasks.push_back(in.task(w, got[t].data()));
-      }
-      engine::run_linear_tasks(tasks.data(), static_cast<int>(tasks.size()), pool);
+      const auto got = run_tasks(mats, X, nx, cols, pool, [](std::size_t, engine::LinearTask&) {});
       for (std::size_t t = 0; t < mats.size(); ++t) {
         const Matrix& m = mats[t];
         std::vector<float> want(static_cast<std::size_t>(m.rows));
