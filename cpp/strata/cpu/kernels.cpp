@@ -43,8 +43,8 @@ int64_t act_group() { return amx_enabled() ? 16 : 8; }
 // A call never takes more activations than a repacked kernel prepares at once (repack/act_terms.h).
 static_assert(kMaxActGroup <= repack::kPrepActs, "act_group() activations must fit one ActTerms chunk");
 
-int64_t act_tile_rows(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx) {
-  if (nx <= 1 || (reads_rows_once_per_call(k) && nx <= act_group())) return std::max<int64_t>(nrows, 1);
+int64_t act_tile_rows(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx, int64_t group) {
+  if (nx <= 1 || (reads_rows_once_per_call(k) && nx <= group)) return std::max<int64_t>(nrows, 1);
   const int64_t rows = static_cast<int64_t>(kActTileBytes / std::max<std::size_t>(w_stride, 1));
   return std::max<int64_t>(k.row_align, rows / k.row_align * k.row_align);
 }

@@ -64,22 +64,22 @@ void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_s
 inline bool reads_rows_once_per_call(const DotKernel& k) { return k.row_align > 1 && k.dot_rows_multi != nullptr; }
 
 // Weight rows per kernel call when nx activation rows multiply nrows rows of k (w_stride bytes
-// apart) in calls of at most act_group() activations: every row in one call for one activation, and
+// apart) in calls of at most `group` activations (act_group()): every row in one call for one activation, and
 // for a kernel that reads its rows once per call (above) while the activations fit one call — handing
 // such a kernel 16 rows at a time set its activations up again for every group (docs/benchmarks.md,
 // "Result, session 44"). Otherwise tiles of about kActTileBytes of weights in whole row_align groups,
 // so that a tile stays in L2 (most of it where the L2 is 256 KiB) while each group of activations,
 // or each activation of a kernel without dot_rows_multi, passes over it.
 inline constexpr std::size_t kActTileBytes = 256 * 1024;
-int64_t act_tile_rows(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx);
+int64_t act_tile_rows(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx, int64_t group);
 
 // call(r0, rows, i0, na) for each kernel call of nx activation rows over nrows weight rows: rows
 // [r0, r0 + rows) against activations [i0, i0 + na), tile by tile (act_tile_rows), each tile's
 // activations in groups of act_group(). The tiles start at multiples of k.row_align.
 template <class Call>
 void for_each_act_call(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx, Call&& call) {
-  const int64_t tile = act_tile_rows(k, w_stride, nrows, nx);
-  const int64_t group = act_group();
+  const int64_t group = nx > 1 ? act_group() : 1;  // a decode row's calls need no lookup
+  const int64_t tile = act_tile_rows(k, w_stride, nrows, nx, group);
   for (int64_t r0 = 0; r0 < nrows; r0 += tile)
     for (int64_t i0 = 0; i0 < nx; i0 += group)
       call(r0, std::min(tile, nrows - r0), i0, static_cast<int>(std::min(group, nx - i0)));

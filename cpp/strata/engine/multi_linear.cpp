@@ -46,10 +46,10 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
     total_bytes += k.w.rows * stride * std::max<int64_t>(1, k.nx);
   }
   if (n_blocks > kMaxBlocks) throw_error(ErrorKind::Internal, "run_linear_tasks: too many blocks");
-  // Blocks [b0, b1) as one kernel call per task they touch (a task's blocks are consecutive rows): a
-  // call forms its activation terms once and walks its row groups in one loop, where a call per block
-  // repeated that setup for every 32 KiB (on a Zen 3, decode 1-2 % faster at one thread and at two).
-  // Results never depend on how rows are split into calls (cpu/kernels.h).
+  // Blocks [b0, b1) as one cpu::dot_rows_tiled per task they touch (a task's blocks are consecutive
+  // rows), which makes as few kernel calls as the kernel and the activation count allow; a call per
+  // block repeated each call's setup for every 32 KiB (on a Zen 3, decode 1-2 % faster at one thread and
+  // at two). Results never depend on how rows are split into calls (cpu/kernels.h).
   auto range = [tasks, n_tasks, n_blocks](int64_t b0, int64_t b1) {
     // The task holding block b0: the last one whose first block is <= b0.
     int lo = 0, hi = n_tasks - 1;
@@ -67,7 +67,6 @@ void run_linear_tasks(LinearTask* tasks, int n_tasks, ThreadPool* pool) {
       const int64_t nr = std::min((e - k.first_block) * k.rows_per_block, k.w.rows) - r0;
       b0 = e;
       if (nr <= 0) continue;  // a task without rows
-      // The kernel calls cpu::dot_rows_tiled chooses (cpu/kernels.h: the same results for any split).
       cpu::dot_rows_tiled(
           *k.kernel, k.w.cols, k.w.row(r0), k.w.row_stride, nr, k.nx,
           [&k](int64_t i) {
