@@ -537,9 +537,11 @@ void bind_engine(py::module_& m) {
             d["bytes"] = r.bytes;
             d["seconds"] = r.seconds;
             d["experts_left"] = r.experts_left;
+            d["paired"] = r.paired;
             return d;
           },
-          "cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds")
+          "cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds, "
+          "experts_left, paired (layers whose routed gate and up experts lie side by side)")
       .def("mtp_weight", &PyEngine::mtp_weight, py::arg("name"),
            "One MTP weight as a dict: present, type, repacked, rows, cols, address, data (uint8 [rows, row_bytes] "
            "copy; a repacked weight as its plain type and bytes)")

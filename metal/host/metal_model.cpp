@@ -61,12 +61,12 @@ MetalModel::DevWeight MetalModel::weight(const model::Weight& w) {
 
 MetalModel::DevWeight MetalModel::experts(const model::ExpertWeights& w) {
   DevWeight d;
-  d.ref = wrap(w.data, static_cast<std::size_t>(w.n_expert) * w.expert_stride);
+  d.ref = wrap(w.data, w.span_bytes());
   d.type = w.type;
   d.rows = u32(w.rows);
   d.cols = u32(w.cols);
   d.row_bytes = u32(static_cast<int64_t>(w.row_stride));
-  d.expert_bytes = u32(static_cast<int64_t>(w.expert_stride));
+  d.expert_bytes = u32(static_cast<int64_t>(w.step()));  // from one expert's slice to the next
   return d;
 }
 

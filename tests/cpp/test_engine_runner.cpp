@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "strata/cpu/repack/repack.h"
 #include "strata/engine/prepared_model.h"
 #include "strata/engine/runner.h"
 #include "strata/util/thread_pool.h"
@@ -309,6 +310,43 @@ TEST(runners_share_one_prepared_model) {
   RunnerConfig sc = c;
   sc.experts.mode = strata::experts::ExpertMode::Stream;
   CHECK_THROWS(Runner(prepared, sc));
+}
+
+TEST(repack_lays_each_experts_gate_and_up_side_by_side) {
+  // Repacked routed experts (model/weight_repack.h): a layer's gate and up stacks share one buffer,
+  // expert by expert, so that a decode step reads an expert's gate and up as one stream; each slice
+  // still holds its own rows (unpacked: the file's bytes), and down keeps a stack of its own.
+  TinyOptions o;
+  o.ff = 32;
+  o.ff_shared = 32;
+  o.seed = 5;
+  o.matrix_type = strata::quant::GGMLType::Q8_0;
+  const auto file = tiny_model(o);
+  const std::shared_ptr<const strata::engine::PreparedModel> prepared =
+      strata::engine::prepare_cpu_model(tiny_model(o), strata::model::DrafterRequant::Off, strata::cpu::RepackMode::On,
+                                        true, &strata::ThreadPool::global());
+  const strata::model::Model& m = *prepared->model;
+  CHECK(prepared->repack.paired == o.layers + 1);  // every layer and the MTP block
+  auto check_layer = [](const strata::model::MoeWeights& w, const strata::model::MoeWeights& f) {
+    const std::size_t S = w.gate.expert_stride;
+    CHECK(strata::cpu::is_repacked(w.gate.type) && strata::cpu::is_repacked(w.up.type));
+    CHECK(strata::cpu::is_repacked(w.down.type));
+    CHECK(w.up.expert_stride == S && w.gate.step() == 2 * S && w.up.step() == 2 * S);
+    CHECK(w.down.step() == w.down.expert_stride);
+    CHECK(w.up.data == w.gate.data + S);
+    CHECK(w.gate.span_bytes() == (2 * static_cast<std::size_t>(w.gate.n_expert) - 1) * S);
+    const strata::model::ExpertWeights* got[3] = {&w.gate, &w.up, &w.down};
+    const strata::model::ExpertWeights* want[3] = {&f.gate, &f.up, &f.down};
+    for (int p = 0; p < 3; ++p)
+      for (int64_t e = 0; e < got[p]->n_expert; ++e) {
+        const strata::model::Weight g = got[p]->expert(e), x = want[p]->expert(e);
+        std::vector<uint8_t> bytes(got[p]->expert_stride);
+        strata::cpu::unpack_rows(g.type, g.data, g.rows, g.cols, bytes.data());
+        CHECK(std::memcmp(bytes.data(), x.data, bytes.size()) == 0);
+      }
+  };
+  for (std::size_t l = 0; l < m.layers.size(); ++l) check_layer(m.layers[l].moe, file->layers[l].moe);
+  check_layer(m.mtp->block.moe, file->mtp->block.moe);
 }
 
 TEST(prepared_model_registry_shares_by_key_while_alive) {

@@ -161,6 +161,18 @@ def test_counters_add_up(model: Path) -> None:
     assert 0 < s["resident_bytes"] <= s["expert_bytes_total"] + slack  # the file was just written: cached
 
 
+def test_mmap_resident_bytes_count_interleaved_experts_once(model: Path) -> None:
+    """Repacked in mmap mode, each layer's gate and up experts share one buffer slice by slice
+    (model/weight_repack.h); the copies were all written at load, so the resident bytes are the experts'
+    bytes, each page counted once although the gate and up stacks' ranges overlap."""
+    eng = _engine(model, repack="on")
+    eng.eval(PROMPT[:3])
+    assert eng.repack["paired"] == N_MAIN + 1  # the main layers and the MTP block
+    s = eng.expert_stats()
+    slack = 2 * 3 * s["layers"] * os.sysconf("SC_PAGESIZE")
+    assert s["expert_bytes_total"] - slack <= s["resident_bytes"] <= s["expert_bytes_total"] + slack
+
+
 def test_full_cache_hits_after_warmup(model: Path) -> None:
     eng = _engine(model, expert_mode="stream", expert_cache=1.0)
     eng.eval(PROMPT)

@@ -53,6 +53,8 @@ def test_scalar_path_is_bitwise_with_and_without_repack(path: Path, restore_cpu:
     on, rep_on = _logits(path, "on")
     assert rep_off["matrices"] == 0 and rep_off["mode"] == "off"
     assert int(rep_on["matrices"]) > 0 and int(rep_on["bytes"]) > 0 and rep_on["mode"] == "on"
+    # Each layer's gate and up experts side by side in one buffer (model/weight_repack.h): same logits.
+    assert rep_off["paired"] == 0 and rep_on["paired"] == CFG["n_layers"]
     assert np.array_equal(on.view(np.uint32), off.view(np.uint32))
     streamed, rep_stream = _logits(path, "on", **STREAM)
     assert np.array_equal(streamed.view(np.uint32), off.view(np.uint32))

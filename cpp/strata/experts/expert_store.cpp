@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "strata/cpu/repack/repack.h"
 #include "strata/experts/mapping_advice.h"
@@ -188,22 +190,30 @@ int64_t ExpertStore::resident_count() const {
 
 uint64_t ExpertStore::resident_bytes() const {
   if (cfg_.mode == ExpertMode::Stream) return static_cast<uint64_t>(resident_count()) * slot_bytes_;
-  uint64_t bytes = 0;
-  std::vector<unsigned char> vec;
+  // The stacks' page ranges, merged: a repacked layer's gate and up interleave in one buffer, and a page
+  // shared by two ranges counts once.
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
   for (const ExpertLayer& l : layout_.layers)
     for (const ExpertTensor& t : l.part) {
       const auto addr = reinterpret_cast<std::uintptr_t>(t.view.data);
-      const std::size_t len = t.view.expert_stride * static_cast<std::size_t>(layout_.n_expert);
-      const std::uintptr_t start = addr & ~static_cast<std::uintptr_t>(page_ - 1);
-      const std::size_t length = static_cast<std::size_t>(addr + len - start);
-      vec.assign((length + page_ - 1) / page_, 0);
-#if defined(__APPLE__)
-      if (::mincore(reinterpret_cast<void*>(start), length, reinterpret_cast<char*>(vec.data())) != 0) continue;
-#else
-      if (::mincore(reinterpret_cast<void*>(start), length, vec.data()) != 0) continue;
-#endif
-      for (unsigned char v : vec) bytes += (v & 1) ? page_ : 0;
+      ranges.emplace_back(addr & ~static_cast<std::uintptr_t>(page_ - 1), addr + t.view.span_bytes());
     }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t bytes = 0;
+  std::vector<unsigned char> vec;
+  for (std::size_t i = 0; i < ranges.size();) {
+    const std::uintptr_t start = ranges[i].first;
+    std::uintptr_t end = ranges[i].second;
+    for (++i; i < ranges.size() && ranges[i].first < end; ++i) end = std::max(end, ranges[i].second);
+    const std::size_t length = static_cast<std::size_t>(end - start);
+    vec.assign((length + page_ - 1) / page_, 0);
+#if defined(__APPLE__)
+    if (::mincore(reinterpret_cast<void*>(start), length, reinterpret_cast<char*>(vec.data())) != 0) continue;
+#else
+    if (::mincore(reinterpret_cast<void*>(start), length, vec.data()) != 0) continue;
+#endif
+    for (unsigned char v : vec) bytes += (v & 1) ? page_ : 0;
+  }
   return bytes;
 }
 

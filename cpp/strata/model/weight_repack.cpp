@@ -19,12 +19,23 @@ struct Job {
   int64_t rows, cols;
 };
 
-// Every linear map of a layer that goes through the GEMV kernels.
+// Every linear map of a layer that goes through the GEMV kernels; its routed stacks as gate, up, down.
 void layer_weights(LayerWeights& l, std::vector<Weight*>& out, std::vector<ExpertWeights*>& experts) {
   for (Weight* w : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.attn.idx_q, &l.attn.idx_k, &l.attn.idx_w,
                     &l.moe.sh_gate, &l.moe.sh_up, &l.moe.sh_down})
     out.push_back(w);
   for (ExpertWeights* e : {&l.moe.gate, &l.moe.up, &l.moe.down}) experts.push_back(e);
+}
+
+bool repacks(cpu::RepackMode mode, const ExpertWeights* e) {
+  return e && e->data && cpu::should_repack(mode, e->type, e->rows);
+}
+
+// Gate and up of one layer that can share a buffer slice by slice: both repacked, the same shape.
+bool pairs(cpu::RepackMode mode, const ExpertWeights* g, const ExpertWeights* u) {
+  return repacks(mode, g) && repacks(mode, u) && g->type == u->type && g->rows == u->rows && g->cols == u->cols &&
+         g->n_expert == u->n_expert && g->expert_stride == u->expert_stride && g->step() == g->expert_stride &&
+         u->step() == u->expert_stride;
 }
 
 }  // namespace
@@ -35,6 +46,7 @@ std::string RepackReport::summary() const {
   std::snprintf(buf, sizeof buf, ": %lld matrices, %g MiB owned, %g s", static_cast<long long>(matrices),
                 static_cast<double>(bytes) / (1024.0 * 1024.0), seconds);
   std::string s = std::string("repack ") + cpu::repack_mode_name(mode) + buf;
+  if (paired > 0) s += ", gate and up side by side in " + std::to_string(paired) + " layers";
   if (experts_left) s += " (routed experts left mapped: their copies would not fit in memory)";
   return s;
 }
@@ -71,8 +83,7 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
   if (!include_experts) stacks.clear();
   uint64_t expert_bytes = 0;
   for (ExpertWeights* e : stacks)
-    if (e->data && cpu::should_repack(mode, e->type, e->rows))
-      expert_bytes += static_cast<uint64_t>(e->n_expert) * e->expert_stride;
+    if (repacks(mode, e)) expert_bytes += static_cast<uint64_t>(e->n_expert) * e->expert_stride;
   if (mode == cpu::RepackMode::Auto && expert_bytes > 0) {
     const uint64_t avail = available_memory_bytes();
     if (avail == 0 || expert_bytes > avail / 2) {
@@ -93,19 +104,31 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
     rep.matrices += 1;
     rep.bytes += bytes;
   }
-  for (ExpertWeights* e : stacks) {
-    if (!e->data || !cpu::should_repack(mode, e->type, e->rows)) continue;
-    const std::size_t bytes = static_cast<std::size_t>(e->n_expert) * e->expert_stride;
+  // Stacks come in threes (gate, up, down of a layer). A pair of gate and up shares one buffer, slice by
+  // slice; any other stack gets its own.
+  for (std::size_t i = 0; i < stacks.size(); ++i) {
+    const bool pair = i % 3 == 0 && i + 1 < stacks.size() && pairs(mode, stacks[i], stacks[i + 1]);
+    const int n = pair ? 2 : 1;
+    ExpertWeights* first = stacks[i];
+    if (!repacks(mode, first)) continue;
+    const std::size_t S = first->expert_stride;
+    const std::size_t bytes = static_cast<std::size_t>(first->n_expert) * S * static_cast<std::size_t>(n);
     AlignedBuffer<uint8_t> buf(bytes);
-    for (int64_t x = 0; x < e->n_expert; ++x) {
-      const std::size_t off = static_cast<std::size_t>(x) * e->expert_stride;
-      jobs.push_back(Job{e->data + off, buf.data() + off, e->type, e->rows, e->cols});
+    for (int k = 0; k < n; ++k) {
+      ExpertWeights* e = stacks[i + static_cast<std::size_t>(k)];
+      uint8_t* base = buf.data() + static_cast<std::size_t>(k) * S;
+      for (int64_t x = 0; x < e->n_expert; ++x)
+        jobs.push_back(Job{e->data + static_cast<std::size_t>(x) * S, base + static_cast<std::size_t>(x * n) * S,
+                           e->type, e->rows, e->cols});
+      e->type = cpu::repacked_type(e->type);
+      e->data = base;
+      e->expert_step = static_cast<std::size_t>(n) * S;
     }
-    e->type = cpu::repacked_type(e->type);
-    e->data = buf.data();
     m.owned_weights.push_back(std::move(buf));
-    rep.matrices += 1;
+    rep.matrices += n;
     rep.bytes += bytes;
+    rep.paired += pair ? 1 : 0;
+    i += static_cast<std::size_t>(n - 1);
   }
   auto run = [&jobs](int64_t b, int64_t e) {
     for (int64_t j = b; j < e; ++j)

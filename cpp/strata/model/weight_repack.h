@@ -5,6 +5,11 @@
 // shared expert, the routed experts (only when they are read from the mapping, and under `auto`
 // only when the copies fit in half the available memory), the MTP block's, fc_embedding and
 // fc_hidden. Never: token_embd and output (rows are read one by one), the router.
+// A layer whose routed gate and up stacks are repacked alike gets them in one buffer, expert by
+// expert: gate e, up e, gate e+1, ... (ExpertWeights::expert_step = two slices). A decode step reads
+// an expert's gate then its up (engine/moe.cpp), and as one stream of twice the bytes they lose less
+// to the start of each slice: a stream of 288 KB read 86-89 % of the sequential bandwidth on an AMD
+// EPYC Zen 4, one of 576 KB 94-95 % (docs/benchmarks.md, session 45).
 #include <cstdint>
 #include <string>
 
@@ -23,6 +28,7 @@ struct RepackReport {
   uint64_t bytes = 0;         // owned bytes they now occupy
   double seconds = 0.0;       // wall time of the repack
   bool experts_left = false;  // auto left the routed experts mapped: their copies would not fit
+  int64_t paired = 0;         // layers (MTP block included) whose gate and up experts lie side by side
   std::string summary() const;
 };
 

@@ -1,7 +1,9 @@
 #pragma once
 // Weight views into the model source's memory (the mmap of a GGUF file): no copies. A Weight is
 // a row-major matrix [rows, cols] of one ggml type; ExpertWeights is a stack of E such matrices
-// (a GGUF 3-D tensor [E, rows, cols]) whose expert e is a contiguous slice.
+// (a GGUF 3-D tensor [E, rows, cols]) whose expert e is a contiguous slice: in the file the slices
+// follow one another; in the repacked copy (model/weight_repack.h) an expert's gate and up slices
+// lie side by side, so the stack's slices are two slices apart.
 #include <cstddef>
 #include <cstdint>
 
@@ -30,9 +32,15 @@ struct ExpertWeights {
   int64_t cols = 0;
   std::size_t row_stride = 0;
   std::size_t expert_stride = 0;  // bytes per expert = rows * row_stride
+  std::size_t expert_step = 0;    // bytes from one expert's slice to the next; 0 = expert_stride
 
+  std::size_t step() const { return expert_step != 0 ? expert_step : expert_stride; }
+  // Bytes from the first slice's start to the last one's end.
+  std::size_t span_bytes() const {
+    return n_expert > 0 ? static_cast<std::size_t>(n_expert - 1) * step() + expert_stride : 0;
+  }
   Weight expert(int64_t e) const {
-    return Weight{type, data + static_cast<std::size_t>(e) * expert_stride, rows, cols, row_stride};
+    return Weight{type, data + static_cast<std::size_t>(e) * step(), rows, cols, row_stride};
   }
 };
 

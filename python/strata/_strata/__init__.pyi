@@ -218,7 +218,7 @@ class Engine:
     @property
     def repack(self) -> dict:
         """
-        cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds
+        cpu: what the engine repacked at load (docs/quantization.md): mode, matrices, bytes, seconds, experts_left, paired (layers whose routed gate and up experts lie side by side)
         """
     @property
     def vocab_size(self) -> int:
