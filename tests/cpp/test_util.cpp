@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <cstring>
 #include <numeric>
@@ -33,32 +34,67 @@ TEST(thread_pool_covers_every_index_once) {
   }
 }
 
-// Claims are guided: a claim starting at b takes max(grain, ceil((n - b) / (2 * threads))) items
-// (cut at n), whichever thread makes it, so the pieces are fixed and shrink toward the end. Equal
-// pieces of n / (4 * threads) fail this: their last piece is as large as the first.
-TEST(thread_pool_claims_shrink_toward_the_end) {
+// Each thread owns a contiguous share [n·t/T, n·(t+1)/T) (the caller is thread 0) and claims it front
+// to back, a quarter of what is left at a time (never under the grain); a thread done with its share
+// takes chunks from the back of the others'. So no chunk crosses a share, the caller's own chunks of
+// share 0 follow one another from 0 upwards (one memory stream), and every other chunk of share 0 was
+// taken from its back: each starts where the previous one taken from the back ended below it.
+TEST(thread_pool_threads_claim_their_own_share_front_to_back) {
   for (int threads : {2, 3}) {
     strata::ThreadPool pool(threads);
     for (int64_t grain : {1, 5}) {
-      const int64_t n = 1000, parts = 2 * threads;
+      const int64_t n = 1000;
+      struct Chunk {
+        int64_t b, e;
+        bool caller;
+      };
       std::mutex m;
-      std::vector<std::pair<int64_t, int64_t>> got;
+      std::vector<Chunk> got;  // in the order the chunks ran (per thread)
+      const auto caller = std::this_thread::get_id();
       pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
         std::lock_guard<std::mutex> lock(m);
-        got.emplace_back(b, e);
+        got.push_back(Chunk{b, e, std::this_thread::get_id() == caller});
       });
-      std::sort(got.begin(), got.end());
-      int64_t at = 0;
-      for (const auto& [b, e] : got) {
-        CHECK_EQ(b, at);
-        const int64_t want = std::min(n, b + std::max(grain, (n - b + parts - 1) / parts));
-        CHECK_EQ(e, want);
-        at = e;
+      const int64_t end0 = n / threads;
+      int64_t front = 0, back = end0, covered = 0;
+      std::vector<int> small(static_cast<std::size_t>(threads), 0);
+      for (const Chunk& c : got) {
+        CHECK(c.b < c.e);
+        int64_t share = 0;  // the share holding the chunk's first item
+        while (c.b >= n * (share + 1) / threads) ++share;
+        CHECK(c.e <= n * (share + 1) / threads);  // never past that share's end
+        // Under the grain only when it took the share's last items: once per share at most.
+        if (c.e - c.b < grain) CHECK(++small[static_cast<std::size_t>(share)] == 1);
+        covered += c.e - c.b;
+        if (share != 0) continue;
+        if (c.caller && c.b == front) {
+          front = c.e;  // the owner's next chunk, front to back
+        } else {
+          CHECK_EQ(c.e, back);  // taken from the back
+          back = c.b;
+        }
       }
-      CHECK_EQ(at, n);
-      CHECK(got.back().second - got.back().first <= grain);
+      CHECK_EQ(front, back);  // share 0 covered from both ends, no gap
+      CHECK_EQ(covered, n);
     }
   }
+}
+
+// A thread held up in its first chunk leaves the rest of its share to the others (from its back),
+// so one slow thread does not hold the job up by its whole share.
+TEST(thread_pool_takes_a_slow_threads_share_from_the_back) {
+  strata::ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int64_t> taken_by_worker{0};
+  std::vector<std::atomic<int>> hits(1000);
+  pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+    if (std::this_thread::get_id() == caller && b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (std::this_thread::get_id() != caller && b < 500) taken_by_worker += e - b;
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+  });
+  for (auto& h : hits) CHECK_EQ(h.load(), 1);
+  // The caller's first chunk is [0, 125); the worker, done with [500, 1000), takes the rest of share 0.
+  CHECK_EQ(taken_by_worker.load(), int64_t{375});
 }
 
 TEST(thread_pool_rethrows_and_stays_usable) {

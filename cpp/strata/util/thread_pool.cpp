@@ -108,13 +108,14 @@ void ThreadPool::fail_thread_start_for_test(int index) { g_fail_start_at.store(i
 
 ThreadPool::ThreadPool(int n_threads, int spin_us) : spin_us_(std::max(0, spin_us)) {
   n_threads = resolved(n_threads);
+  shares_ = std::make_unique<Share[]>(static_cast<std::size_t>(n_threads));
   workers_.reserve(static_cast<size_t>(n_threads - 1));
   for (int i = 1; i < n_threads; ++i) {
     std::string why;
     try {
       if (i == g_fail_start_at.load())
         throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
-      workers_.emplace_back([this] { worker_loop(); });
+      workers_.emplace_back([this, i] { worker_loop(i); });
     } catch (const std::exception& e) {  // std::system_error (EAGAIN), or bad_alloc for its state
       why = e.what();
     }
@@ -141,28 +142,65 @@ void ThreadPool::stop_workers() {
   workers_.clear();
 }
 
-void ThreadPool::run_chunks() {
-  const int64_t parts = 2 * static_cast<int64_t>(size());
+namespace {
+constexpr uint64_t kLow32 = 0xffffffffu;
+}  // namespace
+
+bool ThreadPool::claim_front(int share, int64_t* begin, int64_t* end) {
+  // A quarter of what is left of the share (never under the grain): chunks shrink toward its end,
+  // which leaves the owner's unclaimed tail to any thread that finishes early.
+  std::atomic<uint64_t>& r = shares_[static_cast<std::size_t>(share)].range;
+  uint64_t v = r.load(std::memory_order_relaxed);
   for (;;) {
-    // Guided claims: a share of what is left (never under the grain), so chunks shrink toward the
-    // end and the threads finish together; equal chunks left up to one whole chunk to a single thread.
-    int64_t begin = next_.load(std::memory_order_relaxed), take = 0;
-    do {
-      if (begin >= n_) return;
-      take = std::max(grain_, (n_ - begin + parts - 1) / parts);
-    } while (!next_.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed));
-    const int64_t end = std::min(n_, begin + take);
-    try {
-      (*fn_)(begin, end);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex_);
-      if (!error_) error_ = std::current_exception();
-      next_.store(n_, std::memory_order_relaxed);  // stop handing out work
+    const int64_t f = static_cast<int64_t>(v >> 32), b = static_cast<int64_t>(v & kLow32);
+    if (f >= b) return false;
+    const int64_t e = std::min(b, f + std::max(grain_, (b - f + 3) / 4));
+    if (r.compare_exchange_weak(v, (static_cast<uint64_t>(e) << 32) | static_cast<uint64_t>(b),
+                                std::memory_order_relaxed)) {
+      *begin = f;
+      *end = e;
+      return true;
     }
   }
 }
 
-void ThreadPool::worker_loop() {
+bool ThreadPool::claim_back(int share, int64_t* begin, int64_t* end) {
+  std::atomic<uint64_t>& r = shares_[static_cast<std::size_t>(share)].range;
+  uint64_t v = r.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t f = static_cast<int64_t>(v >> 32), b = static_cast<int64_t>(v & kLow32);
+    if (f >= b) return false;
+    const int64_t s = std::max(f, b - std::max(grain_, (b - f) / 4));
+    if (r.compare_exchange_weak(v, (static_cast<uint64_t>(f) << 32) | static_cast<uint64_t>(s),
+                                std::memory_order_relaxed)) {
+      *begin = s;
+      *end = b;
+      return true;
+    }
+  }
+}
+
+void ThreadPool::run_chunks(int self) {
+  const int threads = size();
+  auto run = [&](int64_t b, int64_t e) {
+    try {
+      (*fn_)(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+      abort_.store(true, std::memory_order_relaxed);  // stop handing out work
+    }
+  };
+  int64_t b = 0, e = 0;
+  // The own share front to back, then the others' from their backs (the nearest share first).
+  while (!abort_.load(std::memory_order_relaxed) && claim_front(self, &b, &e)) run(b, e);
+  for (int k = 1; k < threads; ++k) {
+    const int other = (self + k) % threads;
+    while (!abort_.load(std::memory_order_relaxed) && claim_back(other, &b, &e)) run(b, e);
+  }
+}
+
+void ThreadPool::worker_loop(int self) {
   uint64_t seen = 0;
   for (;;) {
     auto ready = [&] { return stop_.load() || generation_.load() != seen; };
@@ -177,7 +215,7 @@ void ThreadPool::worker_loop() {
     }
     if (stop_.load()) return;
     seen = generation_.load();
-    run_chunks();
+    run_chunks(self);
     if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mutex_);
       cv_done_.notify_one();
@@ -193,11 +231,24 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
+  // Shares hold 32-bit bounds: a larger job runs as consecutive jobs of at most 2^32 - 1 items.
+  constexpr int64_t kMaxJob = static_cast<int64_t>(kLow32);
+  if (n > kMaxJob) {
+    for (int64_t off = 0; off < n; off += kMaxJob) {
+      const int64_t len = std::min(kMaxJob, n - off);
+      const std::function<void(int64_t, int64_t)> part = [&fn, off](int64_t b, int64_t e) { fn(off + b, off + e); };
+      parallel_for(len, grain, part);
+    }
+    return;
+  }
   std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
   fn_ = &fn;
-  n_ = n;
   grain_ = grain;
-  next_.store(0, std::memory_order_relaxed);
+  for (int t = 0; t < threads; ++t) {
+    const auto b = static_cast<uint64_t>(n * t / threads), e = static_cast<uint64_t>(n * (t + 1) / threads);
+    shares_[static_cast<std::size_t>(t)].range.store((b << 32) | e, std::memory_order_relaxed);
+  }
+  abort_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
   pending_.store(static_cast<int>(workers_.size()));
   generation_.fetch_add(1);  // publishes the job (seq_cst)
@@ -208,7 +259,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     }
     cv_start_.notify_all();
   }
-  run_chunks();
+  run_chunks(0);
   auto done = [&] { return pending_.load() == 0; };
   if (!spin_until(done, spin_us_)) {
     std::unique_lock<std::mutex> lock(mutex_);

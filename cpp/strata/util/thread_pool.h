@@ -1,7 +1,11 @@
 #pragma once
-// A persistent pool of worker threads for data-parallel kernels. parallel_for splits [0, n)
-// into chunks claimed through an atomic counter; the calling thread works too. Dispatch does not
-// allocate, so it is safe on the per-token path.
+// A persistent pool of worker threads for data-parallel kernels. parallel_for gives each thread
+// (the calling thread works too) a contiguous share of [0, n), which it claims front to back in
+// shrinking chunks; a thread done with its share takes chunks from the back of the others'. So
+// each thread's claims follow one another in memory wherever the items are laid out in order (the
+// row blocks of a GEMV: one memory stream per thread, where claims handed out from one counter
+// interleaved the threads and restarted both streams at every claim), and the threads still finish
+// together. Dispatch does not allocate, so it is safe on the per-token path.
 //
 // Between dispatches a worker spins (with a CPU pause) for up to spin_us microseconds before it
 // sleeps on a condition variable: a decode step issues dozens of dispatches a few microseconds
@@ -12,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -32,8 +37,9 @@ class ThreadPool {
 
   int size() const noexcept { return static_cast<int>(workers_.size()) + 1; }
 
-  // fn(begin, end) over [0, n) in chunks of at least `grain` items. Blocks until done.
-  // Exceptions thrown by fn are rethrown on the calling thread (the first one wins).
+  // fn(begin, end) over [0, n) in chunks of at least `grain` items (the last of a share may be
+  // smaller), each item exactly once. Blocks until done. Exceptions thrown by fn are rethrown on the
+  // calling thread (the first one wins; no chunk starts after it).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // Jobs handed to the workers so far (inline runs not counted): tests and benchmarks count
@@ -54,8 +60,10 @@ class ThreadPool {
   static void fail_thread_start_for_test(int index);
 
  private:
-  void worker_loop();
-  void run_chunks();
+  void worker_loop(int self);
+  void run_chunks(int self);
+  bool claim_front(int share, int64_t* begin, int64_t* end);
+  bool claim_back(int share, int64_t* begin, int64_t* end);
   void stop_workers();
 
   std::vector<std::thread> workers_;
@@ -72,9 +80,14 @@ class ThreadPool {
 
   // The job in flight (written before generation_ is bumped, read after it is seen).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
   int64_t grain_ = 1;  // the smallest claim (run_chunks)
-  std::atomic<int64_t> next_{0};
+  // Thread t's share of the job: (next unclaimed item << 32) | end, both 32-bit (parallel_for runs
+  // jobs of 2^32 items or more in slices). One cache line each: claims do not contend across shares.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+  std::unique_ptr<Share[]> shares_;
+  std::atomic<bool> abort_{false};  // a chunk threw: claim nothing more
   std::exception_ptr error_;
   std::mutex error_mutex_;
   std::mutex dispatch_mutex_;  // one job at a time
