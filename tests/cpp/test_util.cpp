@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -37,8 +38,8 @@ TEST(thread_pool_covers_every_index_once) {
 // Each thread owns a contiguous share [n·t/T, n·(t+1)/T) (the caller is thread 0) and claims it front
 // to back, a quarter of what is left at a time (never under the grain); a thread done with its share
 // takes chunks from the back of the others'. So no chunk crosses a share, the caller's own chunks of
-// share 0 follow one another from 0 upwards (one memory stream), and every other chunk of share 0 was
-// taken from its back: each starts where the previous one taken from the back ended below it.
+// share 0 follow one another from 0 upwards (one memory stream), and the other chunks of share 0 were
+// taken from its back: sorted from the top they join up, down to where the caller's chunks end.
 TEST(thread_pool_threads_claim_their_own_share_front_to_back) {
   for (int threads : {2, 3}) {
     strata::ThreadPool pool(threads);
@@ -49,14 +50,14 @@ TEST(thread_pool_threads_claim_their_own_share_front_to_back) {
         bool caller;
       };
       std::mutex m;
-      std::vector<Chunk> got;  // in the order the chunks ran (per thread)
+      std::vector<Chunk> got;  // in the order the chunks ran (the caller's: the order it claimed them)
       const auto caller = std::this_thread::get_id();
       pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
         std::lock_guard<std::mutex> lock(m);
         got.push_back(Chunk{b, e, std::this_thread::get_id() == caller});
       });
-      const int64_t end0 = n / threads;
-      int64_t front = 0, back = end0, covered = 0;
+      int64_t front = 0, covered = 0;
+      std::vector<std::pair<int64_t, int64_t>> from_back;
       std::vector<int> small(static_cast<std::size_t>(threads), 0);
       for (const Chunk& c : got) {
         CHECK(c.b < c.e);
@@ -67,12 +68,16 @@ TEST(thread_pool_threads_claim_their_own_share_front_to_back) {
         if (c.e - c.b < grain) CHECK(++small[static_cast<std::size_t>(share)] == 1);
         covered += c.e - c.b;
         if (share != 0) continue;
-        if (c.caller && c.b == front) {
+        if (c.caller && c.b == front)
           front = c.e;  // the owner's next chunk, front to back
-        } else {
-          CHECK_EQ(c.e, back);  // taken from the back
-          back = c.b;
-        }
+        else
+          from_back.emplace_back(c.b, c.e);
+      }
+      std::sort(from_back.begin(), from_back.end(), std::greater<>());
+      int64_t back = n / threads;
+      for (const auto& [b, e] : from_back) {
+        CHECK_EQ(e, back);
+        back = b;
       }
       CHECK_EQ(front, back);  // share 0 covered from both ends, no gap
       CHECK_EQ(covered, n);
@@ -80,21 +85,55 @@ TEST(thread_pool_threads_claim_their_own_share_front_to_back) {
   }
 }
 
-// A thread held up in its first chunk leaves the rest of its share to the others (from its back),
-// so one slow thread does not hold the job up by its whole share.
+// A job of a few grains goes to as many threads as it has grains: each owns a share of at least a
+// grain, and a thread without a share only takes chunks of at least a grain from the others' backs.
+TEST(thread_pool_small_jobs_keep_chunks_of_a_grain) {
+  strata::ThreadPool pool(4);
+  for (int64_t n : {10, 15, 25, 40}) {
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> got;
+    pool.parallel_for(n, 10, [&](int64_t b, int64_t e) {
+      std::lock_guard<std::mutex> lock(m);
+      got.emplace_back(b, e);
+    });
+    std::sort(got.begin(), got.end());
+    int64_t at = 0, small = 0;
+    for (const auto& [b, e] : got) {
+      CHECK_EQ(b, at);
+      small += e - b < 10 ? 1 : 0;
+      at = e;
+    }
+    CHECK_EQ(at, n);
+    CHECK(static_cast<int64_t>(got.size()) <= std::max<int64_t>(1, n / 10) + small);
+    CHECK(small <= std::max<int64_t>(1, n / 10));  // a share's last piece at most
+  }
+}
+
+// A thread held up in its first chunk leaves the rest of its share to the others, taken from its
+// back: the caller's one chunk is a quarter of its share at most (a counter's claims gave it a
+// 2·threads-th of the whole job: half its share), and the worker ran every other item.
 TEST(thread_pool_takes_a_slow_threads_share_from_the_back) {
   strata::ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
-  std::atomic<int64_t> taken_by_worker{0};
+  std::mutex m;
+  std::vector<std::pair<int64_t, int64_t>> by_caller;
+  std::atomic<int64_t> by_worker{0};
   std::vector<std::atomic<int>> hits(1000);
   pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
-    if (std::this_thread::get_id() == caller && b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (std::this_thread::get_id() != caller && b < 500) taken_by_worker += e - b;
+    if (std::this_thread::get_id() == caller) {
+      std::lock_guard<std::mutex> lock(m);
+      by_caller.emplace_back(b, e);
+      if (by_caller.size() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else {
+      by_worker += e - b;
+    }
     for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
   });
   for (auto& h : hits) CHECK_EQ(h.load(), 1);
-  // The caller's first chunk is [0, 125); the worker, done with [500, 1000), takes the rest of share 0.
-  CHECK_EQ(taken_by_worker.load(), int64_t{375});
+  CHECK_EQ(by_caller.size(), std::size_t{1});
+  const int64_t first = by_caller[0].second - by_caller[0].first;  // [0, 125) unless the worker was quicker
+  CHECK(first <= 125);
+  CHECK_EQ(by_worker.load(), 1000 - first);
 }
 
 TEST(thread_pool_rethrows_and_stays_usable) {

@@ -1,6 +1,8 @@
 #include "strata/model/weight_repack.h"
 
+#include <array>
 #include <chrono>
+#include <initializer_list>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,12 +21,15 @@ struct Job {
   int64_t rows, cols;
 };
 
-// Every linear map of a layer that goes through the GEMV kernels; its routed stacks as gate, up, down.
-void layer_weights(LayerWeights& l, std::vector<Weight*>& out, std::vector<ExpertWeights*>& experts) {
+// A layer's routed stacks: gate, up, down.
+using Stacks = std::array<ExpertWeights*, 3>;
+
+// Every linear map of a layer that goes through the GEMV kernels, and its routed stacks.
+void layer_weights(LayerWeights& l, std::vector<Weight*>& out, std::vector<Stacks>& experts) {
   for (Weight* w : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.attn.idx_q, &l.attn.idx_k, &l.attn.idx_w,
                     &l.moe.sh_gate, &l.moe.sh_up, &l.moe.sh_down})
     out.push_back(w);
-  for (ExpertWeights* e : {&l.moe.gate, &l.moe.up, &l.moe.down}) experts.push_back(e);
+  experts.push_back(Stacks{&l.moe.gate, &l.moe.up, &l.moe.down});
 }
 
 bool repacks(cpu::RepackMode mode, const ExpertWeights* e) {
@@ -68,7 +73,7 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
   if (mode == cpu::RepackMode::Off) return rep;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Weight*> mats;
-  std::vector<ExpertWeights*> stacks;
+  std::vector<Stacks> stacks;
   for (LayerWeights& l : m.layers) layer_weights(l, mats, stacks);
   if (m.mtp) {
     layer_weights(m.mtp->block, mats, stacks);
@@ -82,8 +87,9 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
   mats.push_back(&m.output_repacked);
   if (!include_experts) stacks.clear();
   uint64_t expert_bytes = 0;
-  for (ExpertWeights* e : stacks)
-    if (repacks(mode, e)) expert_bytes += static_cast<uint64_t>(e->n_expert) * e->expert_stride;
+  for (const Stacks& layer : stacks)
+    for (const ExpertWeights* e : layer)
+      if (repacks(mode, e)) expert_bytes += static_cast<uint64_t>(e->n_expert) * e->expert_stride;
   if (mode == cpu::RepackMode::Auto && expert_bytes > 0) {
     const uint64_t avail = available_memory_bytes();
     if (avail == 0 || expert_bytes > avail / 2) {
@@ -104,31 +110,36 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
     rep.matrices += 1;
     rep.bytes += bytes;
   }
-  // Stacks come in threes (gate, up, down of a layer). A pair of gate and up shares one buffer, slice by
-  // slice; any other stack gets its own.
-  for (std::size_t i = 0; i < stacks.size(); ++i) {
-    const bool pair = i % 3 == 0 && i + 1 < stacks.size() && pairs(mode, stacks[i], stacks[i + 1]);
-    const int n = pair ? 2 : 1;
-    ExpertWeights* first = stacks[i];
-    if (!repacks(mode, first)) continue;
-    const std::size_t S = first->expert_stride;
-    const std::size_t bytes = static_cast<std::size_t>(first->n_expert) * S * static_cast<std::size_t>(n);
+  // A layer's gate and up share one buffer, slice by slice, where they pair; any other stack gets its own.
+  auto repack_stacks = [&](std::initializer_list<ExpertWeights*> group) {
+    const ExpertWeights* first = *group.begin();
+    const std::size_t S = first->expert_stride, n = group.size();
+    const std::size_t bytes = static_cast<std::size_t>(first->n_expert) * S * n;
     AlignedBuffer<uint8_t> buf(bytes);
-    for (int k = 0; k < n; ++k) {
-      ExpertWeights* e = stacks[i + static_cast<std::size_t>(k)];
-      uint8_t* base = buf.data() + static_cast<std::size_t>(k) * S;
+    std::size_t k = 0;
+    for (ExpertWeights* e : group) {
+      uint8_t* base = buf.data() + k++ * S;
       for (int64_t x = 0; x < e->n_expert; ++x)
-        jobs.push_back(Job{e->data + static_cast<std::size_t>(x) * S, base + static_cast<std::size_t>(x * n) * S,
-                           e->type, e->rows, e->cols});
+        jobs.push_back(Job{e->data + static_cast<std::size_t>(x) * e->step(),
+                           base + static_cast<std::size_t>(x) * n * S, e->type, e->rows, e->cols});
       e->type = cpu::repacked_type(e->type);
       e->data = base;
-      e->expert_step = static_cast<std::size_t>(n) * S;
+      e->expert_step = n * S;
     }
     m.owned_weights.push_back(std::move(buf));
-    rep.matrices += n;
+    rep.matrices += static_cast<int64_t>(n);
     rep.bytes += bytes;
-    rep.paired += pair ? 1 : 0;
-    i += static_cast<std::size_t>(n - 1);
+  };
+  for (const Stacks& layer : stacks) {
+    auto [gate, up, down] = layer;
+    if (pairs(mode, gate, up)) {
+      repack_stacks({gate, up});
+      rep.paired += 1;
+    } else {
+      for (ExpertWeights* e : {gate, up})
+        if (repacks(mode, e)) repack_stacks({e});
+    }
+    if (repacks(mode, down)) repack_stacks({down});
   }
   auto run = [&jobs](int64_t b, int64_t e) {
     for (int64_t j = b; j < e; ++j)

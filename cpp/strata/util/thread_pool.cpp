@@ -244,8 +244,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
   fn_ = &fn;
   grain_ = grain;
+  // Shares of at least a grain: a job of a few grains gives the first k threads a share each, and the
+  // others only take from their backs (in chunks of at least a grain too), as callers that pick a grain
+  // to bound the threads a small job goes to expect.
+  const int64_t k = std::clamp<int64_t>(n / grain, 1, threads);
   for (int t = 0; t < threads; ++t) {
-    const auto b = static_cast<uint64_t>(n * t / threads), e = static_cast<uint64_t>(n * (t + 1) / threads);
+    const auto b = static_cast<uint64_t>(t < k ? n * t / k : n), e = static_cast<uint64_t>(t < k ? n * (t + 1) / k : n);
     shares_[static_cast<std::size_t>(t)].range.store((b << 32) | e, std::memory_order_relaxed);
   }
   abort_.store(false, std::memory_order_relaxed);

@@ -1,6 +1,6 @@
 #pragma once
 // A persistent pool of worker threads for data-parallel kernels. parallel_for gives each thread
-// (the calling thread works too) a contiguous share of [0, n), which it claims front to back in
+// (the calling thread works too; at most one per grain) a contiguous share of [0, n), which it claims front to back in
 // shrinking chunks; a thread done with its share takes chunks from the back of the others'. So
 // each thread's claims follow one another in memory wherever the items are laid out in order (the
 // row blocks of a GEMV: one memory stream per thread, where claims handed out from one counter
@@ -38,8 +38,9 @@ class ThreadPool {
   int size() const noexcept { return static_cast<int>(workers_.size()) + 1; }
 
   // fn(begin, end) over [0, n) in chunks of at least `grain` items (the last of a share may be
-  // smaller), each item exactly once. Blocks until done. Exceptions thrown by fn are rethrown on the
-  // calling thread (the first one wins; no chunk starts after it).
+  // smaller), each item exactly once; min(threads, n / grain) threads own a share (at least one).
+  // Blocks until done. Exceptions thrown by fn are rethrown on the calling thread (the first one wins;
+  // a thread that has seen it claims nothing more).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // Jobs handed to the workers so far (inline runs not counted): tests and benchmarks count
