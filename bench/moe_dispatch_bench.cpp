@@ -106,14 +106,14 @@ int main(int argc, char** argv) {
         engine::run_linear_tasks(tasks.data(), nsl, &pool);
       }
     };
+    const auto rate = [&](bool pairs) {
+      const auto t0 = std::chrono::steady_clock::now();
+      dispatches(pairs);
+      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return static_cast<double>((pairs ? ndisp_pairs : ndisp) * nsl * slice) / sec / 1e9;
+    };
     double moe = 0.0, paired = 0.0;
     for (int r = 0; r < reps; ++r) {
-      const auto rate = [&](bool pairs) {
-        const auto t0 = std::chrono::steady_clock::now();
-        dispatches(pairs);
-        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return static_cast<double>((pairs ? ndisp_pairs : ndisp) * nsl * slice) / sec / 1e9;
-      };
       moe = std::max(moe, rate(false));
       paired = std::max(paired, rate(true));
     }

@@ -33,14 +33,13 @@ void layer_weights(LayerWeights& l, std::vector<Weight*>& out, std::vector<Stack
 }
 
 bool repacks(cpu::RepackMode mode, const ExpertWeights* e) {
-  return e && e->data && cpu::should_repack(mode, e->type, e->rows);
+  return e->data && cpu::should_repack(mode, e->type, e->rows);
 }
 
 // Gate and up of one layer that can share a buffer slice by slice: both repacked, the same shape.
 bool pairs(cpu::RepackMode mode, const ExpertWeights* g, const ExpertWeights* u) {
   return repacks(mode, g) && repacks(mode, u) && g->type == u->type && g->rows == u->rows && g->cols == u->cols &&
-         g->n_expert == u->n_expert && g->expert_stride == u->expert_stride && g->step() == g->expert_stride &&
-         u->step() == u->expert_stride;
+         g->n_expert == u->n_expert;
 }
 
 }  // namespace
@@ -120,8 +119,7 @@ RepackReport repack_weights(Model& m, cpu::RepackMode mode, bool include_experts
     for (ExpertWeights* e : group) {
       uint8_t* base = buf.data() + k++ * S;
       for (int64_t x = 0; x < e->n_expert; ++x)
-        jobs.push_back(Job{e->data + static_cast<std::size_t>(x) * e->step(),
-                           base + static_cast<std::size_t>(x) * n * S, e->type, e->rows, e->cols});
+        jobs.push_back(Job{e->expert(x).data, base + static_cast<std::size_t>(x) * n * S, e->type, e->rows, e->cols});
       e->type = cpu::repacked_type(e->type);
       e->data = base;
       e->expert_step = n * S;

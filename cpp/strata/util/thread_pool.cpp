@@ -146,35 +146,21 @@ namespace {
 constexpr uint64_t kLow32 = 0xffffffffu;
 }  // namespace
 
-bool ThreadPool::claim_front(int share, int64_t* begin, int64_t* end) {
-  // A quarter of what is left of the share (never under the grain): chunks shrink toward its end,
-  // which leaves the owner's unclaimed tail to any thread that finishes early.
+bool ThreadPool::claim(int share, bool from_back, int64_t* begin, int64_t* end) {
+  // From the front (the owner): a quarter of what is left, rounded up, so chunks shrink toward the
+  // share's end and leave its unclaimed tail to any thread that finishes early. From the back (the
+  // others): a quarter rounded down. Never under the grain, never past what is left.
   std::atomic<uint64_t>& r = shares_[static_cast<std::size_t>(share)].range;
   uint64_t v = r.load(std::memory_order_relaxed);
   for (;;) {
     const int64_t f = static_cast<int64_t>(v >> 32), b = static_cast<int64_t>(v & kLow32);
     if (f >= b) return false;
-    const int64_t e = std::min(b, f + std::max(grain_, (b - f + 3) / 4));
-    if (r.compare_exchange_weak(v, (static_cast<uint64_t>(e) << 32) | static_cast<uint64_t>(b),
+    const int64_t take = std::min(b - f, std::max(grain_, (b - f + (from_back ? 0 : 3)) / 4));
+    const int64_t nf = from_back ? f : f + take, nb = from_back ? b - take : b;
+    if (r.compare_exchange_weak(v, (static_cast<uint64_t>(nf) << 32) | static_cast<uint64_t>(nb),
                                 std::memory_order_relaxed)) {
-      *begin = f;
-      *end = e;
-      return true;
-    }
-  }
-}
-
-bool ThreadPool::claim_back(int share, int64_t* begin, int64_t* end) {
-  std::atomic<uint64_t>& r = shares_[static_cast<std::size_t>(share)].range;
-  uint64_t v = r.load(std::memory_order_relaxed);
-  for (;;) {
-    const int64_t f = static_cast<int64_t>(v >> 32), b = static_cast<int64_t>(v & kLow32);
-    if (f >= b) return false;
-    const int64_t s = std::max(f, b - std::max(grain_, (b - f) / 4));
-    if (r.compare_exchange_weak(v, (static_cast<uint64_t>(f) << 32) | static_cast<uint64_t>(s),
-                                std::memory_order_relaxed)) {
-      *begin = s;
-      *end = b;
+      *begin = from_back ? nb : f;
+      *end = from_back ? b : nf;
       return true;
     }
   }
@@ -193,10 +179,10 @@ void ThreadPool::run_chunks(int self) {
   };
   int64_t b = 0, e = 0;
   // The own share front to back, then the others' from their backs (the nearest share first).
-  while (!abort_.load(std::memory_order_relaxed) && claim_front(self, &b, &e)) run(b, e);
+  while (!abort_.load(std::memory_order_relaxed) && claim(self, false, &b, &e)) run(b, e);
   for (int k = 1; k < threads; ++k) {
     const int other = (self + k) % threads;
-    while (!abort_.load(std::memory_order_relaxed) && claim_back(other, &b, &e)) run(b, e);
+    while (!abort_.load(std::memory_order_relaxed) && claim(other, true, &b, &e)) run(b, e);
   }
 }
 

@@ -63,8 +63,8 @@ class ThreadPool {
  private:
   void worker_loop(int self);
   void run_chunks(int self);
-  bool claim_front(int share, int64_t* begin, int64_t* end);
-  bool claim_back(int share, int64_t* begin, int64_t* end);
+  // The next chunk of a share, from its front or its back; false once the share is empty.
+  bool claim(int share, bool from_back, int64_t* begin, int64_t* end);
   void stop_workers();
 
   std::vector<std::thread> workers_;
