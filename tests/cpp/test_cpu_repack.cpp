@@ -1,4 +1,4 @@
-// Repacked weights (cpu/repack): Q4_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS matrices in 16-row
+// Repacked weights (cpu/repack): Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS matrices in 16-row
 // interleaved groups. On every ISA this machine runs, a repacked matrix gives per row bitwise the
 // plain type's SCALAR kernel result (same integer block sums, same f32 order) — through dot_rows,
 // the multi-activation kernels, gemv / gemm / gemm_prepared, threaded or not; the expert store's
@@ -43,7 +43,7 @@ std::string label(GGMLType t, Isa isa, int64_t rows, int64_t cols) {
          std::to_string(cols);
 }
 
-const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q2_K, GGMLType::Q3_K,
+const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q2_K,  GGMLType::Q3_K,
                            GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS};
 
 bool super_block(GGMLType t) { return strata::quant::block_size(t) == 256; }
@@ -274,14 +274,16 @@ TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
 
 // Q4_0 / Q4_K extremes: the AVX-512 kernels sum the high nibbles as 16·q in a chain of their own
 // and shift it back, so the largest sums (every nibble 15, every activation byte ±127, one sign or
-// alternating) must still come out exact. Each row is a different pattern of quant bytes.
+// alternating) must still come out exact. Each row is a different pattern of quant bytes. Q5_0: the
+// same fills cover its qh too (every fifth bit set, none, alternate groups of four), which the
+// AVX-512 kernel adds as 16 through one mask per step.
 TEST(repacked_q4_extreme_nibbles_equal_the_plain_scalar_kernel_bitwise) {
   std::mt19937 rng(25);
-  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q4_K}) {
+  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q4_K}) {
     const int64_t rows = 48, cols = 512;
     const std::size_t stride = strata::quant::row_bytes(t, cols);
     const std::size_t bs = strata::quant::type_size(t);
-    const std::size_t qs_off = t == GGMLType::Q4_0 ? 2 : 16;  // after d (Q4_0) / d, dmin, scales (Q4_K)
+    const std::size_t qs_off = t == GGMLType::Q4_K ? 16 : 2;  // after d (Q4_0; Q5_0: qh and qs) / d, dmin, scales
     auto w = random_rows(t, rows, cols, rng);
     const uint8_t fills[] = {0xFF, 0xF0, 0x0F, 0x00, 0x8F};
     for (int64_t r = 0; r < rows; ++r) {
@@ -339,6 +341,7 @@ TEST(repack_modes_decide_as_documented) {
   CHECK(!cpu::should_repack(RepackMode::On, GGMLType::Q4_0, 40));  // not whole groups
   CHECK(!cpu::should_repack(RepackMode::On, GGMLType::IQ2_XS, 64));
   CHECK(cpu::repack_pays(GGMLType::Q5_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q5_K, Isa::Avx2));
+  CHECK(cpu::repack_pays(GGMLType::Q5_0, Isa::Avx512) && cpu::repack_pays(GGMLType::Q5_0, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::Q3_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q3_K, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::Q2_K, Isa::Avx512) && cpu::repack_pays(GGMLType::Q2_K, Isa::Avx2));
   for (Isa isa : runnable_isas()) {

@@ -45,6 +45,7 @@ enum class GGMLType : uint32_t {
   // of 16 interleaved rows for the CPU kernels (cpu/repack/repack.h). Same bytes per row as the
   // plain type; type_from_id / type_from_name never return them.
   Q4_0_R16 = 0x1002,
+  Q5_0_R16 = 0x1006,
   Q8_0_R16 = 0x1008,
   Q2_K_R16 = 0x100A,
   Q3_K_R16 = 0x100B,

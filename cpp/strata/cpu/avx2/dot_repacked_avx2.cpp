@@ -2,10 +2,14 @@
 // rows, one 256-bit register per 4-column step whose 32-bit lane r is row r; the activation's 4
 // bytes of the step are broadcast. Q4_0_R16: maddubs of the unsigned nibbles, the int16 pair sums
 // of all eight steps added in int16 (8 · 2 · 15 · 127 < 2^15), one madd to int32, minus 8·Σy.
+// Q5_0_R16: the same with each step's fifth bits expanded from its mask to 0 / 16 per byte (q up to
+// 31: four steps' pair sums fit int16, 4 · 2 · 31 · 127 < 2^15, so the low and the high nibbles' steps
+// take one madd each), minus 16·Σy.
 // Q8_0_R16: the stored x + 128 flipped back to x, then maddubs(|x|, sign(y, x)) and madd per step.
 // Then sum += sumi · (dx·dy) with the multiply and the add rounded separately (built with
 // -ffp-contract=off): bitwise the scalar kernel's result.
 #include <algorithm>
+#include <cstring>
 
 #include "strata/cpu/avx2/dot_avx2.h"
 #include "strata/cpu/avx2/repacked_avx2.h"
@@ -51,6 +55,42 @@ struct Q4Ops {
   }
 };
 
+struct Q5Ops {
+  using L = repack::Q5Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q5_0_R16;
+  static constexpr int kBias = 16;
+  // Rows 8h .. 8h + 7 of step s: byte i is 16 where bit 32h + i of the step's mask is set (layout.h),
+  // else 0. The mask's four bytes are spread eight to a byte (byte i takes mask byte i / 8) and tested
+  // against bit i % 8.
+  static __m256i fifth_bits(const uint8_t* qs, int s, int h) {
+    int32_t m;
+    std::memcpy(&m, qs + repack::kQ5MaskOff + 8 * s + 4 * h, 4);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(m), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+  }
+  template <int A>
+  static void half_sums(const uint8_t* qs, int h, const __m256i (*bc)[8], const int32_t* start, __m256i* out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i plo[A], phi[A];
+    for (int a = 0; a < A; ++a) plo[a] = phi[a] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i w = loadu256(qs + 64 * c + 32 * h);
+      const __m256i lo = _mm256_add_epi8(_mm256_and_si256(w, m4), fifth_bits(qs, c, h));
+      const __m256i hi = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), fifth_bits(qs, c + 4, h));
+      for (int a = 0; a < A; ++a) {
+        plo[a] = _mm256_add_epi16(plo[a], _mm256_maddubs_epi16(lo, bc[a][c]));
+        phi[a] = _mm256_add_epi16(phi[a], _mm256_maddubs_epi16(hi, bc[a][c + 4]));
+      }
+    }
+    for (int a = 0; a < A; ++a)
+      out[a] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(plo[a], ones), _mm256_madd_epi16(phi[a], ones)),
+                                _mm256_set1_epi32(start[a]));
+  }
+};
+
 struct Q8Ops {
   using L = repack::Q8Layout;
   static constexpr quant::GGMLType kType = quant::GGMLType::Q8_0_R16;
@@ -71,7 +111,7 @@ struct Q8Ops {
   }
 };
 
-// The activation terms (−8·Σy for Q4_0, dy) formed once per call: cpu/repack/act_terms.h.
+// The activation terms (−8·Σy for Q4_0, −16·Σy for Q5_0, dy) formed once per call: cpu/repack/act_terms.h.
 using ActTerms = repack::ActTerms<block_sum, fp16>;
 using repack::kPrepBlocks;
 
@@ -143,6 +183,13 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
 
 void dot_rows_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q4Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q5Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q5Ops>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q8Ops>(n, w, stride, nrows, act, out);

@@ -1,14 +1,14 @@
-// AVX-512 VNNI kernels of the repacked Q8_0 and Q4_0 types (cpu/repack/layout.h): 16 rows per group, one
+// AVX-512 VNNI kernels of the repacked Q8_0, Q4_0 and Q5_0 types (cpu/repack/layout.h): 16 rows per group, one
 // 512-bit register per 4-column step whose lane r is row r, so each step is one vpdpbusd against
-// the activation's 4 bytes broadcast. The weights are unsigned (Q8_0 + 128 as stored, Q4_0's nibbles)
-// and the accumulator starts at −128·Σy (−8·Σy), so the int32 lane is exactly the row's block
-// sum; then sum += sumi · (dx·dy) with the multiply and the add rounded separately (this file is
-// built with -ffp-contract=off), which is the scalar kernel's arithmetic: results are bitwise the
-// scalar path's. A GEMV walks one row group at a time, so the weights stream as one sequential
-// read (sharing each activation broadcast across four interleaved groups read 35 % slower from
-// memory: bench/gemv_bench.py, docs/benchmarks.md); with several activations each group's unpacked
-// weights are shared by up to four of them.
+// the activation's 4 bytes broadcast. The weights are unsigned (Q8_0 + 128 as stored, Q4_0's nibbles,
+// Q5_0's nibbles with their fifth bit) and the accumulator starts at −128·Σy (−8·Σy, −16·Σy), so the int32 lane is
+// exactly the row's block sum; then sum += sumi · (dx·dy) with the multiply and the add rounded separately (this file
+// is built with -ffp-contract=off), which is the scalar kernel's arithmetic: results are bitwise the scalar path's. A
+// GEMV walks one row group at a time, so the weights stream as one sequential read (sharing each activation broadcast
+// across four interleaved groups read 35 % slower from memory: bench/gemv_bench.py, docs/benchmarks.md); with several
+// activations each group's unpacked weights are shared by up to four of them.
 #include <algorithm>
+#include <cstring>
 
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
@@ -49,6 +49,30 @@ struct Q4Ops {
       const __m512i w = load512_once(qs + 64 * c);
       st[c] = _mm512_and_si512(w, m4);      // columns 4c .. 4c + 3
       st[c + 4] = _mm512_and_si512(w, h4);  // 16 × columns 16 + 4c .. 16 + 4c + 3
+    }
+  }
+};
+
+// Q5_0_R16: each step's nibbles (the high ones shifted down) plus 16 in the bytes whose fifth bit is set,
+// one masked byte add from the step's 64-bit mask (layout.h): q in [0, 31], value q − 16, so the
+// accumulator starts at −16·Σy. Both chains hold plain products (4·31·127 per lane and step).
+struct Q5Ops {
+  using L = repack::Q5Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q5_0_R16;
+  static constexpr int kBias = 16;
+  static constexpr int kHiShift = 0;
+  static __mmask64 step_mask(const uint8_t* qs, int s) {
+    uint64_t m;
+    std::memcpy(&m, qs + repack::kQ5MaskOff + 8 * s, 8);
+    return static_cast<__mmask64>(m);
+  }
+  static void steps(const uint8_t* qs, __m512i* st) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), h = _mm512_set1_epi8(0x10);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i w = load512_once(qs + 64 * c);
+      const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      st[c] = _mm512_mask_add_epi8(lo, step_mask(qs, c), lo, h);          // columns 4c .. 4c + 3
+      st[c + 4] = _mm512_mask_add_epi8(hi, step_mask(qs, c + 4), hi, h);  // columns 16 + 4c .. 16 + 4c + 3
     }
   }
 };
@@ -180,6 +204,13 @@ void dot_rows_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nro
 void dot_rows_multi_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
   rows_multi<Q4Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q5Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q5Ops>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q8Ops>(n, w, stride, nrows, act, out);

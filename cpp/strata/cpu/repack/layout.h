@@ -1,6 +1,6 @@
 #pragma once
-// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q8_0_R16, Q4_K_R16,
-// Q5_K_R16, Q6_K_R16, IQ4_XS_R16; the 256-column types at the end of this file). Rows come
+// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q5_0_R16, Q8_0_R16,
+// Q2_K_R16 ... Q6_K_R16, IQ4_XS_R16; the 256-column types at the end of this file). Rows come
 // in groups of 16; a group is 16 rows' bytes (16 · row_bytes, so row r of the matrix still starts
 // at r · row_bytes when r is a multiple of 16) holding, for each block b of 32 columns, one
 // interleaved block of the 16 rows:
@@ -9,7 +9,7 @@
 //               whose 32-bit lane r belongs to row r, so one vpdpbusd against the activation's 4
 //               bytes of that step (broadcast) adds 4 products into every row's lane.
 // Blocks are stored in pairs, [d of 2p][d of 2p+1][qs of 2p][qs of 2p+1] (an odd last block alone,
-// [d][qs]): a pair is 576 (Q4_0) or 1088 (Q8_0) bytes, a multiple of 64, so in a 64-byte aligned
+// [d][qs]): a pair is 576 (Q4_0), 704 (Q5_0) or 1088 (Q8_0) bytes, a multiple of 64, so in a 64-byte aligned
 // group every 64-byte quant load is cache-line aligned (a lone [d][qs] block would put them all
 // 32 bytes off, each load split over two lines).
 // Q8_0_R16: qs[64·k + 4·r + j] = x[r][4k + j] XOR 0x80 (columns 4k..4k+3, k = 0..7): the int8
@@ -45,9 +45,19 @@ struct Layout {
 };
 using Q4Layout = Layout<kRows * quant::kQK32 / 2>;  // 256 quant bytes per block
 using Q8Layout = Layout<kRows * quant::kQK32>;      // 512
+// Q5_0_R16: Q4_0_R16's d and qs (qs[64·c + 4·r + j] = the plain Q5_0 byte qs[4c + j] of row r), then at
+//   kQ5MaskOff the fifth bits as eight 64-bit masks, one per 4-column step: bit 4·r + j of mask s (byte
+//   8·s + (4·r + j) / 8, bit (4·r + j) % 8) is bit 4s + j of row r's plain qh — the fifth bit of the
+//   column that byte j of lane r holds in step s (columns 4s + j for s < 4, 16 + 4(s − 4) + j for s >= 4,
+//   bits 4s + j of qh either way). A step's fifth bits are then one mask-register load and one masked byte
+//   add of 16 away (AVX-512 BW), at the plain format's 22 bytes per row and block.
+inline constexpr std::size_t kQ5MaskOff = kRows * quant::kQK32 / 2;
+using Q5Layout = Layout<kQ5MaskOff + 8 * sizeof(uint64_t)>;  // 256 quant bytes + 64 mask bytes
 static_assert(Q4Layout::kBlockBytes == kRows * sizeof(quant::BlockQ4_0));
+static_assert(Q5Layout::kBlockBytes == kRows * sizeof(quant::BlockQ5_0));
 static_assert(Q8Layout::kBlockBytes == kRows * sizeof(quant::BlockQ8_0));
-static_assert(2 * Q4Layout::kBlockBytes % 64 == 0 && 2 * Q8Layout::kBlockBytes % 64 == 0);
+static_assert(2 * Q4Layout::kBlockBytes % 64 == 0 && 2 * Q8Layout::kBlockBytes % 64 == 0 &&
+              2 * Q5Layout::kBlockBytes % 64 == 0);
 
 // Q4_K_R16: per super-block b (256 columns) of a group, 16 · 144 = 2304 bytes (a multiple of 64, so
 // every block of a 64-byte aligned group is too), at b · 2304:

@@ -1,10 +1,10 @@
 #pragma once
-// Repacked weights: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS matrices copied at load into groups of 16
-// interleaved rows (layout.h) so the kernels load 16 rows' scales at once (Q4_K's and IQ4_XS's
-// 6-bit scales regrouped for the kernel) and feed VNNI / maddubs without per-row shuffles, as
-// llama.cpp's CPU_REPACK does. A repacked matrix has its own internal type (Q4_0_R16, Q8_0_R16,
-// Q4_K_R16, Q6_K_R16, IQ4_XS_R16) with the same bytes per row, so Weight views, row strides and
-// cpu::gemv / gemm / gemm_prepared / the engine's linear tasks work unchanged; the kernel of a
+// Repacked weights: Q4_0, Q5_0, Q8_0, Q2_K ... Q6_K and IQ4_XS matrices copied at load into groups of
+// 16 interleaved rows (layout.h) so the kernels load 16 rows' scales at once (Q4_K's and IQ4_XS's
+// 6-bit scales regrouped for the kernel, Q5_0's fifth bits as one mask per 4-column step) and feed
+// VNNI / maddubs without per-row shuffles, as llama.cpp's CPU_REPACK does. A repacked matrix has its
+// own internal type (Q4_0_R16, Q5_0_R16, Q8_0_R16, Q4_K_R16, ..., IQ4_XS_R16) with the same bytes per row, so Weight
+// views, row strides and cpu::gemv / gemm / gemm_prepared / the engine's linear tasks work unchanged; the kernel of a
 // repacked type has DotKernel::row_align = 16 and every row split honours it.
 //
 // Results: per row, the dot of a repacked matrix is bitwise the scalar kernel of its plain type
@@ -21,8 +21,8 @@ namespace strata::cpu {
 
 inline constexpr int kRepackRows = 16;
 
-// Q4_0 -> Q4_0_R16, Q8_0 -> Q8_0_R16, Q2_K -> Q2_K_R16, Q3_K -> Q3_K_R16, Q4_K -> Q4_K_R16, Q5_K -> Q5_K_R16, Q6_K ->
-// Q6_K_R16, IQ4_XS -> IQ4_XS_R16; `t` itself when t has no repacked form.
+// Q4_0 -> Q4_0_R16, Q5_0 -> Q5_0_R16, Q8_0 -> Q8_0_R16, Q2_K -> Q2_K_R16, Q3_K -> Q3_K_R16, Q4_K -> Q4_K_R16, Q5_K ->
+// Q5_K_R16, Q6_K -> Q6_K_R16, IQ4_XS -> IQ4_XS_R16; `t` itself when t has no repacked form.
 quant::GGMLType repacked_type(quant::GGMLType t);
 // The plain type of a repacked one (itself for any other type).
 quant::GGMLType plain_type(quant::GGMLType t);
