@@ -2,7 +2,7 @@
 // Q6_K / Q6_K_R16, IQ4_XS / IQ4_XS_R16) per kernel path, on the shapes a Qwen3-MoE decode step reads
 // (docs/benchmarks.md, "Repacked Q4_K and Q6_K", "Repacked IQ4_XS"), and of Q8_0 / Q8_0_R16 and
 // Q4_0 / Q4_0_R16 and Q5_0 / Q5_0_R16 (32-column blocks, Q8_0 activations; "Several activations from memory",
-// "Repacked Q5_0"):
+// "Result, session 46"):
 //
 //   repack_k_bench [--rows 512] [--cols 1024] [--mib 96] [--reps 7] [--isas avx2,avx512]
 //                  [--types Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0,Q5_0] [--acts 1]

@@ -311,7 +311,7 @@ bool repack_pays(GGMLType t, Isa isa) {
   // 6-bit scales unpacked for 16 rows at once instead of decoded per row and block; IQ4_XS: one
   // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS"; Q5_0: one mask per
   // 4-column step for 16 rows' fifth bits, from memory at one thread on a Zen 4 4.3 -> 11.9 GB/s on AVX2 and
-  // 4.8 -> 23-29 on AVX-512, docs/benchmarks.md "Repacked Q5_0").
+  // 4.8 -> 23-29 on AVX-512, docs/benchmarks.md "Result, session 46").
   // Q3_K and Q5_K: AVX-512 only. The AVX2 Q3_K_R16 kernel streams 6-10 % faster than the plain one with the
   // Intel software prefetch and ~18 % slower without it (the default elsewhere), so AVX2 keeps plain Q3_K
   // (repack=on uses that kernel); the AVX2 path has no Q5_K_R16 kernel (it would run the scalar reference).
