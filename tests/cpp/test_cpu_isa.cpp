@@ -145,6 +145,7 @@ TEST(prefetch_defaults_follow_the_cpu) {
   using cpu::Isa;
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q8_0_R16, true, Isa::Avx2) == 1024);
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_0_R16, true, Isa::Avx2) == 2048);
+  CHECK(cpu::default_prefetch_bytes(GGMLType::Q5_0_R16, true, Isa::Avx2) == 2048);
   // The K-quant kernels: the AVX-512 ones prefetch a super-block at a time (1024 ahead), the AVX2 ones a few
   // lines per step (2048 ahead).
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q4_K_R16, true, Isa::Avx512) == 1024);
@@ -153,7 +154,7 @@ TEST(prefetch_defaults_follow_the_cpu) {
   CHECK(cpu::default_prefetch_bytes(GGMLType::Q6_K_R16, true, Isa::Avx2) == 2048);
   CHECK(cpu::default_prefetch_bytes(GGMLType::IQ4_XS_R16, true, Isa::Avx2) == 0);
   for (const Isa path : {Isa::Avx2, Isa::Avx512})
-    for (const GGMLType t : {GGMLType::Q4_K_R16, GGMLType::Q8_0_R16, GGMLType::Q4_0_R16})
+    for (const GGMLType t : {GGMLType::Q4_K_R16, GGMLType::Q8_0_R16, GGMLType::Q4_0_R16, GGMLType::Q5_0_R16})
       CHECK(cpu::default_prefetch_bytes(t, false, path) == 0);
   const bool pays =
       cpu::prefetch_pays(cpu::isa_supported(cpu::Isa::Avx2), cpu::cpu_is_intel(), cpu::isa_supported(cpu::Isa::Avx512));

@@ -49,7 +49,7 @@ const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLT
 bool super_block(GGMLType t) { return strata::quant::block_size(t) == 256; }
 
 // Column counts to test: with and without a tail of the kernels' unrolled loops (an odd block count:
-// the Q4_0 / Q8_0 layout's lone last block), and rows longer than the 256 blocks whose activation
+// the Q4_0 / Q5_0 / Q8_0 layout's lone last block), and rows longer than the 256 blocks whose activation
 // terms the AVX-512 kernels prepare once per call (8224 columns: computed per group instead).
 std::vector<int64_t> test_cols(GGMLType t) {
   if (super_block(t)) return {256, 512, 1280};
@@ -280,10 +280,12 @@ TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
 TEST(repacked_q4_extreme_nibbles_equal_the_plain_scalar_kernel_bitwise) {
   std::mt19937 rng(25);
   for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q4_K}) {
-    const int64_t rows = 48, cols = 512;
+    // An odd block count (a lone last block) for the 32-column types.
+    const int64_t rows = 48, cols = super_block(t) ? 512 : 544;
     const std::size_t stride = strata::quant::row_bytes(t, cols);
     const std::size_t bs = strata::quant::type_size(t);
-    const std::size_t qs_off = t == GGMLType::Q4_K ? 16 : 2;  // after d (Q4_0; Q5_0: qh and qs) / d, dmin, scales
+    // After d (Q4_0, Q5_0: the fill covers qh too) / d, dmin, scales (Q4_K).
+    const std::size_t qs_off = t == GGMLType::Q4_K ? 16 : 2;
     auto w = random_rows(t, rows, cols, rng);
     const uint8_t fills[] = {0xFF, 0xF0, 0x0F, 0x00, 0x8F};
     for (int64_t r = 0; r < rows; ++r) {
@@ -300,7 +302,7 @@ TEST(repacked_q4_extreme_nibbles_equal_the_plain_scalar_kernel_bitwise) {
       X[2 * cols + i] = (i % 2 == 0) ? 1.0f : -1.0f;       // alternating
       X[3 * cols + i] = (i / 16 % 2 == 0) ? 1.0f : -1.0f;  // low-nibble columns one sign, high the other
     }
-    check_repacked_edges(t, w, rows, cols, X, 4, {rows});
+    check_repacked_edges(t, w, rows, cols, X, 4, {48, 40, 7});  // and calls ending inside a group
   }
 }
 

@@ -199,7 +199,8 @@ const std::vector<SettingInfo>& known_settings() {
        "while it computes (auto: per layer, while at least 70 % of those reads get used)"},
       {kIsa, "cpu", "auto",
        "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path (process-wide)"},
-      {kRepack, "cpu", "auto", "auto | on | off; interleave Q4_0/Q8_0/Q4_K/Q6_K weight rows at load for the kernels"},
+      {kRepack, "cpu", "auto",
+       "auto | on | off; interleave Q4_0/Q5_0/Q8_0/Q2_K..Q6_K/IQ4_XS weight rows at load for the kernels"},
   };
   return v;
 }

@@ -59,7 +59,7 @@ void dot_rows_acts(const DotKernel& k, int64_t n, const void* w, std::size_t w_s
 // Whether k's several-activation calls read each weight row once for all of the call's activations
 // and set up each activation once per call: the repacked kernels (row_align 16) that have a
 // dot_rows_multi walk their 16-row groups one at a time for all activations, and the Q4_0_R16 /
-// Q8_0_R16 ones form each activation's block terms (−bias·Σy, the scale as f32) once per call with more
+// Q5_0_R16 / Q8_0_R16 ones form each activation's block terms (−bias·Σy, the scale as f32) once per call with more
 // than one group (the AMX ones prepare their activation tiles once per call).
 inline bool reads_rows_once_per_call(const DotKernel& k) { return k.row_align > 1 && k.dot_rows_multi != nullptr; }
 

@@ -16,8 +16,9 @@ The machine is printed and recorded with the figures: CPU model, strata's ISA pa
 size, read bandwidth per thread count (strata.bench.machine). A ``NAME:Q4_K_M`` model is the NAME:Q8_0 file
 requantized by llama.cpp's own quantizer (``llama_model_quantize``, ``LLAMA_FTYPE_MOSTLY_Q4_K_M``: Q4_K
 experts, Q6_K output and some down/V tensors, as ``llama-quantize Q4_K_M`` writes it); ``NAME:Q5_K_M``
-(Q5_K experts, Q6_K output and some down/V tensors) and ``NAME:IQ4_XS`` likewise
-(``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and attention, Q6_K output). A model whose file
+(Q5_K experts, Q6_K output and some down/V tensors), ``NAME:Q4_K_S``, ``NAME:Q6_K``, ``NAME:Q2_K``,
+``NAME:Q3_K_M`` and ``NAME:IQ4_XS`` likewise (``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and
+attention, Q6_K output). A model whose file
 is smaller than 4x the last-level cache would measure the cache, not memory: the bench then adds the
 ``medium`` shape in the same format (or says it cannot).
 
@@ -129,8 +130,10 @@ DEFAULT_MODELS = "tiny:F32,tiny:Q8_0,small2:F32,small2:Q8_0,small:Q8_0,small:Q4_
 LLAMA_QUANTIZED = {
     "Q2_K": "LLAMA_FTYPE_MOSTLY_Q2_K",
     "Q3_K_M": "LLAMA_FTYPE_MOSTLY_Q3_K_M",
+    "Q4_K_S": "LLAMA_FTYPE_MOSTLY_Q4_K_S",
     "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M",
     "Q5_K_M": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
+    "Q6_K": "LLAMA_FTYPE_MOSTLY_Q6_K",
     "IQ4_XS": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
 }
 # A decode benchmark model must be at least this many times the last-level cache.

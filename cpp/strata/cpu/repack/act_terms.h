@@ -1,5 +1,5 @@
 #pragma once
-// The activation-side terms of a Q8_0 activation block that a kernel over repacked Q8_0 / Q4_0 weights
+// The activation-side terms of a Q8_0 activation block that a kernel over repacked Q8_0 / Q4_0 / Q5_0 weights
 // repeats for every 16-row group: the accumulator's start −bias·Σy (the weights are stored unsigned,
 // biased by `bias`) and the block scale dy as a float. A call over several groups forms them once per
 // activation (a 384-row matrix has 24 groups) when its rows are at most kPrepBlocks blocks long; longer

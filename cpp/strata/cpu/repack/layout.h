@@ -46,11 +46,11 @@ struct Layout {
 using Q4Layout = Layout<kRows * quant::kQK32 / 2>;  // 256 quant bytes per block
 using Q8Layout = Layout<kRows * quant::kQK32>;      // 512
 // Q5_0_R16: Q4_0_R16's d and qs (qs[64·c + 4·r + j] = the plain Q5_0 byte qs[4c + j] of row r), then at
-//   kQ5MaskOff the fifth bits as eight 64-bit masks, one per 4-column step: bit 4·r + j of mask s (byte
-//   8·s + (4·r + j) / 8, bit (4·r + j) % 8) is bit 4s + j of row r's plain qh — the fifth bit of the
-//   column that byte j of lane r holds in step s (columns 4s + j for s < 4, 16 + 4(s − 4) + j for s >= 4,
-//   bits 4s + j of qh either way). A step's fifth bits are then one mask-register load and one masked byte
-//   add of 16 away (AVX-512 BW), at the plain format's 22 bytes per row and block.
+//   qs + kQ5MaskOff (within the block's quant bytes) the fifth bits as eight 64-bit masks, one per 4-column step: bit
+//   4·r + j of mask s (byte 8·s + (4·r + j) / 8, bit (4·r + j) % 8) is bit 4s + j of row r's plain qh — the fifth bit
+//   of the column that byte j of lane r holds in step s (columns 4s + j for s < 4, 16 + 4(s − 4) + j for s >= 4, bits
+//   4s + j of qh either way). A step's fifth bits are then one mask-register load and one masked byte add of 16 away
+//   (AVX-512 BW), at the plain format's 22 bytes per row and block.
 inline constexpr std::size_t kQ5MaskOff = kRows * quant::kQK32 / 2;
 using Q5Layout = Layout<kQ5MaskOff + 8 * sizeof(uint64_t)>;  // 256 quant bytes + 64 mask bytes
 static_assert(Q4Layout::kBlockBytes == kRows * sizeof(quant::BlockQ4_0));
