@@ -4,6 +4,10 @@ from the default run; ``pytest -m llama``).
 - Q5_K_M and Q3_K_M files written by llama.cpp's own quantizer (``llama_model_quantize``) from a
   tiny F32 `qwen3moe` (256-wide rows, 8 experts all used per token) load in strata, and the logits
   agree with llama.cpp's on the same file.
+- Expert widths that are not a multiple of 256 (160 here; GLM-4.5-Air's are 1408): llama.cpp's quantizer
+  writes its 32-column fallbacks for those tensors. A Q4_K_M file then holds Q5_0 experts, which strata
+  runs (repacked as Q5_0_R16) and whose logits agree with llama.cpp's; a Q5_K_M file holds Q5_1 ones,
+  which strata refuses at load with a FormatError naming the tensor's type.
 - A file whose experts are IQ2_XS (resp. IQ3_XXS), written by the test encoders of iquant_pack.py
   (llama.cpp's quantizer needs an importance matrix for these types), the other matrices Q6_K:
   the logits agree with llama.cpp's.
@@ -36,8 +40,7 @@ PROMPT = [int(t) for t in np.random.default_rng(7).integers(0, 257, 32)]
 pytestmark = pytest.mark.llama
 
 
-@pytest.fixture(scope="module")
-def f32_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _f32_qwen3moe(path: Path, expert_ffn: int) -> Path:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail("the llama tests need llama-cpp-python (pip install llama-cpp-python)")
     import torch
@@ -45,7 +48,7 @@ def f32_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     torch.set_num_threads(1)
     cfg = transformers.Qwen3MoeConfig(
-        vocab_size=VOCAB, hidden_size=256, intermediate_size=256, moe_intermediate_size=256,
+        vocab_size=VOCAB, hidden_size=256, intermediate_size=256, moe_intermediate_size=expert_ffn,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
         num_experts=8, num_experts_per_tok=8, norm_topk_prob=True, max_position_embeddings=512,
         rms_norm_eps=1e-6,
@@ -58,8 +61,24 @@ def f32_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             else:
                 p.copy_(torch.randn_like(p) * p.shape[-1] ** -0.5)
-    return convert_qwen3moe(model, tmp_path_factory.mktemp("llq") / "f32.gguf",
-                            tokenizer=byte_level_tokenizer(VOCAB), weight_type="F32")
+    return convert_qwen3moe(model, path, tokenizer=byte_level_tokenizer(VOCAB), weight_type="F32")
+
+
+@pytest.fixture(scope="module")
+def f32_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _f32_qwen3moe(tmp_path_factory.mktemp("llq") / "f32.gguf", 256)
+
+
+def llama_quantized(src: Path, out: Path, ftype: str) -> set[str]:
+    """`src` requantized by llama.cpp's quantizer to `ftype` at `out`; the tensor types it wrote."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
+    params.nthread = 2
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(out).encode(), ctypes.byref(params))
+    assert rc == 0
+    return {t.tensor_type.name for t in GGUFReader(str(out)).tensors}
 
 
 def agree(path: Path) -> lc.Agreement:
@@ -78,17 +97,25 @@ def check(a: lc.Agreement) -> None:
 def test_llama_quantized_k_mixes_load_and_agree(
     f32_file: Path, tmp_path: Path, ftype: str, must_have: set[str]
 ) -> None:
-    import llama_cpp
-
     out = tmp_path / f"{ftype}.gguf"
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
-    params.nthread = 2
-    rc = llama_cpp.llama_model_quantize(str(f32_file).encode(), str(out).encode(), ctypes.byref(params))
-    assert rc == 0
-    types = {t.tensor_type.name for t in GGUFReader(str(out)).tensors}
+    types = llama_quantized(f32_file, out, ftype)
     assert must_have <= types, types
     check(agree(out))
+
+
+def test_fallback_types_of_narrow_experts(tmp_path: Path) -> None:
+    src = _f32_qwen3moe(tmp_path / "f32-160.gguf", 160)
+    q4 = tmp_path / "Q4_K_M.gguf"
+    types = llama_quantized(src, q4, "Q4_K_M")
+    assert "Q5_0" in types and "Q5_1" not in types, types
+    check(agree(q4))
+    q5 = tmp_path / "Q5_K_M.gguf"
+    assert "Q5_1" in llama_quantized(src, q5, "Q5_K_M")
+    from strata import _strata
+    from strata.errors import FormatError
+
+    with pytest.raises(FormatError, match=r"has type Q5_1, which strata cannot compute with"):
+        _strata.Engine(str(q5), n_threads=1, max_ctx=32)
 
 
 def experts_in(type_name: str) -> Callable[[str, int], str]:
