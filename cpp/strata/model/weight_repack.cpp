@@ -2,8 +2,8 @@
 
 #include <array>
 #include <chrono>
-#include <initializer_list>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 

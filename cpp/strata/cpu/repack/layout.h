@@ -51,8 +51,17 @@ using Q8Layout = Layout<kRows * quant::kQK32>;      // 512
 //   of the column that byte j of lane r holds in step s (columns 4s + j for s < 4, 16 + 4(s − 4) + j for s >= 4, bits
 //   4s + j of qh either way). A step's fifth bits are then one mask-register load and one masked byte add of 16 away
 //   (AVX-512 BW), at the plain format's 22 bytes per row and block.
-inline constexpr std::size_t kQ5MaskOff = kRows * quant::kQK32 / 2;
+inline constexpr std::size_t kQ5MaskOff = Q4Layout::kQsBytes;
 using Q5Layout = Layout<kQ5MaskOff + 8 * sizeof(uint64_t)>;  // 256 quant bytes + 64 mask bytes
+// The fifth bit of byte j of lane r in step s, in / into a block's masks hm (at qs + kQ5MaskOff).
+inline int q5_fifth_bit(const uint8_t* hm, int s, int r, int j) {
+  const int bit = 4 * r + j;
+  return (hm[8 * s + bit / 8] >> (bit % 8)) & 1;
+}
+inline void q5_set_fifth_bit(uint8_t* hm, int s, int r, int j, unsigned v) {
+  const int bit = 4 * r + j;
+  hm[8 * s + bit / 8] = static_cast<uint8_t>(hm[8 * s + bit / 8] | ((v & 1u) << (bit % 8)));
+}
 static_assert(Q4Layout::kBlockBytes == kRows * sizeof(quant::BlockQ4_0));
 static_assert(Q5Layout::kBlockBytes == kRows * sizeof(quant::BlockQ5_0));
 static_assert(Q8Layout::kBlockBytes == kRows * sizeof(quant::BlockQ8_0));

@@ -71,10 +71,7 @@ void repack_q5_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
       uint32_t qh;
       std::memcpy(&qh, x->qh, 4);
       for (int s = 0; s < 8; ++s)
-        for (int j = 0; j < 4; ++j) {
-          const int bit = 4 * r + j;
-          hm[8 * s + bit / 8] = static_cast<uint8_t>(hm[8 * s + bit / 8] | (((qh >> (4 * s + j)) & 1u) << (bit % 8)));
-        }
+        for (int j = 0; j < 4; ++j) repack::q5_set_fifth_bit(hm, s, r, j, qh >> (4 * s + j));
     }
   }
 }
@@ -89,10 +86,7 @@ void unpack_q5_0_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ5_0* x)
     for (int c = 0; c < 4; ++c) std::memcpy(&x[b].qs[4 * c], qs + 64 * c + 4 * r, 4);
     uint32_t qh = 0;
     for (int s = 0; s < 8; ++s)
-      for (int j = 0; j < 4; ++j) {
-        const int bit = 4 * r + j;
-        qh |= static_cast<uint32_t>((hm[8 * s + bit / 8] >> (bit % 8)) & 1) << (4 * s + j);
-      }
+      for (int j = 0; j < 4; ++j) qh |= static_cast<uint32_t>(repack::q5_fifth_bit(hm, s, r, j)) << (4 * s + j);
     std::memcpy(x[b].qh, &qh, 4);
   }
 }

@@ -47,13 +47,10 @@ struct Q4 {
   }
 };
 
-// Q5_0_R16: the fifth bit of byte j of lane r in step s is bit 4·r + j of the step's mask (layout.h).
+// Q5_0_R16: Q4's nibbles with the fifth bits of the steps' masks (layout.h).
 struct Q5 {
   using L = repack::Q5Layout;
-  static int high(const uint8_t* hm, int s, int r, int j) {
-    const int bit = 4 * r + j;
-    return ((hm[8 * s + bit / 8] >> (bit % 8)) & 1) << 4;
-  }
+  static int high(const uint8_t* hm, int s, int r, int j) { return repack::q5_fifth_bit(hm, s, r, j) << 4; }
   static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
     const uint8_t* hm = qs + repack::kQ5MaskOff;
     int sumi = 0;
