@@ -165,7 +165,8 @@ TEST(kernels_cover_extreme_bytes) {
           case GGMLType::Q2_K: std::memcpy(&w[off + 80], &scales[off + 80], 4); break;
           case GGMLType::Q6_K: std::memcpy(&w[off + 208], &scales[off + 208], 2); break;
           case GGMLType::Q4_K:
-          case GGMLType::Q5_K: std::memcpy(&w[off], &scales[off], 4); break;
+          case GGMLType::Q5_K:
+          case GGMLType::Q5_1: std::memcpy(&w[off], &scales[off], 4); break;
           case GGMLType::Q3_K: std::memcpy(&w[off + 108], &scales[off + 108], 2); break;
           default: std::memcpy(&w[off], &scales[off], 2); break;
         }

@@ -1,10 +1,10 @@
 """Block formats against the reference nobody here wrote: ``gguf.quants``.
 
-- Our Q8_0 / Q5_0 / Q4_0 (ggml rule) / F16 / BF16 quantizers are byte-identical to
+- Our Q8_0 / Q5_0 / Q5_1 / Q4_0 (ggml rule) / F16 / BF16 quantizers are byte-identical to
   ``gguf.quants.quantize`` on random tensors (Gaussian, heavy-tailed, outliers, zero rows, ties).
 - ``gguf.quants.dequantize`` equals our dequantization bitwise, on our quantizers' output and on
   random valid blocks of every format (random bytes with finite, moderate fp16 scales), including
-  Q4_K, Q6_K, Q2_K, IQ4_XS, Q3_K, Q5_K, IQ2_XS and IQ3_XXS, which gguf-py cannot quantize.
+  Q4_K, Q6_K, Q2_K, IQ4_XS, Q3_K, Q5_K, IQ2_XS, IQ3_XXS and IQ4_NL, which gguf-py cannot quantize.
 - Every codebook entry of IQ2_XS (512) and IQ3_XXS (256) decodes as gguf decodes it.
 - Q4_0 with the Lloyd fit decodes with gguf too and is never worse than the ggml rule.
 """
@@ -24,7 +24,9 @@ from strata import quant
 SCALE_FIELDS: dict[str, list[int]] = {
     "Q4_0": [0],
     "Q5_0": [0],
+    "Q5_1": [0, 2],
     "Q8_0": [0],
+    "IQ4_NL": [0],
     "Q2_K": [80, 82],
     "Q4_K": [0, 2],
     "Q6_K": [208],
@@ -67,7 +69,7 @@ def sample_inputs(rng: np.random.Generator) -> list[npt.NDArray[np.float32]]:
     return [gauss, heavy, outliers, zeros, ties, tiny]
 
 
-@pytest.mark.parametrize("type_name", ["Q8_0", "Q5_0", "Q4_0", "F16", "BF16"])
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q5_0", "Q5_1", "Q4_0", "F16", "BF16"])
 def test_quantizers_are_byte_identical_to_gguf(type_name: str) -> None:
     rng = np.random.default_rng(0)
     for x in sample_inputs(rng):
@@ -77,7 +79,7 @@ def test_quantizers_are_byte_identical_to_gguf(type_name: str) -> None:
         assert np.array_equal(ours, ref)
 
 
-@pytest.mark.parametrize("type_name", ["Q8_0", "Q5_0", "Q4_0", "F16", "BF16", "F32"])
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q5_0", "Q5_1", "Q4_0", "F16", "BF16", "F32"])
 def test_dequantize_of_our_quantizers_equals_gguf(type_name: str) -> None:
     rng = np.random.default_rng(1)
     for x in sample_inputs(rng):

@@ -17,6 +17,8 @@ quant::GGMLType activation_type(quant::GGMLType type) {
     case GGMLType::BF16: return GGMLType::F32;
     case GGMLType::Q4_0:
     case GGMLType::Q5_0:
+    case GGMLType::Q5_1:
+    case GGMLType::IQ4_NL:
     case GGMLType::Q8_0: return GGMLType::Q8_0;
     case GGMLType::Q2_K:
     case GGMLType::Q3_K:
@@ -97,9 +99,9 @@ const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
 #endif
       break;
   }
-  // An ISA without repacked kernels of its own (NEON) runs the reference ones: correct, not fast
-  // (cpu/repack/repack.h only repacks for ISAs that have them).
-  if (k == nullptr) k = scalar::repacked_kernel(type);
+  // A type an ISA has no kernel of its own for runs the reference one: correct, not fast (the
+  // repacked types on NEON — cpu/repack/repack.h only repacks for ISAs that have them).
+  if (k == nullptr) k = scalar::kernel(type);
   if (k == nullptr)
     throw_error(ErrorKind::Internal, std::string("no ") + isa_name(isa) + " kernel for " + quant::type_name(type));
   return *k;

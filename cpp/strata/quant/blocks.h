@@ -6,7 +6,7 @@
 
 namespace strata::quant {
 
-inline constexpr int kQK32 = 32;   // Q4_0, Q5_0, Q8_0 block
+inline constexpr int kQK32 = 32;   // Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL block
 inline constexpr int kQK_K = 256;  // super-block of the K-quants and IQ4_XS
 
 // x = d * (q - 8); element j < 16 in the low nibble of qs[j], element j + 16 in its high nibble.
@@ -22,7 +22,25 @@ struct BlockQ5_0 {
   uint8_t qs[kQK32 / 2];
 };
 
-// x = d * q, q int8. Also the activation form for Q4_0 / Q5_0 / Q8_0 dots.
+// x = d * q + m, q 5 bits unsigned (0..31): low 4 bits as in Q4_0, bit 4 of element j is bit j of qh.
+// llama-quantize writes it for the Q5_K tensors of a Q5_K_M / Q5_K_S mix whose rows are not a multiple
+// of 256 wide.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK32 / 2];
+};
+
+// x = d * kIQ4NLValues[q], q 4 bits: element j < 16 in the low nibble of qs[j], element j + 16 in its
+// high nibble (as Q4_0). llama-quantize's fallback for Q2_K / Q3_K / IQ4_XS tensors whose rows are not a
+// multiple of 256 wide, and a file type of its own.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK32 / 2];
+};
+
+// x = d * q, q int8. Also the activation form for Q4_0 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL dots.
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK32];
@@ -113,6 +131,8 @@ inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);

@@ -42,6 +42,32 @@ void dequant_q5_0(const BlockQ5_0* b, float* y, int64_t nb) {
   }
 }
 
+// d * q + m as two roundings, as gguf.quants computes it (this file is built without contraction).
+void dequant_q5_1(const BlockQ5_1* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK32) {
+    const float d = fp16_to_fp32(b[i].d);
+    const float m = fp16_to_fp32(b[i].m);
+    uint32_t qh;
+    std::memcpy(&qh, b[i].qh, 4);
+    for (int j = 0; j < kQK32 / 2; ++j) {
+      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
+      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      y[j] = d * static_cast<float>((b[i].qs[j] & 0xF) | h0) + m;
+      y[j + 16] = d * static_cast<float>((b[i].qs[j] >> 4) | h1) + m;
+    }
+  }
+}
+
+void dequant_iq4_nl(const BlockIQ4_NL* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK32) {
+    const float d = fp16_to_fp32(b[i].d);
+    for (int j = 0; j < kQK32 / 2; ++j) {
+      y[j] = d * static_cast<float>(kIQ4NLValues[b[i].qs[j] & 0xF]);
+      y[j + 16] = d * static_cast<float>(kIQ4NLValues[b[i].qs[j] >> 4]);
+    }
+  }
+}
+
 void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK32) {
     const float d = fp16_to_fp32(b[i].d);
@@ -141,6 +167,8 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
     }
     case GGMLType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
     case GGMLType::Q5_0: return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
+    case GGMLType::Q5_1: return dequant_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
+    case GGMLType::IQ4_NL: return dequant_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb);
     case GGMLType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
     case GGMLType::Q2_K: return dequant_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
     case GGMLType::Q3_K: return detail::dequant_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);

@@ -57,6 +57,7 @@ bool has_quantizer(GGMLType type, QuantMethod method) {
     case GGMLType::BF16:
     case GGMLType::Q8_0:
     case GGMLType::Q5_0:
+    case GGMLType::Q5_1:
     case GGMLType::Q4_0: return true;
     default: return false;
   }
@@ -84,6 +85,30 @@ void quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n) {
     for (int j = 0; j < kQK32 / 2; ++j) {
       const int q0 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
       const int q1 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 16.5f)));
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+      qh |= static_cast<uint32_t>((q0 & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + 16);
+    }
+    std::memcpy(y[i].qh, &qh, 4);
+  }
+}
+
+void quantize_row_q5_1(const float* x, BlockQ5_1* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK32; ++i, x += kQK32) {
+    float min = x[0];
+    float max = x[0];
+    for (int j = 1; j < kQK32; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    y[i].m = fp32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK32 / 2; ++j) {
+      const int q0 = std::min(31, static_cast<int>((x[j] - min) * id + 0.5f));
+      const int q1 = std::min(31, static_cast<int>((x[j + 16] - min) * id + 0.5f));
       y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
       qh |= static_cast<uint32_t>((q0 & 0x10) >> 4) << j;
       qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + 16);
@@ -150,6 +175,7 @@ void quantize_row(GGMLType type, const float* src, void* dst, int64_t n, QuantMe
     }
     case GGMLType::Q8_0: return quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
     case GGMLType::Q5_0: return quantize_row_q5_0(src, static_cast<BlockQ5_0*>(dst), n);
+    case GGMLType::Q5_1: return quantize_row_q5_1(src, static_cast<BlockQ5_1*>(dst), n);
     case GGMLType::Q4_0:
       if (method == QuantMethod::Lloyd) return quantize_row_q4_0_lloyd(src, static_cast<BlockQ4_0*>(dst), n);
       return quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n);

@@ -5,6 +5,8 @@
 // - Q8_0, Q5_0, Q4_0 with QuantMethod::Ggml: ggml's reference rules, byte-identical to
 //   gguf.quants.quantize (Q8_0: d = amax/127, q = roundf(x/d); Q5_0 / Q4_0: d = max/-16 / max/-8
 //   where max is the signed value of largest magnitude, q = trunc(x/d + 16.5 / 8.5) clamped).
+// - Q5_1: ggml's rule, byte-identical to gguf.quants.quantize: d = (max - min)/31, m = min,
+//   q = trunc((x - min)/d + 0.5) clamped to 31.
 // - Q4_0 with QuantMethod::Lloyd (SPEC R-11): per block, Lloyd iterations (assign each value to
 //   its nearest grid level, then refit the scale by least squares) from several starting scales
 //   of both signs, the fp16 scale refined over its neighbouring half values, and the result kept
@@ -38,6 +40,7 @@ void require_quantizer(GGMLType type, QuantMethod method);
 // The individual rules (n a multiple of 32 / 256).
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n);
+void quantize_row_q5_1(const float* x, BlockQ5_1* y, int64_t n);
 void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n);
 void quantize_row_q4_0_lloyd(const float* x, BlockQ4_0* y, int64_t n);
 // Q8_K activations: iscale = 127/amax, q = round-half-even(x*iscale), d = 1/iscale, bsums per 16.

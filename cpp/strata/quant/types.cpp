@@ -78,6 +78,8 @@ bool type_supported(GGMLType t) {
     case GGMLType::Q8_0:
     case GGMLType::Q4_0:
     case GGMLType::Q5_0:
+    case GGMLType::Q5_1:
+    case GGMLType::IQ4_NL:
     case GGMLType::Q4_K:
     case GGMLType::Q6_K:
     case GGMLType::Q2_K:

@@ -72,6 +72,45 @@ float dot_q5_0(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
+// x = d * q + m: the block's dot is d·dy·Σq·y + m·dy·Σy, both sums exact in int.
+float dot_q5_1(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ5_1*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, 4);
+    int sumi = 0;
+    int sumy = 0;
+    for (int j = 0; j < kQK32 / 2; ++j) {
+      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
+      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      sumi += ((x[i].qs[j] & 0xF) | h0) * y[i].qs[j];
+      sumi += ((x[i].qs[j] >> 4) | h1) * y[i].qs[j + 16];
+      sumy += y[i].qs[j] + y[i].qs[j + 16];
+    }
+    const float dy = fp16_to_fp32(y[i].d);
+    sum += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * dy);
+    sum += static_cast<float>(sumy) * (fp16_to_fp32(x[i].m) * dy);
+  }
+  return sum;
+}
+
+float dot_iq4_nl(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockIQ4_NL*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK32 / 2; ++j) {
+      sumi += kIQ4NLValues[x[i].qs[j] & 0xF] * y[i].qs[j];
+      sumi += kIQ4NLValues[x[i].qs[j] >> 4] * y[i].qs[j + 16];
+    }
+    sum += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+  }
+  return sum;
+}
+
 float dot_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
@@ -195,6 +234,8 @@ constexpr DotKernel kF16{GGMLType::F32, nullptr, rows<dot_f16>, nullptr};
 constexpr DotKernel kBF16{GGMLType::F32, nullptr, rows<dot_bf16>, nullptr};
 constexpr DotKernel kQ4_0{GGMLType::Q8_0, act_q8_0, rows<dot_q4_0>, nullptr};
 constexpr DotKernel kQ5_0{GGMLType::Q8_0, act_q8_0, rows<dot_q5_0>, nullptr};
+constexpr DotKernel kQ5_1{GGMLType::Q8_0, act_q8_0, rows<dot_q5_1>, nullptr};
+constexpr DotKernel kIQ4_NL{GGMLType::Q8_0, act_q8_0, rows<dot_iq4_nl>, nullptr};
 constexpr DotKernel kQ8_0{GGMLType::Q8_0, act_q8_0, rows<dot_q8_0>, nullptr};
 constexpr DotKernel kQ2_K{GGMLType::Q8_K, act_q8_k, rows<dot_q2_k>, nullptr};
 constexpr DotKernel kQ4_K{GGMLType::Q8_K, act_q8_k, rows<dot_q4_k>, nullptr};
@@ -214,6 +255,8 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::BF16: return &kBF16;
     case GGMLType::Q4_0: return &kQ4_0;
     case GGMLType::Q5_0: return &kQ5_0;
+    case GGMLType::Q5_1: return &kQ5_1;
+    case GGMLType::IQ4_NL: return &kIQ4_NL;
     case GGMLType::Q8_0: return &kQ8_0;
     case GGMLType::Q2_K: return &kQ2_K;
     case GGMLType::Q4_K: return &kQ4_K;
