@@ -123,6 +123,8 @@ bool gemv_supported(quant::GGMLType type) {
     case GGMLType::Q8_0:
     case GGMLType::Q4_0:
     case GGMLType::Q5_0:
+    case GGMLType::Q5_1:
+    case GGMLType::IQ4_NL:
     case GGMLType::Q4_K:
     case GGMLType::Q6_K:
     case GGMLType::Q2_K:
@@ -140,6 +142,8 @@ const char* gemv_type_suffix(quant::GGMLType type) {
     case GGMLType::Q8_0: return "q8_0";
     case GGMLType::Q4_0: return "q4_0";
     case GGMLType::Q5_0: return "q5_0";
+    case GGMLType::Q5_1: return "q5_1";
+    case GGMLType::IQ4_NL: return "iq4_nl";
     case GGMLType::Q4_K: return "q4_k";
     case GGMLType::Q6_K: return "q6_k";
     case GGMLType::Q2_K: return "q2_k";

@@ -7,7 +7,7 @@
 //   F32        8    4 / 1          F16, BF16   8   2 / 1
 //   Q8_0      32   34 / 32         Q4_0       32  18 / 32        Q5_0   32  22 / 32
 //   Q4_K      32  144 / 256        Q6_K       16 210 / 256       Q2_K   16  84 / 256
-//   IQ4_XS    32  136 / 256
+//   Q5_1      32   24 / 32         IQ4_NL     32  18 / 32        IQ4_XS 32 136 / 256
 // Multi-byte fields are read byte-wise or at their natural alignment (blocks are packed).
 #include "metal/kernels/common.h"
 
@@ -86,6 +86,23 @@ struct FmtQ5_0 {
   }
 };
 
+// x = d·q + m with q unsigned (0..31): two roundings, as dequantize_row (no contraction).
+struct FmtQ5_1 {
+  enum : uint { kUnit = 32, kBlock = 32, kBlockBytes = 24 };
+  static inline void decode(device const uchar* row, uint u, uint, thread float* w) {
+    device const uchar* b = row + u * kBlockBytes;
+    const float d = load_half(b), m = load_half(b + 2);
+    const uint qh = uint(b[4]) | (uint(b[5]) << 8) | (uint(b[6]) << 16) | (uint(b[7]) << 24);
+    for (uint j = 0; j < 16; ++j) {
+      const uchar q = b[8 + j];
+      const int h0 = int((qh >> j) & 1u) << 4;
+      const int h1 = int((qh >> (j + 16)) & 1u) << 4;
+      w[j] = d * float(int(q & 0xF) | h0) + m;
+      w[j + 16] = d * float(int(q >> 4) | h1) + m;
+    }
+  }
+};
+
 // Q4_K's 6-bit scale and min of group j (0..7) from the 12 packed bytes.
 inline void q4k_scale_min(uint j, device const uchar* q, thread uint& sc, thread uint& m) {
   if (j < 4) {
@@ -147,6 +164,19 @@ struct FmtQ2_K {
 };
 
 constant int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+struct FmtIQ4_NL {
+  enum : uint { kUnit = 32, kBlock = 32, kBlockBytes = 18 };
+  static inline void decode(device const uchar* row, uint u, uint, thread float* w) {
+    device const uchar* b = row + u * kBlockBytes;
+    const float d = load_half(b);
+    for (uint j = 0; j < 16; ++j) {
+      const uchar q = b[2 + j];
+      w[j] = d * float(int(kIq4nlValues[q & 0xFu]));
+      w[j + 16] = d * float(int(kIq4nlValues[q >> 4]));
+    }
+  }
+};
 
 struct FmtIQ4_XS {
   enum : uint { kUnit = 32, kBlock = 256, kBlockBytes = 136 };

@@ -281,6 +281,27 @@ TEST(x86_float_multi_activation_dots_equal_single_bitwise) {
   }
 }
 
+// Q5_1 and IQ4_NL have kernels of their own (with a multi-activation form) on both x86 paths, so a
+// missing table entry — dot_kernel's silent fallback to the scalar reference, or AVX-512's to AVX2 —
+// fails here.
+TEST(x86_q5_1_and_iq4_nl_are_not_the_scalar_kernels) {
+  using quant_test::GGMLType;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!cpu::isa_supported(isa)) {
+      std::printf("%s not runnable here: skipped\n", cpu::isa_name(isa));
+      continue;
+    }
+    for (GGMLType t : {GGMLType::Q5_1, GGMLType::IQ4_NL}) {
+      const std::string what = std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(t);
+      const cpu::DotKernel& k = cpu::dot_kernel(t, isa);
+      CHECK_MSG(k.dot_rows != cpu::dot_kernel(t, Isa::Scalar).dot_rows, what + " runs the scalar kernel");
+      CHECK_MSG(k.dot_rows_multi != nullptr, what + " has no multi-activation kernel");
+      if (isa == Isa::Avx512)
+        CHECK_MSG(k.dot_rows != cpu::dot_kernel(t, Isa::Avx2).dot_rows, what + " runs the AVX2 kernel");
+    }
+  }
+}
+
 TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
   using quant_test::GGMLType;
   const cpu::DotKernel& s0 = cpu::dot_kernel(GGMLType::Q8_0, Isa::Scalar);
@@ -311,3 +332,17 @@ TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
     }
   }
 }
+
+#if defined(__aarch64__)
+// AArch64 only: Q5_1 and IQ4_NL have NEON kernels of their own on every NEON path (neon-i8mm runs
+// dotprod's), so a silent fallback to the scalar reference fails here.
+TEST(neon_q5_1_and_iq4_nl_are_not_the_scalar_kernels) {
+  using quant_test::GGMLType;
+  for (Isa isa : {Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm}) {
+    if (!cpu::isa_supported(isa)) continue;
+    for (GGMLType t : {GGMLType::Q5_1, GGMLType::IQ4_NL})
+      CHECK_MSG(cpu::dot_kernel(t, isa).dot_rows != cpu::dot_kernel(t, Isa::Scalar).dot_rows,
+                std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(t) + " runs the scalar kernel");
+  }
+}
+#endif

@@ -101,7 +101,9 @@ double act_error(GGMLType t, const float* x, uint32_t cols, uint32_t j) {
     case GGMLType::BF16: return 0.0;
     case GGMLType::Q8_0:
     case GGMLType::Q4_0:
-    case GGMLType::Q5_0: {
+    case GGMLType::Q5_0:
+    case GGMLType::Q5_1:
+    case GGMLType::IQ4_NL: {
       const uint32_t b0 = j / 32 * 32;
       double amax = 0.0;
       for (uint32_t i = b0; i < b0 + 32; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
@@ -199,7 +201,8 @@ TEST(results_depend_on_the_lane_split_only) {
   EmuDevice dev;
   std::mt19937 rng(23);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for (GGMLType t : {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_K, GGMLType::Q6_K}) {
+  for (GGMLType t : {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_1, GGMLType::IQ4_NL,
+                     GGMLType::Q4_K, GGMLType::Q6_K}) {
     const uint32_t rows = 45, cols = 512, nx = 9;
     Matrix m = random_matrix(t, rows, cols, rng);
     std::vector<float> X(size_t{nx} * cols);

@@ -1,11 +1,12 @@
-"""Simple encoders for IQ2_XS and IQ3_XXS, used by the tests to build IQ-expert models (gguf-py
+"""Simple encoders for IQ2_XS, IQ3_XXS and IQ4_NL, used by the tests to build IQ-expert models (gguf-py
 decodes these formats but cannot write them). The codebooks come from ``gguf.quants`` (not from
 strata), so a file built here is decoded by two independent implementations.
 
 Not llama.cpp's quantizers (no importance weights, no joint scale/grid search): per block the
 group scales are fit to the values' maxima, every run of values takes the signs of its elements
 (the smallest one flipped when the format's even-parity rule requires it) and the grid entry
-nearest to its magnitudes.
+nearest to its magnitudes. IQ4_NL: per block of 32, each value takes the codebook entry nearest to
+x / d with d = (signed value of largest magnitude) / 127, then d is refit by least squares.
 """
 
 from __future__ import annotations
@@ -87,13 +88,29 @@ def quantize_iq3_xxs(x: F32) -> U8:
     return np.concatenate([d_b, idx, aux.astype("<u4").view(np.uint8).reshape(-1, 32)], axis=1)
 
 
-ENCODERS = {"IQ2_XS": quantize_iq2_xs, "IQ3_XXS": quantize_iq3_xxs}
+def quantize_iq4_nl(x: F32) -> U8:
+    values = np.asarray(gq.IQ4_NL.kvalues, dtype=np.float32)
+    big = np.argmax(np.abs(x), axis=1)
+    d = x[np.arange(len(x)), big] / np.float32(127.0)
+    safe = np.where(d == 0, np.float32(1.0), d)
+    q = np.abs(x[:, :, None] / safe[:, None, None] - values[None, None, :]).argmin(axis=2)
+    v = values[q]
+    den = (v * v).sum(axis=1)
+    d = np.where(d == 0, np.float32(0.0), (x * v).sum(axis=1) / np.where(den == 0, 1, den)).astype(np.float16)
+    nib = q.astype(np.uint8)
+    qs = nib[:, :16] | (nib[:, 16:] << np.uint8(4))
+    return np.concatenate([d.reshape(-1, 1).view(np.uint8), qs], axis=1)
+
+
+ENCODERS = {"IQ2_XS": quantize_iq2_xs, "IQ3_XXS": quantize_iq3_xxs, "IQ4_NL": quantize_iq4_nl}
+BLOCK = {"IQ4_NL": 32}
 
 
 def quantize(array: npt.ArrayLike, type_name: str) -> U8:
-    """``array`` (..., n) with n a multiple of 256 -> (..., row bytes) in ``type_name``."""
+    """``array`` (..., n) with n a multiple of the block (256; 32 for IQ4_NL) -> (..., row bytes)."""
     x = np.ascontiguousarray(array, dtype=np.float32)
-    if x.shape[-1] % QK_K:
-        raise ValueError(f"rows of {x.shape[-1]} are not a multiple of {QK_K}")
-    blocks = ENCODERS[type_name](x.reshape(-1, QK_K))
+    block = BLOCK.get(type_name, QK_K)
+    if x.shape[-1] % block:
+        raise ValueError(f"rows of {x.shape[-1]} are not a multiple of {block}")
+    blocks = ENCODERS[type_name](x.reshape(-1, block))
     return np.ascontiguousarray(blocks.reshape(*x.shape[:-1], -1))

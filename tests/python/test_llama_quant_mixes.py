@@ -5,9 +5,9 @@ from the default run; ``pytest -m llama``).
   tiny F32 `qwen3moe` (256-wide rows, 8 experts all used per token) load in strata, and the logits
   agree with llama.cpp's on the same file.
 - Expert widths that are not a multiple of 256 (160 here; GLM-4.5-Air's are 1408): llama.cpp's quantizer
-  writes its 32-column fallbacks for those tensors. A Q4_K_M file then holds Q5_0 experts, which strata
-  runs (repacked as Q5_0_R16) and whose logits agree with llama.cpp's; a Q5_K_M file holds Q5_1 ones,
-  which strata refuses at load with a FormatError naming the tensor's type.
+  writes its 32-column fallbacks for those tensors — Q5_0 in a Q4_K_M file (which strata repacks as
+  Q5_0_R16), Q5_1 in a Q5_K_M file, IQ4_NL in a Q3_K_M file — and strata's logits agree with llama.cpp's
+  on each. So does a whole IQ4_NL file (``LLAMA_FTYPE_MOSTLY_IQ4_NL``).
 - A file whose experts are IQ2_XS (resp. IQ3_XXS), written by the test encoders of iquant_pack.py
   (llama.cpp's quantizer needs an importance matrix for these types), the other matrices Q6_K:
   the logits agree with llama.cpp's.
@@ -16,7 +16,9 @@ Tolerances as test_llama_compare.py's Q8_0 rule (both engines quantize activatio
 so an f32 rounding difference upstream can flip one int8 step): max |Δ| / std < 0.05, the same
 argmax at >= 90% of the positions, mean KL < 1e-3. Measured on Zen 4 (AVX2 path, llama.cpp built
 natively): Q5_K_M 5.7e-3, Q3_K_M 5.0e-3 (100% argmax, KL 3e-8 / 5e-8); IQ2_XS and IQ3_XXS experts
-1.4e-6 (KL 2e-14).
+1.4e-6 (KL 2e-14). 160-wide experts (AVX-512 path): Q4_K_M (Q5_0) 1.7e-6, IQ4_XS (IQ4_NL) 1.2e-6, Q5_K_M
+(Q5_1) 5.4e-2 with KL 8e-5 and 94% argmax — llama.cpp rounds Q5_1's activation block sums to fp16, so that
+case has its own bound (0.1; the comment at its test says why).
 """
 
 from __future__ import annotations
@@ -103,19 +105,37 @@ def test_llama_quantized_k_mixes_load_and_agree(
     check(agree(out))
 
 
-def test_fallback_types_of_narrow_experts(tmp_path: Path) -> None:
-    src = _f32_qwen3moe(tmp_path / "f32-160.gguf", 160)
-    q4 = tmp_path / "Q4_K_M.gguf"
-    types = llama_quantized(src, q4, "Q4_K_M")
-    assert "Q5_0" in types and "Q5_1" not in types, types
-    check(agree(q4))
-    q5 = tmp_path / "Q5_K_M.gguf"
-    assert "Q5_1" in llama_quantized(src, q5, "Q5_K_M")
-    from strata import _strata
-    from strata.errors import FormatError
+@pytest.fixture(scope="module")
+def f32_narrow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _f32_qwen3moe(tmp_path_factory.mktemp("llq160") / "f32-160.gguf", 160)
 
-    with pytest.raises(FormatError, match=r"has type Q5_1, which strata cannot compute with"):
-        _strata.Engine(str(q5), n_threads=1, max_ctx=32)
+
+# llama.cpp multiplies Q5_1 weights with Q8_1 activation blocks, which carry the block's d·Σq rounded to
+# fp16 for the m·Σy term; strata sums Σy exactly. With d·Σq·y and m·Σy of opposite sign and close in size
+# (m is the block minimum), that fp16 rounding moves a 256-wide product by ~3e-3 of its spread (measured
+# on this file's weights), and the logits by up to ~5.4e-2 here; each engine is as far as the other from
+# the file's exact decoded reference (2.4e-2 / 2.7e-2 with only ffn_down in Q5_1). Hence the looser bound.
+@pytest.mark.parametrize(("ftype", "fallback", "absent", "max_rel"), [
+    ("Q4_K_M", "Q5_0", "Q5_1", 0.05),    # Q4_K -> Q5_0 (repacked as Q5_0_R16 here)
+    ("Q5_K_M", "Q5_1", "Q5_0", 0.1),     # Q5_K -> Q5_1
+    ("IQ4_XS", "IQ4_NL", "Q5_1", 0.05),  # IQ4_XS -> IQ4_NL (so do Q2_K and Q3_K)
+])
+def test_fallback_types_of_narrow_experts(
+    f32_narrow: Path, tmp_path: Path, ftype: str, fallback: str, absent: str, max_rel: float
+) -> None:
+    out = tmp_path / f"{ftype}.gguf"
+    types = llama_quantized(f32_narrow, out, ftype)
+    assert fallback in types and absent not in types, types
+    a = agree(out)
+    assert a.max_abs_diff_rel < max_rel, a
+    assert a.top1_agreement >= 0.9, a
+    assert a.mean_kl < 1e-3, a
+
+
+def test_iq4_nl_file_agrees(f32_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "IQ4_NL.gguf"
+    assert "IQ4_NL" in llama_quantized(f32_file, out, "IQ4_NL")
+    check(agree(out))
 
 
 def experts_in(type_name: str) -> Callable[[str, int], str]:

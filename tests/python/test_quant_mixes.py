@@ -1,8 +1,9 @@
 """Block-format mixes of a tiny `qwen3moe` model load and run: a Q5_K_M-style and a Q3_K_M-style
 file (per-tensor types chosen as llama.cpp's mixes choose them, expert and dense matrices alike;
-norms and the router stay F32) and one with IQ2_XS / IQ3_XXS experts (the spec's reference
-deployment stores experts in IQ2_XS), written from the F32 conversion with the test encoders of
-kquant_pack.py and iquant_pack.py.
+norms and the router stay F32), one with IQ2_XS / IQ3_XXS experts (the spec's reference
+deployment stores experts in IQ2_XS) and one of the 32-column types llama-quantize falls back to
+where rows are not a multiple of 256 wide (Q5_1, IQ4_NL, Q8_0), written from the F32 conversion
+with the test encoders of kquant_pack.py and iquant_pack.py (gguf-py's for Q5_1 and Q8_0).
 
 - The engine's logits on each mix equal the PyTorch reference run on the same file decoded by
   ``gguf.quants.dequantize`` (the engine quantizes activations to Q8_K blocks, as ggml does, so the
@@ -25,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf import quants as gq
 
 import iquant_pack
 import kquant_pack
@@ -90,7 +92,19 @@ def iq_experts(name: str, layer: int) -> str:
     return "Q6_K" if name == "output.weight" else "Q4_K"
 
 
+def fallbacks(name: str, layer: int) -> str:
+    """The 32-column types llama-quantize writes for K-quant tensors whose rows are not a multiple of
+    256 wide (GLM-4.5-Air's experts): Q5_1 for Q5_K, IQ4_NL for Q2_K / Q3_K / IQ4_XS, Q8_0 for Q6_K."""
+    if name == "output.weight":
+        return "Q8_0"
+    if "ffn_down" in name or "attn_v" in name:
+        return "Q5_1"
+    return "IQ4_NL"
+
+
 def encode(arr: np.ndarray, type_name: str) -> np.ndarray:
+    if type_name in ("Q8_0", "Q5_1"):  # gguf-py's own quantizers
+        return np.asarray(gq.quantize(arr, GGMLQuantizationType[type_name]))
     return (iquant_pack if type_name.startswith("IQ") else kquant_pack).quantize(arr, type_name)
 
 
@@ -148,16 +162,20 @@ def reference(path: Path, ids: list[int]) -> np.ndarray:
 
 # Measured (seeded; AVX2 on Zen 4): engine vs decoded reference 0.023 / 0.021 / 0.024 for
 # Q5_K_M / Q3_K_M / IQ experts; vs F32 0.13 / 0.42 / 0.38, equal to the decoded references'
-# own distance to F32 (the weights' error with these simple encoders).
+# own distance to F32 (the weights' error with these simple encoders). The fallback types
+# (AVX-512 on Zen 4): 0.015 against the decoded reference, 0.269 against F32 (reference 0.268).
 USED = {
     "q5_k_m": {"F32", "Q5_K", "Q6_K"},
     "q3_k_m": {"F32", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
     "iq_experts": {"F32", "IQ2_XS", "IQ3_XXS", "Q4_K", "Q6_K"},
+    "fallbacks": {"F32", "Q8_0", "Q5_1", "IQ4_NL"},
 }
-UP_EXPS = {"q5_k_m": "Q5_K", "q3_k_m": "Q3_K", "iq_experts": "IQ2_XS"}
+UP_EXPS = {"q5_k_m": "Q5_K", "q3_k_m": "Q3_K", "iq_experts": "IQ2_XS", "fallbacks": "IQ4_NL"}
 
 
-@pytest.mark.parametrize(("mix", "to_f32"), [(q5_k_m, 0.2), (q3_k_m, 0.6), (iq_experts, 0.6)])
+@pytest.mark.parametrize(
+    ("mix", "to_f32"), [(q5_k_m, 0.2), (q3_k_m, 0.6), (iq_experts, 0.6), (fallbacks, 0.35)]
+)
 def test_mix_runs_like_its_decoded_reference_and_near_f32(
     f32_file: Path, tmp_path: Path, mix: Mix, to_f32: float
 ) -> None:
@@ -179,7 +197,7 @@ def test_mix_runs_like_its_decoded_reference_and_near_f32(
     assert err <= rel(want, full_ref) + 5e-2  # the engine adds no more than its activation rounding
 
 
-@pytest.mark.parametrize("mix", [q3_k_m, iq_experts])
+@pytest.mark.parametrize("mix", [q3_k_m, iq_experts, fallbacks])
 def test_inspect_names_the_types(
     f32_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mix: Mix
 ) -> None:
@@ -202,3 +220,16 @@ def test_metal_backend_refuses_the_new_types_clearly(f32_file: Path, tmp_path: P
     eng = _strata.Engine(str(path), backend="metal-emu", max_ctx=64)
     with pytest.raises(strata.InvalidArgument, match="no Metal GEMV kernel for type Q3_K"):
         eng.eval([1, 2, 3], logits="all")
+
+
+def test_metal_backend_runs_the_fallback_types(f32_file: Path, tmp_path: Path) -> None:
+    """Q5_1 / IQ4_NL / Q8_0 on the emulated Metal backend: its logits are the decoded reference's, as
+    the CPU engine's are (the Metal GEMVs multiply f32 activations, so closer than the CPU's q8 blocks)."""
+    path = tmp_path / "fallbacks.gguf"
+    write_mix(f32_file, path, fallbacks)
+    ids = [int(t) for t in np.random.default_rng(3).integers(0, 300, 12)]
+    eng = _strata.Engine(str(path), backend="metal-emu", max_ctx=64)
+    got = np.asarray(eng.eval(ids, logits="all"))
+    want = reference(path, ids)
+    assert rel(got, want) <= 5e-2
+    assert top1(got, want) >= 0.9

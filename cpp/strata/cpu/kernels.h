@@ -2,7 +2,7 @@
 // Dot kernels per weight format and ISA. A kernel multiplies rows of one weight format with an
 // activation row that was first converted to the kernel's activation form:
 //   F32 / F16 / BF16 weights      -> f32 activations, used as given (f32 arithmetic)
-//   Q4_0 / Q5_0 / Q8_0 weights    -> Q8_0 activation blocks (32 values, fp16 scale, int8)
+//   Q4_0 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL -> Q8_0 activation blocks (32 values, fp16 scale, int8)
 //   Q2_K / Q4_K / Q6_K / IQ4_XS   -> Q8_K activation blocks (256 values, f32 scale, int8, sums)
 // as ggml does. The integer part of a block dot is exact on every ISA; ISAs differ only in the
 // order of the f32 accumulation. Activation quantization is bitwise identical on every ISA.

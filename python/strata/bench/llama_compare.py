@@ -17,8 +17,8 @@ size, read bandwidth per thread count (strata.bench.machine). A ``NAME:Q4_K_M`` 
 requantized by llama.cpp's own quantizer (``llama_model_quantize``, ``LLAMA_FTYPE_MOSTLY_Q4_K_M``: Q4_K
 experts, Q6_K output and some down/V tensors, as ``llama-quantize Q4_K_M`` writes it); ``NAME:Q5_K_M``
 (Q5_K experts, Q6_K output and some down/V tensors), ``NAME:Q4_K_S``, ``NAME:Q6_K``, ``NAME:Q2_K``,
-``NAME:Q3_K_M`` and ``NAME:IQ4_XS`` likewise (``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and
-attention, Q6_K output). A model whose file
+``NAME:Q3_K_M``, ``NAME:IQ4_XS`` (``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and attention, Q6_K
+output) and ``NAME:IQ4_NL`` likewise. A model whose file
 is smaller than 4x the last-level cache would measure the cache, not memory: the bench then adds the
 ``medium`` shape in the same format (or says it cannot).
 
@@ -135,6 +135,7 @@ LLAMA_QUANTIZED = {
     "Q5_K_M": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
     "Q6_K": "LLAMA_FTYPE_MOSTLY_Q6_K",
     "IQ4_XS": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
+    "IQ4_NL": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
 }
 # A decode benchmark model must be at least this many times the last-level cache.
 LLC_FACTOR = 4

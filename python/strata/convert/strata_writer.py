@@ -46,7 +46,7 @@ def write_strata_gguf(
 
     model_or_state_dict: tensors keyed by GGUF name (numpy or torch), or a ``strata_train``
     StrataModel. config: a StrataConfig, a mapping or a StrataHParams. weight_type is the storage of
-    matrices (F32, F16, BF16, Q8_0, Q5_0, Q4_0; rows a block does not divide fall back to F16);
+    matrices (F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0; rows a block does not divide fall back to F16);
     expert_type overrides it for the routed experts; norms, hyper-connection tensors, routers,
     gates and indexer weights stay F32, vocab_ids I32. tokenizer: see tokenizer_keys.apply_tokenizer.
     progress: called as ``progress(done, total, tensor_name)`` after each tensor is encoded.

@@ -15,6 +15,7 @@ WEIGHT_TYPES: dict[str, GGMLQuantizationType] = {
     "BF16": GGMLQuantizationType.BF16,
     "Q8_0": GGMLQuantizationType.Q8_0,
     "Q5_0": GGMLQuantizationType.Q5_0,
+    "Q5_1": GGMLQuantizationType.Q5_1,
     "Q4_0": GGMLQuantizationType.Q4_0,
 }
 
@@ -24,6 +25,7 @@ FILE_TYPES: dict[str, LlamaFileType] = {
     "BF16": LlamaFileType.MOSTLY_BF16,
     "Q8_0": LlamaFileType.MOSTLY_Q8_0,
     "Q5_0": LlamaFileType.MOSTLY_Q5_0,
+    "Q5_1": LlamaFileType.MOSTLY_Q5_1,
     "Q4_0": LlamaFileType.MOSTLY_Q4_0,
 }
 

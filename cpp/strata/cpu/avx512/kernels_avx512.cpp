@@ -12,6 +12,8 @@ constexpr DotKernel kF16{GGMLType::F32, nullptr, dot_rows_f16, dot_rows_multi_f1
 constexpr DotKernel kBF16{GGMLType::F32, nullptr, dot_rows_bf16, dot_rows_multi_bf16};
 constexpr DotKernel kQ4_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0, dot_rows_multi_q4_0};
 constexpr DotKernel kQ5_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_0, dot_rows_multi_q5_0};
+constexpr DotKernel kQ5_1{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_1, dot_rows_multi_q5_1};
+constexpr DotKernel kIQ4_NL{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_iq4_nl, dot_rows_multi_iq4_nl};
 constexpr DotKernel kQ8_0{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0, dot_rows_multi_q8_0};
 constexpr DotKernel kQ2_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k, nullptr};
 constexpr DotKernel kQ4_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k, dot_rows_multi_q4_k};
@@ -37,6 +39,8 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::BF16: return &kBF16;
     case GGMLType::Q4_0: return &kQ4_0;
     case GGMLType::Q5_0: return &kQ5_0;
+    case GGMLType::Q5_1: return &kQ5_1;
+    case GGMLType::IQ4_NL: return &kIQ4_NL;
     case GGMLType::Q8_0: return &kQ8_0;
     case GGMLType::Q2_K: return &kQ2_K;
     case GGMLType::Q4_K: return &kQ4_K;

@@ -21,6 +21,8 @@ STRATA_NEON_DOT(dot_rows_f16);
 STRATA_NEON_DOT(dot_rows_bf16);
 STRATA_NEON_DOT(dot_rows_q4_0);
 STRATA_NEON_DOT(dot_rows_q5_0);
+STRATA_NEON_DOT(dot_rows_q5_1);
+STRATA_NEON_DOT(dot_rows_iq4_nl);
 STRATA_NEON_DOT(dot_rows_q8_0);
 STRATA_NEON_DOT(dot_rows_q2_k);
 STRATA_NEON_DOT(dot_rows_q4_k);
