@@ -25,8 +25,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("src", type=Path, help="model directory (config.json + safetensors) or checkpoint .pt")
     p.add_argument("out", type=Path, help="the GGUF file to write")
     p.add_argument("--type", "--outtype", dest="type", default="F16",
-                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0, any case (default "
-                   "F16); norms, biases, routers and gates stay F32")
+                   help="storage of weight matrices: F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0, any case "
+                   "(default F16); norms, biases, routers and gates stay F32")
     p.add_argument("--expert-type", default=None,
                    help="storage of the routed experts, the bulk of an MoE (default: the --type)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
