@@ -1,4 +1,4 @@
-// Repacked weights (cpu/repack): Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS matrices in 16-row
+// Repacked weights (cpu/repack): Q4_0 / Q5_0 / Q8_0 / Q2_K .. Q6_K / IQ4_XS / IQ4_NL matrices in 16-row
 // interleaved groups. On every ISA this machine runs, a repacked matrix gives per row bitwise the
 // plain type's SCALAR kernel result (same integer block sums, same f32 order) — through dot_rows,
 // the multi-activation kernels, gemv / gemm / gemm_prepared, threaded or not; the expert store's
@@ -43,8 +43,8 @@ std::string label(GGMLType t, Isa isa, int64_t rows, int64_t cols) {
          std::to_string(cols);
 }
 
-const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q2_K,  GGMLType::Q3_K,
-                           GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS};
+const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q2_K,   GGMLType::Q3_K,
+                           GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS, GGMLType::IQ4_NL};
 
 bool super_block(GGMLType t) { return strata::quant::block_size(t) == 256; }
 
@@ -276,15 +276,16 @@ TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
 // and shift it back, so the largest sums (every nibble 15, every activation byte ±127, one sign or
 // alternating) must still come out exact. Each row is a different pattern of quant bytes. Q5_0: the
 // same fills cover its qh too (every fifth bit set, none, alternate groups of four), which the
-// AVX-512 kernel adds as 16 through one mask per step.
+// AVX-512 kernel adds as 16 through one mask per step. IQ4_NL: every nibble 0 (−127) or 15 (113), looked up
+// as the codebook + 128 under vpdpbusd.
 TEST(repacked_q4_extreme_nibbles_equal_the_plain_scalar_kernel_bitwise) {
   std::mt19937 rng(25);
-  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q4_K}) {
+  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::IQ4_NL, GGMLType::Q4_K}) {
     // An odd block count (a lone last block) for the 32-column types.
     const int64_t rows = 48, cols = super_block(t) ? 512 : 544;
     const std::size_t stride = strata::quant::row_bytes(t, cols);
     const std::size_t bs = strata::quant::type_size(t);
-    // After d (Q4_0, Q5_0: the fill covers qh too) / d, dmin, scales (Q4_K).
+    // After d (Q4_0, IQ4_NL; Q5_0: the fill covers qh too) / d, dmin, scales (Q4_K).
     const std::size_t qs_off = t == GGMLType::Q4_K ? 16 : 2;
     auto w = random_rows(t, rows, cols, rng);
     const uint8_t fills[] = {0xFF, 0xF0, 0x0F, 0x00, 0x8F};
@@ -344,6 +345,8 @@ TEST(repack_modes_decide_as_documented) {
   CHECK(!cpu::should_repack(RepackMode::On, GGMLType::IQ2_XS, 64));
   CHECK(cpu::repack_pays(GGMLType::Q5_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q5_K, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::Q5_0, Isa::Avx512) && cpu::repack_pays(GGMLType::Q5_0, Isa::Avx2));
+  CHECK(cpu::repack_pays(GGMLType::IQ4_NL, Isa::Avx512) && !cpu::repack_pays(GGMLType::IQ4_NL, Isa::Avx2));
+  CHECK(!cpu::can_repack(GGMLType::Q5_1, 64));
   CHECK(cpu::repack_pays(GGMLType::Q3_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q3_K, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::Q2_K, Isa::Avx512) && cpu::repack_pays(GGMLType::Q2_K, Isa::Avx2));
   for (Isa isa : runnable_isas()) {

@@ -78,6 +78,7 @@ _RAW_BLOCKS = {
     "Q4_K": (144, (0, 2)),
     "Q6_K": (210, (208,)),
     "IQ4_XS": (136, (0,)),
+    "IQ4_NL": (18, (0,)),
 }
 
 
@@ -86,7 +87,7 @@ def _random_weights(plain: str, rows: int, cols: int, rng: np.random.Generator) 
     if plain not in _RAW_BLOCKS:
         return quant.quantize(rng.standard_normal((rows, cols), dtype=np.float32), plain)
     size, halves = _RAW_BLOCKS[plain]
-    nb = cols // 256
+    nb = cols // quant.block_size(plain)
     raw = rng.integers(0, 256, size=(rows, nb, size), dtype=np.uint8)
     for o in halves:
         d = rng.uniform(2e-3, 2e-2, size=(rows, nb)).astype(np.float16)
@@ -108,7 +109,7 @@ def _check_repacked_gemv(plain: str, w: np.ndarray, x: np.ndarray) -> str:
     return name
 
 
-@pytest.mark.parametrize("plain", ["Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "IQ4_XS"])
+@pytest.mark.parametrize("plain", ["Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "IQ4_XS", "IQ4_NL"])
 def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu: None) -> None:
     rng = np.random.default_rng(3)
     rows, cols = 64, 256
@@ -127,7 +128,7 @@ import numpy as np
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from test_cpu_settings import _check_repacked_gemv, _random_weights
 rng = np.random.default_rng(5)
-for plain in ("Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS"):
+for plain in ("Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS", "IQ4_NL"):
     w = _random_weights(plain, 48, 1024, rng)
     for acts in (1, 2, 5):
         _check_repacked_gemv(plain, w, rng.standard_normal((acts, 1024), dtype=np.float32))

@@ -26,7 +26,8 @@ std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool pays, Isa path
     case quant::GGMLType::Q5_K_R16:  // Q4_K_R16's layout and read pattern (not measured on its own)
     case quant::GGMLType::Q6_K_R16: return k_quant;
     case quant::GGMLType::Q4_0_R16:
-    case quant::GGMLType::Q5_0_R16: return 2048;  // Q4_0_R16's distance (~2.9 of its 704-byte pairs; not measured)
+    case quant::GGMLType::Q5_0_R16:
+    case quant::GGMLType::IQ4_NL_R16: return 2048;  // Q4_0_R16's distance (~2.9 of its 704-byte pairs; not measured)
     default: return 0;
   }
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The load-time hook of repacked weights (cpu/repack/repack.h): copies the model's linear maps of a
-// type with a repacked form (Q4_0, Q5_0, Q8_0, the K-quants, IQ4_XS) into owned memory in the interleaved layout and
+// type with a repacked form (Q4_0, Q5_0, Q8_0, the K-quants, IQ4_XS, IQ4_NL) into owned memory in the interleaved layout and
 // repoints their views, before anything takes views of them. Repacked: attention q/k/v/o and the indexer projections,
 // the shared expert, the routed experts (only when they are read from the mapping, and under `auto` only when the
 // copies fit in half the available memory), the MTP block's, fc_embedding and fc_hidden. Never: token_embd and output

@@ -16,6 +16,7 @@
 #include "strata/cpu/repack/act_terms.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
+#include "strata/quant/blocks.h"
 
 namespace strata::cpu::avx512 {
 namespace {
@@ -73,6 +74,27 @@ struct Q5Ops {
       const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
       st[c] = _mm512_mask_add_epi8(lo, step_mask(qs, c), lo, h);          // columns 4c .. 4c + 3
       st[c + 4] = _mm512_mask_add_epi8(hi, step_mask(qs, c + 4), hi, h);  // columns 16 + 4c .. 16 + 4c + 3
+    }
+  }
+};
+
+// IQ4_NL_R16: Q4_0_R16's bytes; each step's nibbles (the high ones shifted down) looked up in the codebook
+// + 128 (vpshufb, every 128-bit lane holds the 16 values), so u ∈ [1, 241] is vpdpbusd's unsigned operand and
+// the accumulator starts at −128·Σy, as Q8_0_R16's. Both chains hold plain products (4·241·127 per lane and
+// step).
+struct IQ4NLOps {
+  using L = repack::Q4Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::IQ4_NL_R16;
+  static constexpr int kBias = 128;
+  static constexpr int kHiShift = 0;
+  static void steps(const uint8_t* qs, __m512i* st) {
+    const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(loadu128(quant::kIQ4NLValues)),
+                                           _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i w = load512_once(qs + 64 * c);
+      st[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(w, m4));                            // columns 4c ..
+      st[c + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(w, 4), m4));  // 16 + 4c ..
     }
   }
 };
@@ -211,6 +233,13 @@ void dot_rows_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nro
 void dot_rows_multi_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
   rows_multi<Q5Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_iq4_nl_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<IQ4NLOps>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_iq4_nl_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                               int nact, float* const* outs) {
+  rows_multi<IQ4NLOps>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q8Ops>(n, w, stride, nrows, act, out);

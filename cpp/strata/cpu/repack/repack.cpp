@@ -22,7 +22,7 @@ constexpr std::pair<GGMLType, GGMLType> kRepackedForms[] = {
     {GGMLType::Q8_0, GGMLType::Q8_0_R16},     {GGMLType::Q2_K, GGMLType::Q2_K_R16},
     {GGMLType::Q3_K, GGMLType::Q3_K_R16},     {GGMLType::Q4_K, GGMLType::Q4_K_R16},
     {GGMLType::Q5_K, GGMLType::Q5_K_R16},     {GGMLType::Q6_K, GGMLType::Q6_K_R16},
-    {GGMLType::IQ4_XS, GGMLType::IQ4_XS_R16},
+    {GGMLType::IQ4_XS, GGMLType::IQ4_XS_R16}, {GGMLType::IQ4_NL, GGMLType::IQ4_NL_R16},
 };
 
 void repack_q8_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
@@ -306,6 +306,9 @@ bool repack_pays(GGMLType t, Isa isa) {
   // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS"; Q5_0: one mask per
   // 4-column step for 16 rows' fifth bits, from memory at one thread on a Zen 4 4.3 -> 11.9 GB/s on AVX2 and
   // 4.8 -> 23-29 on AVX-512, docs/benchmarks.md "Result, session 46").
+  // IQ4_NL (Q4_0_R16's bytes, the nibbles looked up in the codebook + 128 under vpdpbusd): AVX-512 only, the
+  // AVX2 path has no IQ4_NL_R16 kernel (a codebook value + 128 times an activation overflows maddubs' int16
+  // pair sums), so it keeps the plain kernel.
   // Q3_K and Q5_K: AVX-512 only. The AVX2 Q3_K_R16 kernel streams 6-10 % faster than the plain one with the
   // Intel software prefetch and ~18 % slower without it (the default elsewhere), so AVX2 keeps plain Q3_K
   // (repack=on uses that kernel); the AVX2 path has no Q5_K_R16 kernel (it would run the scalar reference).
@@ -313,7 +316,7 @@ bool repack_pays(GGMLType t, Isa isa) {
     case Isa::Avx512:
       return t == GGMLType::Q4_0 || t == GGMLType::Q5_0 || t == GGMLType::Q8_0 || t == GGMLType::Q2_K ||
              t == GGMLType::Q3_K || t == GGMLType::Q4_K || t == GGMLType::Q5_K || t == GGMLType::Q6_K ||
-             t == GGMLType::IQ4_XS;
+             t == GGMLType::IQ4_XS || t == GGMLType::IQ4_NL;
     case Isa::Avx2:
       return t == GGMLType::Q4_0 || t == GGMLType::Q5_0 || t == GGMLType::Q8_0 || t == GGMLType::Q2_K ||
              t == GGMLType::Q4_K || t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
@@ -337,7 +340,7 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
   if (!can_repack(t, rows))
     throw_error(ErrorKind::Value, std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
                                       " rows has no repacked form (Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / "
-                                      "Q6_K / IQ4_XS, rows a multiple of 16)");
+                                      "Q6_K / IQ4_XS / IQ4_NL, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
   const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
@@ -361,7 +364,7 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
       repack_iq4_xs(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q5_0)
       repack_q5_0(s + off, rb, nb, d + off);
-    else
+    else  // Q4_0 and IQ4_NL: the same block bytes (d, 16 bytes of nibbles)
       repack_q4_0(s + off, rb, nb, d + off);
   }
 }

@@ -22,7 +22,8 @@ namespace strata::cpu {
 inline constexpr int kRepackRows = 16;
 
 // Q4_0 -> Q4_0_R16, Q5_0 -> Q5_0_R16, Q8_0 -> Q8_0_R16, Q2_K -> Q2_K_R16, Q3_K -> Q3_K_R16, Q4_K -> Q4_K_R16, Q5_K ->
-// Q5_K_R16, Q6_K -> Q6_K_R16, IQ4_XS -> IQ4_XS_R16; `t` itself when t has no repacked form.
+// Q5_K_R16, Q6_K -> Q6_K_R16, IQ4_XS -> IQ4_XS_R16, IQ4_NL -> IQ4_NL_R16 (Q4_0_R16's layout); `t` itself when t has
+// no repacked form.
 quant::GGMLType repacked_type(quant::GGMLType t);
 // The plain type of a repacked one (itself for any other type).
 quant::GGMLType plain_type(quant::GGMLType t);

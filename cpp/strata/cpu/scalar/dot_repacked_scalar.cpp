@@ -1,6 +1,6 @@
 // Reference kernels of the repacked types (cpu/repack/layout.h): the plain scalar kernels'
 // arithmetic, block by block, read from the interleaved layout, so a repacked row's dot is bitwise
-// the plain Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q6_K / IQ4_XS scalar
+// the plain Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q6_K / IQ4_XS / IQ4_NL scalar
 // dot. Every SIMD repacked kernel is tested against these.
 #include <algorithm>
 #include <cstring>
@@ -42,6 +42,20 @@ struct Q4 {
       for (int j = 0; j < 4; ++j) {
         const int q = qs[64 * c + 4 * r + j];
         sumi += ((q & 0xF) - 8) * y.qs[4 * c + j] + ((q >> 4) - 8) * y.qs[16 + 4 * c + j];
+      }
+    return sumi;
+  }
+};
+
+// IQ4_NL_R16: Q4_0_R16's bytes, each nibble the index of its codebook value.
+struct IQ4NL {
+  using L = repack::Q4Layout;
+  static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
+    int sumi = 0;
+    for (int c = 0; c < 4; ++c)
+      for (int j = 0; j < 4; ++j) {
+        const int q = qs[64 * c + 4 * r + j];
+        sumi += quant::kIQ4NLValues[q & 0xF] * y.qs[4 * c + j] + quant::kIQ4NLValues[q >> 4] * y.qs[16 + 4 * c + j];
       }
     return sumi;
   }
@@ -248,6 +262,7 @@ struct IQ4XS {
 
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q4>, nullptr, repack::kRows};
 constexpr DotKernel kQ5_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q5>, nullptr, repack::kRows};
+constexpr DotKernel kIQ4_NL_R16{GGMLType::Q8_0, act_q8_0, rows<IQ4NL>, nullptr, repack::kRows};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repack::kRows};
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_k<Q45K<repack::Q4KLayout, false>>, nullptr, repack::kRows};
 constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, act_q8_k, rows_k<Q45K<repack::Q5KLayout, true>>, nullptr, repack::kRows};
@@ -262,6 +277,7 @@ const DotKernel* repacked_kernel(GGMLType type) {
   switch (type) {
     case GGMLType::Q4_0_R16: return &kQ4_0_R16;
     case GGMLType::Q5_0_R16: return &kQ5_0_R16;
+    case GGMLType::IQ4_NL_R16: return &kIQ4_NL_R16;
     case GGMLType::Q8_0_R16: return &kQ8_0_R16;
     case GGMLType::Q4_K_R16: return &kQ4_K_R16;
     case GGMLType::Q5_K_R16: return &kQ5_K_R16;
