@@ -1,11 +1,11 @@
 // Single-thread GEMV of the 256-column super-block formats plain and repacked (Q4_K / Q4_K_R16,
 // Q6_K / Q6_K_R16, IQ4_XS / IQ4_XS_R16) per kernel path, on the shapes a Qwen3-MoE decode step reads
 // (docs/benchmarks.md, "Repacked Q4_K and Q6_K", "Repacked IQ4_XS"), and of Q8_0 / Q8_0_R16 and
-// Q4_0 / Q4_0_R16, Q5_0 / Q5_0_R16 and IQ4_NL / IQ4_NL_R16 (32-column blocks, Q8_0 activations; "Several activations
-// from memory", "Result, session 46"):
+// Q4_0 / Q4_0_R16, Q5_0 / Q5_0_R16, Q5_1 / Q5_1_R16 and IQ4_NL / IQ4_NL_R16 (32-column blocks, Q8_0 activations;
+// "Several activations from memory", "Result, session 46"):
 //
 //   repack_k_bench [--rows 512] [--cols 1024] [--mib 96] [--reps 7] [--isas avx2,avx512]
-//                  [--types Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0,Q5_0,IQ4_NL] [--acts 1]
+//                  [--types Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0,Q5_0,IQ4_NL,Q5_1] [--acts 1]
 //
 // --acts n > 1 times the multi-activation form (a prefill / verification window of n rows through
 // gemm_prepared, one thread) instead of the GEMV; GB are then weight bytes per CPU-second per pass.
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   std::string wanted = ",";
   wanted.append(types_arg).append(",");
   for (GGMLType t : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS,
-                     GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::IQ4_NL}) {
+                     GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::IQ4_NL, GGMLType::Q5_1}) {
     std::string name = ",";
     name.append(quant::type_name(t)).append(",");
     if (wanted.find(name) != std::string::npos) types.push_back(t);
@@ -122,13 +122,14 @@ int main(int argc, char** argv) {
   int64_t block_cols = 32;
   for (GGMLType t : types) block_cols = std::max<int64_t>(block_cols, quant::block_size(t));
   if (rows % cpu::kRepackRows != 0 || cols % block_cols != 0 || isas.empty() || types.empty() || acts < 1) {
-    std::fprintf(stderr,
-                 "rows must be a multiple of 16, cols of the types' block (256 for the K-quants and IQ4_XS, 32 for "
-                 "Q8_0, Q4_0, Q5_0 and IQ4_NL), --types among Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0,Q5_0,IQ4_NL, "
-                 "--acts >= 1, "
-                 "and a SIMD "
-                 "path must run "
-                 "here\n");
+    std::fprintf(
+        stderr,
+        "rows must be a multiple of 16, cols of the types' block (256 for the K-quants and IQ4_XS, 32 for "
+        "Q8_0, Q4_0, Q5_0, Q5_1 and IQ4_NL), --types among Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS,Q8_0,Q4_0,Q5_0,IQ4_NL, "
+        "--acts >= 1, "
+        "and a SIMD "
+        "path must run "
+        "here\n");
     return 2;
   }
 

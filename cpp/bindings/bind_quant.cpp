@@ -211,10 +211,10 @@ void bind_quant(py::module_& parent) {
   m.def("quantize", &quantize, py::arg("array"), py::arg("type"), py::arg("method") = "ggml");
   m.def("dequantize", &dequantize, py::arg("data"), py::arg("type"), py::arg("shape"));
   m.def("activation_values", &activation_values, py::arg("x"), py::arg("type"));
-  m.def(
-      "repack", &repack, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"),
-      "(bytes, type name) of a matrix of a type with a repacked form (Q4_0, Q5_0, Q8_0, the K-quants, IQ4_XS, IQ4_NL) "
-      "in the interleaved 16-row layout (rows a multiple of 16)");
+  m.def("repack", &repack, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"),
+        "(bytes, type name) of a matrix of a type with a repacked form (Q4_0, Q5_0, Q5_1, Q8_0, the K-quants, IQ4_XS, "
+        "IQ4_NL) "
+        "in the interleaved 16-row layout (rows a multiple of 16)");
   m.def("dot", &dot, py::arg("row"), py::arg("type"), py::arg("x"));
   m.def("gemm", &gemm, py::arg("weights"), py::arg("type"), py::arg("rows"), py::arg("cols"), py::arg("x"),
         py::arg("threaded") = true);

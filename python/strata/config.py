@@ -139,7 +139,8 @@ SETTINGS: tuple[Setting, ...] = (
             "without AMX)",
             True),
     Setting("STRATA_REPACK", "repack", "cpu", "auto",
-            "auto | on | off; interleave Q4_0/Q5_0/Q8_0/Q2_K..Q6_K/IQ4_XS/IQ4_NL weight rows at load", True),
+            "auto | on | off; interleave Q4_0/Q5_0/Q5_1/Q8_0/Q2_K..Q6_K/IQ4_XS/IQ4_NL weight rows at load",
+            True),
     Setting("STRATA_KV_TYPE", "kv_type", "kv", "auto",
             "auto | f32 | f16 | int8; how K/V cells are stored (auto: int8 for strata, fp16 for qwen3moe / "
             "glm4moe on x86-64 CPUs with AVX2+FMA+F16C, else f32); cpu backend, not deepseek4", True),
@@ -245,7 +246,7 @@ class Config:
             ``"scalar"`` to force one (process-wide, applied when a model is loaded; a path this CPU
             cannot run is a ConfigError).
         repack: ``"auto"``, ``"on"`` or ``"off"``: interleave Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K /
-            Q6_K / IQ4_XS / IQ4_NL weight rows at load for the kernels (docs/quantization.md).
+            Q6_K / IQ4_XS / IQ4_NL / Q5_1 weight rows at load for the kernels (docs/quantization.md).
         kv_type: how K/V cells are stored: ``"auto"`` (int8 for strata; fp16 for qwen3moe / glm4moe on
             x86-64 CPUs with AVX2+FMA+F16C, as llama.cpp's default cache, f32 elsewhere), ``"f32"``
             (logits equal to transformers' to float rounding), ``"f16"`` (half the bytes of f32) or

@@ -43,8 +43,9 @@ std::string label(GGMLType t, Isa isa, int64_t rows, int64_t cols) {
          std::to_string(cols);
 }
 
-const GGMLType kPlain[] = {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q2_K,   GGMLType::Q3_K,
-                           GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::IQ4_XS, GGMLType::IQ4_NL};
+const GGMLType kPlain[] = {GGMLType::Q4_0,   GGMLType::Q5_0,   GGMLType::Q8_0, GGMLType::Q2_K,
+                           GGMLType::Q3_K,   GGMLType::Q4_K,   GGMLType::Q5_K, GGMLType::Q6_K,
+                           GGMLType::IQ4_XS, GGMLType::IQ4_NL, GGMLType::Q5_1};
 
 bool super_block(GGMLType t) { return strata::quant::block_size(t) == 256; }
 
@@ -280,13 +281,13 @@ TEST(repacked_iq4_xs_edge_values_equal_the_plain_scalar_kernel_bitwise) {
 // as the codebook + 128 under vpdpbusd.
 TEST(repacked_q4_extreme_nibbles_equal_the_plain_scalar_kernel_bitwise) {
   std::mt19937 rng(25);
-  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::IQ4_NL, GGMLType::Q4_K}) {
+  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::Q4_K}) {
     // An odd block count (a lone last block) for the 32-column types.
     const int64_t rows = 48, cols = super_block(t) ? 512 : 544;
     const std::size_t stride = strata::quant::row_bytes(t, cols);
     const std::size_t bs = strata::quant::type_size(t);
-    // After d (Q4_0, IQ4_NL; Q5_0: the fill covers qh too) / d, dmin, scales (Q4_K).
-    const std::size_t qs_off = t == GGMLType::Q4_K ? 16 : 2;
+    // After d (Q4_0, IQ4_NL; Q5_0: the fill covers qh too) / d, m (Q5_1, qh too) / d, dmin, scales (Q4_K).
+    const std::size_t qs_off = t == GGMLType::Q4_K ? 16 : t == GGMLType::Q5_1 ? 4 : 2;
     auto w = random_rows(t, rows, cols, rng);
     const uint8_t fills[] = {0xFF, 0xF0, 0x0F, 0x00, 0x8F};
     for (int64_t r = 0; r < rows; ++r) {
@@ -346,7 +347,8 @@ TEST(repack_modes_decide_as_documented) {
   CHECK(cpu::repack_pays(GGMLType::Q5_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q5_K, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::Q5_0, Isa::Avx512) && cpu::repack_pays(GGMLType::Q5_0, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::IQ4_NL, Isa::Avx512) && !cpu::repack_pays(GGMLType::IQ4_NL, Isa::Avx2));
-  CHECK(!cpu::can_repack(GGMLType::Q5_1, 64));
+  CHECK(cpu::repack_pays(GGMLType::Q5_1, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q5_1, Isa::Avx2));
+  CHECK(!cpu::can_repack(GGMLType::Q4_1, 64));
   CHECK(cpu::repack_pays(GGMLType::Q3_K, Isa::Avx512) && !cpu::repack_pays(GGMLType::Q3_K, Isa::Avx2));
   CHECK(cpu::repack_pays(GGMLType::Q2_K, Isa::Avx512) && cpu::repack_pays(GGMLType::Q2_K, Isa::Avx2));
   for (Isa isa : runnable_isas()) {

@@ -44,7 +44,7 @@ namespace cpu = strata::cpu;
 std::vector<int64_t> test_widths(GGMLType type) {
   const int64_t bs = strata::quant::block_size(type);
   if (bs == 256) return {256, 512, 1024, 2048};
-  if (bs == 32) return {32, 64, 96, 160, 1024, 2048};
+  if (bs == 32) return {32, 64, 96, 160, 352, 800, 1024, 2048};  // 352, 800: 8-block passes then a tail
   return {1, 7, 8, 33, 64, 1000, 2048};
 }
 

@@ -109,7 +109,7 @@ def _check_repacked_gemv(plain: str, w: np.ndarray, x: np.ndarray) -> str:
     return name
 
 
-@pytest.mark.parametrize("plain", ["Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "IQ4_XS", "IQ4_NL"])
+@pytest.mark.parametrize("plain", ["Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "IQ4_XS", "IQ4_NL", "Q5_1"])
 def test_repacked_gemv_is_bitwise_the_plain_scalar_gemv(plain: str, restore_cpu: None) -> None:
     rng = np.random.default_rng(3)
     rows, cols = 64, 256
@@ -128,7 +128,7 @@ import numpy as np
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from test_cpu_settings import _check_repacked_gemv, _random_weights
 rng = np.random.default_rng(5)
-for plain in ("Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS", "IQ4_NL"):
+for plain in ("Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS", "IQ4_NL", "Q5_1"):
     w = _random_weights(plain, 48, 1024, rng)
     for acts in (1, 2, 5):
         _check_repacked_gemv(plain, w, rng.standard_normal((acts, 1024), dtype=np.float32))

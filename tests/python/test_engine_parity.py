@@ -160,7 +160,7 @@ def test_mtp_head_in_q4_0_changes_only_the_heads_rounding(models: dict) -> None:
 
 def test_quantized_weights_match_dequantized_reference(tmp_path: Path) -> None:
     cfg = StrataConfig.tiny(d=64, expert_ffn=64, shared_ffn=64)
-    for wt in ("F16", "BF16", "Q8_0", "Q5_0", "Q4_0"):
+    for wt in ("F16", "BF16", "Q8_0", "Q5_0", "Q5_1", "Q4_0"):
         path = make_random_strata(cfg, seed=2, path=tmp_path / f"{wt}.gguf", weight_type=wt)
         eng = _engine(path, cfg)
         ref = ReferenceRunner.from_gguf(path, capacity=128)

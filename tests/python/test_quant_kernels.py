@@ -71,7 +71,7 @@ def activation_error_bound(x: npt.NDArray[np.float32], act: str) -> npt.NDArray[
 def test_dot_matches_float64_reference(type_name: str, isa: str) -> None:
     rng = np.random.default_rng(sum(map(ord, type_name + isa)))
     act = quant.activation_type(type_name)
-    for cols in [256, 512, 2048] if quant.block_size(type_name) == 256 else [32, 96, 256, 2048]:
+    for cols in [256, 512, 2048] if quant.block_size(type_name) == 256 else [32, 96, 256, 352, 800, 2048]:
         rows = 4
         data = random_blocks(type_name, rows, cols, rng)
         w = decode(data, type_name, rows, cols)

@@ -12,6 +12,8 @@ with the test encoders of kquant_pack.py and iquant_pack.py (gguf-py's for Q5_1 
   closer than the Q3_K_M one; every mix's distance to F32 is its decoded reference's (the
   weights' own error) plus at most the activation rounding.
 - ``strata inspect`` names the new types in its per-type totals.
+- A matrix of a type strata has no kernels for (Q4_1) is refused at load with a FormatError naming it.
+- The Metal backend (emulated) runs the fallback types like their decoded reference.
 - The Metal backend (emulated), which has no kernels for Q3_K / Q5_K, refuses such a file with one
   clear error naming the type.
 """
@@ -103,7 +105,7 @@ def fallbacks(name: str, layer: int) -> str:
 
 
 def encode(arr: np.ndarray, type_name: str) -> np.ndarray:
-    if type_name in ("Q8_0", "Q5_1"):  # gguf-py's own quantizers
+    if type_name in ("Q8_0", "Q5_1", "Q4_1"):  # gguf-py's own quantizers
         return np.asarray(gq.quantize(arr, GGMLQuantizationType[type_name]))
     return (iquant_pack if type_name.startswith("IQ") else kquant_pack).quantize(arr, type_name)
 
@@ -233,3 +235,12 @@ def test_metal_backend_runs_the_fallback_types(f32_file: Path, tmp_path: Path) -
     want = reference(path, ids)
     assert rel(got, want) <= 5e-2
     assert top1(got, want) >= 0.9
+
+
+def test_a_type_without_kernels_is_refused_at_load(f32_file: Path, tmp_path: Path) -> None:
+    """Q4_1 (gguf-py writes it; strata has no kernels for it): a FormatError naming the tensor and type."""
+    path = tmp_path / "q4_1.gguf"
+    write_mix(f32_file, path, lambda name, layer: "Q4_1" if "ffn_up_exps" in name else "Q8_0")
+    message = r"blk\.0\.ffn_up_exps\.weight has type Q4_1, which strata cannot compute with"
+    with pytest.raises(strata.FormatError, match=message):
+        _strata.Engine(str(path), n_threads=1, max_ctx=32)

@@ -1,6 +1,6 @@
-"""Repacked weights in the engine (docs/quantization.md, "Repacked weights"): a random model with Q8_0
-/ Q4_0 / Q5_0 attention and expert weights decodes the same logits with ``repack`` on and off — bitwise on
-the scalar path (the repacked kernels reproduce the plain scalar kernel's bits), within the kernel
+"""Repacked weights in the engine (docs/quantization.md, "Repacked weights"): a random model with
+Q8_0 / Q4_0 / Q5_0 / Q5_1 attention and expert weights decodes the same logits with ``repack`` on and off —
+bitwise on the scalar path (the repacked kernels reproduce the plain scalar kernel's bits), within the kernel
 tolerance on the fastest path — from the file mapping and with experts streamed (repacked as they
 arrive); the engine reports what it repacked."""
 
@@ -25,7 +25,7 @@ CFG = dict(vocab_size=300, d=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=1
 PROMPT = list(range(3, 40))
 
 
-@pytest.fixture(scope="module", params=["Q8_0", "Q4_0", "Q5_0"])
+@pytest.fixture(scope="module", params=["Q8_0", "Q4_0", "Q5_0", "Q5_1"])
 def path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     t = str(request.param)
     return make_random_strata(CFG, seed=7, path=tmp_path_factory.mktemp("rp") / f"m-{t}.gguf", weight_type=t,

@@ -200,7 +200,7 @@ const std::vector<SettingInfo>& known_settings() {
       {kIsa, "cpu", "auto",
        "auto | avx512 | avx2 | neon-i8mm | neon-dotprod | neon | scalar; force a lower CPU kernel path (process-wide)"},
       {kRepack, "cpu", "auto",
-       "auto | on | off; interleave Q4_0/Q5_0/Q8_0/Q2_K..Q6_K/IQ4_XS/IQ4_NL weight rows at load for the kernels"},
+       "auto | on | off; interleave Q4_0/Q5_0/Q5_1/Q8_0/Q2_K..Q6_K/IQ4_XS/IQ4_NL weight rows at load for the kernels"},
   };
   return v;
 }

@@ -27,8 +27,8 @@ std::size_t gemv_prefetch_bytes(quant::GGMLType repacked);
 bool prefetch_pays(bool x86, bool intel, bool avx512);
 
 // The auto choice for the kernels of `path`: where prefetch pays 1024 (Q8_0_R16; the K-quant types on the
-// AVX-512 path) / 2048 (Q4_0_R16, Q5_0_R16; the K-quant types elsewhere), else 0; 0 for other types
-// (IQ4_XS_R16: not measured).
+// AVX-512 path) / 2048 (Q4_0_R16, Q5_0_R16, Q5_1_R16, IQ4_NL_R16; the K-quant types elsewhere), else 0; 0 for other
+// types (IQ4_XS_R16: not measured).
 std::size_t default_prefetch_bytes(quant::GGMLType repacked, bool pays, Isa path);
 
 // The 64-byte lines of [p, p + n) towards L1 (a hint: never faults, never changes a result).

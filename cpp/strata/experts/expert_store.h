@@ -50,9 +50,9 @@ struct ExpertStoreConfig {
   double cache_fraction = 0.0;  // stream: when > 0, ceil(fraction × all experts) slots (cache_bytes ignored)
   DirectIo direct_io = DirectIo::Auto;
   int io_threads = 4;  // stream: reader threads; 0 = read on the compute thread (no overlap)
-  // stream: repack slices of a type with a repacked form (Q4_0, Q5_0, Q8_0, the K-quants, IQ4_XS, IQ4_NL) as they arrive
-  // (cpu/repack/repack.h; the slot views then have the repacked type). mmap mode: the model's views are used as they
-  // are (the Runner repacks them).
+  // stream: repack slices of a type with a repacked form (Q4_0, Q5_0, Q5_1, Q8_0, the K-quants, IQ4_XS, IQ4_NL) as they
+  // arrive (cpu/repack/repack.h; the slot views then have the repacked type). mmap mode: the model's views are used as
+  // they are (the Runner repacks them).
   cpu::RepackMode repack = cpu::RepackMode::Off;
   // stream, with I/O threads: start the reads of the experts a MoE layer predicts for the next one
   // (ExpertStore::prefetch) while it computes; auto = per layer, while the prediction is precise enough.

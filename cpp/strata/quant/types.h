@@ -46,6 +46,7 @@ enum class GGMLType : uint32_t {
   // plain type; type_from_id / type_from_name never return them.
   Q4_0_R16 = 0x1002,
   Q5_0_R16 = 0x1006,
+  Q5_1_R16 = 0x1007,
   IQ4_NL_R16 = 0x1014,
   Q8_0_R16 = 0x1008,
   Q2_K_R16 = 0x100A,

@@ -29,7 +29,7 @@ def read_bandwidth(bytes: typing.SupportsInt | typing.SupportsIndex, threads: ty
     """
 def repack(weights: numpy.ndarray, type: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex) -> tuple:
     """
-    (bytes, type name) of a matrix of a type with a repacked form (Q4_0, Q5_0, Q8_0, the K-quants, IQ4_XS, IQ4_NL) in the interleaved 16-row layout (rows a multiple of 16)
+    (bytes, type name) of a matrix of a type with a repacked form (Q4_0, Q5_0, Q5_1, Q8_0, the K-quants, IQ4_XS, IQ4_NL) in the interleaved 16-row layout (rows a multiple of 16)
     """
 def row_bytes(type: str, n: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...

@@ -25,6 +25,7 @@ STRATA_AVX512_DOT(dot_rows_q8_0_r16);
 STRATA_AVX512_DOT(dot_rows_q4_0_r16);  // repacked Q4_0 (cpu/repack/layout.h)
 STRATA_AVX512_DOT(dot_rows_q5_0_r16);
 STRATA_AVX512_DOT(dot_rows_iq4_nl_r16);
+STRATA_AVX512_DOT(dot_rows_q5_1_r16);
 STRATA_AVX512_DOT(dot_rows_q4_k_r16);  // dot_repacked_k_avx512.cpp
 STRATA_AVX512_DOT(dot_rows_q2_k_r16);
 STRATA_AVX512_DOT(dot_rows_q3_k_r16);
@@ -47,6 +48,7 @@ STRATA_AVX512_DOT_MULTI(dot_rows_multi_q8_0_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_0_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q5_0_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq4_nl_r16);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_q5_1_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_k_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q2_k_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q3_k_r16);

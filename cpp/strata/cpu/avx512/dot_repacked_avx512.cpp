@@ -78,6 +78,18 @@ struct Q5Ops {
   }
 };
 
+// Q5_1_R16: Q5_0_R16's steps with q used unsigned (x = d·q + m: no offset, the chains start at 0) and a min
+// term per block, m·dy·Σy, added after the d term as the plain scalar kernel adds it. kBias = 1 only makes the
+// call's activation terms hold −Σy (act_terms.h), which the min term negates.
+struct Q51Ops : Q5Ops {
+  using L = repack::Q51Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q5_1_R16;
+  static constexpr int kBias = 1;
+  static constexpr bool kMin = true;
+};
+template <typename Ops>
+constexpr bool kHasMin = requires { Ops::kMin; };
+
 // IQ4_NL_R16: Q4_0_R16's bytes; each step's nibbles (the high ones shifted down) looked up in the codebook
 // + 128 (vpshufb, every 128-bit lane holds the 16 values), so u ∈ [1, 241] is vpdpbusd's unsigned operand and
 // the accumulator starts at −128·Σy, as Q8_0_R16's. Both chains hold plain products (4·241·127 per lane and
@@ -138,7 +150,8 @@ void group_one_act(int64_t nb, const uint8_t* grp, const ActTerms& t, float* out
     // Two independent vpdpbusd chains (steps 0..3, 4..7): one chain of eight would wait on the
     // instruction's latency at every step. Integer sums: the order changes nothing. The activation's
     // 4 bytes of step k are broadcast inside the vpdpbusd (its memory operand, {1to16}).
-    __m512i lo = _mm512_set1_epi32(Prepared ? t.start[b] : t.start_at(b)), hi = _mm512_setzero_si512();
+    const int32_t start = Prepared ? t.start[b] : t.start_at(b);
+    __m512i lo = _mm512_set1_epi32(kHasMin<Ops> ? 0 : start), hi = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
       lo = dpbusd_bcast(lo, st[k], y[b].qs + 4 * k);
       hi = dpbusd_bcast(hi, st[k + 4], y[b].qs + 16 + 4 * k);
@@ -147,6 +160,11 @@ void group_one_act(int64_t nb, const uint8_t* grp, const ActTerms& t, float* out
     const float dy = Prepared ? t.dy[b] : t.dy_at(b);
     const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb))), _mm512_set1_ps(dy));
     acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+    if constexpr (kHasMin<Ops>) {
+      const __m512 m =
+          _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::qs_off(b, nb) + repack::kQ51MinOff)), _mm512_set1_ps(dy));
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(-start)), m));
+    }
   }
   store_rows(out, acc, n_valid);
 }
@@ -167,7 +185,7 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
     const __m512 dw = _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb)));
     __m512i lo[A], hi[A];
     for (int a = 0; a < A; ++a) {
-      lo[a] = _mm512_set1_epi32(t[a].start_at(b));
+      lo[a] = _mm512_set1_epi32(kHasMin<Ops> ? 0 : t[a].start_at(b));
       hi[a] = _mm512_setzero_si512();
     }
     for (int k = 0; k < 4; ++k)
@@ -178,6 +196,11 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
     for (int a = 0; a < A; ++a) {
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(t[a].dy_at(b)));
       acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_cvtepi32_ps(block_isum<Ops>(lo[a], hi[a])), s));
+      if constexpr (kHasMin<Ops>) {
+        const __m512 m = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::qs_off(b, nb) + repack::kQ51MinOff)),
+                                       _mm512_set1_ps(t[a].dy_at(b)));
+        acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(-t[a].start_at(b))), m));
+      }
     }
   }
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);
@@ -233,6 +256,13 @@ void dot_rows_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nro
 void dot_rows_multi_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {
   rows_multi<Q5Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_q5_1_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q51Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q5_1_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q51Ops>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq4_nl_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<IQ4NLOps>(n, w, stride, nrows, act, out);

@@ -1,5 +1,5 @@
 #pragma once
-// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q5_0_R16, Q8_0_R16,
+// The byte layout of the repacked weight types (quant::GGMLType::Q4_0_R16, Q5_0_R16, Q5_1_R16, Q8_0_R16,
 // Q2_K_R16 ... Q6_K_R16, IQ4_XS_R16; the 256-column types at the end of this file). Rows come
 // in groups of 16; a group is 16 rows' bytes (16 · row_bytes, so row r of the matrix still starts
 // at r · row_bytes when r is a multiple of 16) holding, for each block b of 32 columns, one
@@ -62,6 +62,11 @@ inline void q5_set_fifth_bit(uint8_t* hm, int s, int r, int j, unsigned v) {
   const int bit = 4 * r + j;
   hm[8 * s + bit / 8] = static_cast<uint8_t>(hm[8 * s + bit / 8] | ((v & 1u) << (bit % 8)));
 }
+// Q5_1_R16: Q5_0_R16's d, nibble steps and fifth-bit masks, then at qs + kQ51MinOff the 16 rows' fp16 mins m
+//   (x = d·q + m): 24 bytes per row and block, as the plain format; a block pair is 768 bytes (12 lines).
+inline constexpr std::size_t kQ51MinOff = kQ5MaskOff + 8 * sizeof(uint64_t);
+using Q51Layout = Layout<kQ51MinOff + kScaleBytes>;
+static_assert(Q51Layout::kBlockBytes == kRows * sizeof(quant::BlockQ5_1) && 2 * Q51Layout::kBlockBytes % 64 == 0);
 static_assert(Q4Layout::kBlockBytes == kRows * sizeof(quant::BlockQ4_0));
 static_assert(Q5Layout::kBlockBytes == kRows * sizeof(quant::BlockQ5_0));
 static_assert(Q8Layout::kBlockBytes == kRows * sizeof(quant::BlockQ8_0));

@@ -23,6 +23,7 @@ constexpr std::pair<GGMLType, GGMLType> kRepackedForms[] = {
     {GGMLType::Q3_K, GGMLType::Q3_K_R16},     {GGMLType::Q4_K, GGMLType::Q4_K_R16},
     {GGMLType::Q5_K, GGMLType::Q5_K_R16},     {GGMLType::Q6_K, GGMLType::Q6_K_R16},
     {GGMLType::IQ4_XS, GGMLType::IQ4_XS_R16}, {GGMLType::IQ4_NL, GGMLType::IQ4_NL_R16},
+    {GGMLType::Q5_1, GGMLType::Q5_1_R16},
 };
 
 void repack_q8_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
@@ -56,17 +57,20 @@ void repack_q4_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
   }
 }
 
-// Q5_0: the qs bytes as Q4_0's, the rows' qh bits regrouped into one 64-bit mask per 4-column step (layout.h).
-void repack_q5_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
-  using L = repack::Q5Layout;
+// Q5_0 / Q5_1: the qs bytes as Q4_0's, the rows' qh bits regrouped into one 64-bit mask per 4-column step
+// (layout.h); Q5_1's mins after the masks.
+template <class Block, class L>
+void repack_q5(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t* dst) {
+  constexpr bool kMin = std::is_same_v<Block, quant::BlockQ5_1>;
   for (int64_t b = 0; b < nb; ++b) {
     auto* d = reinterpret_cast<uint16_t*>(dst + L::d_off(b, nb));
     uint8_t* qs = dst + L::qs_off(b, nb);
     uint8_t* hm = qs + repack::kQ5MaskOff;
     std::memset(hm, 0, 8 * sizeof(uint64_t));
     for (int r = 0; r < repack::kRows; ++r) {
-      const auto* x = reinterpret_cast<const quant::BlockQ5_0*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
+      const auto* x = reinterpret_cast<const Block*>(src + static_cast<std::size_t>(r) * row_bytes) + b;
       d[r] = x->d;
+      if constexpr (kMin) std::memcpy(qs + repack::kQ51MinOff + 2 * static_cast<std::size_t>(r), &x->m, 2);
       for (int c = 0; c < 4; ++c) std::memcpy(&qs[64 * c + 4 * r], &x->qs[4 * c], 4);
       uint32_t qh;
       std::memcpy(&qh, x->qh, 4);
@@ -77,11 +81,13 @@ void repack_q5_0(const uint8_t* src, std::size_t row_bytes, int64_t nb, uint8_t*
 }
 
 // The inverse for one row r of a group.
-void unpack_q5_0_row(const uint8_t* grp, int r, int64_t nb, quant::BlockQ5_0* x) {
-  using L = repack::Q5Layout;
+template <class Block, class L>
+void unpack_q5_row(const uint8_t* grp, int r, int64_t nb, Block* x) {
   for (int64_t b = 0; b < nb; ++b) {
     std::memcpy(&x[b].d, grp + L::d_off(b, nb) + 2 * static_cast<std::size_t>(r), 2);
     const uint8_t* qs = grp + L::qs_off(b, nb);
+    if constexpr (std::is_same_v<Block, quant::BlockQ5_1>)
+      std::memcpy(&x[b].m, qs + repack::kQ51MinOff + 2 * static_cast<std::size_t>(r), 2);
     const uint8_t* hm = qs + repack::kQ5MaskOff;
     for (int c = 0; c < 4; ++c) std::memcpy(&x[b].qs[4 * c], qs + 64 * c + 4 * r, 4);
     uint32_t qh = 0;
@@ -306,6 +312,7 @@ bool repack_pays(GGMLType t, Isa isa) {
   // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS"; Q5_0: one mask per
   // 4-column step for 16 rows' fifth bits, from memory at one thread on a Zen 4 4.3 -> 11.9 GB/s on AVX2 and
   // 4.8 -> 23-29 on AVX-512, docs/benchmarks.md "Result, session 46").
+  // Q5_1 (Q5_0_R16 plus the rows' mins): AVX-512 only, the AVX2 path has no Q5_1_R16 kernel (not written yet).
   // IQ4_NL (Q4_0_R16's bytes, the nibbles looked up in the codebook + 128 under vpdpbusd): AVX-512 only, the
   // AVX2 path has no IQ4_NL_R16 kernel (a codebook value + 128 times an activation overflows maddubs' int16
   // pair sums), so it keeps the plain kernel.
@@ -316,7 +323,7 @@ bool repack_pays(GGMLType t, Isa isa) {
     case Isa::Avx512:
       return t == GGMLType::Q4_0 || t == GGMLType::Q5_0 || t == GGMLType::Q8_0 || t == GGMLType::Q2_K ||
              t == GGMLType::Q3_K || t == GGMLType::Q4_K || t == GGMLType::Q5_K || t == GGMLType::Q6_K ||
-             t == GGMLType::IQ4_XS || t == GGMLType::IQ4_NL;
+             t == GGMLType::IQ4_XS || t == GGMLType::IQ4_NL || t == GGMLType::Q5_1;
     case Isa::Avx2:
       return t == GGMLType::Q4_0 || t == GGMLType::Q5_0 || t == GGMLType::Q8_0 || t == GGMLType::Q2_K ||
              t == GGMLType::Q4_K || t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
@@ -340,7 +347,7 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
   if (!can_repack(t, rows))
     throw_error(ErrorKind::Value, std::string("repack: ") + quant::type_name(t) + " matrix of " + std::to_string(rows) +
                                       " rows has no repacked form (Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / "
-                                      "Q6_K / IQ4_XS / IQ4_NL, rows a multiple of 16)");
+                                      "Q6_K / IQ4_XS / IQ4_NL / Q5_1, rows a multiple of 16)");
   const std::size_t rb = quant::row_bytes(t, cols);
   const int64_t nb = cols / quant::block_size(t);
   const std::size_t group = rb * repack::kRows;
@@ -363,7 +370,9 @@ void repack_rows(GGMLType t, const void* src, int64_t rows, int64_t cols, void* 
     else if (t == GGMLType::IQ4_XS)
       repack_iq4_xs(s + off, rb, nb, d + off);
     else if (t == GGMLType::Q5_0)
-      repack_q5_0(s + off, rb, nb, d + off);
+      repack_q5<quant::BlockQ5_0, repack::Q5Layout>(s + off, rb, nb, d + off);
+    else if (t == GGMLType::Q5_1)
+      repack_q5<quant::BlockQ5_1, repack::Q51Layout>(s + off, rb, nb, d + off);
     else  // Q4_0 and IQ4_NL: the same block bytes (d, 16 bytes of nibbles)
       repack_q4_0(s + off, rb, nb, d + off);
   }
@@ -406,7 +415,11 @@ void unpack_rows(GGMLType rt, const void* src, int64_t rows, int64_t cols, void*
         continue;
       }
       if (t == GGMLType::Q5_0) {
-        unpack_q5_0_row(grp, r, nb, reinterpret_cast<quant::BlockQ5_0*>(row));
+        unpack_q5_row<quant::BlockQ5_0, repack::Q5Layout>(grp, r, nb, reinterpret_cast<quant::BlockQ5_0*>(row));
+        continue;
+      }
+      if (t == GGMLType::Q5_1) {
+        unpack_q5_row<quant::BlockQ5_1, repack::Q51Layout>(grp, r, nb, reinterpret_cast<quant::BlockQ5_1*>(row));
         continue;
       }
       for (int64_t b = 0; b < nb; ++b) {

@@ -1,6 +1,6 @@
 // Reference kernels of the repacked types (cpu/repack/layout.h): the plain scalar kernels'
 // arithmetic, block by block, read from the interleaved layout, so a repacked row's dot is bitwise
-// the plain Q4_0 / Q5_0 / Q8_0 / Q2_K / Q3_K / Q4_K / Q6_K / IQ4_XS / IQ4_NL scalar
+// the plain Q4_0 / Q5_0 / Q5_1 / Q8_0 / Q2_K / Q3_K / Q4_K / Q6_K / IQ4_XS / IQ4_NL scalar
 // dot. Every SIMD repacked kernel is tested against these.
 #include <algorithm>
 #include <cstring>
@@ -78,6 +78,24 @@ struct Q5 {
   }
 };
 
+// Q5_1_R16: Q5's bytes with q used unsigned (x = d·q + m), the rows' mins after the masks; its min term
+// m·dy·Σy is added per block after the d term, as the plain kernel adds it.
+struct Q51 {
+  using L = repack::Q51Layout;
+  static constexpr bool kMin = true;
+  static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
+    const uint8_t* hm = qs + repack::kQ5MaskOff;
+    int sumi = 0;
+    for (int c = 0; c < 4; ++c)
+      for (int j = 0; j < 4; ++j) {
+        const int q = qs[64 * c + 4 * r + j];
+        sumi += ((q & 0xF) | Q5::high(hm, c, r, j)) * y.qs[4 * c + j] +
+                ((q >> 4) | Q5::high(hm, c + 4, r, j)) * y.qs[16 + 4 * c + j];
+      }
+    return sumi;
+  }
+};
+
 template <typename F>
 void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   using L = typename F::L;
@@ -90,8 +108,13 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
     for (int r = 0; r < n_in; ++r) {
       float sum = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        sum += static_cast<float>(F::sum(grp + L::qs_off(b, nb), r, y[b])) *
-               (row_fp16(grp + L::d_off(b, nb), r) * fp16_to_fp32(y[b].d));
+        const float dy = fp16_to_fp32(y[b].d);
+        sum += static_cast<float>(F::sum(grp + L::qs_off(b, nb), r, y[b])) * (row_fp16(grp + L::d_off(b, nb), r) * dy);
+        if constexpr (requires { F::kMin; }) {
+          int sumy = 0;
+          for (int j = 0; j < quant::kQK32; ++j) sumy += y[b].qs[j];
+          sum += static_cast<float>(sumy) * (row_fp16(grp + L::qs_off(b, nb) + repack::kQ51MinOff, r) * dy);
+        }
       }
       out[g * repack::kRows + r] = sum;
     }
@@ -263,6 +286,7 @@ struct IQ4XS {
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q4>, nullptr, repack::kRows};
 constexpr DotKernel kQ5_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q5>, nullptr, repack::kRows};
 constexpr DotKernel kIQ4_NL_R16{GGMLType::Q8_0, act_q8_0, rows<IQ4NL>, nullptr, repack::kRows};
+constexpr DotKernel kQ5_1_R16{GGMLType::Q8_0, act_q8_0, rows<Q51>, nullptr, repack::kRows};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, act_q8_0, rows<Q8>, nullptr, repack::kRows};
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, act_q8_k, rows_k<Q45K<repack::Q4KLayout, false>>, nullptr, repack::kRows};
 constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, act_q8_k, rows_k<Q45K<repack::Q5KLayout, true>>, nullptr, repack::kRows};
@@ -278,6 +302,7 @@ const DotKernel* repacked_kernel(GGMLType type) {
     case GGMLType::Q4_0_R16: return &kQ4_0_R16;
     case GGMLType::Q5_0_R16: return &kQ5_0_R16;
     case GGMLType::IQ4_NL_R16: return &kIQ4_NL_R16;
+    case GGMLType::Q5_1_R16: return &kQ5_1_R16;
     case GGMLType::Q8_0_R16: return &kQ8_0_R16;
     case GGMLType::Q4_K_R16: return &kQ4_K_R16;
     case GGMLType::Q5_K_R16: return &kQ5_K_R16;
