@@ -21,6 +21,8 @@ STRATA_AVX2_DOT(dot_rows_q6_k);
 STRATA_AVX2_DOT(dot_rows_iq4_xs);
 STRATA_AVX2_DOT(dot_rows_q4_0_r16);  // repacked types (cpu/repack/layout.h)
 STRATA_AVX2_DOT(dot_rows_q5_0_r16);
+STRATA_AVX2_DOT(dot_rows_q5_1_r16);
+STRATA_AVX2_DOT(dot_rows_iq4_nl_r16);
 STRATA_AVX2_DOT(dot_rows_q8_0_r16);
 STRATA_AVX2_DOT(dot_rows_q4_k_r16);  // dot_repacked_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q6_k_r16);
@@ -45,6 +47,8 @@ STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq4_nl);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_0_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_0_r16);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_1_r16);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq4_nl_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q8_0_r16);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_k_r16);  // dot_repacked_k_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q6_k_r16);

@@ -5,6 +5,8 @@
 // Q5_0_R16: the same with each step's fifth bits expanded from its mask to 0 / 16 per byte (q up to
 // 31: four steps' pair sums fit int16, 4 · 2 · 31 · 127 < 2^15, so the low and the high nibbles' steps
 // take one madd each), minus 16·Σy.
+// Q5_1_R16: Q5_0_R16's sums with q unsigned (no offset) plus m·dy·Σy per block after the d term.
+// IQ4_NL_R16: each step's nibbles looked up in the codebook (pshufb), then as Q8_0_R16 (|v| <= 127).
 // Q8_0_R16: the stored x + 128 flipped back to x, then maddubs(|x|, sign(y, x)) and madd per step.
 // Then sum += sumi · (dx·dy) with the multiply and the add rounded separately (built with
 // -ffp-contract=off): bitwise the scalar kernel's result.
@@ -18,6 +20,7 @@
 #include "strata/cpu/repack/act_terms.h"
 #include "strata/cpu/repack/layout.h"
 #include "strata/cpu/repack/row_groups.h"
+#include "strata/quant/blocks.h"
 
 namespace strata::cpu::avx2 {
 namespace {
@@ -91,6 +94,41 @@ struct Q5Ops {
   }
 };
 
+// kBias = 1 only makes the call's activation terms hold −Σy (act_terms.h): the chains start at 0 (kMin) and the
+// min term negates it.
+struct Q51Ops : Q5Ops {
+  using L = repack::Q51Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::Q5_1_R16;
+  static constexpr int kBias = 1;
+  static constexpr bool kMin = true;
+};
+template <typename Ops>
+constexpr bool kHasMin = requires { Ops::kMin; };
+
+struct IQ4NLOps {
+  using L = repack::Q4Layout;
+  static constexpr quant::GGMLType kType = quant::GGMLType::IQ4_NL_R16;
+  static constexpr int kBias = 0;  // the codebook values are signed: no Σy term
+  template <int A>
+  static void half_sums(const uint8_t* qs, int h, const __m256i (*bc)[8], const int32_t*, __m256i* out) {
+    const __m256i table = _mm256_broadcastsi128_si256(loadu128(quant::kIQ4NLValues));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    for (int a = 0; a < A; ++a) out[a] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i w = loadu256(qs + 64 * c + 32 * h);
+      const __m256i v[2] = {_mm256_shuffle_epi8(table, _mm256_and_si256(w, m4)),
+                            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4))};
+      for (int k = 0; k < 2; ++k) {
+        const __m256i av = _mm256_sign_epi8(v[k], v[k]);
+        for (int a = 0; a < A; ++a) {
+          const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(bc[a][c + 4 * k], v[k]));
+          out[a] = _mm256_add_epi32(out[a], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+  }
+};
+
 struct Q8Ops {
   using L = repack::Q8Layout;
   static constexpr quant::GGMLType kType = quant::GGMLType::Q8_0_R16;
@@ -137,7 +175,7 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
         bc[a][k] = bcast_word(yb.qs + 4 * k);
         bc[a][k + 4] = bcast_word(yb.qs + 16 + 4 * k);
       }
-      start[a] = t[a].start_at(b);
+      start[a] = kHasMin<Ops> ? 0 : t[a].start_at(b);
       dy[a] = _mm256_set1_ps(t[a].dy_at(b));
     }
     for (int h = 0; h < 2; ++h) {
@@ -147,6 +185,13 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
       Ops::template half_sums<A>(qs, h, bc, start, isum);
       for (int a = 0; a < A; ++a)
         acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dw[h], dy[a])));
+      if constexpr (kHasMin<Ops>) {
+        const __m256 m = _mm256_cvtph_ps(loadu128(qs + repack::kQ51MinOff + 16 * h));
+        for (int a = 0; a < A; ++a) {
+          const __m256 sy = _mm256_set1_ps(static_cast<float>(-t[a].start_at(b)));
+          acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(sy, _mm256_mul_ps(m, dy[a])));
+        }
+      }
     }
   }
   for (int a = 0; a < A; ++a) store_rows(acc[a][0], acc[a][1], outs[a] + r0, n_valid);
@@ -193,6 +238,20 @@ void dot_rows_multi_q5_0_r16(int64_t n, const void* w, std::size_t stride, int64
 }
 void dot_rows_q8_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows<Q8Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_q5_1_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<Q51Ops>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_q5_1_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                             int nact, float* const* outs) {
+  rows_multi<Q51Ops>(n, w, stride, nrows, acts, nact, outs);
+}
+void dot_rows_iq4_nl_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows<IQ4NLOps>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_iq4_nl_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                               int nact, float* const* outs) {
+  rows_multi<IQ4NLOps>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_multi_q4_0_r16(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
                              int nact, float* const* outs) {

@@ -22,6 +22,8 @@ constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, 
 constexpr DotKernel kQ4_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q4_0_r16, dot_rows_multi_q4_0_r16, 16};
 constexpr DotKernel kQ5_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_0_r16, dot_rows_multi_q5_0_r16, 16};
 constexpr DotKernel kQ8_0_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q8_0_r16, dot_rows_multi_q8_0_r16, 16};
+constexpr DotKernel kQ5_1_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_q5_1_r16, dot_rows_multi_q5_1_r16, 16};
+constexpr DotKernel kIQ4_NL_R16{GGMLType::Q8_0, quantize_act_q8_0, dot_rows_iq4_nl_r16, dot_rows_multi_iq4_nl_r16, 16};
 constexpr DotKernel kQ4_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q4_k_r16, dot_rows_multi_q4_k_r16, 16};
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k_r16, dot_rows_multi_q6_k_r16, 16};
 constexpr DotKernel kQ2_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q2_k_r16, dot_rows_multi_q2_k_r16, 16};
@@ -50,6 +52,8 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::IQ4_XS: return &kIQ4_XS;
     case GGMLType::Q4_0_R16: return &kQ4_0_R16;
     case GGMLType::Q5_0_R16: return &kQ5_0_R16;
+    case GGMLType::Q5_1_R16: return &kQ5_1_R16;
+    case GGMLType::IQ4_NL_R16: return &kIQ4_NL_R16;
     case GGMLType::Q8_0_R16: return &kQ8_0_R16;
     case GGMLType::Q4_K_R16: return &kQ4_K_R16;
     case GGMLType::Q6_K_R16: return &kQ6_K_R16;

@@ -312,10 +312,9 @@ bool repack_pays(GGMLType t, Isa isa) {
   // codebook lookup per 16 rows' 4 columns, docs/benchmarks.md "Repacked IQ4_XS"; Q5_0: one mask per
   // 4-column step for 16 rows' fifth bits, from memory at one thread on a Zen 4 4.3 -> 11.9 GB/s on AVX2 and
   // 4.8 -> 23-29 on AVX-512, docs/benchmarks.md "Result, session 46").
-  // Q5_1 (Q5_0_R16 plus the rows' mins): AVX-512 only, the AVX2 path has no Q5_1_R16 kernel (not written yet).
-  // IQ4_NL (Q4_0_R16's bytes, the nibbles looked up in the codebook + 128 under vpdpbusd): AVX-512 only, the
-  // AVX2 path has no IQ4_NL_R16 kernel (a codebook value + 128 times an activation overflows maddubs' int16
-  // pair sums), so it keeps the plain kernel.
+  // Q5_1 (Q5_0_R16 plus the rows' mins) and IQ4_NL (Q4_0_R16's bytes, each nibble looked up in the codebook):
+  // from memory at one thread on a Zen 4 4.1 -> 20.5 and 6.9 -> 19.7 GB/s on AVX2, 5.0 -> 28.1 and 7.2 -> 28.4 on
+  // AVX-512 (docs/benchmarks.md, "Result, session 47").
   // Q3_K and Q5_K: AVX-512 only. The AVX2 Q3_K_R16 kernel streams 6-10 % faster than the plain one with the
   // Intel software prefetch and ~18 % slower without it (the default elsewhere), so AVX2 keeps plain Q3_K
   // (repack=on uses that kernel); the AVX2 path has no Q5_K_R16 kernel (it would run the scalar reference).
@@ -326,7 +325,8 @@ bool repack_pays(GGMLType t, Isa isa) {
              t == GGMLType::IQ4_XS || t == GGMLType::IQ4_NL || t == GGMLType::Q5_1;
     case Isa::Avx2:
       return t == GGMLType::Q4_0 || t == GGMLType::Q5_0 || t == GGMLType::Q8_0 || t == GGMLType::Q2_K ||
-             t == GGMLType::Q4_K || t == GGMLType::Q6_K || t == GGMLType::IQ4_XS;
+             t == GGMLType::Q4_K || t == GGMLType::Q6_K || t == GGMLType::IQ4_XS || t == GGMLType::IQ4_NL ||
+             t == GGMLType::Q5_1;
     default: return false;
   }
 }
