@@ -6,8 +6,8 @@ from the default run; ``pytest -m llama``).
   agree with llama.cpp's on the same file.
 - Expert widths that are not a multiple of 256 (160 here; GLM-4.5-Air's are 1408): llama.cpp's quantizer
   writes its 32-column fallbacks for those tensors — Q5_0 in a Q4_K_M file (which strata repacks as
-  Q5_0_R16), Q5_1 in a Q5_K_M file, IQ4_NL in a Q3_K_M file — and strata's logits agree with llama.cpp's
-  on each. So does a whole IQ4_NL file (``LLAMA_FTYPE_MOSTLY_IQ4_NL``).
+  Q5_0_R16), Q5_1 in a Q5_K_M file, IQ4_NL in an IQ4_XS file, Q4_0 in a Q2_K file — and strata's logits
+  agree with llama.cpp's on each. So does a whole IQ4_NL file (``LLAMA_FTYPE_MOSTLY_IQ4_NL``).
 - A file whose experts are IQ2_XS (resp. IQ3_XXS), written by the test encoders of iquant_pack.py
   (llama.cpp's quantizer needs an importance matrix for these types), the other matrices Q6_K:
   the logits agree with llama.cpp's.
@@ -118,7 +118,8 @@ def f32_narrow(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(("ftype", "fallback", "absent", "max_rel"), [
     ("Q4_K_M", "Q5_0", "Q5_1", 0.05),    # Q4_K -> Q5_0 (repacked as Q5_0_R16 here)
     ("Q5_K_M", "Q5_1", "Q5_0", 0.1),     # Q5_K -> Q5_1
-    ("IQ4_XS", "IQ4_NL", "Q5_1", 0.05),  # IQ4_XS -> IQ4_NL (so do Q2_K and Q3_K)
+    ("IQ4_XS", "IQ4_NL", "Q5_1", 0.05),  # IQ4_XS -> IQ4_NL
+    ("Q2_K", "Q4_0", "IQ4_NL", 0.05),    # Q2_K, Q3_K -> Q4_0
 ])
 def test_fallback_types_of_narrow_experts(
     f32_narrow: Path, tmp_path: Path, ftype: str, fallback: str, absent: str, max_rel: float

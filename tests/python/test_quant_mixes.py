@@ -96,7 +96,7 @@ def iq_experts(name: str, layer: int) -> str:
 
 def fallbacks(name: str, layer: int) -> str:
     """The 32-column types llama-quantize writes for K-quant tensors whose rows are not a multiple of
-    256 wide (GLM-4.5-Air's experts): Q5_1 for Q5_K, IQ4_NL for Q2_K / Q3_K / IQ4_XS, Q8_0 for Q6_K."""
+    256 wide (GLM-4.5-Air's experts): Q5_1 for Q5_K, IQ4_NL for IQ4_XS, Q8_0 for Q6_K."""
     if name == "output.weight":
         return "Q8_0"
     if "ffn_down" in name or "attn_v" in name:

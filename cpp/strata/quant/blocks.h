@@ -33,7 +33,7 @@ struct BlockQ5_1 {
 };
 
 // x = d * kIQ4NLValues[q], q 4 bits: element j < 16 in the low nibble of qs[j], element j + 16 in its
-// high nibble (as Q4_0). llama-quantize's fallback for Q2_K / Q3_K / IQ4_XS tensors whose rows are not a
+// high nibble (as Q4_0). llama-quantize's fallback for IQ4_XS tensors whose rows are not a
 // multiple of 256 wide, and a file type of its own.
 struct BlockIQ4_NL {
   uint16_t d;
