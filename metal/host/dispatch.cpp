@@ -128,7 +128,11 @@ bool gemv_supported(quant::GGMLType type) {
     case GGMLType::Q4_K:
     case GGMLType::Q6_K:
     case GGMLType::Q2_K:
-    case GGMLType::IQ4_XS: return true;
+    case GGMLType::Q3_K:
+    case GGMLType::Q5_K:
+    case GGMLType::IQ4_XS:
+    case GGMLType::IQ2_XS:
+    case GGMLType::IQ3_XXS: return true;
     default: return false;
   }
 }
@@ -147,7 +151,11 @@ const char* gemv_type_suffix(quant::GGMLType type) {
     case GGMLType::Q4_K: return "q4_k";
     case GGMLType::Q6_K: return "q6_k";
     case GGMLType::Q2_K: return "q2_k";
+    case GGMLType::Q3_K: return "q3_k";
+    case GGMLType::Q5_K: return "q5_k";
     case GGMLType::IQ4_XS: return "iq4_xs";
+    case GGMLType::IQ2_XS: return "iq2_xs";
+    case GGMLType::IQ3_XXS: return "iq3_xxs";
     default: bad(std::string("no Metal GEMV kernel for type ") + quant::type_name(type));
   }
 }

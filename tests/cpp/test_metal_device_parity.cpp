@@ -199,7 +199,7 @@ TEST(combine_fast_equals_generic_on_b_and_b_equals_a) {
 TEST(gemv_formats_tiles_and_four_streams) {
   std::mt19937 g(44);
   for (GGMLType t : quant_test::all_types()) {
-    if (!strata::mtl::gemv_supported(t)) continue;  // formats the CPU alone runs (Q3_K, IQ2_XS ...)
+    if (!strata::mtl::gemv_supported(t)) continue;  // formats the CPU alone runs
     const uint32_t rows = 40, cols = 512, nx = 4;
     const auto bytes = quant_test::random_rows(t, rows, cols, g);
     const uint32_t rb = static_cast<uint32_t>(strata::quant::row_bytes(t, cols));

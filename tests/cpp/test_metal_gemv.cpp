@@ -7,6 +7,7 @@
 //     (docs/quantization.md: Σ|w_j|·e_j + 2e-5·Σ|w·x|) plus the bound above;
 //   - results depend on the tile's L only: every tile with the same L gives the same bits, and the
 //     4-row fc_hidden GEMV (K = 4) is bitwise four single-row GEMVs;
+//   - the IQ codebooks and sign table of the Metal header are the CPU's;
 //   - STRATA_METAL_MTP_TILE parsing.
 #define STRATA_TEST_MAIN
 #include "check.h"
@@ -22,8 +23,14 @@
 #include "metal/host/tiles.h"
 #include "strata/cpu/gemv.h"
 #include "strata/quant/dequantize.h"
+#include "strata/quant/iq_grids.h"
 #include "strata/util/error.h"
 #include "test_quant_util.h"
+
+// The kernel bodies' tables (kIq2xsGrid, kIq3xxsGrid, kIqSigns), as the emulator compiles them.
+#include "metal/kernels/msl_compat.h"
+#include "metal/kernels/quant_formats.h"
+#include "metal/kernels/msl_compat_end.h"
 
 using strata::mtl::Buffer;
 using strata::mtl::BufferRef;
@@ -62,7 +69,9 @@ uint32_t unit_of(GGMLType t) {
     case GGMLType::F16:
     case GGMLType::BF16: return 8;
     case GGMLType::Q6_K:
-    case GGMLType::Q2_K: return 16;
+    case GGMLType::Q2_K:
+    case GGMLType::Q3_K:
+    case GGMLType::IQ2_XS: return 16;
     default: return 32;
   }
 }
@@ -128,7 +137,7 @@ TEST(get_rows_decodes_like_dequantize_row) {
   EmuDevice dev;
   std::mt19937 rng(21);
   for (GGMLType t : quant_test::all_types()) {
-    if (!strata::mtl::gemv_supported(t)) continue;  // formats the CPU alone runs (Q3_K, IQ2_XS ...)
+    if (!strata::mtl::gemv_supported(t)) continue;  // formats the CPU alone runs
     const uint32_t cols = 512, rows = 9;
     Matrix m = random_matrix(t, rows, cols, rng);
     const std::vector<int32_t> ids = {3, 0, 8, 3, 5};
@@ -154,7 +163,7 @@ TEST(gemv_against_exact_and_cpu_every_format) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   int checked = 0;
   for (GGMLType t : quant_test::all_types()) {
-    if (!strata::mtl::gemv_supported(t)) continue;  // formats the CPU alone runs (Q3_K, IQ2_XS ...)
+    if (!strata::mtl::gemv_supported(t)) continue;  // formats the CPU alone runs
     for (uint32_t cols : {256u, 2560u}) {
       const uint32_t rows = 37, nx = 3, x_stride = cols + 5;
       Matrix m = random_matrix(t, rows, cols, rng);
@@ -197,12 +206,20 @@ TEST(gemv_against_exact_and_cpu_every_format) {
   CHECK_EQ(dev.emulator().violation_count(), uint64_t{0});
 }
 
+TEST(iq_tables_are_the_cpus) {
+  CHECK(std::memcmp(kIq2xsGrid, strata::quant::kIQ2XSGrid, sizeof(kIq2xsGrid)) == 0);
+  CHECK(std::memcmp(kIq3xxsGrid, strata::quant::kIQ3XXSGrid, sizeof(kIq3xxsGrid)) == 0);
+  CHECK(std::memcmp(kIqSigns, strata::quant::kIQSigns, sizeof(kIqSigns)) == 0);
+  static_assert(sizeof(kIq2xsGrid) == 512 * 8 && sizeof(kIq3xxsGrid) == 256 * 4 && sizeof(kIqSigns) == 128);
+}
+
 TEST(results_depend_on_the_lane_split_only) {
   EmuDevice dev;
   std::mt19937 rng(23);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for (GGMLType t : {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_1, GGMLType::IQ4_NL,
-                     GGMLType::Q4_K, GGMLType::Q6_K}) {
+  for (GGMLType t :
+       {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::Q4_K,
+        GGMLType::Q6_K, GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XS, GGMLType::IQ3_XXS}) {
     const uint32_t rows = 45, cols = 512, nx = 9;
     Matrix m = random_matrix(t, rows, cols, rng);
     std::vector<float> X(size_t{nx} * cols);

@@ -13,9 +13,8 @@ with the test encoders of kquant_pack.py and iquant_pack.py (gguf-py's for Q5_1 
   weights' own error) plus at most the activation rounding.
 - ``strata inspect`` names the new types in its per-type totals.
 - A matrix of a type strata has no kernels for (Q4_1) is refused at load with a FormatError naming it.
-- The Metal backend (emulated) runs the fallback types like their decoded reference.
-- The Metal backend (emulated), which has no kernels for Q3_K / Q5_K, refuses such a file with one
-  clear error naming the type.
+- The Metal backend (emulated) runs every mix (Q3_K, Q5_K, IQ2_XS, IQ3_XXS and the fallback types
+  among its GEMV formats) like its decoded reference.
 """
 
 from __future__ import annotations
@@ -216,23 +215,20 @@ def test_inspect_names_the_types(
         assert chosen[tname] in line
 
 
-def test_metal_backend_refuses_the_new_types_clearly(f32_file: Path, tmp_path: Path) -> None:
-    path = tmp_path / "q3.gguf"
-    write_mix(f32_file, path, q3_k_m)
-    eng = _strata.Engine(str(path), backend="metal-emu", max_ctx=64)
-    with pytest.raises(strata.InvalidArgument, match="no Metal GEMV kernel for type Q3_K"):
-        eng.eval([1, 2, 3], logits="all")
-
-
-def test_metal_backend_runs_the_fallback_types(f32_file: Path, tmp_path: Path) -> None:
-    """Q5_1 / IQ4_NL / Q8_0 on the emulated Metal backend: its logits are the decoded reference's, as
-    the CPU engine's are (the Metal GEMVs multiply f32 activations, so closer than the CPU's q8 blocks)."""
-    path = tmp_path / "fallbacks.gguf"
-    write_mix(f32_file, path, fallbacks)
+@pytest.mark.parametrize("mix", [q3_k_m, q5_k_m, iq_experts, fallbacks])
+def test_metal_backend_runs_every_mix(f32_file: Path, tmp_path: Path, mix: Mix) -> None:
+    """Every mix on the emulated Metal backend (Q3_K, Q5_K, IQ2_XS, IQ3_XXS, Q5_1, IQ4_NL among its
+    GEMV formats): its logits are the decoded reference's, as the CPU engine's are (the Metal GEMVs
+    multiply f32 activations, so closer than the CPU's q8 blocks)."""
+    path = tmp_path / f"{mix.__name__}.gguf"
+    chosen = write_mix(f32_file, path, mix)
+    assert chosen["blk.1.ffn_up_exps.weight"] == UP_EXPS[mix.__name__]
     ids = [int(t) for t in np.random.default_rng(3).integers(0, 300, 12)]
     eng = _strata.Engine(str(path), backend="metal-emu", max_ctx=64)
     got = np.asarray(eng.eval(ids, logits="all"))
     want = reference(path, ids)
+    print(f"{mix.__name__} on metal-emu: vs decoded reference {rel(got, want):.2e}, "
+          f"top-1 {top1(got, want):.2f}")
     assert rel(got, want) <= 5e-2
     assert top1(got, want) >= 0.9
 
