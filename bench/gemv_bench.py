@@ -36,6 +36,7 @@ from strata import _strata, quant
 
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q8_0_R16", "Q5_0", "Q5_0_R16", "Q5_1", "Q4_0", "Q4_0_R16", "IQ4_NL",
          "Q6_K", "Q6_K_R16", "Q5_K", "Q4_K", "Q4_K_R16", "Q3_K", "IQ4_XS", "IQ4_XS_R16", "Q2_K", "IQ3_XXS",
+         "IQ2_XXS",
          "IQ2_XS"]
 REPACKED = {"Q4_0_R16": "Q4_0", "Q5_0_R16": "Q5_0", "Q8_0_R16": "Q8_0", "Q4_K_R16": "Q4_K",
             "Q6_K_R16": "Q6_K", "IQ4_XS_R16": "IQ4_XS"}
@@ -54,6 +55,7 @@ SCALE_FIELDS = {
     "Q5_K": [0, 2],
     "IQ2_XS": [0],
     "IQ3_XXS": [0],
+    "IQ2_XXS": [0],
 }
 
 

@@ -1,7 +1,9 @@
-// The Q3_K, Q5_K, IQ2_XS and IQ3_XXS block layouts: hand-built blocks decode to values worked out
-// here from ggml's format description (known codebook entries: IQ2_XS entry 0 is eight 0x08,
-// entry 511 eight 0x2b; IQ3_XXS entry 0 is four 0x04, entry 255 is 0x04 0x1c 0x34 0x3e), the sign
-// masks the SIMD kernels use agree with the sign table, and a short row is a clear error.
+// The Q3_K, Q5_K, IQ2_XXS, IQ2_XS and IQ3_XXS block layouts: hand-built blocks decode to values
+// worked out here from ggml's format description (known codebook entries, element 0 first:
+// IQ2_XXS entry 0 is eight 0x08, entry 1 is 0x2b then seven 0x08, entry 255 is 0x08 0x19 0x08
+// 0x08 0x19 0x2b 0x2b 0x2b; IQ2_XS entry 0 is eight 0x08, entry 511 eight 0x2b; IQ3_XXS entry 0
+// is four 0x04, entry 255 is 0x04 0x1c 0x34 0x3e), the sign masks the SIMD kernels use agree
+// with the sign table, and a short row is a clear error.
 // Bitwise parity with gguf.quants on random blocks and on every codebook entry is checked from
 // Python (tests/python/test_quant_parity.py); the dots in test_quant_gemv.cpp.
 #define STRATA_TEST_MAIN
@@ -25,14 +27,16 @@ bool negated(unsigned field, int j) {
 }  // namespace
 
 TEST(new_types_are_supported_and_named) {
-  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XS, GGMLType::IQ3_XXS}) {
+  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ3_XXS}) {
     CHECK(type_supported(t));
     CHECK(type_from_name(type_name(t)) == t);
   }
+  CHECK(type_from_name("iq2_xxs") == GGMLType::IQ2_XXS);
   CHECK(type_from_name("iq2_xs") == GGMLType::IQ2_XS);
   CHECK(type_from_name("iq3_xxs") == GGMLType::IQ3_XXS);
   CHECK_EQ(row_bytes(GGMLType::Q3_K, 512), std::size_t{220});
   CHECK_EQ(row_bytes(GGMLType::IQ2_XS, 256), std::size_t{74});
+  CHECK_EQ(row_bytes(GGMLType::IQ2_XXS, 512), std::size_t{132});
 }
 
 TEST(q3_k_hand_built_block) {
@@ -74,6 +78,30 @@ TEST(q5_k_hand_built_block) {
     const int q = ((g % 2 == 0) ? 3 : 12) + (l % 2 ? 0 : 16);
     CHECK_EQ(y[static_cast<std::size_t>(e)],
              static_cast<float>(g + 1) * static_cast<float>(q) - 0.5f * static_cast<float>(g));
+  }
+}
+
+TEST(iq2_xxs_hand_built_block) {
+  // Group g: runs use entries 0, 1, 255, 0 (bytes of the first uint32); the sign fields of group g
+  // are 4g .. 4g+3 and the scale nibble is 15 - g (top 4 bits of the second uint32).
+  BlockIQ2_XXS b{};
+  b.d = strata::fp32_to_fp16(0.5f);
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t a0 = 0x00FF0100u;
+    uint32_t a1 = static_cast<uint32_t>(15 - g) << 28;
+    for (int l = 0; l < 4; ++l) a1 |= static_cast<uint32_t>(4 * g + l) << (7 * l);
+    std::memcpy(b.qs + 4 * g, &a0, 4);
+    std::memcpy(b.qs + 4 * g + 2, &a1, 4);
+  }
+  const int entry1[8] = {43, 8, 8, 8, 8, 8, 8, 8};
+  const int entry255[8] = {8, 25, 8, 8, 25, 43, 43, 43};
+  const auto y = dequant(GGMLType::IQ2_XXS, reinterpret_cast<const uint8_t*>(&b), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int g = e / 32, run = e / 8, l = run % 4, j = e % 8;
+    const int m = l == 1 ? entry1[j] : l == 2 ? entry255[j] : 8;
+    const float db = 0.5f * (0.5f + static_cast<float>(15 - g)) * 0.25f;
+    const float mag = db * static_cast<float>(m);
+    CHECK_EQ(y[static_cast<std::size_t>(e)], negated(static_cast<unsigned>(run % 128), j) ? -mag : mag);
   }
 }
 
@@ -126,7 +154,7 @@ TEST(sign_masks_agree_with_the_sign_table) {
 TEST(short_rows_are_clear_errors) {
   float y[256];
   BlockQ3_K b{};
-  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XS, GGMLType::IQ3_XXS}) {
+  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ3_XXS}) {
     try {
       dequantize_row(t, &b, y, 128);
       CHECK(false);

@@ -1,5 +1,5 @@
-"""Simple encoders for IQ2_XS, IQ3_XXS and IQ4_NL, used by the tests to build IQ-expert models (gguf-py
-decodes these formats but cannot write them). The codebooks come from ``gguf.quants`` (not from
+"""Simple encoders for IQ2_XXS, IQ2_XS, IQ3_XXS and IQ4_NL, used by the tests to build IQ-expert models
+(gguf-py decodes these formats but cannot write them). The codebooks come from ``gguf.quants`` (not from
 strata), so a file built here is decoded by two independent implementations.
 
 Not llama.cpp's quantizers (no importance weights, no joint scale/grid search): per block the
@@ -61,6 +61,23 @@ def _block_scales(amax: F32, top: float, unit: float) -> tuple[U8, F32, npt.NDAr
     return d16.view(np.uint8).reshape(-1, 2), d, s
 
 
+def quantize_iq2_xxs(x: F32) -> U8:
+    grid = _grid(gq.IQ2_XXS)
+    b = x.reshape(-1, 8, 32)  # 8 groups of 32 per block, one scale nibble each
+    d_b, d, s = _block_scales(np.abs(b).max(axis=2), 43.0, 0.25)
+    db = d[:, None] * (0.5 + s.astype(np.float32)) * 0.25
+    runs = (b / np.where(db > 0, db, 1.0)[:, :, None]).reshape(-1, 8).astype(np.float32)
+    field, mags = _signs(runs)
+    idx = _nearest(mags, grid).reshape(-1, 8, 4).astype(np.uint32)
+    fields = field.reshape(-1, 8, 4).astype(np.uint32)
+    # per group two little-endian uint32: the 4 grid indices, then the sign fields and the scale
+    a0 = idx[:, :, 0] | idx[:, :, 1] << 8 | idx[:, :, 2] << 16 | idx[:, :, 3] << 24
+    a1 = fields[:, :, 0] | fields[:, :, 1] << 7 | fields[:, :, 2] << 14 | fields[:, :, 3] << 21
+    a1 |= s.astype(np.uint32) << 28
+    qs = np.stack([a0, a1], axis=2).astype("<u4").view(np.uint8).reshape(-1, 64)
+    return np.concatenate([d_b, qs], axis=1)
+
+
 def quantize_iq2_xs(x: F32) -> U8:
     grid = _grid(gq.IQ2_XS)
     b = x.reshape(-1, 16, 16)  # 16 halves of 16 per block, one scale nibble each
@@ -102,7 +119,12 @@ def quantize_iq4_nl(x: F32) -> U8:
     return np.concatenate([d.reshape(-1, 1).view(np.uint8), qs], axis=1)
 
 
-ENCODERS = {"IQ2_XS": quantize_iq2_xs, "IQ3_XXS": quantize_iq3_xxs, "IQ4_NL": quantize_iq4_nl}
+ENCODERS = {
+    "IQ2_XXS": quantize_iq2_xxs,
+    "IQ2_XS": quantize_iq2_xs,
+    "IQ3_XXS": quantize_iq3_xxs,
+    "IQ4_NL": quantize_iq4_nl,
+}
 BLOCK = {"IQ4_NL": 32}
 
 

@@ -4,8 +4,9 @@
   ``gguf.quants.quantize`` on random tensors (Gaussian, heavy-tailed, outliers, zero rows, ties).
 - ``gguf.quants.dequantize`` equals our dequantization bitwise, on our quantizers' output and on
   random valid blocks of every format (random bytes with finite, moderate fp16 scales), including
-  Q4_K, Q6_K, Q2_K, IQ4_XS, Q3_K, Q5_K, IQ2_XS, IQ3_XXS and IQ4_NL, which gguf-py cannot quantize.
-- Every codebook entry of IQ2_XS (512) and IQ3_XXS (256) decodes as gguf decodes it.
+  Q4_K, Q6_K, Q2_K, IQ4_XS, Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ4_NL, which gguf-py cannot
+  quantize.
+- Every codebook entry of IQ2_XXS (256), IQ2_XS (512) and IQ3_XXS (256) decodes as gguf decodes it.
 - Q4_0 with the Lloyd fit decodes with gguf too and is never worse than the ggml rule.
 """
 
@@ -35,6 +36,7 @@ SCALE_FIELDS: dict[str, list[int]] = {
     "Q5_K": [0, 2],
     "IQ2_XS": [0],
     "IQ3_XXS": [0],
+    "IQ2_XXS": [0],
 }
 BLOCK_TYPES = list(SCALE_FIELDS)
 FLOAT_TYPES = ["F32", "F16", "BF16"]
@@ -103,14 +105,19 @@ def test_dequantize_random_valid_blocks_equals_gguf(type_name: str, cols: int) -
     assert np.isfinite(ours).all()
 
 
-@pytest.mark.parametrize(("type_name", "entries", "per_block"), [("IQ2_XS", 512, 32), ("IQ3_XXS", 256, 64)])
+@pytest.mark.parametrize(
+    ("type_name", "entries", "per_block"), [("IQ2_XXS", 256, 32), ("IQ2_XS", 512, 32), ("IQ3_XXS", 256, 64)]
+)
 def test_every_codebook_entry_decodes_as_gguf(type_name: str, entries: int, per_block: int) -> None:
     """Blocks whose index fields walk the whole grid (random signs and scales around them)."""
     rng = np.random.default_rng(5)
     nblocks = entries // per_block
     data = random_blocks(type_name, 1, 256 * nblocks, rng).reshape(nblocks, -1)
     idx = np.arange(entries).reshape(nblocks, per_block)
-    if type_name == "IQ2_XS":
+    if type_name == "IQ2_XXS":  # group g: bytes 2 + 8g .. 2 + 8g + 3 are its 4 indices
+        for g in range(8):
+            data[:, 2 + 8 * g : 6 + 8 * g] = idx[:, 4 * g : 4 * g + 4].astype(np.uint8)
+    elif type_name == "IQ2_XS":
         qs = data[:, 2:66].copy().view(np.uint16)
         data[:, 2:66] = ((qs & np.uint16(0xFE00)) | idx.astype(np.uint16)).view(np.uint8)
     else:

@@ -26,6 +26,7 @@ quant::GGMLType activation_type(quant::GGMLType type) {
     case GGMLType::Q5_K:
     case GGMLType::Q6_K:
     case GGMLType::IQ4_XS:
+    case GGMLType::IQ2_XXS:
     case GGMLType::IQ2_XS:
     case GGMLType::IQ3_XXS: return GGMLType::Q8_K;
     default:  // a repacked type takes its plain type's activations

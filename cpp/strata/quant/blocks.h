@@ -102,6 +102,15 @@ struct BlockIQ4_XS {
   uint8_t qs[kQK_K / 2];
 };
 
+// 8 groups of 32, 8 uint16 each (read as two little-endian uint32 a0, a1): the 4 bytes of a0 index
+// kIQ2XXSGrid (8 magnitudes each, elements 8l .. 8l+7 of the group); a1 holds four 7-bit sign
+// fields (bits 7l .. 7l+6, expanded to 8 by kIQSigns) and, in its top 4 bits, the group scale s.
+// x = d * (0.5 + s) * 0.25 * grid * sign.
+struct BlockIQ2_XXS {
+  uint16_t d;
+  uint16_t qs[kQK_K / 8];
+};
+
 // 32 runs of 8: qs[k] covers elements 8k .. 8k+7, its low 9 bits index kIQ2XSGrid (8 magnitudes),
 // its top 7 bits are sign bits (expanded to 8 by kIQSigns). Elements 16h .. 16h+15 share the scale
 // nibble s = nibble h % 2 of scales[h / 2]. x = d * (0.5 + s) * 0.25 * grid * sign.
@@ -140,6 +149,7 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockIQ2_XXS) == 66);
 static_assert(sizeof(BlockIQ2_XS) == 74);
 static_assert(sizeof(BlockIQ3_XXS) == 98);
 static_assert(sizeof(BlockQ8_K) == 292);

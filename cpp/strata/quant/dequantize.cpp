@@ -173,6 +173,7 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
     case GGMLType::Q2_K: return dequant_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
     case GGMLType::Q3_K: return detail::dequant_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
     case GGMLType::Q5_K: return detail::dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case GGMLType::IQ2_XXS: return detail::dequant_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, nb);
     case GGMLType::IQ2_XS: return detail::dequant_iq2_xs(static_cast<const BlockIQ2_XS*>(src), dst, nb);
     case GGMLType::IQ3_XXS: return detail::dequant_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, nb);
     case GGMLType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);

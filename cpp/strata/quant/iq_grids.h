@@ -1,15 +1,17 @@
 #pragma once
-// The codebooks of the IQ2_XS and IQ3_XXS formats and their shared sign table (iq_grids.cpp).
+// The codebooks of the IQ2_XXS, IQ2_XS and IQ3_XXS formats and their shared sign table (iq_grids.cpp).
 #include <array>
 #include <cstdint>
 
 namespace strata::quant {
 
+extern const uint64_t kIQ2XXSGrid[256];  // IQ2_XXS: 8 magnitudes per entry, byte j = element j
 extern const uint64_t kIQ2XSGrid[512];   // IQ2_XS: 8 magnitudes per entry, byte j = element j
 extern const uint32_t kIQ3XXSGrid[256];  // IQ3_XXS: 4 magnitudes per entry, byte j = element j
 extern const uint8_t kIQSigns[128];      // 7 stored sign bits -> 8 (even parity); bit j negates element j
 
-// Magnitude j (0..7) of IQ2_XS grid entry g, and j (0..3) of IQ3_XXS entry g.
+// Magnitude j (0..7) of IQ2_XXS / IQ2_XS grid entry g, and j (0..3) of IQ3_XXS entry g.
+inline int iq2xxs_grid_value(int g, int j) { return static_cast<int>((kIQ2XXSGrid[g] >> (8 * j)) & 0xFF); }
 inline int iq2xs_grid_value(int g, int j) { return static_cast<int>((kIQ2XSGrid[g] >> (8 * j)) & 0xFF); }
 inline int iq3xxs_grid_value(int g, int j) { return static_cast<int>((kIQ3XXSGrid[g] >> (8 * j)) & 0xFF); }
 

@@ -87,6 +87,7 @@ bool type_supported(GGMLType t) {
     case GGMLType::IQ4_XS:
     case GGMLType::Q3_K:
     case GGMLType::Q5_K:
+    case GGMLType::IQ2_XXS:
     case GGMLType::IQ2_XS:
     case GGMLType::IQ3_XXS: return true;
     default: return false;

@@ -31,6 +31,7 @@ STRATA_AVX2_DOT(dot_rows_q3_k_r16);
 STRATA_AVX2_DOT(dot_rows_iq4_xs_r16);  // dot_repacked_iq4_xs_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q3_k);        // dot_q3_k_q5_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q5_k);        // dot_q3_k_q5_k_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq2_xxs);     // dot_iq2_iq3_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq2_xs);      // dot_iq2_iq3_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq3_xxs);     // dot_iq2_iq3_avx2.cpp
 #undef STRATA_AVX2_DOT

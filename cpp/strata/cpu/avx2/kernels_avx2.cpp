@@ -31,6 +31,7 @@ constexpr DotKernel kQ3_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k_r
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs_r16, dot_rows_multi_iq4_xs_r16, 16};
 constexpr DotKernel kQ3_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k, dot_rows_multi_q3_k};
 constexpr DotKernel kQ5_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q5_k, dot_rows_multi_q5_k};
+constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs, nullptr};
 constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, nullptr};
 constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, nullptr};
 
@@ -62,6 +63,7 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::IQ4_XS_R16: return &kIQ4_XS_R16;
     case GGMLType::Q3_K: return &kQ3_K;
     case GGMLType::Q5_K: return &kQ5_K;
+    case GGMLType::IQ2_XXS: return &kIQ2_XXS;
     case GGMLType::IQ2_XS: return &kIQ2_XS;
     case GGMLType::IQ3_XXS: return &kIQ3_XXS;
     default: return nullptr;

@@ -1,7 +1,7 @@
-// Portable reference dots of IQ2_XS and IQ3_XXS with Q8_K activations, as ggml's generic
-// ggml_vec_dot_iq2_xs_q8_K / _iq3_xxs_q8_K: codebook magnitudes with their signs times the
-// activation bytes, summed exactly per scale group, the group scales kept as odd integers
-// (2·nibble + 1) and the constant factor (1/8, 1/4) applied once at the end.
+// Portable reference dots of IQ2_XXS, IQ2_XS and IQ3_XXS with Q8_K activations, as ggml's generic
+// ggml_vec_dot_iq2_xxs_q8_K / _iq2_xs_q8_K / _iq3_xxs_q8_K: codebook magnitudes with their signs
+// times the activation bytes, summed exactly per scale group, the group scales kept as odd integers
+// (2·nibble + 1) and the constant factor (1/8, 1/8, 1/4) applied once at the end.
 #include <cstring>
 
 #include "strata/cpu/dot_rows.h"
@@ -21,6 +21,26 @@ int signed_run(Grid grid, uint8_t signs, const int8_t* q8) {
   int s = 0;
   for (int j = 0; j < 8; ++j) s += ((signs >> j) & 1 ? -grid(j) : grid(j)) * q8[j];
   return s;
+}
+
+float dot_iq2_xxs(int64_t nb, const BlockIQ2_XXS* x, const BlockQ8_K* y) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int isum = 0;
+    for (int g = 0; g < 8; ++g) {  // groups of 32 elements, one scale each
+      uint32_t aux[2];
+      std::memcpy(aux, x[i].qs + 4 * g, 8);
+      int part = 0;
+      for (int l = 0; l < 4; ++l) {
+        const int q = static_cast<int>((aux[0] >> (8 * l)) & 0xFF);
+        part += signed_run([q](int j) { return iq2xxs_grid_value(q, j); }, kIQSigns[(aux[1] >> (7 * l)) & 127],
+                           y[i].qs + 32 * g + 8 * l);
+      }
+      isum += static_cast<int>(2 * (aux[1] >> 28) + 1) * part;
+    }
+    sum += (fp16_to_fp32(x[i].d) * y[i].d) * static_cast<float>(isum);
+  }
+  return 0.125f * sum;
 }
 
 float dot_iq2_xs(int64_t nb, const BlockIQ2_XS* x, const BlockQ8_K* y) {
@@ -64,6 +84,9 @@ float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
 
 }  // namespace
 
+void dot_rows_iq2_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  rows_q8_k<BlockIQ2_XXS, dot_iq2_xxs>(n, w, stride, nrows, act, out);
+}
 void dot_rows_iq2_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   rows_q8_k<BlockIQ2_XS, dot_iq2_xs>(n, w, stride, nrows, act, out);
 }

@@ -243,6 +243,7 @@ constexpr DotKernel kQ6_K{GGMLType::Q8_K, act_q8_k, rows<dot_q6_k>, nullptr};
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, act_q8_k, rows<dot_iq4_xs>, nullptr};
 constexpr DotKernel kQ3_K{GGMLType::Q8_K, act_q8_k, dot_rows_q3_k, nullptr};
 constexpr DotKernel kQ5_K{GGMLType::Q8_K, act_q8_k, dot_rows_q5_k, nullptr};
+constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_xxs, nullptr};
 constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_xs, nullptr};
 constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, act_q8_k, dot_rows_iq3_xxs, nullptr};
 
@@ -264,6 +265,7 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::IQ4_XS: return &kIQ4_XS;
     case GGMLType::Q3_K: return &kQ3_K;
     case GGMLType::Q5_K: return &kQ5_K;
+    case GGMLType::IQ2_XXS: return &kIQ2_XXS;
     case GGMLType::IQ2_XS: return &kIQ2_XS;
     case GGMLType::IQ3_XXS: return &kIQ3_XXS;
     default: return repacked_kernel(type);

@@ -1,6 +1,7 @@
 #pragma once
 // Scalar reference row kernels defined outside dot_scalar.cpp (Q8_K activations), registered in
-// its table: Q3_K, Q5_K (dot_q3_k_q5_k_scalar.cpp), IQ2_XS, IQ3_XXS (dot_iq2_iq3_scalar.cpp).
+// its table: Q3_K, Q5_K (dot_q3_k_q5_k_scalar.cpp), IQ2_XXS, IQ2_XS, IQ3_XXS
+// (dot_iq2_iq3_scalar.cpp).
 #include <cstddef>
 #include <cstdint>
 
@@ -10,6 +11,7 @@ namespace strata::cpu::scalar {
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out)
 STRATA_SCALAR_DOT(dot_rows_q3_k);
 STRATA_SCALAR_DOT(dot_rows_q5_k);
+STRATA_SCALAR_DOT(dot_rows_iq2_xxs);
 STRATA_SCALAR_DOT(dot_rows_iq2_xs);
 STRATA_SCALAR_DOT(dot_rows_iq3_xxs);
 #undef STRATA_SCALAR_DOT
