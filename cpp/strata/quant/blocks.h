@@ -32,6 +32,14 @@ struct BlockQ5_1 {
   uint8_t qs[kQK32 / 2];
 };
 
+// The 5-bit q (0..31) of element j of a Q5_0 / Q5_1 block: its nibble, bit 4 from bit j of qh (the
+// block's qh as a little-endian uint32).
+template <class Block>
+inline int q5_quant(const Block& b, uint32_t qh, int j) {
+  const int nibble = j < kQK32 / 2 ? (b.qs[j] & 0xF) : (b.qs[j - kQK32 / 2] >> 4);
+  return nibble | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
 // x = d * kIQ4NLValues[q], q 4 bits: element j < 16 in the low nibble of qs[j], element j + 16 in its
 // high nibble (as Q4_0). llama-quantize's fallback for IQ4_XS tensors whose rows are not a
 // multiple of 256 wide, and a file type of its own.

@@ -33,12 +33,7 @@ void dequant_q5_0(const BlockQ5_0* b, float* y, int64_t nb) {
     const float d = fp16_to_fp32(b[i].d);
     uint32_t qh;
     std::memcpy(&qh, b[i].qh, 4);
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
-      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      y[j] = d * static_cast<float>(((b[i].qs[j] & 0xF) | h0) - 16);
-      y[j + 16] = d * static_cast<float>(((b[i].qs[j] >> 4) | h1) - 16);
-    }
+    for (int j = 0; j < kQK32; ++j) y[j] = d * static_cast<float>(q5_quant(b[i], qh, j) - 16);
   }
 }
 
@@ -49,12 +44,7 @@ void dequant_q5_1(const BlockQ5_1* b, float* y, int64_t nb) {
     const float m = fp16_to_fp32(b[i].m);
     uint32_t qh;
     std::memcpy(&qh, b[i].qh, 4);
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
-      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      y[j] = d * static_cast<float>((b[i].qs[j] & 0xF) | h0) + m;
-      y[j + 16] = d * static_cast<float>((b[i].qs[j] >> 4) | h1) + m;
-    }
+    for (int j = 0; j < kQK32; ++j) y[j] = d * static_cast<float>(q5_quant(b[i], qh, j)) + m;
   }
 }
 

@@ -167,7 +167,8 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
     const uint8_t* qs = grp + L::qs_off(b, nb);
     const __m256 dw[2] = {_mm256_cvtph_ps(loadu128(d)), _mm256_cvtph_ps(loadu128(d + 16))};
     __m256i bc[A][8];
-    int32_t start[A];
+    int32_t start[A];               // the chains' start
+    [[maybe_unused]] __m256 sy[A];  // with a min: Σy (kBias 1 makes start_at −Σy), the chains from 0
     __m256 dy[A];
     for (int a = 0; a < A; ++a) {
       const BlockQ8_0& yb = t[a].y[b];
@@ -175,7 +176,11 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
         bc[a][k] = bcast_word(yb.qs + 4 * k);
         bc[a][k + 4] = bcast_word(yb.qs + 16 + 4 * k);
       }
-      start[a] = kHasMin<Ops> ? 0 : t[a].start_at(b);
+      start[a] = t[a].start_at(b);
+      if constexpr (kHasMin<Ops>) {
+        sy[a] = _mm256_set1_ps(static_cast<float>(-start[a]));
+        start[a] = 0;
+      }
       dy[a] = _mm256_set1_ps(t[a].dy_at(b));
     }
     for (int h = 0; h < 2; ++h) {
@@ -187,10 +192,7 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
         acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dw[h], dy[a])));
       if constexpr (kHasMin<Ops>) {
         const __m256 m = _mm256_cvtph_ps(loadu128(qs + repack::kQ51MinOff + 16 * h));
-        for (int a = 0; a < A; ++a) {
-          const __m256 sy = _mm256_set1_ps(static_cast<float>(-t[a].start_at(b)));
-          acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(sy, _mm256_mul_ps(m, dy[a])));
-        }
+        for (int a = 0; a < A; ++a) acc[a][h] = _mm256_add_ps(acc[a][h], _mm256_mul_ps(sy[a], _mm256_mul_ps(m, dy[a])));
       }
     }
   }

@@ -184,23 +184,26 @@ void group_acts(int64_t nb, const uint8_t* grp, const ActTerms* t, float* const*
     Ops::steps(grp + L::qs_off(b, nb), st);
     const __m512 dw = _mm512_cvtph_ps(loadu256(grp + L::d_off(b, nb)));
     __m512i lo[A], hi[A];
+    int32_t start[A];  // −kBias·Σy; with a min, −Σy for the min term and chains from 0
     for (int a = 0; a < A; ++a) {
-      lo[a] = _mm512_set1_epi32(kHasMin<Ops> ? 0 : t[a].start_at(b));
+      start[a] = t[a].start_at(b);
+      lo[a] = _mm512_set1_epi32(kHasMin<Ops> ? 0 : start[a]);
       hi[a] = _mm512_setzero_si512();
     }
+    [[maybe_unused]] __m512 mw;  // the rows' mins
+    if constexpr (kHasMin<Ops>) mw = _mm512_cvtph_ps(loadu256(grp + L::qs_off(b, nb) + repack::kQ51MinOff));
     for (int k = 0; k < 4; ++k)
       for (int a = 0; a < A; ++a) {
         lo[a] = dpbusd_bcast(lo[a], st[k], t[a].y[b].qs + 4 * k);
         hi[a] = dpbusd_bcast(hi[a], st[k + 4], t[a].y[b].qs + 16 + 4 * k);
       }
     for (int a = 0; a < A; ++a) {
-      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(t[a].dy_at(b)));
-      acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_cvtepi32_ps(block_isum<Ops>(lo[a], hi[a])), s));
-      if constexpr (kHasMin<Ops>) {
-        const __m512 m = _mm512_mul_ps(_mm512_cvtph_ps(loadu256(grp + L::qs_off(b, nb) + repack::kQ51MinOff)),
-                                       _mm512_set1_ps(t[a].dy_at(b)));
-        acc[a] = _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(-t[a].start_at(b))), m));
-      }
+      const __m512 dy = _mm512_set1_ps(t[a].dy_at(b));
+      acc[a] = _mm512_add_ps(acc[a],
+                             _mm512_mul_ps(_mm512_cvtepi32_ps(block_isum<Ops>(lo[a], hi[a])), _mm512_mul_ps(dw, dy)));
+      if constexpr (kHasMin<Ops>)
+        acc[a] =
+            _mm512_add_ps(acc[a], _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(-start[a])), _mm512_mul_ps(mw, dy)));
     }
   }
   for (int a = 0; a < A; ++a) store_rows(outs[a] + r0, acc[a], n_valid);

@@ -34,66 +34,52 @@ struct Q8 {
   }
 };
 
-struct Q4 {
+// Q4_0_R16 / IQ4_NL_R16 (Q4_0_R16's bytes): the value of each nibble is Value::of(nibble).
+template <class Value>
+struct Nibbles {
   using L = repack::Q4Layout;
   static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
     int sumi = 0;
     for (int c = 0; c < 4; ++c)
       for (int j = 0; j < 4; ++j) {
         const int q = qs[64 * c + 4 * r + j];
-        sumi += ((q & 0xF) - 8) * y.qs[4 * c + j] + ((q >> 4) - 8) * y.qs[16 + 4 * c + j];
+        sumi += Value::of(q & 0xF) * y.qs[4 * c + j] + Value::of(q >> 4) * y.qs[16 + 4 * c + j];
       }
     return sumi;
   }
 };
-
-// IQ4_NL_R16: Q4_0_R16's bytes, each nibble the index of its codebook value.
-struct IQ4NL {
-  using L = repack::Q4Layout;
-  static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
-    int sumi = 0;
-    for (int c = 0; c < 4; ++c)
-      for (int j = 0; j < 4; ++j) {
-        const int q = qs[64 * c + 4 * r + j];
-        sumi += quant::kIQ4NLValues[q & 0xF] * y.qs[4 * c + j] + quant::kIQ4NLValues[q >> 4] * y.qs[16 + 4 * c + j];
-      }
-    return sumi;
-  }
+struct Q4Value {
+  static int of(int q) { return q - 8; }
 };
+struct IQ4NLValue {  // the index of its codebook value
+  static int of(int q) { return quant::kIQ4NLValues[q]; }
+};
+using Q4 = Nibbles<Q4Value>;
+using IQ4NL = Nibbles<IQ4NLValue>;
 
-// Q5_0_R16: Q4's nibbles with the fifth bits of the steps' masks (layout.h).
-struct Q5 {
-  using L = repack::Q5Layout;
-  static int high(const uint8_t* hm, int s, int r, int j) { return repack::q5_fifth_bit(hm, s, r, j) << 4; }
+// Q5_0_R16 / Q5_1_R16: Q4's nibbles with the fifth bits of the steps' masks (layout.h), minus kOffset.
+template <class Layout, int kOffset>
+struct Q5Bits {
+  using L = Layout;
+  static int q5(int nibble, const uint8_t* hm, int s, int r, int j) {
+    return (nibble | (repack::q5_fifth_bit(hm, s, r, j) << 4)) - kOffset;
+  }
   static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
     const uint8_t* hm = qs + repack::kQ5MaskOff;
     int sumi = 0;
     for (int c = 0; c < 4; ++c)
       for (int j = 0; j < 4; ++j) {
         const int q = qs[64 * c + 4 * r + j];
-        sumi += (((q & 0xF) | high(hm, c, r, j)) - 16) * y.qs[4 * c + j] +
-                (((q >> 4) | high(hm, c + 4, r, j)) - 16) * y.qs[16 + 4 * c + j];
+        sumi += q5(q & 0xF, hm, c, r, j) * y.qs[4 * c + j] + q5(q >> 4, hm, c + 4, r, j) * y.qs[16 + 4 * c + j];
       }
     return sumi;
   }
 };
-
-// Q5_1_R16: Q5's bytes with q used unsigned (x = d·q + m), the rows' mins after the masks; its min term
-// m·dy·Σy is added per block after the d term, as the plain kernel adds it.
-struct Q51 {
-  using L = repack::Q51Layout;
+using Q5 = Q5Bits<repack::Q5Layout, 16>;
+// Q5_1_R16: q used unsigned (x = d·q + m), the rows' mins after the masks; its min term m·dy·Σy is added
+// per block after the d term, as the plain kernel adds it.
+struct Q51 : Q5Bits<repack::Q51Layout, 0> {
   static constexpr bool kMin = true;
-  static int sum(const uint8_t* qs, int r, const BlockQ8_0& y) {
-    const uint8_t* hm = qs + repack::kQ5MaskOff;
-    int sumi = 0;
-    for (int c = 0; c < 4; ++c)
-      for (int j = 0; j < 4; ++j) {
-        const int q = qs[64 * c + 4 * r + j];
-        sumi += ((q & 0xF) | Q5::high(hm, c, r, j)) * y.qs[4 * c + j] +
-                ((q >> 4) | Q5::high(hm, c + 4, r, j)) * y.qs[16 + 4 * c + j];
-      }
-    return sumi;
-  }
 };
 
 template <typename F>

@@ -61,12 +61,7 @@ float dot_q5_0(int64_t n, const void* w, const void* a) {
     uint32_t qh;
     std::memcpy(&qh, x[i].qh, 4);
     int sumi = 0;
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
-      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      sumi += (((x[i].qs[j] & 0xF) | h0) - 16) * y[i].qs[j];
-      sumi += (((x[i].qs[j] >> 4) | h1) - 16) * y[i].qs[j + 16];
-    }
+    for (int j = 0; j < kQK32; ++j) sumi += (quant::q5_quant(x[i], qh, j) - 16) * y[i].qs[j];
     sum += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
   }
   return sum;
@@ -82,12 +77,9 @@ float dot_q5_1(int64_t n, const void* w, const void* a) {
     std::memcpy(&qh, x[i].qh, 4);
     int sumi = 0;
     int sumy = 0;
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
-      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      sumi += ((x[i].qs[j] & 0xF) | h0) * y[i].qs[j];
-      sumi += ((x[i].qs[j] >> 4) | h1) * y[i].qs[j + 16];
-      sumy += y[i].qs[j] + y[i].qs[j + 16];
+    for (int j = 0; j < kQK32; ++j) {
+      sumi += quant::q5_quant(x[i], qh, j) * y[i].qs[j];
+      sumy += y[i].qs[j];
     }
     const float dy = fp16_to_fp32(y[i].d);
     sum += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * dy);
