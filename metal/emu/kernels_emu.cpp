@@ -161,9 +161,10 @@ const Entry kEntries[] = {
     STRATA_EMU_FORMAT("f32", FmtF32) STRATA_EMU_FORMAT("f16", FmtF16) STRATA_EMU_FORMAT("bf16", FmtBF16)
         STRATA_EMU_FORMAT("q8_0", FmtQ8_0) STRATA_EMU_FORMAT("q4_0", FmtQ4_0) STRATA_EMU_FORMAT("q5_0", FmtQ5_0)
             STRATA_EMU_FORMAT("q5_1", FmtQ5_1) STRATA_EMU_FORMAT("q4_k", FmtQ4_K) STRATA_EMU_FORMAT("q6_k", FmtQ6_K)
-                STRATA_EMU_FORMAT("q2_k", FmtQ2_K) STRATA_EMU_FORMAT("iq4_xs", FmtIQ4_XS) STRATA_EMU_FORMAT(
-                    "iq4_nl", FmtIQ4_NL) STRATA_EMU_FORMAT("q3_k", FmtQ3_K) STRATA_EMU_FORMAT("q5_k", FmtQ5_K)
-                    STRATA_EMU_FORMAT("iq2_xs", FmtIQ2_XS) STRATA_EMU_FORMAT("iq3_xxs", FmtIQ3_XXS)
+                STRATA_EMU_FORMAT("q2_k", FmtQ2_K) STRATA_EMU_FORMAT("iq4_xs", FmtIQ4_XS)
+                    STRATA_EMU_FORMAT("iq4_nl", FmtIQ4_NL) STRATA_EMU_FORMAT("q3_k", FmtQ3_K)
+                        STRATA_EMU_FORMAT("q5_k", FmtQ5_K) STRATA_EMU_FORMAT("iq2_xs", FmtIQ2_XS)
+                            STRATA_EMU_FORMAT("iq3_xxs", FmtIQ3_XXS) STRATA_EMU_FORMAT("iq2_xxs", FmtIQ2_XXS)
 #undef STRATA_EMU_FORMAT
 };
 

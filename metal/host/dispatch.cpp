@@ -132,7 +132,8 @@ bool gemv_supported(quant::GGMLType type) {
     case GGMLType::Q5_K:
     case GGMLType::IQ4_XS:
     case GGMLType::IQ2_XS:
-    case GGMLType::IQ3_XXS: return true;
+    case GGMLType::IQ3_XXS:
+    case GGMLType::IQ2_XXS: return true;
     default: return false;
   }
 }
@@ -156,6 +157,7 @@ const char* gemv_type_suffix(quant::GGMLType type) {
     case GGMLType::IQ4_XS: return "iq4_xs";
     case GGMLType::IQ2_XS: return "iq2_xs";
     case GGMLType::IQ3_XXS: return "iq3_xxs";
+    case GGMLType::IQ2_XXS: return "iq2_xxs";
     default: bad(std::string("no Metal GEMV kernel for type ") + quant::type_name(type));
   }
 }
