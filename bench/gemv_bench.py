@@ -37,7 +37,7 @@ from strata import _strata, quant
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q8_0_R16", "Q5_0", "Q5_0_R16", "Q5_1", "Q4_0", "Q4_0_R16", "IQ4_NL",
          "Q6_K", "Q6_K_R16", "Q5_K", "Q4_K", "Q4_K_R16", "Q3_K", "IQ4_XS", "IQ4_XS_R16", "Q2_K", "IQ3_XXS",
          "IQ2_XXS",
-         "IQ2_XS"]
+         "IQ2_XS", "IQ2_S", "IQ3_S"]
 REPACKED = {"Q4_0_R16": "Q4_0", "Q5_0_R16": "Q5_0", "Q8_0_R16": "Q8_0", "Q4_K_R16": "Q4_K",
             "Q6_K_R16": "Q6_K", "IQ4_XS_R16": "IQ4_XS"}
 # Byte offsets of the fp16 scales inside a block (the rest of a block may be any bytes).
@@ -56,6 +56,8 @@ SCALE_FIELDS = {
     "IQ2_XS": [0],
     "IQ3_XXS": [0],
     "IQ2_XXS": [0],
+    "IQ2_S": [0],
+    "IQ3_S": [0],
 }
 
 

@@ -1,9 +1,11 @@
-// The Q3_K, Q5_K, IQ2_XXS, IQ2_XS and IQ3_XXS block layouts: hand-built blocks decode to values
-// worked out here from ggml's format description (known codebook entries, element 0 first:
-// IQ2_XXS entry 0 is eight 0x08, entry 1 is 0x2b then seven 0x08, entry 255 is 0x08 0x19 0x08
-// 0x08 0x19 0x2b 0x2b 0x2b; IQ2_XS entry 0 is eight 0x08, entry 511 eight 0x2b; IQ3_XXS entry 0
-// is four 0x04, entry 255 is 0x04 0x1c 0x34 0x3e), the sign masks the SIMD kernels use agree
-// with the sign table, and a short row is a clear error.
+// The Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S block layouts: hand-built blocks decode
+// to values worked out here from ggml's format description (known codebook entries, element 0
+// first: IQ2_XXS entry 0 is eight 0x08, entry 1 is 0x2b then seven 0x08, entry 255 is 0x08 0x19
+// 0x08 0x08 0x19 0x2b 0x2b 0x2b; IQ2_XS entry 0 is eight 0x08, entry 511 eight 0x2b; IQ2_S entry 0
+// is eight 0x08, 256 is five 0x19 then 0x08 0x19 0x08, 767 is 0x19 0x19 0x08 0x19 0x08 0x08 0x2b
+// 0x19, 1023 eight 0x2b; IQ3_XXS entry 0 is four 0x04, entry 255 is 0x04 0x1c 0x34 0x3e; IQ3_S
+// entry 1 is 3 1 1 1, entry 256 is 7 5 9 5, entry 511 is 1 1 15 15), the sign masks the SIMD
+// kernels use agree with the sign table, and a short row is a clear error.
 // Bitwise parity with gguf.quants on random blocks and on every codebook entry is checked from
 // Python (tests/python/test_quant_parity.py); the dots in test_quant_gemv.cpp.
 #define STRATA_TEST_MAIN
@@ -27,16 +29,21 @@ bool negated(unsigned field, int j) {
 }  // namespace
 
 TEST(new_types_are_supported_and_named) {
-  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ3_XXS}) {
+  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S,
+                     GGMLType::IQ3_XXS, GGMLType::IQ3_S}) {
     CHECK(type_supported(t));
     CHECK(type_from_name(type_name(t)) == t);
   }
   CHECK(type_from_name("iq2_xxs") == GGMLType::IQ2_XXS);
   CHECK(type_from_name("iq2_xs") == GGMLType::IQ2_XS);
   CHECK(type_from_name("iq3_xxs") == GGMLType::IQ3_XXS);
+  CHECK(type_from_name("iq3_s") == GGMLType::IQ3_S);
+  CHECK(type_from_name("iq2_s") == GGMLType::IQ2_S);
   CHECK_EQ(row_bytes(GGMLType::Q3_K, 512), std::size_t{220});
   CHECK_EQ(row_bytes(GGMLType::IQ2_XS, 256), std::size_t{74});
   CHECK_EQ(row_bytes(GGMLType::IQ2_XXS, 512), std::size_t{132});
+  CHECK_EQ(row_bytes(GGMLType::IQ3_S, 512), std::size_t{220});
+  CHECK_EQ(row_bytes(GGMLType::IQ2_S, 512), std::size_t{164});
 }
 
 TEST(q3_k_hand_built_block) {
@@ -120,6 +127,30 @@ TEST(iq2_xs_hand_built_block) {
   }
 }
 
+TEST(iq2_s_hand_built_block) {
+  // Run k uses entry 0, 1023, 256, 767 for k % 4 = 0, 1, 2, 3: low bytes 0, 255, 0, 255 in qs and
+  // top bits 0, 3, 1, 2 in qh[k / 4] (0x9C). Sign byte k is 9k mod 256 (8 free bits: bit j negates
+  // element 8k + j); the 16-value half h has scale nibble h → multiplier (0.5 + h) / 4.
+  BlockIQ2_S b{};
+  b.d = strata::fp32_to_fp16(2.0f);
+  for (int k = 0; k < 32; ++k) {
+    b.qs[k] = k % 2 ? 255 : 0;
+    b.signs[k] = static_cast<uint8_t>(9 * k);
+  }
+  for (uint8_t& h : b.qh) h = 0x9C;
+  for (int g = 0; g < 8; ++g) b.scales[g] = static_cast<uint8_t>((2 * g) | ((2 * g + 1) << 4));
+  const int entries[4][8] = {{8, 8, 8, 8, 8, 8, 8, 8},
+                             {43, 43, 43, 43, 43, 43, 43, 43},
+                             {25, 25, 25, 25, 25, 8, 25, 8},
+                             {25, 25, 8, 25, 8, 8, 43, 25}};
+  const auto y = dequant(GGMLType::IQ2_S, reinterpret_cast<const uint8_t*>(&b), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int k = e / 8, j = e % 8, h = e / 16;
+    const float mag = (2.0f * (0.5f + static_cast<float>(h)) * 0.25f) * static_cast<float>(entries[k % 4][j]);
+    CHECK_EQ(y[static_cast<std::size_t>(e)], ((9 * k) >> j) & 1 ? -mag : mag);
+  }
+}
+
 TEST(iq3_xxs_hand_built_block) {
   // Group g: entries alternate 0 (4 4 4 4) and 255 (4 28 52 62); scale nibble g + 3; the four
   // sign fields of group g are 4g .. 4g+3.
@@ -141,6 +172,26 @@ TEST(iq3_xxs_hand_built_block) {
   }
 }
 
+TEST(iq3_s_hand_built_block) {
+  // Per group of 32 (8 grid indices k): even k use entry 1 (qs 1); odd k have their ninth bit set
+  // (qh = 0xAA) and use entry 256 (qs 0) or 511 (qs 255). Sign byte r is 9r mod 256 (8 free bits:
+  // bit j negates element 8r + j); group g's scale nibble is 15 - g, multiplier 1 + 2 (15 - g).
+  BlockIQ3_S b{};
+  b.d = strata::fp32_to_fp16(0.5f);
+  for (int k = 0; k < 64; ++k) b.qs[k] = k % 2 == 0 ? 1 : k % 4 == 1 ? 0 : 255;
+  for (uint8_t& h : b.qh) h = 0xAA;
+  for (int r = 0; r < 32; ++r) b.signs[r] = static_cast<uint8_t>(9 * r);
+  for (int g = 0; g < 8; ++g) b.scales[g / 2] = static_cast<uint8_t>(b.scales[g / 2] | ((15 - g) << (4 * (g % 2))));
+  const int entry1[4] = {3, 1, 1, 1}, entry256[4] = {7, 5, 9, 5}, entry511[4] = {1, 1, 15, 15};
+  const auto y = dequant(GGMLType::IQ3_S, reinterpret_cast<const uint8_t*>(&b), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int g = e / 32, r = e / 8, k = e / 4;
+    const int* entry = k % 2 == 0 ? entry1 : k % 4 == 1 ? entry256 : entry511;
+    const float mag = (0.5f * static_cast<float>(1 + 2 * (15 - g))) * static_cast<float>(entry[e % 4]);
+    CHECK_EQ(y[static_cast<std::size_t>(e)], ((9 * r) >> (e % 8)) & 1 ? -mag : mag);
+  }
+}
+
 TEST(sign_masks_agree_with_the_sign_table) {
   for (unsigned i = 0; i < 128; ++i)
     for (int j = 0; j < 8; ++j) {
@@ -154,7 +205,8 @@ TEST(sign_masks_agree_with_the_sign_table) {
 TEST(short_rows_are_clear_errors) {
   float y[256];
   BlockQ3_K b{};
-  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ3_XXS}) {
+  for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S,
+                     GGMLType::IQ3_XXS, GGMLType::IQ3_S}) {
     try {
       dequantize_row(t, &b, y, 128);
       CHECK(false);

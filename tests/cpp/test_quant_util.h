@@ -33,10 +33,11 @@ struct IsaGuard {
 };
 
 inline const std::vector<GGMLType>& all_types() {
-  static const std::vector<GGMLType> v{
-      GGMLType::F32,    GGMLType::F16,     GGMLType::BF16, GGMLType::Q8_0,   GGMLType::Q4_0,   GGMLType::Q5_0,
-      GGMLType::Q4_K,   GGMLType::Q6_K,    GGMLType::Q2_K, GGMLType::IQ4_XS, GGMLType::Q3_K,   GGMLType::Q5_K,
-      GGMLType::IQ2_XS, GGMLType::IQ3_XXS, GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::IQ2_XXS};
+  static const std::vector<GGMLType> v{GGMLType::F32,     GGMLType::F16,     GGMLType::BF16, GGMLType::Q8_0,
+                                       GGMLType::Q4_0,    GGMLType::Q5_0,    GGMLType::Q4_K, GGMLType::Q6_K,
+                                       GGMLType::Q2_K,    GGMLType::IQ4_XS,  GGMLType::Q3_K, GGMLType::Q5_K,
+                                       GGMLType::IQ2_XS,  GGMLType::IQ3_XXS, GGMLType::Q5_1, GGMLType::IQ4_NL,
+                                       GGMLType::IQ2_XXS, GGMLType::IQ3_S,   GGMLType::IQ2_S};
   return v;
 }
 
@@ -97,7 +98,9 @@ inline std::vector<uint8_t> random_rows(GGMLType type, int64_t rows, int64_t col
         break;
       case GGMLType::IQ2_XXS:
       case GGMLType::IQ2_XS:
-      case GGMLType::IQ3_XXS: put(0, random_scale(rng, 1e-3f, 0.05f, true)); break;
+      case GGMLType::IQ3_XXS:
+      case GGMLType::IQ3_S:
+      case GGMLType::IQ2_S: put(0, random_scale(rng, 1e-3f, 0.05f, true)); break;
       default: break;
     }
   }

@@ -1,12 +1,13 @@
-"""Simple encoders for IQ2_XXS, IQ2_XS, IQ3_XXS and IQ4_NL, used by the tests to build IQ-expert models
-(gguf-py decodes these formats but cannot write them). The codebooks come from ``gguf.quants`` (not from
-strata), so a file built here is decoded by two independent implementations.
+"""Simple encoders for IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and IQ4_NL, used by the tests to build
+IQ-expert models (gguf-py decodes these formats but cannot write them). The codebooks come from
+``gguf.quants`` (not from strata), so a file built here is decoded by two independent implementations.
 
 Not llama.cpp's quantizers (no importance weights, no joint scale/grid search): per block the
 group scales are fit to the values' maxima, every run of values takes the signs of its elements
-(the smallest one flipped when the format's even-parity rule requires it) and the grid entry
-nearest to its magnitudes. IQ4_NL: per block of 32, each value takes the codebook entry nearest to
-x / d with d = (signed value of largest magnitude) / 127, then d is refit by least squares.
+(IQ2_XXS / IQ2_XS / IQ3_XXS: the smallest one flipped when their even-parity rule requires it;
+IQ2_S and IQ3_S store 8 free sign bits per 8 values) and the grid entry nearest to its magnitudes.
+IQ4_NL: per block of 32, each value takes the codebook entry nearest to x / d with d = (signed value
+of largest magnitude) / 127, then d is refit by least squares.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ def _signs(runs: F32) -> tuple[npt.NDArray[np.uint8], F32]:
     mags[rows, smallest[rows]] = 0.0
     field = (neg[:, :7] * (1 << np.arange(7))).sum(axis=1).astype(np.uint8)
     return field, mags
+
+
+def _free_signs(runs: F32) -> tuple[npt.NDArray[np.uint8], F32]:
+    """Sign bytes of runs of 8 (N, 8), bit j set where element j is negative, and the magnitudes."""
+    field = ((runs < 0) * (1 << np.arange(8))).sum(axis=1).astype(np.uint8)
+    return field, np.abs(runs)
 
 
 def _nearest(mags: F32, grid: F32, chunk: int = 4096) -> npt.NDArray[np.int64]:
@@ -91,6 +98,20 @@ def quantize_iq2_xs(x: F32) -> U8:
     return np.concatenate([d_b, qs.view(np.uint8), scales], axis=1)
 
 
+def quantize_iq2_s(x: F32) -> U8:
+    grid = _grid(gq.IQ2_S)
+    b = x.reshape(-1, 16, 16)  # 16 halves of 16 per block, one scale nibble each
+    d_b, d, s = _block_scales(np.abs(b).max(axis=2), 43.0, 0.25)
+    db = d[:, None] * (0.5 + s.astype(np.float32)) * 0.25
+    runs = (b.reshape(-1, 16, 2, 8) / np.where(db > 0, db, 1.0)[:, :, None, None]).reshape(-1, 8)
+    signs, mags = _free_signs(runs.astype(np.float32))
+    idx = _nearest(mags, grid).reshape(-1, 8, 4)  # 10 bits: the low 8 in qs, the top 2 in qh
+    qh = ((idx >> 8) << np.array([0, 2, 4, 6])).sum(axis=2).astype(np.uint8)
+    scales = (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
+    qs = (idx & 255).astype(np.uint8).reshape(-1, 32)
+    return np.concatenate([d_b, qs, signs.reshape(-1, 32), qh, scales], axis=1)
+
+
 def quantize_iq3_xxs(x: F32) -> U8:
     grid = _grid(gq.IQ3_XXS)
     b = x.reshape(-1, 8, 32)  # 8 groups of 32 per block, one scale nibble each
@@ -103,6 +124,19 @@ def quantize_iq3_xxs(x: F32) -> U8:
     aux = fields[:, :, 0] | fields[:, :, 1] << 7 | fields[:, :, 2] << 14 | fields[:, :, 3] << 21
     aux |= s.astype(np.uint32) << 28
     return np.concatenate([d_b, idx, aux.astype("<u4").view(np.uint8).reshape(-1, 32)], axis=1)
+
+
+def quantize_iq3_s(x: F32) -> U8:
+    grid = _grid(gq.IQ3_S)
+    b = x.reshape(-1, 8, 32)  # 8 groups of 32 per block, one scale nibble each
+    d_b, d, s = _block_scales(np.abs(b).max(axis=2), 15.0, 2.0)  # d·(1 + 2s) = d·(0.5 + s)·2
+    db = d[:, None] * (1 + 2 * s).astype(np.float32)
+    runs = (b / np.where(db > 0, db, 1.0)[:, :, None]).reshape(-1, 8).astype(np.float32)
+    signs, mags = _free_signs(runs)
+    idx = _nearest(mags.reshape(-1, 4), grid).reshape(-1, 64)
+    qh = np.packbits((idx >> 8).astype(np.uint8).reshape(-1, 8, 8), axis=2, bitorder="little").reshape(-1, 8)
+    scales = (s[:, 0::2] | (s[:, 1::2] << 4)).astype(np.uint8)
+    return np.concatenate([d_b, (idx & 255).astype(np.uint8), qh, signs.reshape(-1, 32), scales], axis=1)
 
 
 def quantize_iq4_nl(x: F32) -> U8:
@@ -122,7 +156,9 @@ def quantize_iq4_nl(x: F32) -> U8:
 ENCODERS = {
     "IQ2_XXS": quantize_iq2_xxs,
     "IQ2_XS": quantize_iq2_xs,
+    "IQ2_S": quantize_iq2_s,
     "IQ3_XXS": quantize_iq3_xxs,
+    "IQ3_S": quantize_iq3_s,
     "IQ4_NL": quantize_iq4_nl,
 }
 BLOCK = {"IQ4_NL": 32}

@@ -8,8 +8,8 @@ from the default run; ``pytest -m llama``).
   writes its 32-column fallbacks for those tensors — Q5_0 in a Q4_K_M file (which strata repacks as
   Q5_0_R16), Q5_1 in a Q5_K_M file, IQ4_NL in an IQ4_XS file, Q4_0 in a Q2_K file — and strata's logits
   agree with llama.cpp's on each. So does a whole IQ4_NL file (``LLAMA_FTYPE_MOSTLY_IQ4_NL``).
-- A file whose experts are IQ2_XXS (resp. IQ2_XS, IQ3_XXS), written by the test encoders of iquant_pack.py
-  (llama.cpp's quantizer needs an importance matrix for these types), the other matrices Q6_K:
+- A file whose experts are IQ2_XXS (resp. IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), written by the test encoders of
+  iquant_pack.py (llama.cpp's quantizer needs an importance matrix for these types), the other matrices Q6_K:
   the logits agree with llama.cpp's.
 
 Tolerances as test_llama_compare.py's Q8_0 rule (both engines quantize activations to Q8_K blocks,
@@ -147,7 +147,7 @@ def experts_in(type_name: str) -> Callable[[str, int], str]:
     return mix
 
 
-@pytest.mark.parametrize("type_name", ["IQ2_XXS", "IQ2_XS", "IQ3_XXS"])
+@pytest.mark.parametrize("type_name", ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"])
 def test_iq_experts_agree_with_llama(f32_file: Path, tmp_path: Path, type_name: str) -> None:
     out = tmp_path / f"{type_name}.gguf"
     chosen = write_mix(f32_file, out, experts_in(type_name))

@@ -128,12 +128,36 @@ struct BlockIQ2_XS {
   uint8_t scales[kQK_K / 32];
 };
 
+// 32 runs of 8: run k's 10-bit index into kIQ2SGrid (8 magnitudes, elements 8k .. 8k+7) is qs[k]
+// plus bits 2 (k % 4) .. 2 (k % 4) + 1 of qh[k / 4] as its top two; signs[k] negates element 8k + j
+// where its bit j is set (8 free bits, no parity rule). Elements 16h .. 16h+15 share the scale
+// nibble s = nibble h % 2 of scales[h / 2]. x = d * (0.5 + s) * 0.25 * grid * sign.
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 8];
+  uint8_t signs[kQK_K / 8];
+  uint8_t qh[kQK_K / 32];
+  uint8_t scales[kQK_K / 32];
+};
+
 // 8 groups of 32: qs[0..63] are indices into kIQ3XXSGrid (4 magnitudes each, 8 per group);
 // qs[64 + 4g .. 64 + 4g + 3] is a little-endian uint32 holding four 7-bit sign fields (one per
 // 8 elements) and, in its top 4 bits, the group scale s. x = d * (0.5 + s) * 0.5 * grid * sign.
 struct BlockIQ3_XXS {
   uint16_t d;
   uint8_t qs[3 * kQK_K / 8];
+};
+
+// 8 groups of 32, each 4 runs of 8 made of two grid entries: index k (0..63) into kIQ3SGrid (4 odd
+// magnitudes 1..15 each, elements 4k .. 4k+3) is qs[k] plus bit k % 8 of qh[k / 8] as its ninth
+// bit; signs[r] negates element 8r + j where its bit j is set (8 free bits, no parity rule); group
+// g's scale s is nibble g % 2 of scales[g / 2]. x = d * (1 + 2s) * grid * sign.
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t signs[kQK_K / 8];
+  uint8_t scales[kQK_K / 64];
 };
 
 // Activation form of the K-quant and IQ dots: x ≈ d * q, bsums[g] = sum of qs[16g .. 16g+15].
@@ -159,7 +183,9 @@ static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockIQ2_XXS) == 66);
 static_assert(sizeof(BlockIQ2_XS) == 74);
+static_assert(sizeof(BlockIQ2_S) == 82);
 static_assert(sizeof(BlockIQ3_XXS) == 98);
+static_assert(sizeof(BlockIQ3_S) == 110);
 static_assert(sizeof(BlockQ8_K) == 292);
 
 // Q4_K's 6-bit scale and min of group j (0..7) from its 12 packed bytes.
@@ -181,9 +207,25 @@ inline int q3_k_scale(const uint8_t* s, int j) {
   return (lo | (hi << 4)) - 32;
 }
 
-// IQ2_XS's scale multiplier of 16-element half h (0..15): 2 * nibble + 1 (the stored nibble n
-// stands for (0.5 + n) / 4, so this is 8 times that; dots divide by 8 once at the end).
-inline int iq2_xs_scale(const BlockIQ2_XS& b, int h) { return 2 * ((b.scales[h / 2] >> (4 * (h % 2))) & 0xF) + 1; }
+// The scale nibble n of scale group h of the IQ formats that keep one nibble per group in `scales`,
+// low nibble first: IQ2_XS's and IQ2_S's 16-element halves, IQ3_S's 32-element groups.
+template <typename Block>
+inline int iq_scale_nibble(const Block& b, int h) {
+  return (b.scales[h / 2] >> (4 * (h % 2))) & 0xF;
+}
+
+// Its odd multiplier 2n + 1: IQ2_XS's and IQ2_S's n stands for (0.5 + n) / 4, so this is 8 times that
+// (dots divide by 8 once at the end); IQ3_S's stands for 2n + 1 itself.
+template <typename Block>
+inline int iq_odd_scale(const Block& b, int h) {
+  return 2 * iq_scale_nibble(b, h) + 1;
+}
+
+// IQ2_S's 10-bit grid index of run k (0..31).
+inline int iq2_s_index(const BlockIQ2_S& b, int k) { return b.qs[k] | (((b.qh[k / 4] >> (2 * (k % 4))) & 3) << 8); }
+
+// IQ3_S's 9-bit grid index k (0..63).
+inline int iq3_s_index(const BlockIQ3_S& b, int k) { return b.qs[k] | (((b.qh[k / 8] >> (k % 8)) & 1) << 8); }
 
 // IQ4_XS's signed 6-bit scale of group g (0..7), already minus 32.
 inline int iq4_xs_scale(const BlockIQ4_XS& b, int g) {

@@ -11,6 +11,8 @@ void dequant_q3_k(const BlockQ3_K* b, float* y, int64_t nb);        // dequantiz
 void dequant_q5_k(const BlockQ5_K* b, float* y, int64_t nb);        // dequantize_q3_k_q5_k.cpp
 void dequant_iq2_xxs(const BlockIQ2_XXS* b, float* y, int64_t nb);  // dequantize_iq2_iq3.cpp
 void dequant_iq2_xs(const BlockIQ2_XS* b, float* y, int64_t nb);    // dequantize_iq2_iq3.cpp
+void dequant_iq2_s(const BlockIQ2_S* b, float* y, int64_t nb);      // dequantize_iq2_iq3.cpp
 void dequant_iq3_xxs(const BlockIQ3_XXS* b, float* y, int64_t nb);  // dequantize_iq2_iq3.cpp
+void dequant_iq3_s(const BlockIQ3_S* b, float* y, int64_t nb);      // dequantize_iq2_iq3.cpp
 
 }  // namespace strata::quant::detail

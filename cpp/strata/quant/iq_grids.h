@@ -1,5 +1,6 @@
 #pragma once
-// The codebooks of the IQ2_XXS, IQ2_XS and IQ3_XXS formats and their shared sign table (iq_grids.cpp).
+// The codebooks of the IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S formats and the sign table of the
+// formats that store 7 sign bits per 8 elements (iq_grids.cpp).
 #include <array>
 #include <cstdint>
 
@@ -7,13 +8,17 @@ namespace strata::quant {
 
 extern const uint64_t kIQ2XXSGrid[256];  // IQ2_XXS: 8 magnitudes per entry, byte j = element j
 extern const uint64_t kIQ2XSGrid[512];   // IQ2_XS: 8 magnitudes per entry, byte j = element j
+extern const uint64_t kIQ2SGrid[1024];   // IQ2_S: 8 magnitudes per entry, byte j = element j
 extern const uint32_t kIQ3XXSGrid[256];  // IQ3_XXS: 4 magnitudes per entry, byte j = element j
+extern const uint32_t kIQ3SGrid[512];    // IQ3_S: 4 magnitudes per entry, byte j = element j
 extern const uint8_t kIQSigns[128];      // 7 stored sign bits -> 8 (even parity); bit j negates element j
 
-// Magnitude j (0..7) of IQ2_XXS / IQ2_XS grid entry g, and j (0..3) of IQ3_XXS entry g.
+// Magnitude j (0..7) of IQ2_XXS / IQ2_XS / IQ2_S grid entry g, and j (0..3) of IQ3_XXS / IQ3_S entry g.
 inline int iq2xxs_grid_value(int g, int j) { return static_cast<int>((kIQ2XXSGrid[g] >> (8 * j)) & 0xFF); }
 inline int iq2xs_grid_value(int g, int j) { return static_cast<int>((kIQ2XSGrid[g] >> (8 * j)) & 0xFF); }
+inline int iq2s_grid_value(int g, int j) { return static_cast<int>((kIQ2SGrid[g] >> (8 * j)) & 0xFF); }
 inline int iq3xxs_grid_value(int g, int j) { return static_cast<int>((kIQ3XXSGrid[g] >> (8 * j)) & 0xFF); }
+inline int iq3s_grid_value(int g, int j) { return static_cast<int>((kIQ3SGrid[g] >> (8 * j)) & 0xFF); }
 
 // kIQSigns[i] as 8 byte masks: byte j is 0xFF where element j is negated, else 0. Computed from
 // the rule the table follows (bit 7 = parity of the 7 stored bits); tests check it against kIQSigns.

@@ -89,7 +89,9 @@ bool type_supported(GGMLType t) {
     case GGMLType::Q5_K:
     case GGMLType::IQ2_XXS:
     case GGMLType::IQ2_XS:
-    case GGMLType::IQ3_XXS: return true;
+    case GGMLType::IQ3_XXS:
+    case GGMLType::IQ3_S:
+    case GGMLType::IQ2_S: return true;
     default: return false;
   }
 }

@@ -33,7 +33,9 @@ STRATA_AVX2_DOT(dot_rows_q3_k);        // dot_q3_k_q5_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q5_k);        // dot_q3_k_q5_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq2_xxs);     // dot_iq2_iq3_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq2_xs);      // dot_iq2_iq3_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq2_s);       // dot_iq2_iq3_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq3_xxs);     // dot_iq2_iq3_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq3_s);       // dot_iq2_iq3_avx2.cpp
 #undef STRATA_AVX2_DOT
 #define STRATA_AVX2_DOT_MULTI(name)                                                                         \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \

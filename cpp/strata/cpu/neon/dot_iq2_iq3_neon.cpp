@@ -37,7 +37,7 @@ float dot_iq2_xs(int64_t nb, const BlockIQ2_XS* x, const BlockQ8_K* y) {
     for (int h = 0; h < 16; ++h) {
       const uint16_t q0 = x[i].qs[2 * h], q1 = x[i].qs[2 * h + 1];
       const int8x16_t w = signed_magnitudes(kIQ2XSGrid[q0 & 511], kIQ2XSGrid[q1 & 511], q0 >> 9, q1 >> 9);
-      isum += quant::iq2_xs_scale(x[i], h) * dot16(w, vld1q_s8(y[i].qs + 16 * h));
+      isum += quant::iq_odd_scale(x[i], h) * dot16(w, vld1q_s8(y[i].qs + 16 * h));
     }
     sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
   }

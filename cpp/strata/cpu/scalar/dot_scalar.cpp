@@ -237,7 +237,9 @@ constexpr DotKernel kQ3_K{GGMLType::Q8_K, act_q8_k, dot_rows_q3_k, nullptr};
 constexpr DotKernel kQ5_K{GGMLType::Q8_K, act_q8_k, dot_rows_q5_k, nullptr};
 constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_xxs, nullptr};
 constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_xs, nullptr};
+constexpr DotKernel kIQ2_S{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_s, nullptr};
 constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, act_q8_k, dot_rows_iq3_xxs, nullptr};
+constexpr DotKernel kIQ3_S{GGMLType::Q8_K, act_q8_k, dot_rows_iq3_s, nullptr};
 
 }  // namespace
 
@@ -259,7 +261,9 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::Q5_K: return &kQ5_K;
     case GGMLType::IQ2_XXS: return &kIQ2_XXS;
     case GGMLType::IQ2_XS: return &kIQ2_XS;
+    case GGMLType::IQ2_S: return &kIQ2_S;
     case GGMLType::IQ3_XXS: return &kIQ3_XXS;
+    case GGMLType::IQ3_S: return &kIQ3_S;
     default: return repacked_kernel(type);
   }
 }
