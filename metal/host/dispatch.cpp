@@ -133,7 +133,9 @@ bool gemv_supported(quant::GGMLType type) {
     case GGMLType::IQ4_XS:
     case GGMLType::IQ2_XS:
     case GGMLType::IQ3_XXS:
-    case GGMLType::IQ2_XXS: return true;
+    case GGMLType::IQ2_XXS:
+    case GGMLType::IQ3_S:
+    case GGMLType::IQ2_S: return true;
     default: return false;
   }
 }
@@ -158,6 +160,8 @@ const char* gemv_type_suffix(quant::GGMLType type) {
     case GGMLType::IQ2_XS: return "iq2_xs";
     case GGMLType::IQ3_XXS: return "iq3_xxs";
     case GGMLType::IQ2_XXS: return "iq2_xxs";
+    case GGMLType::IQ3_S: return "iq3_s";
+    case GGMLType::IQ2_S: return "iq2_s";
     default: bad(std::string("no Metal GEMV kernel for type ") + quant::type_name(type));
   }
 }

@@ -7,9 +7,10 @@
 //     (docs/quantization.md: Σ|w_j|·e_j + 2e-5·Σ|w·x|) plus the bound above;
 //   - results depend on the tile's L only: every tile with the same L gives the same bits, and the
 //     4-row fc_hidden GEMV (K = 4) is bitwise four single-row GEMVs;
-//   - the seventeen formats with a Metal GEMV report it (IQ2_XXS included); another type's error
-//     names it;
-//   - the IQ codebooks (IQ2_XXS, IQ2_XS, IQ3_XXS) and sign table of the Metal header are the CPU's;
+//   - the nineteen formats with a Metal GEMV report it (IQ2_XXS, IQ3_S and IQ2_S included); another
+//     type's error names it;
+//   - the IQ codebooks (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) and sign table of the Metal header are
+//     the CPU's;
 //   - STRATA_METAL_MTP_TILE parsing.
 #define STRATA_TEST_MAIN
 #include "check.h"
@@ -29,7 +30,8 @@
 #include "strata/util/error.h"
 #include "test_quant_util.h"
 
-// The kernel bodies' tables (kIq2xxsGrid, kIq2xsGrid, kIq3xxsGrid, kIqSigns), as the emulator compiles them.
+// The kernel bodies' tables (kIq2xxsGrid, kIq2xsGrid, kIq2sGrid, kIq3xxsGrid, kIq3sGrid, kIqSigns), as the
+// emulator compiles them.
 #include "metal/kernels/msl_compat.h"
 #include "metal/kernels/quant_formats.h"
 #include "metal/kernels/msl_compat_end.h"
@@ -73,7 +75,8 @@ uint32_t unit_of(GGMLType t) {
     case GGMLType::Q6_K:
     case GGMLType::Q2_K:
     case GGMLType::Q3_K:
-    case GGMLType::IQ2_XS: return 16;
+    case GGMLType::IQ2_XS:
+    case GGMLType::IQ2_S: return 16;
     default: return 32;
   }
 }
@@ -210,12 +213,15 @@ TEST(gemv_against_exact_and_cpu_every_format) {
 
 TEST(gemv_formats_and_the_error_for_others) {
   // Every format here has its decoder (the tests above skip types gemv_supported refuses, so a format
-  // dropped from it would otherwise go untested), IQ2_XXS too.
-  for (GGMLType t : {GGMLType::F32, GGMLType::F16, GGMLType::BF16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_0,
-                     GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K,
-                     GGMLType::Q6_K, GGMLType::IQ4_XS, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ3_XXS})
+  // dropped from it would otherwise go untested), IQ2_XXS, IQ3_S and IQ2_S too.
+  for (GGMLType t :
+       {GGMLType::F32, GGMLType::F16, GGMLType::BF16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q5_1,
+        GGMLType::IQ4_NL, GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K,
+        GGMLType::IQ4_XS, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS, GGMLType::IQ3_S})
     CHECK_MSG(strata::mtl::gemv_supported(t), strata::quant::type_name(t));
   CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ2_XXS)) == "iq2_xxs");
+  CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ3_S)) == "iq3_s");
+  CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ2_S)) == "iq2_s");
   // A type without a kernel is refused with an error naming it.
   CHECK(!strata::mtl::gemv_supported(GGMLType::Q4_1));
   bool threw = false;
@@ -232,19 +238,21 @@ TEST(gemv_formats_and_the_error_for_others) {
 TEST(iq_tables_are_the_cpus) {
   CHECK(std::memcmp(kIq2xxsGrid, strata::quant::kIQ2XXSGrid, sizeof(kIq2xxsGrid)) == 0);
   CHECK(std::memcmp(kIq2xsGrid, strata::quant::kIQ2XSGrid, sizeof(kIq2xsGrid)) == 0);
+  CHECK(std::memcmp(kIq2sGrid, strata::quant::kIQ2SGrid, sizeof(kIq2sGrid)) == 0);
   CHECK(std::memcmp(kIq3xxsGrid, strata::quant::kIQ3XXSGrid, sizeof(kIq3xxsGrid)) == 0);
+  CHECK(std::memcmp(kIq3sGrid, strata::quant::kIQ3SGrid, sizeof(kIq3sGrid)) == 0);
   CHECK(std::memcmp(kIqSigns, strata::quant::kIQSigns, sizeof(kIqSigns)) == 0);
-  static_assert(sizeof(kIq2xxsGrid) == 256 * 8 && sizeof(kIq2xsGrid) == 512 * 8 && sizeof(kIq3xxsGrid) == 256 * 4 &&
-                sizeof(kIqSigns) == 128);
+  static_assert(sizeof(kIq2xxsGrid) == 256 * 8 && sizeof(kIq2xsGrid) == 512 * 8 && sizeof(kIq2sGrid) == 1024 * 8 &&
+                sizeof(kIq3xxsGrid) == 256 * 4 && sizeof(kIq3sGrid) == 512 * 4 && sizeof(kIqSigns) == 128);
 }
 
 TEST(results_depend_on_the_lane_split_only) {
   EmuDevice dev;
   std::mt19937 rng(23);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for (GGMLType t :
-       {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::Q4_K,
-        GGMLType::Q6_K, GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XS, GGMLType::IQ3_XXS, GGMLType::IQ2_XXS}) {
+  for (GGMLType t : {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_1, GGMLType::IQ4_NL,
+                     GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XS,
+                     GGMLType::IQ3_XXS, GGMLType::IQ2_XXS, GGMLType::IQ3_S, GGMLType::IQ2_S}) {
     const uint32_t rows = 45, cols = 512, nx = 9;
     Matrix m = random_matrix(t, rows, cols, rng);
     std::vector<float> X(size_t{nx} * cols);

@@ -2,7 +2,8 @@
 file (per-tensor types chosen as llama.cpp's mixes choose them, expert and dense matrices alike;
 norms and the router stay F32), one with IQ2_XS / IQ3_XXS experts (the spec's reference
 deployment stores experts in IQ2_XS), one with IQ2_XXS experts (llama.cpp's IQ2_XXS files of MoE
-models) and one of the 32-column types llama-quantize falls back to
+models), one with IQ2_S / IQ3_S experts (the types of llama.cpp's IQ2_M and IQ3_S / IQ3_M files)
+and one of the 32-column types llama-quantize falls back to
 where rows are not a multiple of 256 wide (Q5_1, IQ4_NL, Q8_0), written from the F32 conversion
 with the test encoders of kquant_pack.py and iquant_pack.py (gguf-py's for Q5_1 and Q8_0).
 
@@ -14,8 +15,8 @@ with the test encoders of kquant_pack.py and iquant_pack.py (gguf-py's for Q5_1 
   weights' own error) plus at most the activation rounding.
 - ``strata inspect`` names the new types in its per-type totals.
 - A matrix of a type strata has no kernels for (Q4_1) is refused at load with a FormatError naming it.
-- The Metal backend (emulated) runs every mix (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ3_XXS and the fallback
-  types among its GEMV formats) like its decoded reference.
+- The Metal backend (emulated) runs every mix (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and
+  the fallback types among its GEMV formats) like its decoded reference.
 """
 
 from __future__ import annotations
@@ -102,6 +103,16 @@ def iq2_xxs_experts(name: str, layer: int) -> str:
     return "Q6_K" if name == "output.weight" else "Q4_K"
 
 
+def iq_s_experts(name: str, layer: int) -> str:
+    """Experts in the two types of llama.cpp's IQ2_M and IQ3_S / IQ3_M files: gate and up IQ2_S,
+    down IQ3_S; attention Q4_K, output Q6_K."""
+    if "ffn_gate_exps" in name or "ffn_up_exps" in name:
+        return "IQ2_S"
+    if "ffn_down_exps" in name:
+        return "IQ3_S"
+    return "Q6_K" if name == "output.weight" else "Q4_K"
+
+
 def fallbacks(name: str, layer: int) -> str:
     """The 32-column types llama-quantize writes for K-quant tensors whose rows are not a multiple of
     256 wide (GLM-4.5-Air's experts): Q5_1 for Q5_K, IQ4_NL for IQ4_XS, Q8_0 for Q6_K."""
@@ -175,22 +186,28 @@ def reference(path: Path, ids: list[int]) -> np.ndarray:
 # own distance to F32 (the weights' error with these simple encoders). The fallback types
 # (AVX-512 on Zen 4): 0.015 against the decoded reference, 0.269 against F32 (reference 0.268).
 # IQ2_XXS experts (AVX-512 EPYC): 0.023 against the decoded reference, 0.445 against F32 (reference 0.445).
+# IQ2_S / IQ3_S experts (AVX-512 EPYC): 0.023 against the decoded reference, 0.361 against F32
+# (reference 0.359).
 USED = {
     "q5_k_m": {"F32", "Q5_K", "Q6_K"},
     "q3_k_m": {"F32", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
     "iq_experts": {"F32", "IQ2_XS", "IQ3_XXS", "Q4_K", "Q6_K"},
     "iq2_xxs_experts": {"F32", "IQ2_XXS", "Q4_K", "Q6_K"},
+    "iq_s_experts": {"F32", "IQ2_S", "IQ3_S", "Q4_K", "Q6_K"},
     "fallbacks": {"F32", "Q8_0", "Q5_1", "IQ4_NL"},
 }
 UP_EXPS = {
     "q5_k_m": "Q5_K", "q3_k_m": "Q3_K", "iq_experts": "IQ2_XS", "iq2_xxs_experts": "IQ2_XXS",
-    "fallbacks": "IQ4_NL",
+    "iq_s_experts": "IQ2_S", "fallbacks": "IQ4_NL",
 }
 
 
 @pytest.mark.parametrize(
     ("mix", "to_f32"),
-    [(q5_k_m, 0.2), (q3_k_m, 0.6), (iq_experts, 0.6), (iq2_xxs_experts, 0.6), (fallbacks, 0.35)],
+    [
+        (q5_k_m, 0.2), (q3_k_m, 0.6), (iq_experts, 0.6), (iq2_xxs_experts, 0.6), (iq_s_experts, 0.6),
+        (fallbacks, 0.35),
+    ],
 )
 def test_mix_runs_like_its_decoded_reference_and_near_f32(
     f32_file: Path, tmp_path: Path, mix: Mix, to_f32: float
@@ -213,7 +230,7 @@ def test_mix_runs_like_its_decoded_reference_and_near_f32(
     assert err <= rel(want, full_ref) + 5e-2  # the engine adds no more than its activation rounding
 
 
-@pytest.mark.parametrize("mix", [q3_k_m, iq_experts, iq2_xxs_experts, fallbacks])
+@pytest.mark.parametrize("mix", [q3_k_m, iq_experts, iq2_xxs_experts, iq_s_experts, fallbacks])
 def test_inspect_names_the_types(
     f32_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mix: Mix
 ) -> None:
@@ -230,11 +247,11 @@ def test_inspect_names_the_types(
         assert chosen[tname] in line
 
 
-@pytest.mark.parametrize("mix", [q3_k_m, q5_k_m, iq_experts, iq2_xxs_experts, fallbacks])
+@pytest.mark.parametrize("mix", [q3_k_m, q5_k_m, iq_experts, iq2_xxs_experts, iq_s_experts, fallbacks])
 def test_metal_backend_runs_every_mix(f32_file: Path, tmp_path: Path, mix: Mix) -> None:
-    """Every mix on the emulated Metal backend (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ3_XXS, Q5_1, IQ4_NL among
-    its GEMV formats): its logits are the decoded reference's, as the CPU engine's are (the Metal GEMVs
-    multiply f32 activations, so closer than the CPU's q8 blocks; measured 7e-7)."""
+    """Every mix on the emulated Metal backend (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, Q5_1,
+    IQ4_NL among its GEMV formats): its logits are the decoded reference's, as the CPU engine's are
+    (the Metal GEMVs multiply f32 activations, so closer than the CPU's q8 blocks; measured 7e-7)."""
     path = tmp_path / f"{mix.__name__}.gguf"
     chosen = write_mix(f32_file, path, mix)
     assert chosen["blk.1.ffn_up_exps.weight"] == UP_EXPS[mix.__name__]
