@@ -37,7 +37,7 @@ from strata import _strata, quant
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q8_0_R16", "Q5_0", "Q5_0_R16", "Q5_1", "Q4_0", "Q4_0_R16", "IQ4_NL",
          "Q6_K", "Q6_K_R16", "Q5_K", "Q4_K", "Q4_K_R16", "Q3_K", "IQ4_XS", "IQ4_XS_R16", "Q2_K", "IQ3_XXS",
          "IQ2_XXS",
-         "IQ2_XS", "IQ2_S", "IQ3_S"]
+         "IQ2_XS", "IQ2_S", "IQ3_S", "IQ1_S", "IQ1_M"]
 REPACKED = {"Q4_0_R16": "Q4_0", "Q5_0_R16": "Q5_0", "Q8_0_R16": "Q8_0", "Q4_K_R16": "Q4_K",
             "Q6_K_R16": "Q6_K", "IQ4_XS_R16": "IQ4_XS"}
 # Byte offsets of the fp16 scales inside a block (the rest of a block may be any bytes).
@@ -58,6 +58,8 @@ SCALE_FIELDS = {
     "IQ2_XXS": [0],
     "IQ2_S": [0],
     "IQ3_S": [0],
+    "IQ1_S": [0],
+    "IQ1_M": [],  # its fp16 d is the top nibbles of the 4 scale words at bytes 48..55 (make_weights)
 }
 
 
@@ -84,6 +86,11 @@ def make_weights(type_name: str, rows: int, cols: int, rng: np.random.Generator)
         raw[:, :, off : off + 2] = (
             rng.uniform(1e-3, 0.05, size=(rows, nb)).astype(np.float16).view(np.uint8).reshape(rows, nb, 2)
         )
+    if type_name == "IQ1_M":
+        d = rng.uniform(1e-3, 0.05, size=(rows, nb)).astype(np.float16).view(np.uint16)[..., None]
+        words = raw[:, :, 48:56].copy().view("<u2")
+        words = (words & 0x0FFF) | (((d >> np.array([0, 4, 8, 12], dtype=np.uint16)) & 0xF) << 12)
+        raw[:, :, 48:56] = words.astype("<u2").view(np.uint8)
     return raw.reshape(rows, nb * ts)
 
 

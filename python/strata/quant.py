@@ -1,8 +1,8 @@
 """Quantized block formats (byte-compatible with ggml) and the CPU kernels over them.
 
 Formats with dequantize and dot kernels: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, Q2_K,
-Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S. Quantizers: F32, F16, BF16,
-Q8_0, Q5_0, Q5_1, Q4_0 with ``method="ggml"`` (ggml's reference rule, byte-identical to
+Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M. Quantizers: F32,
+F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0 with ``method="ggml"`` (ggml's reference rule, byte-identical to
 ``gguf.quants.quantize``) and Q4_0 with ``method="lloyd"`` (a per-block Lloyd fit of the scale,
 never worse than the ggml rule; SPEC R-11). See docs/quantization.md.
 

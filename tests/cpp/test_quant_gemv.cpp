@@ -168,6 +168,10 @@ TEST(kernels_cover_extreme_bytes) {
           case GGMLType::Q5_K:
           case GGMLType::Q5_1: std::memcpy(&w[off], &scales[off], 4); break;
           case GGMLType::Q3_K: std::memcpy(&w[off + 108], &scales[off + 108], 2); break;
+          case GGMLType::IQ1_M:  // d is the top nibbles of the scale words (bytes 48..55): keep only those
+            for (std::size_t b = off + 49; b < off + 56; b += 2)
+              w[b] = static_cast<uint8_t>((w[b] & 0x0F) | (scales[b] & 0xF0));
+            break;
           default: std::memcpy(&w[off], &scales[off], 2); break;
         }
       }

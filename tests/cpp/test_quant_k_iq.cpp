@@ -1,10 +1,11 @@
-// The Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S block layouts: hand-built blocks decode
-// to values worked out here from ggml's format description (known codebook entries, element 0
-// first: IQ2_XXS entry 0 is eight 0x08, entry 1 is 0x2b then seven 0x08, entry 255 is 0x08 0x19
-// 0x08 0x08 0x19 0x2b 0x2b 0x2b; IQ2_XS entry 0 is eight 0x08, entry 511 eight 0x2b; IQ2_S entry 0
-// is eight 0x08, 256 is five 0x19 then 0x08 0x19 0x08, 767 is 0x19 0x19 0x08 0x19 0x08 0x08 0x2b
+// The Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M block layouts: hand-built
+// blocks decode to values worked out here from ggml's format description (known codebook entries,
+// element 0 first: IQ2_XXS entry 0 is eight 0x08, entry 1 is 0x2b then seven 0x08, entry 255 is 0x08
+// 0x19 0x08 0x08 0x19 0x2b 0x2b 0x2b; IQ2_XS entry 0 is eight 0x08, entry 511 eight 0x2b; IQ2_S entry
+// 0 is eight 0x08, 256 is five 0x19 then 0x08 0x19 0x08, 767 is 0x19 0x19 0x08 0x19 0x08 0x08 0x2b
 // 0x19, 1023 eight 0x2b; IQ3_XXS entry 0 is four 0x04, entry 255 is 0x04 0x1c 0x34 0x3e; IQ3_S
-// entry 1 is 3 1 1 1, entry 256 is 7 5 9 5, entry 511 is 1 1 15 15), the sign masks the SIMD
+// entry 1 is 3 1 1 1, entry 256 is 7 5 9 5, entry 511 is 1 1 15 15; IQ1 entry 0 is eight −1, entry
+// 1 is +1 then seven −1, 256 is −1 0 1 0 1 −1 0 −1, 2047 eight +1), the sign masks the SIMD
 // kernels use agree with the sign table, and a short row is a clear error.
 // Bitwise parity with gguf.quants on random blocks and on every codebook entry is checked from
 // Python (tests/python/test_quant_parity.py); the dots in test_quant_gemv.cpp.
@@ -30,7 +31,7 @@ bool negated(unsigned field, int j) {
 
 TEST(new_types_are_supported_and_named) {
   for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S,
-                     GGMLType::IQ3_XXS, GGMLType::IQ3_S}) {
+                     GGMLType::IQ3_XXS, GGMLType::IQ3_S, GGMLType::IQ1_S, GGMLType::IQ1_M}) {
     CHECK(type_supported(t));
     CHECK(type_from_name(type_name(t)) == t);
   }
@@ -39,11 +40,15 @@ TEST(new_types_are_supported_and_named) {
   CHECK(type_from_name("iq3_xxs") == GGMLType::IQ3_XXS);
   CHECK(type_from_name("iq3_s") == GGMLType::IQ3_S);
   CHECK(type_from_name("iq2_s") == GGMLType::IQ2_S);
+  CHECK(type_from_name("iq1_s") == GGMLType::IQ1_S);
+  CHECK(type_from_name("iq1_m") == GGMLType::IQ1_M);
   CHECK_EQ(row_bytes(GGMLType::Q3_K, 512), std::size_t{220});
   CHECK_EQ(row_bytes(GGMLType::IQ2_XS, 256), std::size_t{74});
   CHECK_EQ(row_bytes(GGMLType::IQ2_XXS, 512), std::size_t{132});
   CHECK_EQ(row_bytes(GGMLType::IQ3_S, 512), std::size_t{220});
   CHECK_EQ(row_bytes(GGMLType::IQ2_S, 512), std::size_t{164});
+  CHECK_EQ(row_bytes(GGMLType::IQ1_S, 512), std::size_t{100});
+  CHECK_EQ(row_bytes(GGMLType::IQ1_M, 512), std::size_t{112});
 }
 
 TEST(q3_k_hand_built_block) {
@@ -192,6 +197,51 @@ TEST(iq3_s_hand_built_block) {
   }
 }
 
+TEST(iq1_s_hand_built_block) {
+  // Run k uses entry 0 (eight −1), 1 (+1 then seven −1), 256 or 2047 (eight +1) for k % 4 = 0..3:
+  // qs 0, 1, 0, 255 and top bits 0, 0, 1, 7 in qh[k / 4]. Group g's scale is 7 − g (multiplier
+  // 2 (7 − g) + 1), its delta negative for odd g.
+  BlockIQ1_S b{};
+  b.d = strata::fp32_to_fp16(0.5f);
+  for (int k = 0; k < 32; ++k) b.qs[k] = k % 4 == 1 ? 1 : k % 4 == 3 ? 255 : 0;
+  for (int g = 0; g < 8; ++g) b.qh[g] = static_cast<uint16_t>((1 << 6) | (7 << 9) | ((7 - g) << 12) | ((g % 2) << 15));
+  const int entry256[8] = {-1, 0, 1, 0, 1, -1, 0, -1};
+  const auto y = dequant(GGMLType::IQ1_S, reinterpret_cast<const uint8_t*>(&b), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int g = e / 32, k = e / 8, j = e % 8;
+    const int v = k % 4 == 0 ? -1 : k % 4 == 1 ? (j == 0 ? 1 : -1) : k % 4 == 2 ? entry256[j] : 1;
+    const float dl = 0.5f * static_cast<float>(2 * (7 - g) + 1);
+    CHECK_EQ(y[static_cast<std::size_t>(e)], dl * (static_cast<float>(v) + (g % 2 ? -0.125f : 0.125f)));
+  }
+}
+
+TEST(iq1_m_hand_built_block) {
+  // Runs use entries 0, 1, 256, 2047 as in the IQ1_S block (their top bits in nibble k % 2 of
+  // qh[k / 2]); run k's delta is negative when k % 3 == 0 (bit 3 of its nibble). Half h's scale is
+  // h % 8; d = 0.25 (fp16 0x3400) is spread over the top nibbles of the scale words, lowest first.
+  BlockIQ1_M b{};
+  const uint16_t d = strata::fp32_to_fp16(0.25f);
+  const int top[4] = {0, 0, 1, 7};
+  for (int k = 0; k < 32; ++k) {
+    b.qs[k] = k % 4 == 1 ? 1 : k % 4 == 3 ? 255 : 0;
+    const int nibble = top[k % 4] | (k % 3 == 0 ? 8 : 0);
+    b.qh[k / 2] = static_cast<uint8_t>(b.qh[k / 2] | (nibble << (4 * (k % 2))));
+  }
+  for (int w = 0; w < 4; ++w) {
+    int word = ((d >> (4 * w)) & 0xF) << 12;
+    for (int r = 0; r < 4; ++r) word |= ((4 * w + r) % 8) << (3 * r);
+    b.scales[w] = static_cast<uint16_t>(word);
+  }
+  const int entry256[8] = {-1, 0, 1, 0, 1, -1, 0, -1};
+  const auto y = dequant(GGMLType::IQ1_M, reinterpret_cast<const uint8_t*>(&b), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 16, k = e / 8, j = e % 8;
+    const int v = k % 4 == 0 ? -1 : k % 4 == 1 ? (j == 0 ? 1 : -1) : k % 4 == 2 ? entry256[j] : 1;
+    const float dl = 0.25f * static_cast<float>(2 * (h % 8) + 1);
+    CHECK_EQ(y[static_cast<std::size_t>(e)], dl * (static_cast<float>(v) + (k % 3 == 0 ? -0.125f : 0.125f)));
+  }
+}
+
 TEST(sign_masks_agree_with_the_sign_table) {
   for (unsigned i = 0; i < 128; ++i)
     for (int j = 0; j < 8; ++j) {
@@ -206,7 +256,7 @@ TEST(short_rows_are_clear_errors) {
   float y[256];
   BlockQ3_K b{};
   for (GGMLType t : {GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S,
-                     GGMLType::IQ3_XXS, GGMLType::IQ3_S}) {
+                     GGMLType::IQ3_XXS, GGMLType::IQ3_S, GGMLType::IQ1_S, GGMLType::IQ1_M}) {
     try {
       dequantize_row(t, &b, y, 128);
       CHECK(false);

@@ -33,11 +33,11 @@ struct IsaGuard {
 };
 
 inline const std::vector<GGMLType>& all_types() {
-  static const std::vector<GGMLType> v{GGMLType::F32,     GGMLType::F16,     GGMLType::BF16, GGMLType::Q8_0,
-                                       GGMLType::Q4_0,    GGMLType::Q5_0,    GGMLType::Q4_K, GGMLType::Q6_K,
-                                       GGMLType::Q2_K,    GGMLType::IQ4_XS,  GGMLType::Q3_K, GGMLType::Q5_K,
-                                       GGMLType::IQ2_XS,  GGMLType::IQ3_XXS, GGMLType::Q5_1, GGMLType::IQ4_NL,
-                                       GGMLType::IQ2_XXS, GGMLType::IQ3_S,   GGMLType::IQ2_S};
+  static const std::vector<GGMLType> v{
+      GGMLType::F32,    GGMLType::F16,     GGMLType::BF16, GGMLType::Q8_0,   GGMLType::Q4_0,    GGMLType::Q5_0,
+      GGMLType::Q4_K,   GGMLType::Q6_K,    GGMLType::Q2_K, GGMLType::IQ4_XS, GGMLType::Q3_K,    GGMLType::Q5_K,
+      GGMLType::IQ2_XS, GGMLType::IQ3_XXS, GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::IQ2_XXS, GGMLType::IQ3_S,
+      GGMLType::IQ2_S,  GGMLType::IQ1_S,   GGMLType::IQ1_M};
   return v;
 }
 
@@ -100,7 +100,17 @@ inline std::vector<uint8_t> random_rows(GGMLType type, int64_t rows, int64_t col
       case GGMLType::IQ2_XS:
       case GGMLType::IQ3_XXS:
       case GGMLType::IQ3_S:
-      case GGMLType::IQ2_S: put(0, random_scale(rng, 1e-3f, 0.05f, true)); break;
+      case GGMLType::IQ2_S:
+      case GGMLType::IQ1_S: put(0, random_scale(rng, 1e-3f, 0.05f, true)); break;
+      case GGMLType::IQ1_M: {  // d is the top nibbles of the 4 scale words (bytes 48..55), lowest first
+        const uint16_t d = random_scale(rng, 1e-3f, 0.05f, true);
+        for (int w = 0; w < 4; ++w) {
+          uint16_t word;
+          std::memcpy(&word, p + 48 + 2 * w, 2);
+          put(48 + 2 * w, static_cast<uint16_t>((word & 0x0FFF) | (((d >> (4 * w)) & 0xF) << 12)));
+        }
+        break;
+      }
       default: break;
     }
   }

@@ -11,7 +11,8 @@ otherwise), on every ISA (forced with ``strata._strata.force_isa``):
      F32 / F16 / BF16: e_j = 0
      Q8_0 activations (Q4_0, Q5_0, Q5_1, Q8_0, IQ4_NL): e_j = amax_32(j)/254 + 2^-11·(|x_j| + amax_32(j)/254)
        (half a step of d = amax/127, plus d's rounding to fp16)
-     Q8_K activations (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S):
+     Q8_K activations (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+       IQ1_S, IQ1_M):
        e_j = amax_256(j)/254
    (each with a 1e-5 relative and 2^-22·|x_j| allowance for f32 rounding at exact ties)
    and, as a relative figure, ``|dot − Σ w·x| / Σ|w·x|`` stays below 2e-2 (Q8_0 form), 3e-2 (Q8_K
@@ -34,7 +35,7 @@ from strata import _strata, quant
 from test_quant_parity import random_blocks
 
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K", "Q2_K", "IQ4_XS",
-         "Q3_K", "Q5_K", "IQ2_XS", "IQ3_XXS", "Q5_1", "IQ4_NL", "IQ2_XXS", "IQ3_S", "IQ2_S"]
+         "Q3_K", "Q5_K", "IQ2_XS", "IQ3_XXS", "Q5_1", "IQ4_NL", "IQ2_XXS", "IQ3_S", "IQ2_S", "IQ1_S", "IQ1_M"]
 REL_TOL = {"F32": 1e-5, "Q8_0": 2e-2, "Q8_K": 3e-2}
 
 

@@ -4,10 +4,10 @@
   ``gguf.quants.quantize`` on random tensors (Gaussian, heavy-tailed, outliers, zero rows, ties).
 - ``gguf.quants.dequantize`` equals our dequantization bitwise, on our quantizers' output and on
   random valid blocks of every format (random bytes with finite, moderate fp16 scales), including
-  Q4_K, Q6_K, Q2_K, IQ4_XS, Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and IQ4_NL, which
-  gguf-py cannot quantize.
-- Every codebook entry of IQ2_XXS (256), IQ2_XS (512), IQ2_S (1024), IQ3_XXS (256) and IQ3_S (512)
-  decodes as gguf decodes it.
+  Q4_K, Q6_K, Q2_K, IQ4_XS, Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M and
+  IQ4_NL, which gguf-py cannot quantize.
+- Every codebook entry of IQ2_XXS (256), IQ2_XS (512), IQ2_S (1024), IQ3_XXS (256), IQ3_S (512) and
+  IQ1_S / IQ1_M (2048, one grid) decodes as gguf decodes it.
 - The tests' IQ encoders (iquant_pack.py) write blocks that gguf and strata decode bitwise alike, close
   to the encoded values.
 - Q4_0 with the Lloyd fit decodes with gguf too and is never worse than the ggml rule.
@@ -43,6 +43,8 @@ SCALE_FIELDS: dict[str, list[int]] = {
     "IQ2_XXS": [0],
     "IQ3_S": [0],
     "IQ2_S": [0],
+    "IQ1_S": [0],
+    "IQ1_M": [],  # its fp16 d is spread over the scale words' top nibbles (random_blocks sets it)
 }
 BLOCK_TYPES = list(SCALE_FIELDS)
 FLOAT_TYPES = ["F32", "F16", "BF16"]
@@ -60,9 +62,18 @@ def random_blocks(type_name: str, rows: int, cols: int, rng: np.random.Generator
     bs, ts = quant.block_size(type_name), quant._q.type_size(type_name)
     nb = cols // bs
     raw = rng.integers(0, 256, size=(rows, nb, ts), dtype=np.uint8)
-    for off in SCALE_FIELDS[type_name]:
+
+    def random_scale() -> npt.NDArray[np.float16]:
         mag = rng.uniform(1e-3, 0.1, size=(rows, nb)) * rng.choice([-1.0, 1.0], size=(rows, nb))
-        raw[:, :, off : off + 2] = mag.astype(np.float16).view(np.uint8).reshape(rows, nb, 2)
+        return mag.astype(np.float16)
+
+    for off in SCALE_FIELDS[type_name]:
+        raw[:, :, off : off + 2] = random_scale().view(np.uint8).reshape(rows, nb, 2)
+    if type_name == "IQ1_M":  # d's 4 nibbles, lowest first, top the 4 scale words (bytes 48..55)
+        d = random_scale().view(np.uint16)[..., None]
+        words = raw[:, :, 48:56].copy().view("<u2")
+        words = (words & 0x0FFF) | (((d >> np.array([0, 4, 8, 12], dtype=np.uint16)) & 0xF) << 12)
+        raw[:, :, 48:56] = words.astype("<u2").view(np.uint8)
     return raw.reshape(rows, nb * ts)
 
 
@@ -114,7 +125,7 @@ def test_dequantize_random_valid_blocks_equals_gguf(type_name: str, cols: int) -
 @pytest.mark.parametrize(
     ("type_name", "entries", "per_block"),
     [("IQ2_XXS", 256, 32), ("IQ2_XS", 512, 32), ("IQ2_S", 1024, 32), ("IQ3_XXS", 256, 64),
-     ("IQ3_S", 512, 64)],
+     ("IQ3_S", 512, 64), ("IQ1_S", 2048, 32), ("IQ1_M", 2048, 32)],
 )
 def test_every_codebook_entry_decodes_as_gguf(type_name: str, entries: int, per_block: int) -> None:
     """Blocks whose index fields walk the whole grid (random signs and scales around them)."""
@@ -136,6 +147,15 @@ def test_every_codebook_entry_decodes_as_gguf(type_name: str, entries: int, per_
         data[:, 2:66] = (idx & 255).astype(np.uint8)
         ninth = (idx >> 8).astype(np.uint8).reshape(nblocks, 8, 8)
         data[:, 66:74] = np.packbits(ninth, axis=2, bitorder="little")[..., 0]
+    elif type_name == "IQ1_S":  # low 8 bits in bytes 2..33; the top three: bits 3 (k % 4) of uint16 qh[k / 4]
+        data[:, 2:34] = (idx & 255).astype(np.uint8)
+        qh = data[:, 34:50].copy().view("<u2")
+        top = ((idx >> 8).reshape(nblocks, 8, 4) << np.array([0, 3, 6, 9])).sum(axis=2)
+        data[:, 34:50] = ((qh & 0xF000) | top).astype("<u2").view(np.uint8)
+    elif type_name == "IQ1_M":  # low 8 bits in bytes 0..31; the top three: nibble k % 2 of byte 32 + k / 2
+        data[:, 0:32] = (idx & 255).astype(np.uint8)
+        top = (idx >> 8).reshape(nblocks, 16, 2)
+        data[:, 32:48] = (data[:, 32:48] & 0x88) | top[:, :, 0] | (top[:, :, 1] << 4)
     else:
         data[:, 2:66] = idx.astype(np.uint8)
     data = data.reshape(1, -1)
@@ -144,9 +164,11 @@ def test_every_codebook_entry_decodes_as_gguf(type_name: str, entries: int, per_
 
 
 # Relative RMS error of the encoders on Gaussian rows, measured (IQ2_XXS 0.36, IQ2_XS 0.31, IQ2_S 0.26,
-# IQ3_XXS 0.19, IQ3_S 0.14, IQ4_NL 0.09) with a margin: a wrong sign, index bit or scale field costs
-# far more.
-ENCODER_RMS = {"IQ2_XXS": 0.4, "IQ2_XS": 0.35, "IQ2_S": 0.3, "IQ3_XXS": 0.22, "IQ3_S": 0.16, "IQ4_NL": 0.1}
+# IQ3_XXS 0.19, IQ3_S 0.14, IQ1_S 0.45, IQ1_M 0.42, IQ4_NL 0.09) with a margin: a wrong sign, index bit
+# or scale field costs far more. (IQ1's ternary grid is coarse: the best 3-level quantizer of a Gaussian
+# with one scale leaves 0.44.)
+ENCODER_RMS = {"IQ2_XXS": 0.4, "IQ2_XS": 0.35, "IQ2_S": 0.3, "IQ3_XXS": 0.22, "IQ3_S": 0.16, "IQ1_S": 0.5,
+               "IQ1_M": 0.47, "IQ4_NL": 0.1}
 
 
 @pytest.mark.parametrize("type_name", list(iquant_pack.ENCODERS))

@@ -30,7 +30,9 @@ quant::GGMLType activation_type(quant::GGMLType type) {
     case GGMLType::IQ2_XS:
     case GGMLType::IQ3_XXS:
     case GGMLType::IQ3_S:
-    case GGMLType::IQ2_S: return GGMLType::Q8_K;
+    case GGMLType::IQ2_S:
+    case GGMLType::IQ1_S:
+    case GGMLType::IQ1_M: return GGMLType::Q8_K;
     default:  // a repacked type takes its plain type's activations
       if (is_repacked(type)) return activation_type(plain_type(type));
       break;

@@ -160,6 +160,25 @@ struct BlockIQ3_S {
   uint8_t scales[kQK_K / 64];
 };
 
+// 8 groups of 32, each 4 runs of 8: run k's 11-bit index into kIQ1SGrid (8 values −1, 0, +1) is
+// qs[k] plus bits 3 (k % 4) .. 3 (k % 4) + 2 of qh[k / 4] as its top three; qh[g] also holds group
+// g's scale s (bits 12..14) and delta sign (bit 15 set: negative). x = d · (2s + 1) · (grid ± 1/8).
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 8];
+  uint16_t qh[kQK_K / 32];
+};
+
+// 32 runs of 8: run k's 11-bit index into kIQ1SGrid is qs[k] plus the low 3 bits of nibble k % 2 of
+// qh[k / 2] as its top three; the nibble's bit 3 is the run's delta sign (set: negative). Elements
+// 16h .. 16h+15 share the 3-bit scale s at bits 3 (h % 4) .. 3 (h % 4) + 2 of scales[h / 4]; the top
+// nibbles of the four scale words make the fp16 d, scales[0]'s the lowest. x = d · (2s + 1) · (grid ± 1/8).
+struct BlockIQ1_M {
+  uint8_t qs[kQK_K / 8];
+  uint8_t qh[kQK_K / 16];
+  uint16_t scales[kQK_K / 64];
+};
+
 // Activation form of the K-quant and IQ dots: x ≈ d * q, bsums[g] = sum of qs[16g .. 16g+15].
 struct BlockQ8_K {
   float d;
@@ -186,6 +205,8 @@ static_assert(sizeof(BlockIQ2_XS) == 74);
 static_assert(sizeof(BlockIQ2_S) == 82);
 static_assert(sizeof(BlockIQ3_XXS) == 98);
 static_assert(sizeof(BlockIQ3_S) == 110);
+static_assert(sizeof(BlockIQ1_S) == 50);
+static_assert(sizeof(BlockIQ1_M) == 56);
 static_assert(sizeof(BlockQ8_K) == 292);
 
 // Q4_K's 6-bit scale and min of group j (0..7) from its 12 packed bytes.
@@ -232,6 +253,25 @@ inline int iq4_xs_scale(const BlockIQ4_XS& b, int g) {
   const int lo = (b.scales_l[g / 2] >> (4 * (g % 2))) & 0xF;
   const int hi = (b.scales_h >> (2 * g)) & 3;
   return (lo | (hi << 4)) - 32;
+}
+
+// IQ1_S / IQ1_M: grid value g (−1, 0, +1) stands for g ± kIQ1Delta (ggml's IQ1S_DELTA).
+inline constexpr float kIQ1Delta = 0.125f;
+
+// IQ1_S's 11-bit grid index of run k (0..31); the odd multiplier 2s + 1 and delta sign of group g (0..7).
+inline int iq1_s_index(const BlockIQ1_S& b, int k) { return b.qs[k] | (((b.qh[k / 4] >> (3 * (k % 4))) & 7) << 8); }
+inline int iq1_s_odd_scale(const BlockIQ1_S& b, int g) { return 2 * ((b.qh[g] >> 12) & 7) + 1; }
+inline bool iq1_s_delta_negative(const BlockIQ1_S& b, int g) { return (b.qh[g] & 0x8000) != 0; }
+
+// IQ1_M's 11-bit grid index and delta sign of run k (0..31); the odd multiplier 2s + 1 of half h (0..15).
+inline int iq1_m_index(const BlockIQ1_M& b, int k) { return b.qs[k] | (((b.qh[k / 2] >> (4 * (k % 2))) & 7) << 8); }
+inline bool iq1_m_delta_negative(const BlockIQ1_M& b, int k) { return ((b.qh[k / 2] >> (4 * (k % 2))) & 8) != 0; }
+inline int iq1_m_odd_scale(const BlockIQ1_M& b, int h) { return 2 * ((b.scales[h / 4] >> (3 * (h % 4))) & 7) + 1; }
+
+// IQ1_M's fp16 d (its bits), the top nibbles of its four scale words.
+inline uint16_t iq1_m_d(const BlockIQ1_M& b) {
+  return static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0x00F0) | ((b.scales[2] >> 4) & 0x0F00) |
+                               (b.scales[3] & 0xF000));
 }
 
 }  // namespace strata::quant

@@ -168,6 +168,8 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
     case GGMLType::IQ2_S: return detail::dequant_iq2_s(static_cast<const BlockIQ2_S*>(src), dst, nb);
     case GGMLType::IQ3_XXS: return detail::dequant_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, nb);
     case GGMLType::IQ3_S: return detail::dequant_iq3_s(static_cast<const BlockIQ3_S*>(src), dst, nb);
+    case GGMLType::IQ1_S: return detail::dequant_iq1_s(static_cast<const BlockIQ1_S*>(src), dst, nb);
+    case GGMLType::IQ1_M: return detail::dequant_iq1_m(static_cast<const BlockIQ1_M*>(src), dst, nb);
     case GGMLType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
     case GGMLType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
     case GGMLType::IQ4_XS: return dequant_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb);

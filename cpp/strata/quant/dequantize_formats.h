@@ -14,5 +14,7 @@ void dequant_iq2_xs(const BlockIQ2_XS* b, float* y, int64_t nb);    // dequantiz
 void dequant_iq2_s(const BlockIQ2_S* b, float* y, int64_t nb);      // dequantize_iq2_iq3.cpp
 void dequant_iq3_xxs(const BlockIQ3_XXS* b, float* y, int64_t nb);  // dequantize_iq2_iq3.cpp
 void dequant_iq3_s(const BlockIQ3_S* b, float* y, int64_t nb);      // dequantize_iq2_iq3.cpp
+void dequant_iq1_s(const BlockIQ1_S* b, float* y, int64_t nb);      // dequantize_iq1.cpp
+void dequant_iq1_m(const BlockIQ1_M* b, float* y, int64_t nb);      // dequantize_iq1.cpp
 
 }  // namespace strata::quant::detail

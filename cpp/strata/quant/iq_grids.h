@@ -1,6 +1,7 @@
 #pragma once
 // The codebooks of the IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S formats and the sign table of the
-// formats that store 7 sign bits per 8 elements (iq_grids.cpp).
+// formats that store 7 sign bits per 8 elements (iq_grids.cpp); the IQ1_S / IQ1_M codebook
+// (iq1s_grid.cpp).
 #include <array>
 #include <cstdint>
 
@@ -11,6 +12,7 @@ extern const uint64_t kIQ2XSGrid[512];   // IQ2_XS: 8 magnitudes per entry, byte
 extern const uint64_t kIQ2SGrid[1024];   // IQ2_S: 8 magnitudes per entry, byte j = element j
 extern const uint32_t kIQ3XXSGrid[256];  // IQ3_XXS: 4 magnitudes per entry, byte j = element j
 extern const uint32_t kIQ3SGrid[512];    // IQ3_S: 4 magnitudes per entry, byte j = element j
+extern const uint64_t kIQ1SGrid[2048];   // IQ1_S / IQ1_M: 8 values −1, 0, +1 per entry, byte j = element j
 extern const uint8_t kIQSigns[128];      // 7 stored sign bits -> 8 (even parity); bit j negates element j
 
 // Magnitude j (0..7) of IQ2_XXS / IQ2_XS / IQ2_S grid entry g, and j (0..3) of IQ3_XXS / IQ3_S entry g.
@@ -19,6 +21,8 @@ inline int iq2xs_grid_value(int g, int j) { return static_cast<int>((kIQ2XSGrid[
 inline int iq2s_grid_value(int g, int j) { return static_cast<int>((kIQ2SGrid[g] >> (8 * j)) & 0xFF); }
 inline int iq3xxs_grid_value(int g, int j) { return static_cast<int>((kIQ3XXSGrid[g] >> (8 * j)) & 0xFF); }
 inline int iq3s_grid_value(int g, int j) { return static_cast<int>((kIQ3SGrid[g] >> (8 * j)) & 0xFF); }
+// Value j (0..7, −1, 0 or +1) of IQ1_S / IQ1_M grid entry g.
+inline int iq1s_grid_value(int g, int j) { return static_cast<int8_t>((kIQ1SGrid[g] >> (8 * j)) & 0xFF); }
 
 // kIQSigns[i] as 8 byte masks: byte j is 0xFF where element j is negated, else 0. Computed from
 // the rule the table follows (bit 7 = parity of the 7 stored bits); tests check it against kIQSigns.

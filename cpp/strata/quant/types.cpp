@@ -91,7 +91,9 @@ bool type_supported(GGMLType t) {
     case GGMLType::IQ2_XS:
     case GGMLType::IQ3_XXS:
     case GGMLType::IQ3_S:
-    case GGMLType::IQ2_S: return true;
+    case GGMLType::IQ2_S:
+    case GGMLType::IQ1_S:
+    case GGMLType::IQ1_M: return true;
     default: return false;
   }
 }

@@ -36,6 +36,8 @@ STRATA_AVX2_DOT(dot_rows_iq2_xs);      // dot_iq2_iq3_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq2_s);       // dot_iq2_iq3_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq3_xxs);     // dot_iq2_iq3_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_iq3_s);       // dot_iq2_iq3_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq1_s);       // dot_iq1_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq1_m);       // dot_iq1_avx2.cpp
 #undef STRATA_AVX2_DOT
 #define STRATA_AVX2_DOT_MULTI(name)                                                                         \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \

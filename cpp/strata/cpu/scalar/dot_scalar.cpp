@@ -240,6 +240,8 @@ constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_xs, nullptr};
 constexpr DotKernel kIQ2_S{GGMLType::Q8_K, act_q8_k, dot_rows_iq2_s, nullptr};
 constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, act_q8_k, dot_rows_iq3_xxs, nullptr};
 constexpr DotKernel kIQ3_S{GGMLType::Q8_K, act_q8_k, dot_rows_iq3_s, nullptr};
+constexpr DotKernel kIQ1_S{GGMLType::Q8_K, act_q8_k, dot_rows_iq1_s, nullptr};
+constexpr DotKernel kIQ1_M{GGMLType::Q8_K, act_q8_k, dot_rows_iq1_m, nullptr};
 
 }  // namespace
 
@@ -264,6 +266,8 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::IQ2_S: return &kIQ2_S;
     case GGMLType::IQ3_XXS: return &kIQ3_XXS;
     case GGMLType::IQ3_S: return &kIQ3_S;
+    case GGMLType::IQ1_S: return &kIQ1_S;
+    case GGMLType::IQ1_M: return &kIQ1_M;
     default: return repacked_kernel(type);
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Scalar reference row kernels defined outside dot_scalar.cpp (Q8_K activations), registered in
 // its table: Q3_K, Q5_K (dot_q3_k_q5_k_scalar.cpp), IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S
-// (dot_iq2_iq3_scalar.cpp).
+// (dot_iq2_iq3_scalar.cpp), IQ1_S, IQ1_M (dot_iq1_scalar.cpp).
 #include <cstddef>
 #include <cstdint>
 
@@ -16,6 +16,8 @@ STRATA_SCALAR_DOT(dot_rows_iq2_xs);
 STRATA_SCALAR_DOT(dot_rows_iq2_s);
 STRATA_SCALAR_DOT(dot_rows_iq3_xxs);
 STRATA_SCALAR_DOT(dot_rows_iq3_s);
+STRATA_SCALAR_DOT(dot_rows_iq1_s);
+STRATA_SCALAR_DOT(dot_rows_iq1_m);
 #undef STRATA_SCALAR_DOT
 
 }  // namespace strata::cpu::scalar
