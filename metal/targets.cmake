@@ -60,7 +60,8 @@ if(APPLE)
   # The .metal entry points -> strata.metallib, compiled with fast math and FP contraction off so
   # the bitwise promises the emulator checks hold on the GPU too.
   file(GLOB _strata_metal_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/kernels/*.metal)
-  file(GLOB _strata_metal_headers CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/kernels/*.h)
+  file(GLOB _strata_metal_headers CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/kernels/*.h
+                                                   ${CMAKE_CURRENT_LIST_DIR}/../cpp/strata/quant/iq_tables/*.inc)
   if(_strata_metal_sources)
     set(_airs "")
     foreach(src ${_strata_metal_sources})
