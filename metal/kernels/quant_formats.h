@@ -273,6 +273,15 @@ constant uchar kIqSigns[128] = {
 // uint16 codes qs[2h], qs[2h + 1]: the low 9 bits index kIq2xsGrid (8 magnitudes), the top 7 are
 // signs (kIqSigns). x = d·(0.5 + nibble)·0.25·grid, negated by its sign bit, rounded in that order.
 // Layout: d, qs[32] (uint16), scales[8].
+// One run of 8 elements of the IQ2 / IQ3 formats: db · magnitude j (byte j of the run's grid bytes),
+// negated where bit j of signs is set (the CPU's decode_run, quant/dequantize_iq2_iq3.cpp).
+inline void iq_run(float db, ulong grid, uint signs, thread float* w) {
+  for (uint j = 0; j < 8; ++j) {
+    const float v = db * float(int((grid >> (8 * j)) & 0xFFu));
+    w[j] = ((signs >> j) & 1u) != 0u ? -v : v;
+  }
+}
+
 struct FmtIQ2_XS {
   enum : uint { kUnit = 16, kBlock = 256, kBlockBytes = 74 };
   static inline void decode(device const uchar* row, uint u, uint, thread float* w) {
@@ -283,11 +292,7 @@ struct FmtIQ2_XS {
     for (uint k = 0; k < 2; ++k) {
       const uint q = load_u16(b + 2 + 2 * (2 * h + k));
       const uint signs = kIqSigns[q >> 9];
-      const ulong grid = kIq2xsGrid[q & 511u];
-      for (uint j = 0; j < 8; ++j) {
-        const float v = db * float(int((grid >> (8 * j)) & 0xFFu));
-        w[8 * k + j] = ((signs >> j) & 1u) != 0u ? -v : v;
-      }
+      iq_run(db, kIq2xsGrid[q & 511u], signs, w + 8 * k);
     }
   }
 };
@@ -307,11 +312,7 @@ struct FmtIQ3_XXS {
     const float db = d * (0.5f + float(aux >> 28)) * 0.5f;
     for (uint l = 0; l < 4; ++l) {
       const uint signs = kIqSigns[(aux >> (7 * l)) & 127u];
-      for (uint j = 0; j < 8; ++j) {
-        const uint grid = kIq3xxsGrid[qs[2 * l + j / 4]];
-        const float v = db * float(int((grid >> (8 * (j % 4))) & 0xFFu));
-        w[8 * l + j] = ((signs >> j) & 1u) != 0u ? -v : v;
-      }
+      iq_run(db, ulong(kIq3xxsGrid[qs[2 * l]]) | (ulong(kIq3xxsGrid[qs[2 * l + 1]]) << 32), signs, w + 8 * l);
     }
   }
 };
@@ -332,11 +333,7 @@ struct FmtIQ2_XXS {
     const float db = d * (0.5f + float(aux >> 28)) * 0.25f;
     for (uint l = 0; l < 4; ++l) {
       const uint signs = kIqSigns[(aux >> (7 * l)) & 127u];
-      const ulong grid = kIq2xxsGrid[qs[l]];
-      for (uint j = 0; j < 8; ++j) {
-        const float v = db * float(int((grid >> (8 * j)) & 0xFFu));
-        w[8 * l + j] = ((signs >> j) & 1u) != 0u ? -v : v;
-      }
+      iq_run(db, kIq2xxsGrid[qs[l]], signs, w + 8 * l);
     }
   }
 };
@@ -357,12 +354,11 @@ struct FmtIQ3_S {
     const float d = load_half(b);
     const float db = d * float(int(2u * ((uint(b[106 + g / 2]) >> (4 * (g % 2))) & 0xFu) + 1u));
     for (uint l = 0; l < 4; ++l) {
-      for (uint j = 0; j < 8; ++j) {
-        const uint k = 8 * g + 2 * l + j / 4;
-        const uint grid = kIq3sGrid[uint(qs[k]) | (((uint(qh[k / 8]) >> (k % 8)) & 1u) << 8)];
-        const float v = db * float(int((grid >> (8 * (j % 4))) & 0xFFu));
-        w[8 * l + j] = ((uint(signs[l]) >> j) & 1u) != 0u ? -v : v;
-      }
+      const uint k = 8 * g + 2 * l;  // the run's two entries k, k + 1 share qh[k / 8]
+      const uint hi = uint(qh[k / 8]) >> (k % 8);
+      const ulong lo4 = kIq3sGrid[uint(qs[k]) | ((hi & 1u) << 8)];
+      const ulong hi4 = kIq3sGrid[uint(qs[k + 1]) | (((hi >> 1) & 1u) << 8)];
+      iq_run(db, lo4 | (hi4 << 32), uint(signs[l]), w + 8 * l);
     }
   }
 };
@@ -383,11 +379,7 @@ struct FmtIQ2_S {
       const uint k = 2 * h + r;
       const uint q = uint(b[2 + k]) | (((uint(b[66 + k / 4]) >> (2 * (k % 4))) & 3u) << 8);
       const uint signs = b[34 + k];
-      const ulong grid = kIq2sGrid[q];
-      for (uint j = 0; j < 8; ++j) {
-        const float v = db * float(int((grid >> (8 * j)) & 0xFFu));
-        w[8 * r + j] = ((signs >> j) & 1u) != 0u ? -v : v;
-      }
+      iq_run(db, kIq2sGrid[q], signs, w + 8 * r);
     }
   }
 };
