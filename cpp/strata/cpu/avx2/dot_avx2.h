@@ -64,6 +64,13 @@ STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_k);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q3_k);  // dot_q3_k_q5_k_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_k);  // dot_k_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q6_k);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq2_xxs);  // dot_iq2_iq3_avx2.cpp
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq2_xs);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq2_s);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq3_xxs);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq3_s);
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq1_s);  // dot_iq1_avx2.cpp
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq1_m);
 #undef STRATA_AVX2_DOT_MULTI
 
 void quantize_act_q8_0(const float* x, void* act, int64_t n);

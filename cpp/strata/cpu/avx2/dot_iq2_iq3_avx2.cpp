@@ -5,11 +5,12 @@
 // kIQSignMasks for the 7-bit sign fields, from the stored bits themselves for IQ2_S's and IQ3_S's
 // 8 free ones), and maddubs multiplies the unsigned magnitudes with them; the odd integer group
 // scales are applied with madd in int32 and the constant 1/8 (IQ2 formats) or 1/4 (IQ3_XXS) once
-// at the end, as the scalar reference does.
+// at the end, as the scalar reference does. Each format is a group decoder for the shared dot and
+// several-activation loops of dot_iq_avx2.h.
 #include <cstring>
 
-#include "strata/cpu/dot_rows.h"
 #include "strata/cpu/avx2/dot_avx2.h"
+#include "strata/cpu/avx2/dot_iq_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/quant/blocks.h"
 #include "strata/quant/iq_grids.h"
@@ -52,130 +53,133 @@ inline __m256i iq3_s_grid(const BlockIQ3_S& b, int g) {
   return _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIQ3SGrid), _mm256_or_si256(low, high), 4);
 }
 
-float dot_iq2_xxs(int64_t nb, const BlockIQ2_XXS* x, const BlockQ8_K* y) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint16_t* q2 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g, q2 += 4, q8 += 32) {
-      uint32_t aux[2];
-      std::memcpy(aux, q2, 8);
-      const uint8_t* idx = reinterpret_cast<const uint8_t*>(aux);
-      const __m256i grid = _mm256_set_epi64x(i64(kIQ2XXSGrid[idx[3]]), i64(kIQ2XXSGrid[idx[2]]),
-                                             i64(kIQ2XXSGrid[idx[1]]), i64(kIQ2XXSGrid[idx[0]]));
-      const __m256i signs = sign_bytes(aux[1] & 127, (aux[1] >> 7) & 127, (aux[1] >> 14) & 127, (aux[1] >> 21) & 127);
-      const __m256i p = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(loadu256(q8), signs));
-      const short ls = static_cast<short>(2 * (aux[1] >> 28) + 1);
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(ls)));
-    }
-    const float d = fp16(x[i].d) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+// Group g of IQ2_XXS: 4 grid entries (bytes of qs[4g .. 4g + 1]), four 7-bit sign fields and the
+// scale in the top 4 bits of the group's second word.
+struct IQ2XXS {
+  using Block = BlockIQ2_XXS;
+  static constexpr float kScale = 0.125f;
+  static float d(const Block& b) { return fp16(b.d); }
+  static IqGroup group(const Block& b, int g) {
+    uint32_t aux[2];
+    std::memcpy(aux, b.qs + 4 * g, 8);
+    const uint8_t* idx = reinterpret_cast<const uint8_t*>(aux);
+    return {_mm256_set_epi64x(i64(kIQ2XXSGrid[idx[3]]), i64(kIQ2XXSGrid[idx[2]]), i64(kIQ2XXSGrid[idx[1]]),
+                              i64(kIQ2XXSGrid[idx[0]])),
+            sign_bytes(aux[1] & 127, (aux[1] >> 7) & 127, (aux[1] >> 14) & 127, (aux[1] >> 21) & 127),
+            _mm256_set1_epi16(static_cast<short>(2 * (aux[1] >> 28) + 1))};
   }
-  return 0.125f * hsum(acc);
-}
+};
 
 // Group g's 4 IQ2_XS grid entries (low 9 bits of qs) and the ±1 bytes of its sign fields (top 7).
-inline __m256i iq2_xs_grid(const BlockIQ2_XS& b, int g) {
-  const uint16_t* q2 = b.qs + 4 * g;
-  return _mm256_set_epi64x(i64(kIQ2XSGrid[q2[3] & 511]), i64(kIQ2XSGrid[q2[2] & 511]), i64(kIQ2XSGrid[q2[1] & 511]),
-                           i64(kIQ2XSGrid[q2[0] & 511]));
-}
-inline __m256i iq2_xs_signs(const BlockIQ2_XS& b, int g) {
-  const uint16_t* q2 = b.qs + 4 * g;
-  return sign_bytes(q2[0] >> 9, q2[1] >> 9, q2[2] >> 9, q2[3] >> 9);
-}
+struct IQ2XSFields {
+  using Block = BlockIQ2_XS;
+  static __m256i grid(const Block& b, int g) {
+    const uint16_t* q2 = b.qs + 4 * g;
+    return _mm256_set_epi64x(i64(kIQ2XSGrid[q2[3] & 511]), i64(kIQ2XSGrid[q2[2] & 511]), i64(kIQ2XSGrid[q2[1] & 511]),
+                             i64(kIQ2XSGrid[q2[0] & 511]));
+  }
+  static __m256i signs(const Block& b, int g) {
+    const uint16_t* q2 = b.qs + 4 * g;
+    return sign_bytes(q2[0] >> 9, q2[1] >> 9, q2[2] >> 9, q2[3] >> 9);
+  }
+};
 
 // Group g's 4 IQ2_S grid entries (10-bit indices: qs[4g + l] and bits 2l, 2l + 1 of qh[g] on top)
 // and the ±1 bytes of its 32 stored sign bits.
-inline __m256i iq2_s_grid(const BlockIQ2_S& b, int g) {
-  uint32_t low4;
-  std::memcpy(&low4, b.qs + 4 * g, 4);
-  const __m128i low = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(low4)));
-  const __m128i high =
-      _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32(b.qh[g]), _mm_set_epi32(2, 4, 6, 8)), _mm_set1_epi32(0x300));
-  return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(kIQ2SGrid), _mm_or_si128(low, high), 8);
-}
-inline __m256i iq2_s_signs(const BlockIQ2_S& b, int g) { return sign_bytes(b.signs + 4 * g); }
+struct IQ2SFields {
+  using Block = BlockIQ2_S;
+  static __m256i grid(const Block& b, int g) {
+    uint32_t low4;
+    std::memcpy(&low4, b.qs + 4 * g, 4);
+    const __m128i low = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(low4)));
+    const __m128i high =
+        _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32(b.qh[g]), _mm_set_epi32(2, 4, 6, 8)), _mm_set1_epi32(0x300));
+    return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(kIQ2SGrid), _mm_or_si128(low, high), 8);
+  }
+  static __m256i signs(const Block& b, int g) { return sign_bytes(b.signs + 4 * g); }
+};
 
 // IQ2_XS and IQ2_S: a scale nibble per 16 weights, so group g's two halves (one per 128-bit lane)
 // take nibbles 2g and 2g + 1.
-template <typename Block, __m256i (*Grid)(const Block&, int), __m256i (*Signs)(const Block&, int)>
-float dot_iq2_halves(int64_t nb, const Block* x, const BlockQ8_K* y) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 8  // GCC leaves this loop rolled for IQ2_XS otherwise (~10% slower)
-    for (int g = 0; g < 8; ++g, q8 += 32) {
-      const __m256i p = _mm256_maddubs_epi16(Grid(x[i], g), _mm256_sign_epi8(loadu256(q8), Signs(x[i], g)));
-      const short ls1 = static_cast<short>(quant::iq_odd_scale(x[i], 2 * g));
-      const short ls2 = static_cast<short>(quant::iq_odd_scale(x[i], 2 * g + 1));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16(ls2), _mm_set1_epi16(ls1))));
-    }
-    const float d = fp16(x[i].d) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+template <class Fields>
+struct IQ2Halves {
+  using Block = typename Fields::Block;
+  static constexpr float kScale = 0.125f;
+  static float d(const Block& b) { return fp16(b.d); }
+  static IqGroup group(const Block& b, int g) {
+    const short ls1 = static_cast<short>(quant::iq_odd_scale(b, 2 * g));
+    const short ls2 = static_cast<short>(quant::iq_odd_scale(b, 2 * g + 1));
+    return {Fields::grid(b, g), Fields::signs(b, g), _mm256_set_m128i(_mm_set1_epi16(ls2), _mm_set1_epi16(ls1))};
   }
-  return 0.125f * hsum(acc);
-}
+};
+using IQ2XS = IQ2Halves<IQ2XSFields>;
+using IQ2S = IQ2Halves<IQ2SFields>;
 
-float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q3 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g, q3 += 8, q8 += 32) {
-      uint32_t aux;
-      std::memcpy(&aux, x[i].qs + quant::kQK_K / 4 + 4 * g, 4);
-      const __m256i grid = _mm256_set_epi32(static_cast<int>(kIQ3XXSGrid[q3[7]]), static_cast<int>(kIQ3XXSGrid[q3[6]]),
-                                            static_cast<int>(kIQ3XXSGrid[q3[5]]), static_cast<int>(kIQ3XXSGrid[q3[4]]),
-                                            static_cast<int>(kIQ3XXSGrid[q3[3]]), static_cast<int>(kIQ3XXSGrid[q3[2]]),
-                                            static_cast<int>(kIQ3XXSGrid[q3[1]]), static_cast<int>(kIQ3XXSGrid[q3[0]]));
-      const __m256i signs = sign_bytes(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
-      const __m256i p = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(loadu256(q8), signs));
-      const short ls = static_cast<short>(2 * (aux >> 28) + 1);
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(ls)));
-    }
-    const float d = fp16(x[i].d) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+// Group g of IQ3_XXS: 8 grid entries of 4 bytes (qs[8g .. 8g + 7]) and, in the word after the 64
+// index bytes, four 7-bit sign fields and the scale in the top 4 bits.
+struct IQ3XXS {
+  using Block = BlockIQ3_XXS;
+  static constexpr float kScale = 0.25f;
+  static float d(const Block& b) { return fp16(b.d); }
+  static IqGroup group(const Block& b, int g) {
+    const uint8_t* q3 = b.qs + 8 * g;
+    uint32_t aux;
+    std::memcpy(&aux, b.qs + quant::kQK_K / 4 + 4 * g, 4);
+    return {_mm256_set_epi32(static_cast<int>(kIQ3XXSGrid[q3[7]]), static_cast<int>(kIQ3XXSGrid[q3[6]]),
+                             static_cast<int>(kIQ3XXSGrid[q3[5]]), static_cast<int>(kIQ3XXSGrid[q3[4]]),
+                             static_cast<int>(kIQ3XXSGrid[q3[3]]), static_cast<int>(kIQ3XXSGrid[q3[2]]),
+                             static_cast<int>(kIQ3XXSGrid[q3[1]]), static_cast<int>(kIQ3XXSGrid[q3[0]])),
+            sign_bytes(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127),
+            _mm256_set1_epi16(static_cast<short>(2 * (aux >> 28) + 1))};
   }
-  return 0.25f * hsum(acc);
-}
+};
 
-float dot_iq3_s(int64_t nb, const BlockIQ3_S* x, const BlockQ8_K* y) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g, q8 += 32) {
-      const __m256i signs = sign_bytes(x[i].signs + 4 * g);
-      const __m256i p = _mm256_maddubs_epi16(iq3_s_grid(x[i], g), _mm256_sign_epi8(loadu256(q8), signs));
-      const short ls = static_cast<short>(quant::iq_odd_scale(x[i], g));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(ls)));
-    }
-    const float d = fp16(x[i].d) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+struct IQ3S {
+  using Block = BlockIQ3_S;
+  static constexpr float kScale = 1.0f;  // 1.0f · x is x: the scalar reference multiplies by nothing
+  static float d(const Block& b) { return fp16(b.d); }
+  static IqGroup group(const Block& b, int g) {
+    return {iq3_s_grid(b, g), sign_bytes(b.signs + 4 * g),
+            _mm256_set1_epi16(static_cast<short>(quant::iq_odd_scale(b, g)))};
   }
-  return hsum(acc);
-}
+};
 
 }  // namespace
 
 void dot_rows_iq2_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ2_XXS, dot_iq2_xxs>(n, w, stride, nrows, act, out);
+  iq_rows<IQ2XXS>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_iq2_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                            int nact, float* const* outs) {
+  iq_rows_multi<IQ2XXS>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq2_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ2_XS, dot_iq2_halves<BlockIQ2_XS, iq2_xs_grid, iq2_xs_signs>>(n, w, stride, nrows, act, out);
+  iq_rows<IQ2XS>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_iq2_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                           int nact, float* const* outs) {
+  iq_rows_multi<IQ2XS>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq2_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ2_S, dot_iq2_halves<BlockIQ2_S, iq2_s_grid, iq2_s_signs>>(n, w, stride, nrows, act, out);
+  iq_rows<IQ2S>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_iq2_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                          int nact, float* const* outs) {
+  iq_rows_multi<IQ2S>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ3_XXS, dot_iq3_xxs>(n, w, stride, nrows, act, out);
+  iq_rows<IQ3XXS>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                            int nact, float* const* outs) {
+  iq_rows_multi<IQ3XXS>(n, w, stride, nrows, acts, nact, outs);
 }
 void dot_rows_iq3_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ3_S, dot_iq3_s>(n, w, stride, nrows, act, out);
+  iq_rows<IQ3S>(n, w, stride, nrows, act, out);
+}
+void dot_rows_multi_iq3_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts,
+                          int nact, float* const* outs) {
+  iq_rows_multi<IQ3S>(n, w, stride, nrows, acts, nact, outs);
 }
 
 }  // namespace strata::cpu::avx2
