@@ -18,8 +18,8 @@ requantized by llama.cpp's own quantizer (``llama_model_quantize``, ``LLAMA_FTYP
 experts, Q6_K output and some down/V tensors, as ``llama-quantize Q4_K_M`` writes it); ``NAME:Q5_K_M``
 (Q5_K experts, Q6_K output and some down/V tensors), ``NAME:Q4_K_S``, ``NAME:Q6_K``, ``NAME:Q2_K``,
 ``NAME:Q3_K_M``, ``NAME:IQ4_XS`` (``LLAMA_FTYPE_MOSTLY_IQ4_XS``: IQ4_XS experts and attention, Q6_K
-output), ``NAME:IQ4_NL``, ``NAME:IQ3_XXS``, ``NAME:IQ3_S`` and ``NAME:IQ3_M`` likewise (the IQ2 / IQ1
-types need an importance matrix, which this bench does not make). A model whose file
+output), ``NAME:IQ4_NL``, ``NAME:IQ3_S`` and ``NAME:IQ3_M`` likewise (llama.cpp refuses IQ3_XXS and the
+IQ2 / IQ1 types without an importance matrix, which this bench does not make). A model whose file
 is smaller than 4x the last-level cache would measure the cache, not memory: the bench then adds the
 ``medium`` shape in the same format (or says it cannot).
 
@@ -137,7 +137,6 @@ LLAMA_QUANTIZED = {
     "Q6_K": "LLAMA_FTYPE_MOSTLY_Q6_K",
     "IQ4_XS": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
     "IQ4_NL": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
-    "IQ3_XXS": "LLAMA_FTYPE_MOSTLY_IQ3_XXS",
     "IQ3_S": "LLAMA_FTYPE_MOSTLY_IQ3_S",
     "IQ3_M": "LLAMA_FTYPE_MOSTLY_IQ3_M",
 }
