@@ -149,6 +149,45 @@ TEST(every_isa_matches_the_scalar_reference) {
   }
 }
 
+// The IQ2 / IQ3 / IQ1 dots of every path add each super-block's integer sum exactly and then do the
+// scalar reference's float operations (sum += (dx·dy)·isum, the format's constant at the end), so one
+// activation and several give the scalar kernel's bits, on every width (one super-block to eight).
+TEST(iq_dots_are_bitwise_the_scalar_kernels) {
+  std::mt19937 rng(21);
+  const GGMLType kIq[] = {GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS,
+                          GGMLType::IQ3_S,   GGMLType::IQ1_S,  GGMLType::IQ1_M};
+  for (GGMLType type : kIq) {
+    for (int64_t n : test_widths(type)) {
+      const int64_t rows = 19;  // a 16-row group and a remainder
+      constexpr int kActs = 11;
+      const auto w = random_rows(type, rows, n, rng);
+      const std::size_t stride = strata::quant::row_bytes(type, n);
+      const auto X = random_floats(kActs * n, rng);
+      const auto& ks = cpu::dot_kernel(type, Isa::Scalar);
+      const std::size_t ab = cpu::activation_row_bytes(type, n);
+      std::vector<uint8_t> act(kActs * ab);
+      for (int a = 0; a < kActs; ++a) ks.quantize_act(X.data() + a * n, act.data() + a * ab, n);
+      std::vector<float> ref(kActs * rows);
+      for (int a = 0; a < kActs; ++a) ks.dot_rows(n, w.data(), stride, rows, act.data() + a * ab, &ref[a * rows]);
+      for (Isa isa : runnable_isas()) {
+        const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
+        std::vector<float> got(kActs * rows, -1.0f);
+        k.dot_rows(n, w.data(), stride, rows, act.data(), got.data());
+        CHECK_MSG(std::memcmp(got.data(), ref.data(), rows * 4) == 0, label(type, isa, n) + " one activation");
+        const void* acts[kActs];
+        float* outs[kActs];
+        for (int a = 0; a < kActs; ++a) {
+          acts[a] = act.data() + a * ab;
+          outs[a] = &got[a * rows];
+        }
+        cpu::dot_rows_acts(k, n, w.data(), stride, rows, acts, kActs, outs);
+        CHECK_MSG(std::memcmp(got.data(), ref.data(), got.size() * 4) == 0,
+                  label(type, isa, n) + " " + std::to_string(kActs) + " activations");
+      }
+    }
+  }
+}
+
 TEST(kernels_cover_extreme_bytes) {
   // Every weight byte at its extremes (Q8_0 -128, all nibbles 15 ...) with activations at ±127.
   std::mt19937 rng(3);

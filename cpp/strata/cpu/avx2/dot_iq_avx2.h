@@ -2,8 +2,10 @@
 // dot_iq1_avx2.cpp). Per group of 32 weights a format's decoder F gives an IqGroup: the unsigned
 // magnitudes u, a register whose bytes carry the weights' signs s (±1 bytes, or the signed weights
 // themselves), and the int16 scales of the group's pairs. maddubs(u, sign(q8, s)) then madd by the
-// scales sums the group in int32; each super-block adds F::d(x)·d_y times its sum in float, and
-// F::kScale (1/8, 1/4 or 1) multiplies once at the end, as the scalar reference does.
+// scales sums the group in int32. Each super-block's lanes are added up exactly (int32), then
+// sum += (F::d(x)·d_y)·isum and F::kScale (1/8, 1/4 or 1) times the sum at the end, the multiply and
+// the add rounded separately (these files are built with -ffp-contract=off): the scalar reference's
+// arithmetic, so the results are bitwise the scalar kernels'.
 //
 // The several-activation form (prefill chunks, verification windows) decodes each super-block of a
 // row once (the grid gathers, sign and scale fields: most of a one-activation dot's work) and runs
@@ -35,15 +37,15 @@ inline __m256i iq_group_sum(const IqGroup& w, const int8_t* q8) {
 
 template <class F>
 float iq_dot(int64_t nb, const typename F::Block* x, const quant::BlockQ8_K* y) {
-  __m256 acc = _mm256_setzero_ps();
+  float sum = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     const int8_t* q8 = y[i].qs;
     __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) sumi = _mm256_add_epi32(sumi, iq_group_sum(F::group(x[i], g), q8 + 32 * g));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(F::d(x[i]) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    sum += (F::d(x[i]) * y[i].d) * static_cast<float>(hsum_i32(sumi));
   }
-  return F::kScale * hsum(acc);
+  return F::kScale * sum;
 }
 
 template <class F>
@@ -68,8 +70,8 @@ void iq_rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
     const int na = std::min(kIqActs, nact - a0);
     for (int64_t r = 0; r < nrows; ++r) {
       const auto* x = reinterpret_cast<const typename F::Block*>(p + static_cast<std::size_t>(r) * stride);
-      __m256 acc[kIqActs];
-      for (int a = 0; a < na; ++a) acc[a] = _mm256_setzero_ps();
+      float sum[kIqActs];
+      for (int a = 0; a < na; ++a) sum[a] = 0.0f;
       for (int64_t i = 0; i < nb; ++i) {
         IqGroup gw[8];
         for (int g = 0; g < 8; ++g) gw[g] = F::group(x[i], g);
@@ -79,10 +81,10 @@ void iq_rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, 
           __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 8
           for (int g = 0; g < 8; ++g) sumi = _mm256_add_epi32(sumi, iq_group_sum(gw[g], q8 + 32 * g));
-          acc[a] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y[a0 + a][i].d), _mm256_cvtepi32_ps(sumi), acc[a]);
+          sum[a] += (dx * y[a0 + a][i].d) * static_cast<float>(hsum_i32(sumi));
         }
       }
-      for (int a = 0; a < na; ++a) outs[a0 + a][r] = F::kScale * hsum(acc[a]);
+      for (int a = 0; a < na; ++a) outs[a0 + a][r] = F::kScale * sum[a];
     }
   }
 }
