@@ -334,13 +334,14 @@ TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
 }
 
 #if defined(__aarch64__)
-// AArch64 only: Q5_1 and IQ4_NL have NEON kernels of their own on every NEON path (neon-i8mm runs
-// dotprod's), so a silent fallback to the scalar reference fails here.
-TEST(neon_q5_1_and_iq4_nl_are_not_the_scalar_kernels) {
+// AArch64 only: Q5_1, IQ4_NL and the IQ1/IQ2/IQ3 formats have NEON kernels of their own on every
+// NEON path (neon-i8mm runs dotprod's), so a silent fallback to the scalar reference fails here.
+TEST(neon_q5_1_iq4_nl_and_iq_kernels_are_not_the_scalar_kernels) {
   using quant_test::GGMLType;
   for (Isa isa : {Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm}) {
     if (!cpu::isa_supported(isa)) continue;
-    for (GGMLType t : {GGMLType::Q5_1, GGMLType::IQ4_NL})
+    for (GGMLType t : {GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S,
+                       GGMLType::IQ3_XXS, GGMLType::IQ3_S, GGMLType::IQ1_S, GGMLType::IQ1_M})
       CHECK_MSG(cpu::dot_kernel(t, isa).dot_rows != cpu::dot_kernel(t, Isa::Scalar).dot_rows,
                 std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(t) + " runs the scalar kernel");
   }

@@ -30,8 +30,13 @@ STRATA_NEON_DOT(dot_rows_q6_k);
 STRATA_NEON_DOT(dot_rows_iq4_xs);
 STRATA_NEON_DOT(dot_rows_q3_k);     // dot_q3_k_q5_k_neon.cpp
 STRATA_NEON_DOT(dot_rows_q5_k);     // dot_q3_k_q5_k_neon.cpp
+STRATA_NEON_DOT(dot_rows_iq2_xxs);  // dot_iq2_iq3_neon.cpp
 STRATA_NEON_DOT(dot_rows_iq2_xs);   // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT(dot_rows_iq2_s);    // dot_iq2_iq3_neon.cpp
 STRATA_NEON_DOT(dot_rows_iq3_xxs);  // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT(dot_rows_iq3_s);    // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT(dot_rows_iq1_s);    // dot_iq1_neon.cpp
+STRATA_NEON_DOT(dot_rows_iq1_m);    // dot_iq1_neon.cpp
 #undef STRATA_NEON_DOT
 
 void quantize_act_q8_0(const float* x, void* act, int64_t n);

@@ -21,8 +21,13 @@ constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, null
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
 constexpr DotKernel kQ3_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k, nullptr};
 constexpr DotKernel kQ5_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q5_k, nullptr};
+constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs, nullptr};
 constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, nullptr};
+constexpr DotKernel kIQ2_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_s, nullptr};
 constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, nullptr};
+constexpr DotKernel kIQ3_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s, nullptr};
+constexpr DotKernel kIQ1_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_s, nullptr};
+constexpr DotKernel kIQ1_M{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_m, nullptr};
 
 }  // namespace
 
@@ -42,8 +47,13 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::IQ4_XS: return &kIQ4_XS;
     case GGMLType::Q3_K: return &kQ3_K;
     case GGMLType::Q5_K: return &kQ5_K;
+    case GGMLType::IQ2_XXS: return &kIQ2_XXS;
     case GGMLType::IQ2_XS: return &kIQ2_XS;
+    case GGMLType::IQ2_S: return &kIQ2_S;
     case GGMLType::IQ3_XXS: return &kIQ3_XXS;
+    case GGMLType::IQ3_S: return &kIQ3_S;
+    case GGMLType::IQ1_S: return &kIQ1_S;
+    case GGMLType::IQ1_M: return &kIQ1_M;
     default: return nullptr;
   }
 }
