@@ -302,6 +302,36 @@ TEST(x86_q5_1_and_iq4_nl_are_not_the_scalar_kernels) {
   }
 }
 
+// The IQ1 / IQ2 / IQ3 formats have several-activation kernels on both x86 paths (AVX-512's its own:
+// decoded blocks in the repacked register layout, one vpdpbusd per step), whose calls take
+// kMaxActGroup activations: for_each_act_call hands them 16 at a time, and other kernels act_group().
+TEST(x86_iq_kernels_take_wide_activation_calls) {
+  using quant_test::GGMLType;
+  const GGMLType kIq[] = {GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS,
+                          GGMLType::IQ3_S,   GGMLType::IQ1_S,  GGMLType::IQ1_M};
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!cpu::isa_supported(isa)) {
+      std::printf("%s not runnable here: skipped\n", cpu::isa_name(isa));
+      continue;
+    }
+    for (GGMLType t : kIq) {
+      const std::string what = std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(t);
+      const cpu::DotKernel& k = cpu::dot_kernel(t, isa);
+      CHECK_MSG(k.dot_rows_multi != nullptr, what + " has no multi-activation kernel");
+      CHECK_MSG(k.max_acts == cpu::kMaxActGroup, what + " takes " + std::to_string(k.max_acts) + " activations");
+      if (isa == Isa::Avx512)
+        CHECK_MSG(k.dot_rows_multi != cpu::dot_kernel(t, Isa::Avx2).dot_rows_multi, what + " runs the AVX2 kernel");
+      std::vector<int> calls;
+      cpu::for_each_act_call(k, 110, 40, 37, [&](int64_t, int64_t, int64_t, int na) { calls.push_back(na); });
+      CHECK_MSG((calls == std::vector<int>{16, 16, 5}), what + ": calls of the wrong sizes");
+    }
+  }
+  const cpu::DotKernel& q8 = cpu::dot_kernel(GGMLType::Q8_0, Isa::Scalar);
+  std::vector<int> calls;
+  cpu::for_each_act_call(q8, 34, 40, 37, [&](int64_t, int64_t, int64_t, int na) { calls.push_back(na); });
+  CHECK(!calls.empty() && calls.front() == static_cast<int>(cpu::act_group()));
+}
+
 TEST(activation_quantizers_are_bitwise_scalar_on_awkward_inputs) {
   using quant_test::GGMLType;
   const cpu::DotKernel& s0 = cpu::dot_kernel(GGMLType::Q8_0, Isa::Scalar);

@@ -37,6 +37,9 @@ struct DotKernel {
   // Calls must start at a row index that is a multiple of this (16 for the repacked types, whose
   // rows are interleaved in groups: cpu/repack/layout.h); 1 for every plain type.
   int row_align = 1;
+  // Activations a several-activation call takes at most (0: act_group()). The IQ kernels take
+  // kMaxActGroup: decoding their blocks is most of their work, and each call decodes once for all.
+  int max_acts = 0;
 };
 
 // rows rounded up to a multiple of k.row_align: the row-block size a splitter may use.
@@ -78,7 +81,7 @@ int64_t act_tile_rows(const DotKernel& k, std::size_t w_stride, int64_t nrows, i
 // activations in groups of act_group(). The tiles start at multiples of k.row_align.
 template <class Call>
 void for_each_act_call(const DotKernel& k, std::size_t w_stride, int64_t nrows, int64_t nx, Call&& call) {
-  const int64_t group = nx > 1 ? act_group() : 1;  // a decode row's calls need no lookup
+  const int64_t group = nx <= 1 ? 1 : k.max_acts > 0 ? k.max_acts : act_group();  // a decode row needs no lookup
   const int64_t tile = act_tile_rows(k, w_stride, nrows, nx, group);
   for (int64_t r0 = 0; r0 < nrows; r0 += tile)
     for (int64_t i0 = 0; i0 < nx; i0 += group)

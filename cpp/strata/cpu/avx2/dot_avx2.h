@@ -31,13 +31,13 @@ STRATA_AVX2_DOT(dot_rows_q3_k_r16);
 STRATA_AVX2_DOT(dot_rows_iq4_xs_r16);  // dot_repacked_iq4_xs_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q3_k);        // dot_q3_k_q5_k_avx2.cpp
 STRATA_AVX2_DOT(dot_rows_q5_k);        // dot_q3_k_q5_k_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq2_xxs);     // dot_iq2_iq3_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq2_xs);      // dot_iq2_iq3_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq2_s);       // dot_iq2_iq3_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq3_xxs);     // dot_iq2_iq3_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq3_s);       // dot_iq2_iq3_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq1_s);       // dot_iq1_avx2.cpp
-STRATA_AVX2_DOT(dot_rows_iq1_m);       // dot_iq1_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq2_xxs);     // dot_iq_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq2_xs);      // dot_iq_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq2_s);       // dot_iq_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq3_xxs);     // dot_iq_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq3_s);       // dot_iq_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq1_s);       // dot_iq_avx2.cpp
+STRATA_AVX2_DOT(dot_rows_iq1_m);       // dot_iq_avx2.cpp
 #undef STRATA_AVX2_DOT
 #define STRATA_AVX2_DOT_MULTI(name)                                                                         \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
@@ -64,12 +64,12 @@ STRATA_AVX2_DOT_MULTI(dot_rows_multi_q4_k);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q3_k);  // dot_q3_k_q5_k_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q5_k);  // dot_k_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_q6_k);
-STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq2_xxs);  // dot_iq2_iq3_avx2.cpp
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq2_xxs);  // dot_iq_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq2_xs);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq2_s);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq3_xxs);
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq3_s);
-STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq1_s);  // dot_iq1_avx2.cpp
+STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq1_s);  // dot_iq_avx2.cpp
 STRATA_AVX2_DOT_MULTI(dot_rows_multi_iq1_m);
 #undef STRATA_AVX2_DOT_MULTI
 

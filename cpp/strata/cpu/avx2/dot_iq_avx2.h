@@ -1,7 +1,7 @@
-// The one shape of the AVX2 dots of the IQ formats with Q8_K activations (dot_iq2_iq3_avx2.cpp,
-// dot_iq1_avx2.cpp). Per group of 32 weights a format's decoder F gives an IqGroup: the unsigned
-// magnitudes u, a register whose bytes carry the weights' signs s (±1 bytes, or the signed weights
-// themselves), and the int16 scales of the group's pairs. maddubs(u, sign(q8, s)) then madd by the
+// The one shape of the AVX2 dots of the IQ formats with Q8_K activations (dot_iq_avx2.cpp). Per group
+// of 32 weights a format's decoder F (iq_groups_avx2.h) gives an IqGroup: the unsigned magnitudes u,
+// a register whose bytes carry the weights' signs s (±1 bytes, or the signed weights themselves), and
+// the int16 scales of the group's pairs. maddubs(u, sign(q8, s)) then madd by the
 // scales sums the group in int32. Each super-block's lanes are added up exactly (int32), then
 // sum += (F::d(x)·d_y)·isum and F::kScale (1/8, 1/4 or 1) times the sum at the end, the multiply and
 // the add rounded separately (these files are built with -ffp-contract=off): the scalar reference's
@@ -17,17 +17,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "strata/cpu/avx2/iq_groups_avx2.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/quant/blocks.h"
 
 namespace strata::cpu::avx2 {
 namespace {
-
-struct IqGroup {
-  __m256i u;       // |w| per byte
-  __m256i s;       // sign of w per byte (never 0)
-  __m256i scales;  // int16 multiplier of each pair of products
-};
 
 // The group's int32 sums against 32 activation bytes.
 inline __m256i iq_group_sum(const IqGroup& w, const int8_t* q8) {

@@ -31,13 +31,15 @@ constexpr DotKernel kQ3_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k_r
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs_r16, dot_rows_multi_iq4_xs_r16, 16};
 constexpr DotKernel kQ3_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k, dot_rows_multi_q3_k};
 constexpr DotKernel kQ5_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q5_k, dot_rows_multi_q5_k};
-constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs, dot_rows_multi_iq2_xxs};
-constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, dot_rows_multi_iq2_xs};
-constexpr DotKernel kIQ2_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_s, dot_rows_multi_iq2_s};
-constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, dot_rows_multi_iq3_xxs};
-constexpr DotKernel kIQ3_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s, dot_rows_multi_iq3_s};
-constexpr DotKernel kIQ1_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_s, dot_rows_multi_iq1_s};
-constexpr DotKernel kIQ1_M{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_m, dot_rows_multi_iq1_m};
+constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs, dot_rows_multi_iq2_xxs, 1,
+                             kMaxActGroup};
+constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, dot_rows_multi_iq2_xs, 1, kMaxActGroup};
+constexpr DotKernel kIQ2_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_s, dot_rows_multi_iq2_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, dot_rows_multi_iq3_xxs, 1,
+                             kMaxActGroup};
+constexpr DotKernel kIQ3_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s, dot_rows_multi_iq3_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ1_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_s, dot_rows_multi_iq1_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ1_M{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_m, dot_rows_multi_iq1_m, 1, kMaxActGroup};
 
 }  // namespace
 

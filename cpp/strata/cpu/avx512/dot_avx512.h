@@ -32,6 +32,13 @@ STRATA_AVX512_DOT(dot_rows_q3_k_r16);
 STRATA_AVX512_DOT(dot_rows_q5_k_r16);
 STRATA_AVX512_DOT(dot_rows_q6_k_r16);
 STRATA_AVX512_DOT(dot_rows_iq4_xs_r16);  // dot_repacked_iq4_xs_avx512.cpp
+STRATA_AVX512_DOT(dot_rows_iq2_xxs);     // dot_iq_avx512.cpp (the AVX2 kernels built here)
+STRATA_AVX512_DOT(dot_rows_iq2_xs);
+STRATA_AVX512_DOT(dot_rows_iq2_s);
+STRATA_AVX512_DOT(dot_rows_iq3_xxs);
+STRATA_AVX512_DOT(dot_rows_iq3_s);
+STRATA_AVX512_DOT(dot_rows_iq1_s);
+STRATA_AVX512_DOT(dot_rows_iq1_m);
 #undef STRATA_AVX512_DOT
 #define STRATA_AVX512_DOT_MULTI(name)                                                                       \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
@@ -58,6 +65,13 @@ STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq4_xs_r16);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q4_k);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q5_k);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_q6_k);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq2_xxs);  // dot_iq_avx512.cpp
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq2_xs);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq2_s);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq3_xxs);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq3_s);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq1_s);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq1_m);
 #undef STRATA_AVX512_DOT_MULTI
 
 void quantize_act_q8_0(const float* x, void* act, int64_t n);

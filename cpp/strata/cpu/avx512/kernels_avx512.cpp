@@ -32,6 +32,16 @@ constexpr DotKernel kQ5_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q5_k_r
 constexpr DotKernel kQ6_K_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k_r16, dot_rows_multi_q6_k_r16, 16};
 constexpr DotKernel kIQ4_XS_R16{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs_r16, dot_rows_multi_iq4_xs_r16, 16};
 
+constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs, dot_rows_multi_iq2_xxs, 1,
+                             kMaxActGroup};
+constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, dot_rows_multi_iq2_xs, 1, kMaxActGroup};
+constexpr DotKernel kIQ2_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_s, dot_rows_multi_iq2_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, dot_rows_multi_iq3_xxs, 1,
+                             kMaxActGroup};
+constexpr DotKernel kIQ3_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s, dot_rows_multi_iq3_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ1_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_s, dot_rows_multi_iq1_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ1_M{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_m, dot_rows_multi_iq1_m, 1, kMaxActGroup};
+
 }  // namespace
 
 const DotKernel* kernel(GGMLType type) {
@@ -60,6 +70,13 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::Q5_K_R16: return &kQ5_K_R16;
     case GGMLType::Q6_K_R16: return &kQ6_K_R16;
     case GGMLType::IQ4_XS_R16: return &kIQ4_XS_R16;
+    case GGMLType::IQ2_XXS: return &kIQ2_XXS;
+    case GGMLType::IQ2_XS: return &kIQ2_XS;
+    case GGMLType::IQ2_S: return &kIQ2_S;
+    case GGMLType::IQ3_XXS: return &kIQ3_XXS;
+    case GGMLType::IQ3_S: return &kIQ3_S;
+    case GGMLType::IQ1_S: return &kIQ1_S;
+    case GGMLType::IQ1_M: return &kIQ1_M;
     default: return nullptr;
   }
 }
