@@ -35,6 +35,7 @@ def build_info() -> dict[str, object]:
         "supported_isas": list(_strata.supported_isas()),
         "active_isa": _strata.active_isa(),
         "amx": _strata.amx_status(),
+        "avx512_vbmi": _strata.avx512_vbmi(),
         "threads": _strata.threads(),
     }
 

@@ -153,39 +153,49 @@ TEST(every_isa_matches_the_scalar_reference) {
 // scalar reference's float operations (sum += (dx·dy)·isum, the format's constant at the end), so one
 // activation and several give the scalar kernel's bits, on every width (one super-block to eight).
 TEST(iq_dots_are_bitwise_the_scalar_kernels) {
-  std::mt19937 rng(21);
-  const GGMLType kIq[] = {GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS,
-                          GGMLType::IQ3_S,   GGMLType::IQ1_S,  GGMLType::IQ1_M};
-  for (GGMLType type : kIq) {
-    for (int64_t n : test_widths(type)) {
-      const int64_t rows = 19;  // a 16-row group and a remainder
-      constexpr int kActs = 11;
-      const auto w = random_rows(type, rows, n, rng);
-      const std::size_t stride = strata::quant::row_bytes(type, n);
-      const auto X = random_floats(kActs * n, rng);
-      const auto& ks = cpu::dot_kernel(type, Isa::Scalar);
-      const std::size_t ab = cpu::activation_row_bytes(type, n);
-      std::vector<uint8_t> act(kActs * ab);
-      for (int a = 0; a < kActs; ++a) ks.quantize_act(X.data() + a * n, act.data() + a * ab, n);
-      std::vector<float> ref(kActs * rows);
-      for (int a = 0; a < kActs; ++a) ks.dot_rows(n, w.data(), stride, rows, act.data() + a * ab, &ref[a * rows]);
-      for (Isa isa : runnable_isas()) {
-        const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
-        std::vector<float> got(kActs * rows, -1.0f);
-        k.dot_rows(n, w.data(), stride, rows, act.data(), got.data());
-        CHECK_MSG(std::memcmp(got.data(), ref.data(), rows * 4) == 0, label(type, isa, n) + " one activation");
-        const void* acts[kActs];
-        float* outs[kActs];
-        for (int a = 0; a < kActs; ++a) {
-          acts[a] = act.data() + a * ab;
-          outs[a] = &got[a * rows];
+  // Where the CPU has AVX512_VBMI the avx512 IQ3_S kernels look the grid up with vpermi2b: both ways are run.
+  const bool vbmi = cpu::cpu_has_avx512_vbmi();
+  for (bool use_vbmi : {false, true}) {
+    if (use_vbmi && !vbmi) {
+      std::printf("AVX512_VBMI not here: the IQ3_S vpermi2b kernels not run\n");
+      continue;
+    }
+    if (vbmi) cpu::force_avx512_vbmi(use_vbmi);
+    std::mt19937 rng(21);
+    const GGMLType kIq[] = {GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS,
+                            GGMLType::IQ3_S,   GGMLType::IQ1_S,  GGMLType::IQ1_M};
+    for (GGMLType type : kIq) {
+      for (int64_t n : test_widths(type)) {
+        const int64_t rows = 19;  // a 16-row group and a remainder
+        constexpr int kActs = 11;
+        const auto w = random_rows(type, rows, n, rng);
+        const std::size_t stride = strata::quant::row_bytes(type, n);
+        const auto X = random_floats(kActs * n, rng);
+        const auto& ks = cpu::dot_kernel(type, Isa::Scalar);
+        const std::size_t ab = cpu::activation_row_bytes(type, n);
+        std::vector<uint8_t> act(kActs * ab);
+        for (int a = 0; a < kActs; ++a) ks.quantize_act(X.data() + a * n, act.data() + a * ab, n);
+        std::vector<float> ref(kActs * rows);
+        for (int a = 0; a < kActs; ++a) ks.dot_rows(n, w.data(), stride, rows, act.data() + a * ab, &ref[a * rows]);
+        for (Isa isa : runnable_isas()) {
+          const cpu::DotKernel& k = cpu::dot_kernel(type, isa);
+          std::vector<float> got(kActs * rows, -1.0f);
+          k.dot_rows(n, w.data(), stride, rows, act.data(), got.data());
+          CHECK_MSG(std::memcmp(got.data(), ref.data(), rows * 4) == 0, label(type, isa, n) + " one activation");
+          const void* acts[kActs];
+          float* outs[kActs];
+          for (int a = 0; a < kActs; ++a) {
+            acts[a] = act.data() + a * ab;
+            outs[a] = &got[a * rows];
+          }
+          cpu::dot_rows_acts(k, n, w.data(), stride, rows, acts, kActs, outs);
+          CHECK_MSG(std::memcmp(got.data(), ref.data(), got.size() * 4) == 0,
+                    label(type, isa, n) + " " + std::to_string(kActs) + " activations");
         }
-        cpu::dot_rows_acts(k, n, w.data(), stride, rows, acts, kActs, outs);
-        CHECK_MSG(std::memcmp(got.data(), ref.data(), got.size() * 4) == 0,
-                  label(type, isa, n) + " " + std::to_string(kActs) + " activations");
       }
     }
   }
+  if (vbmi) cpu::force_avx512_vbmi(true);
 }
 
 TEST(kernels_cover_extreme_bytes) {

@@ -16,6 +16,10 @@ def test_version_and_features() -> None:
     assert "scalar" in info["features"]
     assert info["active_isa"] in info["supported_isas"]
     assert int(info["threads"]) >= 1
+    # The IQ3_S vpermi2b kernels need the avx512 path (and a CPU with VBMI).
+    assert isinstance(info["avx512_vbmi"], bool)
+    if info["avx512_vbmi"]:
+        assert "avx512" in info["supported_isas"]
 
 
 def test_exception_hierarchy() -> None:

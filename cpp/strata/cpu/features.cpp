@@ -53,6 +53,7 @@ struct X86Features {
   bool avx2 = false;
   bool avx512 = false;
   bool amx_int8 = false;  // CPUID only: AMX-TILE + AMX-INT8 (detect_amx checks the rest)
+  bool vbmi = false;      // AVX-512 VBMI on top of the avx512 path (vpermb / vpermi2b)
 };
 
 // Read once: CPUID is slow (a VM exit under virtualisation) and isa_supported runs on every
@@ -82,6 +83,7 @@ const X86Features& x86_features() {
                vl = (b & (1u << 31)) != 0, vnni = (c & (1u << 11)) != 0;
     r.avx512 = r.avx2 && zmm_state && avx512f && dq && bw && vl && vnni;
     r.amx_int8 = (d & (1u << 24)) != 0 && (d & (1u << 25)) != 0;
+    r.vbmi = r.avx512 && (c & (1u << 1)) != 0;
     return r;
   }();
   return f;
@@ -276,6 +278,27 @@ std::vector<Isa> compiled_isas() {
   return v;
 }
 
+namespace {
+std::atomic<int> g_vbmi_forced{-1};
+bool cpu_vbmi() {
+#if defined(STRATA_X86_CPUID) && defined(STRATA_HAVE_AVX512_TU)
+  return x86_features().vbmi;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+bool cpu_has_avx512_vbmi() {
+  const int f = g_vbmi_forced.load(std::memory_order_relaxed);
+  return f >= 0 ? f != 0 : cpu_vbmi();
+}
+
+void force_avx512_vbmi(bool on) {
+  if (on && !cpu_vbmi()) throw_error(ErrorKind::Value, "AVX512_VBMI not available here");
+  g_vbmi_forced.store(on ? 1 : 0);
+}
+
 bool cpu_is_intel() {
 #if defined(STRATA_X86_CPUID)
   return x86_features().intel;
@@ -351,7 +374,7 @@ std::vector<std::string> build_features() {
   v.insert(v.end(), {"avx2", "fma", "f16c"});
 #endif
 #if defined(STRATA_HAVE_AVX512_TU)
-  v.insert(v.end(), {"avx512", "avx512vnni"});
+  v.insert(v.end(), {"avx512", "avx512vnni", "avx512vbmi"});
 #endif
 #if defined(STRATA_HAVE_AMX_TU)
   v.push_back("amx-int8");

@@ -227,6 +227,10 @@ def active_isa() -> str:
     """
     The kernel path the kernels dispatch to now (an ISA name, or avx512+amx)
     """
+def avx512_vbmi() -> bool:
+    """
+    Whether the avx512 path's IQ3_S kernels use AVX512_VBMI lookups here
+    """
 def amx_status() -> str:
     """
     Whether AMX tiles are usable here, or the first check that said no (CPUID, XCR0, arch_prctl, probe)

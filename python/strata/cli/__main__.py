@@ -47,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         supported = info["supported_isas"]
         assert isinstance(features, list) and isinstance(supported, list)
         print(f"strata {info['version']} (features: {', '.join(features)}; "
-              f"active: {info['active_isa']}; runnable here: {', '.join(supported)}; AMX: {info['amx']})")
+              f"active: {info['active_isa']}; runnable here: {', '.join(supported)}; AMX: {info['amx']}; "
+              f"AVX512_VBMI: {'yes' if info['avx512_vbmi'] else 'no'})")
         return 0
     if not getattr(args, "func", None):
         parser.print_help()

@@ -12,9 +12,11 @@
 // the scalar kernel's arithmetic, so results are bitwise it (and the one-activation dot, which is the
 // AVX2 kernel built here).
 #include <cstring>
+#include <type_traits>
 
 #include "strata/cpu/avx2/dot_iq_avx2.h"
 #include "strata/cpu/avx512/dot_avx512.h"
+#include "strata/cpu/features.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/repack/row_groups.h"
 
@@ -74,6 +76,28 @@ void decode(const uint8_t* rows, std::size_t stride, int64_t i, int n_valid, Dec
     d[r] = F::d(*blk[r]);
   }
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  if constexpr (std::is_same_v<F, avx2::IQ3S>) {
+    if (cpu_has_avx512_vbmi()) {  // the VBMI lookups: a row's 256 weights at once
+      alignas(64) uint8_t wb[16][256];
+      alignas(64) int32_t s8[16][8];
+      for (int r = 0; r < n_valid; ++r) iq3_s_vbmi_biased(blk[r], wb[r], s8[r]);
+      for (int g = 0; g < 8; ++g) {
+        __m512i P[8];
+        for (int j = 0; j < 8; ++j) {
+          const __m256i lo = j < n_valid ? _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[j] + 32 * g)) : bias;
+          const __m256i hi =
+              j + 8 < n_valid ? _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[j + 8] + 32 * g)) : bias;
+          P[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        }
+        transpose_16x8(P);
+        for (int k = 0; k < 8; ++k) D.w[g][k] = P[k];
+        for (int r = 0; r < n_valid; ++r) sc[2 * g][r] = sc[2 * g + 1][r] = s8[r][g];
+      }
+      for (int h = 0; h < 16; ++h) D.sc[h] = _mm512_load_si512(sc[h]);
+      D.d = _mm512_load_ps(d);
+      return;
+    }
+  }
   for (int g = 0; g < 8; ++g) {
     __m256i rw[16];
     for (int r = 0; r < 16; ++r) {
@@ -143,21 +167,32 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
 
 }  // namespace
 
-#define STRATA_IQ_ENTRIES(name, F)                                                                                 \
+// One activation: the AVX2 kernels built here, except IQ3_S where the CPU has VBMI.
+void dot_rows_iq3_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  if (cpu_has_avx512_vbmi())
+    dot_rows_iq3_s_vbmi(n, w, stride, nrows, act, out);
+  else
+    avx2::iq_rows<avx2::IQ3S>(n, w, stride, nrows, act, out);
+}
+#define STRATA_IQ_ONE(name, F)                                                                                     \
   void dot_rows_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) { \
     avx2::iq_rows<avx2::F>(n, w, stride, nrows, act, out);                                                         \
-  }                                                                                                                \
+  }
+#define STRATA_IQ_MULTI(name, F)                                                                                   \
   void dot_rows_multi_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, \
                              int nact, float* const* outs) {                                                       \
     rows_multi<avx2::F>(n, w, stride, nrows, acts, nact, outs);                                                    \
   }
+#define STRATA_IQ_ENTRIES(name, F) STRATA_IQ_ONE(name, F) STRATA_IQ_MULTI(name, F)
 STRATA_IQ_ENTRIES(iq2_xxs, IQ2XXS)
 STRATA_IQ_ENTRIES(iq2_xs, IQ2XS)
 STRATA_IQ_ENTRIES(iq2_s, IQ2S)
 STRATA_IQ_ENTRIES(iq3_xxs, IQ3XXS)
-STRATA_IQ_ENTRIES(iq3_s, IQ3S)
+STRATA_IQ_MULTI(iq3_s, IQ3S)
 STRATA_IQ_ENTRIES(iq1_s, IQ1S)
 STRATA_IQ_ENTRIES(iq1_m, IQ1M)
+#undef STRATA_IQ_ONE
+#undef STRATA_IQ_MULTI
 #undef STRATA_IQ_ENTRIES
 
 }  // namespace strata::cpu::avx512
