@@ -76,11 +76,12 @@ void decode(const uint8_t* rows, std::size_t stride, int64_t i, int n_valid, Dec
     d[r] = F::d(*blk[r]);
   }
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  if constexpr (std::is_same_v<F, avx2::IQ3S>) {
+  if constexpr (std::is_same_v<F, avx2::IQ3S> || std::is_same_v<F, avx2::IQ3XXS>) {
     if (cpu_has_avx512_vbmi()) {  // the VBMI lookups: a row's 256 weights at once
+      constexpr auto biased = std::is_same_v<F, avx2::IQ3S> ? iq3_s_vbmi_biased : iq3_xxs_vbmi_biased;
       alignas(64) uint8_t wb[16][256];
       alignas(64) int32_t s8[16][8];
-      for (int r = 0; r < n_valid; ++r) iq3_s_vbmi_biased(blk[r], wb[r], s8[r]);
+      for (int r = 0; r < n_valid; ++r) biased(blk[r], wb[r], s8[r]);
       for (int g = 0; g < 8; ++g) {
         __m512i P[8];
         for (int j = 0; j < 8; ++j) {
@@ -167,12 +168,18 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
 
 }  // namespace
 
-// One activation: the AVX2 kernels built here, except IQ3_S where the CPU has VBMI.
+// One activation: the AVX2 kernels built here, except IQ3_S and IQ3_XXS where the CPU has VBMI.
 void dot_rows_iq3_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   if (cpu_has_avx512_vbmi())
     dot_rows_iq3_s_vbmi(n, w, stride, nrows, act, out);
   else
     avx2::iq_rows<avx2::IQ3S>(n, w, stride, nrows, act, out);
+}
+void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
+  if (cpu_has_avx512_vbmi())
+    dot_rows_iq3_xxs_vbmi(n, w, stride, nrows, act, out);
+  else
+    avx2::iq_rows<avx2::IQ3XXS>(n, w, stride, nrows, act, out);
 }
 #define STRATA_IQ_ONE(name, F)                                                                                     \
   void dot_rows_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) { \
@@ -187,7 +194,7 @@ void dot_rows_iq3_s(int64_t n, const void* w, std::size_t stride, int64_t nrows,
 STRATA_IQ_ENTRIES(iq2_xxs, IQ2XXS)
 STRATA_IQ_ENTRIES(iq2_xs, IQ2XS)
 STRATA_IQ_ENTRIES(iq2_s, IQ2S)
-STRATA_IQ_ENTRIES(iq3_xxs, IQ3XXS)
+STRATA_IQ_MULTI(iq3_xxs, IQ3XXS)
 STRATA_IQ_MULTI(iq3_s, IQ3S)
 STRATA_IQ_ENTRIES(iq1_s, IQ1S)
 STRATA_IQ_ENTRIES(iq1_m, IQ1M)
