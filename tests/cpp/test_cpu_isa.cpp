@@ -374,6 +374,14 @@ TEST(neon_q5_1_iq4_nl_and_iq_kernels_are_not_the_scalar_kernels) {
                        GGMLType::IQ3_XXS, GGMLType::IQ3_S, GGMLType::IQ1_S, GGMLType::IQ1_M})
       CHECK_MSG(cpu::dot_kernel(t, isa).dot_rows != cpu::dot_kernel(t, Isa::Scalar).dot_rows,
                 std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(t) + " runs the scalar kernel");
+    // The IQ kernels decode each super-block once for a whole group of activations (dot_iq_neon.h).
+    for (GGMLType t : {GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS, GGMLType::IQ3_S,
+                       GGMLType::IQ1_S, GGMLType::IQ1_M}) {
+      const cpu::DotKernel& k = cpu::dot_kernel(t, isa);
+      const std::string name = std::string(cpu::isa_name(isa)) + " " + strata::quant::type_name(t);
+      CHECK_MSG(k.dot_rows_multi != nullptr, name + " has no several-activation kernel");
+      CHECK_MSG(k.max_acts == cpu::kMaxActGroup, name + " takes " + std::to_string(k.max_acts) + " activations a call");
+    }
   }
 }
 #endif

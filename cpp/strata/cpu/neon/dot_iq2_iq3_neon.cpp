@@ -4,10 +4,11 @@
 // byte masks ((g ^ m) − m negates where m = −1: from kIQSignMasks for the 7-bit sign fields, from
 // the stored bits themselves for IQ2_S's and IQ3_S's 8 free ones), one 16-lane dot each, the odd
 // integer scales applied in int32 and the constant 1/8 (IQ2 formats) or 1/4 (IQ3_XXS) once at the
-// end, as the scalar reference does.
+// end, as the scalar reference does. Each format is a group decoder run by dot_iq_neon.h's one- and
+// several-activation loops.
 #include <cstring>
 
-#include "strata/cpu/dot_rows.h"
+#include "strata/cpu/neon/dot_iq_neon.h"
 #include "strata/cpu/neon/dot_neon.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
@@ -21,7 +22,6 @@ using quant::BlockIQ2_XS;
 using quant::BlockIQ2_XXS;
 using quant::BlockIQ3_S;
 using quant::BlockIQ3_XXS;
-using quant::BlockQ8_K;
 using quant::kIQ2SGrid;
 using quant::kIQ2XSGrid;
 using quant::kIQ2XXSGrid;
@@ -56,109 +56,96 @@ inline uint64_t iq3_s_pair(const BlockIQ3_S& b, int k) {
   return uint64_t{kIQ3SGrid[quant::iq3_s_index(b, k)]} | (uint64_t{kIQ3SGrid[quant::iq3_s_index(b, k + 1)]} << 32);
 }
 
-float dot_iq2_xxs(int64_t nb, const BlockIQ2_XXS* x, const BlockQ8_K* y) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    int isum = 0;
-    for (int g = 0; g < 8; ++g) {
-      uint32_t aux[2];
-      std::memcpy(aux, x[i].qs + 4 * g, 8);
-      const int8_t* q8 = y[i].qs + 32 * g;
-      const int8x16_t w0 = signed_magnitudes(kIQ2XXSGrid[aux[0] & 0xFF], kIQ2XXSGrid[(aux[0] >> 8) & 0xFF],
-                                             aux[1] & 127, (aux[1] >> 7) & 127);
-      const int8x16_t w1 = signed_magnitudes(kIQ2XXSGrid[(aux[0] >> 16) & 0xFF], kIQ2XXSGrid[aux[0] >> 24],
-                                             (aux[1] >> 14) & 127, (aux[1] >> 21) & 127);
-      const int32x4_t p = dot_s8(dot_s8(vdupq_n_s32(0), w0, vld1q_s8(q8)), w1, vld1q_s8(q8 + 16));
-      isum += static_cast<int>(2 * (aux[1] >> 28) + 1) * vaddvq_s32(p);
-    }
-    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
+// The formats' group decoders (dot_iq_neon.h): group g holds elements 32g .. 32g + 31.
+struct Iq2Xxs {
+  using Block = BlockIQ2_XXS;
+  static constexpr bool kHalfScales = false;
+  static constexpr float kScale = 0.125f;
+  static float d(const Block& b) { return half(b.d); }
+  static IqGroup group(const Block& b, int g) {
+    uint32_t aux[2];
+    std::memcpy(aux, b.qs + 4 * g, 8);
+    return {signed_magnitudes(kIQ2XXSGrid[aux[0] & 0xFF], kIQ2XXSGrid[(aux[0] >> 8) & 0xFF], aux[1] & 127,
+                              (aux[1] >> 7) & 127),
+            signed_magnitudes(kIQ2XXSGrid[(aux[0] >> 16) & 0xFF], kIQ2XXSGrid[aux[0] >> 24], (aux[1] >> 14) & 127,
+                              (aux[1] >> 21) & 127),
+            static_cast<int32_t>(2 * (aux[1] >> 28) + 1), 0};
   }
-  return 0.125f * sum;
-}
+};
 
-float dot_iq2_xs(int64_t nb, const BlockIQ2_XS* x, const BlockQ8_K* y) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    int isum = 0;
-    for (int h = 0; h < 16; ++h) {
-      const uint16_t q0 = x[i].qs[2 * h], q1 = x[i].qs[2 * h + 1];
-      const int8x16_t w = signed_magnitudes(kIQ2XSGrid[q0 & 511], kIQ2XSGrid[q1 & 511], q0 >> 9, q1 >> 9);
-      isum += quant::iq_odd_scale(x[i], h) * dot16(w, vld1q_s8(y[i].qs + 16 * h));
-    }
-    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
+struct Iq2Xs {  // halves 2g and 2g + 1, one scale each
+  using Block = BlockIQ2_XS;
+  static constexpr bool kHalfScales = true;
+  static constexpr float kScale = 0.125f;
+  static float d(const Block& b) { return half(b.d); }
+  static int8x16_t half_weights(const Block& b, int h) {
+    const uint16_t q0 = b.qs[2 * h], q1 = b.qs[2 * h + 1];
+    return signed_magnitudes(kIQ2XSGrid[q0 & 511], kIQ2XSGrid[q1 & 511], q0 >> 9, q1 >> 9);
   }
-  return 0.125f * sum;
-}
+  static IqGroup group(const Block& b, int g) {
+    return {half_weights(b, 2 * g), half_weights(b, 2 * g + 1), quant::iq_odd_scale(b, 2 * g),
+            quant::iq_odd_scale(b, 2 * g + 1)};
+  }
+};
 
-float dot_iq2_s(int64_t nb, const BlockIQ2_S* x, const BlockQ8_K* y) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    int isum = 0;
-    for (int h = 0; h < 16; ++h) {
-      const int8x16_t w = signed_magnitudes(kIQ2SGrid[quant::iq2_s_index(x[i], 2 * h)],
-                                            kIQ2SGrid[quant::iq2_s_index(x[i], 2 * h + 1)], x[i].signs + 2 * h);
-      isum += quant::iq_odd_scale(x[i], h) * dot16(w, vld1q_s8(y[i].qs + 16 * h));
-    }
-    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
+struct Iq2S {  // halves 2g and 2g + 1, one scale each
+  using Block = BlockIQ2_S;
+  static constexpr bool kHalfScales = true;
+  static constexpr float kScale = 0.125f;
+  static float d(const Block& b) { return half(b.d); }
+  static int8x16_t half_weights(const Block& b, int h) {
+    return signed_magnitudes(kIQ2SGrid[quant::iq2_s_index(b, 2 * h)], kIQ2SGrid[quant::iq2_s_index(b, 2 * h + 1)],
+                             b.signs + 2 * h);
   }
-  return 0.125f * sum;
-}
+  static IqGroup group(const Block& b, int g) {
+    return {half_weights(b, 2 * g), half_weights(b, 2 * g + 1), quant::iq_odd_scale(b, 2 * g),
+            quant::iq_odd_scale(b, 2 * g + 1)};
+  }
+};
 
-float dot_iq3_xxs(int64_t nb, const BlockIQ3_XXS* x, const BlockQ8_K* y) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    int isum = 0;
-    for (int g = 0; g < 8; ++g) {
-      uint32_t aux;
-      std::memcpy(&aux, x[i].qs + quant::kQK_K / 4 + 4 * g, 4);
-      const uint8_t* q3 = x[i].qs + 8 * g;
-      const int8_t* q8 = y[i].qs + 32 * g;
-      const int8x16_t w0 =
-          signed_magnitudes(iq3_pair(q3[0], q3[1]), iq3_pair(q3[2], q3[3]), aux & 127, (aux >> 7) & 127);
-      const int8x16_t w1 =
-          signed_magnitudes(iq3_pair(q3[4], q3[5]), iq3_pair(q3[6], q3[7]), (aux >> 14) & 127, (aux >> 21) & 127);
-      const int32x4_t p = dot_s8(dot_s8(vdupq_n_s32(0), w0, vld1q_s8(q8)), w1, vld1q_s8(q8 + 16));
-      isum += static_cast<int>(2 * (aux >> 28) + 1) * vaddvq_s32(p);
-    }
-    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
+struct Iq3Xxs {
+  using Block = BlockIQ3_XXS;
+  static constexpr bool kHalfScales = false;
+  static constexpr float kScale = 0.25f;
+  static float d(const Block& b) { return half(b.d); }
+  static IqGroup group(const Block& b, int g) {
+    uint32_t aux;
+    std::memcpy(&aux, b.qs + quant::kQK_K / 4 + 4 * g, 4);
+    const uint8_t* q3 = b.qs + 8 * g;
+    return {signed_magnitudes(iq3_pair(q3[0], q3[1]), iq3_pair(q3[2], q3[3]), aux & 127, (aux >> 7) & 127),
+            signed_magnitudes(iq3_pair(q3[4], q3[5]), iq3_pair(q3[6], q3[7]), (aux >> 14) & 127, (aux >> 21) & 127),
+            static_cast<int32_t>(2 * (aux >> 28) + 1), 0};
   }
-  return 0.25f * sum;
-}
+};
 
-float dot_iq3_s(int64_t nb, const BlockIQ3_S* x, const BlockQ8_K* y) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    int isum = 0;
-    for (int g = 0; g < 8; ++g) {
-      const int k = 8 * g;  // the group's first grid entry (4 magnitudes each)
-      const uint8_t* signs = x[i].signs + 4 * g;
-      const int8_t* q8 = y[i].qs + 32 * g;
-      const int8x16_t w0 = signed_magnitudes(iq3_s_pair(x[i], k), iq3_s_pair(x[i], k + 2), signs);
-      const int8x16_t w1 = signed_magnitudes(iq3_s_pair(x[i], k + 4), iq3_s_pair(x[i], k + 6), signs + 2);
-      const int32x4_t p = dot_s8(dot_s8(vdupq_n_s32(0), w0, vld1q_s8(q8)), w1, vld1q_s8(q8 + 16));
-      isum += quant::iq_odd_scale(x[i], g) * vaddvq_s32(p);
-    }
-    sum += (half(x[i].d) * y[i].d) * static_cast<float>(isum);
+struct Iq3S {
+  using Block = BlockIQ3_S;
+  static constexpr bool kHalfScales = false;
+  static constexpr float kScale = 1.0f;
+  static float d(const Block& b) { return half(b.d); }
+  static IqGroup group(const Block& b, int g) {
+    const int k = 8 * g;  // the group's first grid entry (4 magnitudes each)
+    const uint8_t* signs = b.signs + 4 * g;
+    return {signed_magnitudes(iq3_s_pair(b, k), iq3_s_pair(b, k + 2), signs),
+            signed_magnitudes(iq3_s_pair(b, k + 4), iq3_s_pair(b, k + 6), signs + 2), quant::iq_odd_scale(b, g), 0};
   }
-  return sum;
-}
+};
 
 }  // namespace
 
-void dot_rows_iq2_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ2_XXS, dot_iq2_xxs>(n, w, stride, nrows, act, out);
-}
-void dot_rows_iq2_xs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ2_XS, dot_iq2_xs>(n, w, stride, nrows, act, out);
-}
-void dot_rows_iq2_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ2_S, dot_iq2_s>(n, w, stride, nrows, act, out);
-}
-void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ3_XXS, dot_iq3_xxs>(n, w, stride, nrows, act, out);
-}
-void dot_rows_iq3_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows_q8_k<BlockIQ3_S, dot_iq3_s>(n, w, stride, nrows, act, out);
-}
+#define STRATA_NEON_IQ_ROWS(type, F)                                                                               \
+  void dot_rows_##type(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) { \
+    iq_rows<F>(n, w, stride, nrows, act, out);                                                                     \
+  }                                                                                                                \
+  void dot_rows_multi_##type(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, \
+                             int nact, float* const* outs) {                                                       \
+    iq_rows_multi<F>(n, w, stride, nrows, acts, nact, outs);                                                       \
+  }
+STRATA_NEON_IQ_ROWS(iq2_xxs, Iq2Xxs)
+STRATA_NEON_IQ_ROWS(iq2_xs, Iq2Xs)
+STRATA_NEON_IQ_ROWS(iq2_s, Iq2S)
+STRATA_NEON_IQ_ROWS(iq3_xxs, Iq3Xxs)
+STRATA_NEON_IQ_ROWS(iq3_s, Iq3S)
+#undef STRATA_NEON_IQ_ROWS
 
 }  // namespace strata::cpu::STRATA_NEON_NS

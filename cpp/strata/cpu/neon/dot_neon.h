@@ -39,6 +39,19 @@ STRATA_NEON_DOT(dot_rows_iq1_s);    // dot_iq1_neon.cpp
 STRATA_NEON_DOT(dot_rows_iq1_m);    // dot_iq1_neon.cpp
 #undef STRATA_NEON_DOT
 
+// Several activations (kernels.h's DotRowsMultiFn): each weight super-block decoded once for all.
+#define STRATA_NEON_DOT_MULTI(name)                                                                         \
+  void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
+            float* const* outs)
+STRATA_NEON_DOT_MULTI(dot_rows_multi_iq2_xxs);  // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT_MULTI(dot_rows_multi_iq2_xs);   // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT_MULTI(dot_rows_multi_iq2_s);    // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT_MULTI(dot_rows_multi_iq3_xxs);  // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT_MULTI(dot_rows_multi_iq3_s);    // dot_iq2_iq3_neon.cpp
+STRATA_NEON_DOT_MULTI(dot_rows_multi_iq1_s);    // dot_iq1_neon.cpp
+STRATA_NEON_DOT_MULTI(dot_rows_multi_iq1_m);    // dot_iq1_neon.cpp
+#undef STRATA_NEON_DOT_MULTI
+
 void quantize_act_q8_0(const float* x, void* act, int64_t n);
 void quantize_act_q8_k(const float* x, void* act, int64_t n);
 

@@ -21,13 +21,16 @@ constexpr DotKernel kQ6_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q6_k, null
 constexpr DotKernel kIQ4_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq4_xs, nullptr};
 constexpr DotKernel kQ3_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q3_k, nullptr};
 constexpr DotKernel kQ5_K{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_q5_k, nullptr};
-constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs, nullptr};
-constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, nullptr};
-constexpr DotKernel kIQ2_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_s, nullptr};
-constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, nullptr};
-constexpr DotKernel kIQ3_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s, nullptr};
-constexpr DotKernel kIQ1_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_s, nullptr};
-constexpr DotKernel kIQ1_M{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_m, nullptr};
+// The IQ kernels decode each super-block once for up to kMaxActGroup activations (dot_iq_neon.h).
+constexpr DotKernel kIQ2_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs, dot_rows_multi_iq2_xxs, 1,
+                             kMaxActGroup};
+constexpr DotKernel kIQ2_XS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs, dot_rows_multi_iq2_xs, 1, kMaxActGroup};
+constexpr DotKernel kIQ2_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_s, dot_rows_multi_iq2_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ3_XXS{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs, dot_rows_multi_iq3_xxs, 1,
+                             kMaxActGroup};
+constexpr DotKernel kIQ3_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s, dot_rows_multi_iq3_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ1_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_s, dot_rows_multi_iq1_s, 1, kMaxActGroup};
+constexpr DotKernel kIQ1_M{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_m, dot_rows_multi_iq1_m, 1, kMaxActGroup};
 
 }  // namespace
 
