@@ -62,7 +62,7 @@ PYBIND11_MODULE(_strata, m) {
     return out;
   });
   m.def("avx512_vbmi", &strata::cpu::cpu_has_avx512_vbmi,
-        "Whether the avx512 path's IQ3_S / IQ3_XXS kernels use AVX512_VBMI lookups here");
+        "Whether the avx512 path's IQ2 / IQ3 kernels use AVX512_VBMI lookups here");
   m.def(
       "amx_status", [] { return strata::cpu::amx_status().detail; },
       "Whether AMX tiles are usable here, or the first check that said no (CPUID, XCR0, arch_prctl, probe)");

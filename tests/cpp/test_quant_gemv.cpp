@@ -153,7 +153,7 @@ TEST(every_isa_matches_the_scalar_reference) {
 // scalar reference's float operations (sum += (dx·dy)·isum, the format's constant at the end), so one
 // activation and several give the scalar kernel's bits, on every width (one super-block to eight).
 TEST(iq_dots_are_bitwise_the_scalar_kernels) {
-  // Where the CPU has AVX512_VBMI the avx512 IQ3_S / IQ3_XXS kernels look the grid up with vpermi2b: both ways are run.
+  // Where the CPU has AVX512_VBMI the avx512 IQ2 / IQ3 kernels look their grids up with VBMI: both ways are run.
   const bool vbmi = cpu::cpu_has_avx512_vbmi();
   for (bool use_vbmi : {false, true}) {
     if (use_vbmi && !vbmi) {

@@ -16,7 +16,7 @@ def test_version_and_features() -> None:
     assert "scalar" in info["features"]
     assert info["active_isa"] in info["supported_isas"]
     assert int(info["threads"]) >= 1
-    # The IQ3_S / IQ3_XXS vpermi2b kernels need the avx512 path (and a CPU with VBMI).
+    # The IQ2 / IQ3 VBMI kernels need the avx512 path (and a CPU with VBMI).
     assert isinstance(info["avx512_vbmi"], bool)
     if info["avx512_vbmi"]:
         assert "avx512" in info["supported_isas"]

@@ -33,9 +33,9 @@ std::vector<Isa> all_isas();       // every path any build may have, for name lo
 std::vector<Isa> compiled_isas();  // always includes Scalar
 bool isa_supported(Isa isa);       // compiled in and runnable on this processor
 bool cpu_is_intel();               // CPUID's vendor string is "GenuineIntel" (false off x86)
-// The avx512 path is runnable and CPUID reports AVX512_VBMI: the IQ3_S and IQ3_XXS kernels then look the
-// grid up with vpermi2b (cpu/avx512/dot_iq3_vbmi.cpp). force_avx512_vbmi(false) turns that off (tests, comparisons);
-// forcing it on where the CPU lacks it throws strata::Error (Value).
+// The avx512 path is runnable and CPUID reports AVX512_VBMI: the IQ2 and IQ3 kernels then look their
+// grids up with vpermi2b / vpermi2w (cpu/avx512/dot_iq_vbmi.cpp). force_avx512_vbmi(false) turns that off (tests,
+// comparisons); forcing it on where the CPU lacks it throws strata::Error (Value).
 bool cpu_has_avx512_vbmi();
 void force_avx512_vbmi(bool on);
 Isa best_isa();

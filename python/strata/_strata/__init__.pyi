@@ -229,7 +229,7 @@ def active_isa() -> str:
     """
 def avx512_vbmi() -> bool:
     """
-    Whether the avx512 path's IQ3_S / IQ3_XXS kernels use AVX512_VBMI lookups here
+    Whether the avx512 path's IQ2 / IQ3 kernels use AVX512_VBMI lookups here
     """
 def amx_status() -> str:
     """

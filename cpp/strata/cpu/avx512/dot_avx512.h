@@ -39,13 +39,20 @@ STRATA_AVX512_DOT(dot_rows_iq3_xxs);
 STRATA_AVX512_DOT(dot_rows_iq3_s);
 STRATA_AVX512_DOT(dot_rows_iq1_s);
 STRATA_AVX512_DOT(dot_rows_iq1_m);
-STRATA_AVX512_DOT(dot_rows_iq3_s_vbmi);  // dot_iq3_vbmi.cpp: only where cpu_has_avx512_vbmi()
+STRATA_AVX512_DOT(dot_rows_iq3_s_vbmi);  // dot_iq_vbmi.cpp: only where cpu_has_avx512_vbmi()
 STRATA_AVX512_DOT(dot_rows_iq3_xxs_vbmi);
+STRATA_AVX512_DOT(dot_rows_iq2_xxs_vbmi);
+STRATA_AVX512_DOT(dot_rows_iq2_xs_vbmi);
+STRATA_AVX512_DOT(dot_rows_iq2_s_vbmi);
 #undef STRATA_AVX512_DOT
-// One IQ3_S / IQ3_XXS block's 256 weights + 128 (signs applied) in order and its 8 groups' odd scales,
-// through the VBMI lookups (dot_iq3_vbmi.cpp; only where cpu_has_avx512_vbmi()).
+// One IQ3_S / IQ3_XXS / IQ2_XXS / IQ2_XS / IQ2_S block's 256 weights + 128 (signs applied) in order and
+// the odd scale of each 16 weights, through the VBMI lookups (dot_iq_vbmi.cpp; only where
+// cpu_has_avx512_vbmi()).
 void iq3_s_vbmi_biased(const void* block, uint8_t* w, int32_t* scales);
 void iq3_xxs_vbmi_biased(const void* block, uint8_t* w, int32_t* scales);
+void iq2_xxs_vbmi_biased(const void* block, uint8_t* w, int32_t* scales);
+void iq2_xs_vbmi_biased(const void* block, uint8_t* w, int32_t* scales);
+void iq2_s_vbmi_biased(const void* block, uint8_t* w, int32_t* scales);
 #define STRATA_AVX512_DOT_MULTI(name)                                                                       \
   void name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact, \
             float* const* outs)

@@ -65,6 +65,33 @@ inline void transpose_16x8(__m512i P[8]) {
   }
 }
 
+// The formats whose blocks the VBMI lookups decode (dot_iq_vbmi.cpp), where the CPU has VBMI.
+using BiasedFn = void (*)(const void*, uint8_t*, int32_t*);
+template <class F>
+struct VbmiBiased {
+  static constexpr BiasedFn kFn = nullptr;
+};
+template <>
+struct VbmiBiased<avx2::IQ3S> {
+  static constexpr BiasedFn kFn = iq3_s_vbmi_biased;
+};
+template <>
+struct VbmiBiased<avx2::IQ3XXS> {
+  static constexpr BiasedFn kFn = iq3_xxs_vbmi_biased;
+};
+template <>
+struct VbmiBiased<avx2::IQ2XXS> {
+  static constexpr BiasedFn kFn = iq2_xxs_vbmi_biased;
+};
+template <>
+struct VbmiBiased<avx2::IQ2XS> {
+  static constexpr BiasedFn kFn = iq2_xs_vbmi_biased;
+};
+template <>
+struct VbmiBiased<avx2::IQ2S> {
+  static constexpr BiasedFn kFn = iq2_s_vbmi_biased;
+};
+
 // Super-block i of the n_valid rows at `rows` (stride bytes apart); missing rows decode as zeros.
 template <class F>
 void decode(const uint8_t* rows, std::size_t stride, int64_t i, int n_valid, Decoded& D) {
@@ -76,12 +103,11 @@ void decode(const uint8_t* rows, std::size_t stride, int64_t i, int n_valid, Dec
     d[r] = F::d(*blk[r]);
   }
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  if constexpr (std::is_same_v<F, avx2::IQ3S> || std::is_same_v<F, avx2::IQ3XXS>) {
+  if constexpr (VbmiBiased<F>::kFn != nullptr) {
     if (cpu_has_avx512_vbmi()) {  // the VBMI lookups: a row's 256 weights at once
-      constexpr auto biased = std::is_same_v<F, avx2::IQ3S> ? iq3_s_vbmi_biased : iq3_xxs_vbmi_biased;
       alignas(64) uint8_t wb[16][256];
-      alignas(64) int32_t s8[16][8];
-      for (int r = 0; r < n_valid; ++r) biased(blk[r], wb[r], s8[r]);
+      alignas(64) int32_t s16[16][16];
+      for (int r = 0; r < n_valid; ++r) VbmiBiased<F>::kFn(blk[r], wb[r], s16[r]);
       for (int g = 0; g < 8; ++g) {
         __m512i P[8];
         for (int j = 0; j < 8; ++j) {
@@ -92,7 +118,10 @@ void decode(const uint8_t* rows, std::size_t stride, int64_t i, int n_valid, Dec
         }
         transpose_16x8(P);
         for (int k = 0; k < 8; ++k) D.w[g][k] = P[k];
-        for (int r = 0; r < n_valid; ++r) sc[2 * g][r] = sc[2 * g + 1][r] = s8[r][g];
+        for (int r = 0; r < n_valid; ++r) {
+          sc[2 * g][r] = s16[r][2 * g];
+          sc[2 * g + 1][r] = s16[r][2 * g + 1];
+        }
       }
       for (int h = 0; h < 16; ++h) D.sc[h] = _mm512_load_si512(sc[h]);
       D.d = _mm512_load_ps(d);
@@ -168,19 +197,14 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
 
 }  // namespace
 
-// One activation: the AVX2 kernels built here, except IQ3_S and IQ3_XXS where the CPU has VBMI.
-void dot_rows_iq3_s(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  if (cpu_has_avx512_vbmi())
-    dot_rows_iq3_s_vbmi(n, w, stride, nrows, act, out);
-  else
-    avx2::iq_rows<avx2::IQ3S>(n, w, stride, nrows, act, out);
-}
-void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  if (cpu_has_avx512_vbmi())
-    dot_rows_iq3_xxs_vbmi(n, w, stride, nrows, act, out);
-  else
-    avx2::iq_rows<avx2::IQ3XXS>(n, w, stride, nrows, act, out);
-}
+// One activation: the AVX2 kernels built here, or the VBMI lookups where the CPU has VBMI.
+#define STRATA_IQ_ONE_VBMI(name, F)                                                                                \
+  void dot_rows_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) { \
+    if (cpu_has_avx512_vbmi())                                                                                     \
+      dot_rows_##name##_vbmi(n, w, stride, nrows, act, out);                                                       \
+    else                                                                                                           \
+      avx2::iq_rows<avx2::F>(n, w, stride, nrows, act, out);                                                       \
+  }
 #define STRATA_IQ_ONE(name, F)                                                                                     \
   void dot_rows_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) { \
     avx2::iq_rows<avx2::F>(n, w, stride, nrows, act, out);                                                         \
@@ -190,14 +214,21 @@ void dot_rows_iq3_xxs(int64_t n, const void* w, std::size_t stride, int64_t nrow
                              int nact, float* const* outs) {                                                       \
     rows_multi<avx2::F>(n, w, stride, nrows, acts, nact, outs);                                                    \
   }
-#define STRATA_IQ_ENTRIES(name, F) STRATA_IQ_ONE(name, F) STRATA_IQ_MULTI(name, F)
-STRATA_IQ_ENTRIES(iq2_xxs, IQ2XXS)
-STRATA_IQ_ENTRIES(iq2_xs, IQ2XS)
-STRATA_IQ_ENTRIES(iq2_s, IQ2S)
+STRATA_IQ_ONE_VBMI(iq2_xxs, IQ2XXS)
+STRATA_IQ_ONE_VBMI(iq2_xs, IQ2XS)
+STRATA_IQ_ONE_VBMI(iq2_s, IQ2S)
+STRATA_IQ_ONE_VBMI(iq3_xxs, IQ3XXS)
+STRATA_IQ_ONE_VBMI(iq3_s, IQ3S)
+STRATA_IQ_ONE(iq1_s, IQ1S)
+STRATA_IQ_ONE(iq1_m, IQ1M)
+STRATA_IQ_MULTI(iq2_xxs, IQ2XXS)
+STRATA_IQ_MULTI(iq2_xs, IQ2XS)
+STRATA_IQ_MULTI(iq2_s, IQ2S)
 STRATA_IQ_MULTI(iq3_xxs, IQ3XXS)
 STRATA_IQ_MULTI(iq3_s, IQ3S)
-STRATA_IQ_ENTRIES(iq1_s, IQ1S)
-STRATA_IQ_ENTRIES(iq1_m, IQ1M)
+STRATA_IQ_MULTI(iq1_s, IQ1S)
+STRATA_IQ_MULTI(iq1_m, IQ1M)
+#undef STRATA_IQ_ONE_VBMI
 #undef STRATA_IQ_ONE
 #undef STRATA_IQ_MULTI
 #undef STRATA_IQ_ENTRIES
