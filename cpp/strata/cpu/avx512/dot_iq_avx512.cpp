@@ -65,32 +65,26 @@ inline void transpose_16x8(__m512i P[8]) {
   }
 }
 
-// The formats whose blocks the VBMI lookups decode (dot_iq_vbmi.cpp), where the CPU has VBMI.
+// The formats whose blocks the VBMI lookups decode (dot_iq_vbmi.cpp), where the CPU has VBMI. (A flag, not a
+// test of the function pointer: the address of a function is no constant expression under the sanitizers.)
 using BiasedFn = void (*)(const void*, uint8_t*, int32_t*);
 template <class F>
 struct VbmiBiased {
+  static constexpr bool kHas = false;
   static constexpr BiasedFn kFn = nullptr;
 };
-template <>
-struct VbmiBiased<avx2::IQ3S> {
-  static constexpr BiasedFn kFn = iq3_s_vbmi_biased;
-};
-template <>
-struct VbmiBiased<avx2::IQ3XXS> {
-  static constexpr BiasedFn kFn = iq3_xxs_vbmi_biased;
-};
-template <>
-struct VbmiBiased<avx2::IQ2XXS> {
-  static constexpr BiasedFn kFn = iq2_xxs_vbmi_biased;
-};
-template <>
-struct VbmiBiased<avx2::IQ2XS> {
-  static constexpr BiasedFn kFn = iq2_xs_vbmi_biased;
-};
-template <>
-struct VbmiBiased<avx2::IQ2S> {
-  static constexpr BiasedFn kFn = iq2_s_vbmi_biased;
-};
+#define STRATA_VBMI_BIASED(F, fn)       \
+  template <>                           \
+  struct VbmiBiased<avx2::F> {          \
+    static constexpr bool kHas = true;  \
+    static constexpr BiasedFn kFn = fn; \
+  };
+STRATA_VBMI_BIASED(IQ3S, iq3_s_vbmi_biased)
+STRATA_VBMI_BIASED(IQ3XXS, iq3_xxs_vbmi_biased)
+STRATA_VBMI_BIASED(IQ2XXS, iq2_xxs_vbmi_biased)
+STRATA_VBMI_BIASED(IQ2XS, iq2_xs_vbmi_biased)
+STRATA_VBMI_BIASED(IQ2S, iq2_s_vbmi_biased)
+#undef STRATA_VBMI_BIASED
 
 // Super-block i of the n_valid rows at `rows` (stride bytes apart); missing rows decode as zeros.
 template <class F>
@@ -103,7 +97,7 @@ void decode(const uint8_t* rows, std::size_t stride, int64_t i, int n_valid, Dec
     d[r] = F::d(*blk[r]);
   }
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  if constexpr (VbmiBiased<F>::kFn != nullptr) {
+  if constexpr (VbmiBiased<F>::kHas) {
     if (cpu_has_avx512_vbmi()) {  // the VBMI lookups: a row's 256 weights at once
       alignas(64) uint8_t wb[16][256];
       alignas(64) int32_t s16[16][16];
