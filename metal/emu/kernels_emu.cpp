@@ -166,6 +166,7 @@ const Entry kEntries[] = {
                         STRATA_EMU_FORMAT("q5_k", FmtQ5_K) STRATA_EMU_FORMAT("iq2_xs", FmtIQ2_XS)
                             STRATA_EMU_FORMAT("iq3_xxs", FmtIQ3_XXS) STRATA_EMU_FORMAT("iq2_xxs", FmtIQ2_XXS)
                                 STRATA_EMU_FORMAT("iq3_s", FmtIQ3_S) STRATA_EMU_FORMAT("iq2_s", FmtIQ2_S)
+                                    STRATA_EMU_FORMAT("iq1_s", FmtIQ1_S) STRATA_EMU_FORMAT("iq1_m", FmtIQ1_M)
 #undef STRATA_EMU_FORMAT
 };
 

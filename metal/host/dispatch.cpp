@@ -135,7 +135,9 @@ bool gemv_supported(quant::GGMLType type) {
     case GGMLType::IQ3_XXS:
     case GGMLType::IQ2_XXS:
     case GGMLType::IQ3_S:
-    case GGMLType::IQ2_S: return true;
+    case GGMLType::IQ2_S:
+    case GGMLType::IQ1_S:
+    case GGMLType::IQ1_M: return true;
     default: return false;
   }
 }
@@ -162,6 +164,8 @@ const char* gemv_type_suffix(quant::GGMLType type) {
     case GGMLType::IQ2_XXS: return "iq2_xxs";
     case GGMLType::IQ3_S: return "iq3_s";
     case GGMLType::IQ2_S: return "iq2_s";
+    case GGMLType::IQ1_S: return "iq1_s";
+    case GGMLType::IQ1_M: return "iq1_m";
     default: bad(std::string("no Metal GEMV kernel for type ") + quant::type_name(type));
   }
 }

@@ -10,7 +10,8 @@
 //   Q5_1      32   24 / 32         IQ4_NL     32  18 / 32        IQ4_XS 32 136 / 256
 //   Q3_K      16  110 / 256        Q5_K       32 176 / 256
 //   IQ2_XS    16   74 / 256        IQ3_XXS    32  98 / 256       IQ2_XXS 32  66 / 256
-//   IQ3_S     32  110 / 256        IQ2_S      16  82 / 256
+//   IQ3_S     32  110 / 256        IQ2_S      16  82 / 256       IQ1_S  32  50 / 256
+//   IQ1_M     16   56 / 256
 // Multi-byte fields are read byte-wise or at their natural alignment (blocks are packed).
 #include "metal/kernels/common.h"
 
@@ -269,10 +270,12 @@ constant uchar kIqSigns[128] = {
 #include "cpp/strata/quant/iq_tables/ksigns_iq2xs.inc"
 };
 
-// IQ2_XS: the 16 elements of unit h share the scale nibble h % 2 of scales[h / 2] and are two
-// uint16 codes qs[2h], qs[2h + 1]: the low 9 bits index kIq2xsGrid (8 magnitudes), the top 7 are
-// signs (kIqSigns). x = d·(0.5 + nibble)·0.25·grid, negated by its sign bit, rounded in that order.
-// Layout: d, qs[32] (uint16), scales[8].
+// The IQ1_S / IQ1_M codebook (ggml's iq1s_grid): 8 signed bytes (-1, 0, +1) per entry, element j in
+// byte j; the CPU's entries too (cpp/strata/quant/iq_tables/iq1s_grid.inc, included by iq1s_grid.cpp).
+constant ulong kIq1sGrid[2048] = {
+#include "cpp/strata/quant/iq_tables/iq1s_grid.inc"
+};
+
 // One run of 8 elements of the IQ2 / IQ3 formats: db · magnitude j (byte j of the run's grid bytes),
 // negated where bit j of signs is set (the CPU's decode_run, quant/dequantize_iq2_iq3.cpp).
 inline void iq_run(float db, ulong grid, uint signs, thread float* w) {
@@ -282,6 +285,10 @@ inline void iq_run(float db, ulong grid, uint signs, thread float* w) {
   }
 }
 
+// IQ2_XS: the 16 elements of unit h share the scale nibble h % 2 of scales[h / 2] and are two
+// uint16 codes qs[2h], qs[2h + 1]: the low 9 bits index kIq2xsGrid (8 magnitudes), the top 7 are
+// signs (kIqSigns). x = d·(0.5 + nibble)·0.25·grid, negated by its sign bit, rounded in that order.
+// Layout: d, qs[32] (uint16), scales[8].
 struct FmtIQ2_XS {
   enum : uint { kUnit = 16, kBlock = 256, kBlockBytes = 74 };
   static inline void decode(device const uchar* row, uint u, uint, thread float* w) {
@@ -380,6 +387,55 @@ struct FmtIQ2_S {
       const uint q = uint(b[2 + k]) | (((uint(b[66 + k / 4]) >> (2 * (k % 4))) & 3u) << 8);
       const uint signs = b[34 + k];
       iq_run(db, kIq2sGrid[q], signs, w + 8 * r);
+    }
+  }
+};
+
+// One run of 8 elements of IQ1_S / IQ1_M: dl · (value j of the grid entry + delta), the value the
+// signed byte j of grid (the CPU's decode_run, quant/dequantize_iq1.cpp; two roundings, no contraction).
+inline void iq1_run(float dl, float delta, ulong grid, thread float* w) {
+  for (uint j = 0; j < 8; ++j) w[j] = dl * (float(int(int8_t(uchar((grid >> (8 * j)) & 0xFFu)))) + delta);
+}
+
+// IQ1_S: group g's 32 elements share the uint16 qh[g]: its bits 12..14 are the scale s, bit 15 the
+// delta sign (set: -1/8, else +1/8); run l (0..3) is the entry of kIq1sGrid at the 11-bit index
+// qs[4g + l] plus bits 3l .. 3l + 2 of qh[g] as its top three. x = d·(2s + 1)·(grid + delta), rounded
+// in that order. Layout: d, qs[32], qh[8] (uint16).
+struct FmtIQ1_S {
+  enum : uint { kUnit = 32, kBlock = 256, kBlockBytes = 50 };
+  static inline void decode(device const uchar* row, uint u, uint, thread float* w) {
+    device const uchar* b = row + (u / 8) * kBlockBytes;
+    const uint g = u % 8;
+    const uint qh = load_u16(b + 34 + 2 * g);
+    const float d = load_half(b);
+    const float dl = d * float(int(2u * ((qh >> 12) & 7u) + 1u));
+    const float delta = (qh & 0x8000u) != 0u ? -0.125f : 0.125f;
+    for (uint l = 0; l < 4; ++l) {
+      const uint q = uint(b[2 + 4 * g + l]) | (((qh >> (3 * l)) & 7u) << 8);
+      iq1_run(dl, delta, kIq1sGrid[q], w + 8 * l);
+    }
+  }
+};
+
+// IQ1_M: the 16 elements of unit h share the 3-bit scale s at bits 3 (h % 4) .. 3 (h % 4) + 2 of the
+// uint16 scales[h / 4] and are two runs of 8 (k = 2h, 2h + 1, nibble k % 2 of qh[h]): the entry of
+// kIq1sGrid at the 11-bit index qs[k] plus the nibble's low 3 bits as its top three, the nibble's bit 3
+// the run's delta sign (set: -1/8). The fp16 d is the top nibbles of the four scale words, scales[0]'s
+// the lowest. x = d·(2s + 1)·(grid + delta), rounded in that order. Layout: qs[32], qh[16], scales[4].
+struct FmtIQ1_M {
+  enum : uint { kUnit = 16, kBlock = 256, kBlockBytes = 56 };
+  static inline void decode(device const uchar* row, uint u, uint, thread float* w) {
+    device const uchar* b = row + (u / 16) * kBlockBytes;
+    const uint h = u % 16;
+    const uint s0 = load_u16(b + 48), s1 = load_u16(b + 50), s2 = load_u16(b + 52), s3 = load_u16(b + 54);
+    const uint d_bits = (s0 >> 12) | ((s1 >> 8) & 0x00F0u) | ((s2 >> 4) & 0x0F00u) | (s3 & 0xF000u);
+    const float d = half_bits_to_float(ushort(d_bits));
+    const float dl = d * float(int(2u * ((uint(load_u16(b + 48 + 2 * (h / 4))) >> (3 * (h % 4))) & 7u) + 1u));
+    for (uint r = 0; r < 2; ++r) {
+      const uint k = 2 * h + r;
+      const uint nib = uint(b[32 + h]) >> (4 * r);
+      const float delta = (nib & 8u) != 0u ? -0.125f : 0.125f;
+      iq1_run(dl, delta, kIq1sGrid[uint(b[k]) | ((nib & 7u) << 8)], w + 8 * r);
     }
   }
 };

@@ -7,10 +7,10 @@
 //     (docs/quantization.md: Σ|w_j|·e_j + 2e-5·Σ|w·x|) plus the bound above;
 //   - results depend on the tile's L only: every tile with the same L gives the same bits, and the
 //     4-row fc_hidden GEMV (K = 4) is bitwise four single-row GEMVs;
-//   - the nineteen formats with a Metal GEMV report it (IQ2_XXS, IQ3_S and IQ2_S included); another
-//     type's error names it;
-//   - the IQ codebooks (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) and sign table of the Metal header are
-//     the CPU's;
+//   - the twenty-one formats with a Metal GEMV report it (IQ2_XXS, IQ3_S, IQ2_S, IQ1_S and IQ1_M
+//     included); another type's error names it;
+//   - the IQ codebooks (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S / IQ1_M) and sign table of the
+//     Metal header are the CPU's;
 //   - STRATA_METAL_MTP_TILE parsing.
 #define STRATA_TEST_MAIN
 #include "check.h"
@@ -30,8 +30,8 @@
 #include "strata/util/error.h"
 #include "test_quant_util.h"
 
-// The kernel bodies' tables (kIq2xxsGrid, kIq2xsGrid, kIq2sGrid, kIq3xxsGrid, kIq3sGrid, kIqSigns), as the
-// emulator compiles them.
+// The kernel bodies' tables (kIq2xxsGrid, kIq2xsGrid, kIq2sGrid, kIq3xxsGrid, kIq3sGrid, kIqSigns,
+// kIq1sGrid), as the emulator compiles them.
 #include "metal/kernels/msl_compat.h"
 #include "metal/kernels/quant_formats.h"
 #include "metal/kernels/msl_compat_end.h"
@@ -76,7 +76,8 @@ uint32_t unit_of(GGMLType t) {
     case GGMLType::Q2_K:
     case GGMLType::Q3_K:
     case GGMLType::IQ2_XS:
-    case GGMLType::IQ2_S: return 16;
+    case GGMLType::IQ2_S:
+    case GGMLType::IQ1_M: return 16;
     default: return 32;
   }
 }
@@ -213,15 +214,18 @@ TEST(gemv_against_exact_and_cpu_every_format) {
 
 TEST(gemv_formats_and_the_error_for_others) {
   // Every format here has its decoder (the tests above skip types gemv_supported refuses, so a format
-  // dropped from it would otherwise go untested), IQ2_XXS, IQ3_S and IQ2_S too.
+  // dropped from it would otherwise go untested), IQ2_XXS, IQ3_S, IQ2_S, IQ1_S and IQ1_M too.
   for (GGMLType t :
-       {GGMLType::F32, GGMLType::F16, GGMLType::BF16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q5_1,
-        GGMLType::IQ4_NL, GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K,
-        GGMLType::IQ4_XS, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS, GGMLType::IQ3_S})
+       {GGMLType::F32,   GGMLType::F16,    GGMLType::BF16,    GGMLType::Q8_0,   GGMLType::Q4_0,  GGMLType::Q5_0,
+        GGMLType::Q5_1,  GGMLType::IQ4_NL, GGMLType::Q2_K,    GGMLType::Q3_K,   GGMLType::Q4_K,  GGMLType::Q5_K,
+        GGMLType::Q6_K,  GGMLType::IQ4_XS, GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS,
+        GGMLType::IQ3_S, GGMLType::IQ1_S,  GGMLType::IQ1_M})
     CHECK_MSG(strata::mtl::gemv_supported(t), strata::quant::type_name(t));
   CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ2_XXS)) == "iq2_xxs");
   CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ3_S)) == "iq3_s");
   CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ2_S)) == "iq2_s");
+  CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ1_S)) == "iq1_s");
+  CHECK(std::string(strata::mtl::gemv_type_suffix(GGMLType::IQ1_M)) == "iq1_m");
   // A type without a kernel is refused with an error naming it.
   CHECK(!strata::mtl::gemv_supported(GGMLType::Q4_1));
   bool threw = false;
@@ -242,17 +246,20 @@ TEST(iq_tables_are_the_cpus) {
   CHECK(std::memcmp(kIq3xxsGrid, strata::quant::kIQ3XXSGrid, sizeof(kIq3xxsGrid)) == 0);
   CHECK(std::memcmp(kIq3sGrid, strata::quant::kIQ3SGrid, sizeof(kIq3sGrid)) == 0);
   CHECK(std::memcmp(kIqSigns, strata::quant::kIQSigns, sizeof(kIqSigns)) == 0);
+  CHECK(std::memcmp(kIq1sGrid, strata::quant::kIQ1SGrid, sizeof(kIq1sGrid)) == 0);
   static_assert(sizeof(kIq2xxsGrid) == 256 * 8 && sizeof(kIq2xsGrid) == 512 * 8 && sizeof(kIq2sGrid) == 1024 * 8 &&
-                sizeof(kIq3xxsGrid) == 256 * 4 && sizeof(kIq3sGrid) == 512 * 4 && sizeof(kIqSigns) == 128);
+                sizeof(kIq3xxsGrid) == 256 * 4 && sizeof(kIq3sGrid) == 512 * 4 && sizeof(kIqSigns) == 128 &&
+                sizeof(kIq1sGrid) == 2048 * 8);
 }
 
 TEST(results_depend_on_the_lane_split_only) {
   EmuDevice dev;
   std::mt19937 rng(23);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for (GGMLType t : {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_1, GGMLType::IQ4_NL,
-                     GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XS,
-                     GGMLType::IQ3_XXS, GGMLType::IQ2_XXS, GGMLType::IQ3_S, GGMLType::IQ2_S}) {
+  for (GGMLType t :
+       {GGMLType::F32, GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q5_1, GGMLType::IQ4_NL, GGMLType::Q4_K,
+        GGMLType::Q6_K, GGMLType::Q3_K, GGMLType::Q5_K, GGMLType::IQ2_XS, GGMLType::IQ3_XXS, GGMLType::IQ2_XXS,
+        GGMLType::IQ3_S, GGMLType::IQ2_S, GGMLType::IQ1_S, GGMLType::IQ1_M}) {
     const uint32_t rows = 45, cols = 512, nx = 9;
     Matrix m = random_matrix(t, rows, cols, rng);
     std::vector<float> X(size_t{nx} * cols);

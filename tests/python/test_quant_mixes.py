@@ -2,10 +2,11 @@
 file (per-tensor types chosen as llama.cpp's mixes choose them, expert and dense matrices alike;
 norms and the router stay F32), one with IQ2_XS / IQ3_XXS experts (the spec's reference
 deployment stores experts in IQ2_XS), one with IQ2_XXS experts (llama.cpp's IQ2_XXS files of MoE
-models), one with IQ2_S / IQ3_S experts (the types of llama.cpp's IQ2_M and IQ3_S / IQ3_M files)
-and one of the 32-column types llama-quantize falls back to
-where rows are not a multiple of 256 wide (Q5_1, IQ4_NL, Q8_0), written from the F32 conversion
-with the test encoders of kquant_pack.py and iquant_pack.py (gguf-py's for Q5_1 and Q8_0).
+models), one with IQ2_S / IQ3_S experts (the types of llama.cpp's IQ2_M and IQ3_S / IQ3_M files),
+one with IQ1_S / IQ1_M experts (llama.cpp's IQ1_S / IQ1_M files, unsloth's UD-IQ1 quants) and one
+of the 32-column types llama-quantize falls back to where rows are not a multiple of 256 wide (Q5_1,
+IQ4_NL, Q8_0), written from the F32 conversion with the test encoders of kquant_pack.py and
+iquant_pack.py (gguf-py's for Q5_1 and Q8_0).
 
 - The engine's logits on each mix equal the PyTorch reference run on the same file decoded by
   ``gguf.quants.dequantize`` (the engine quantizes activations to Q8_K blocks, as ggml does, so the
@@ -15,8 +16,8 @@ with the test encoders of kquant_pack.py and iquant_pack.py (gguf-py's for Q5_1 
   weights' own error) plus at most the activation rounding.
 - ``strata inspect`` names the new types in its per-type totals.
 - A matrix of a type strata has no kernels for (Q4_1) is refused at load with a FormatError naming it.
-- The Metal backend (emulated) runs every mix (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and
-  the fallback types among its GEMV formats) like its decoded reference.
+- The Metal backend (emulated) runs every mix (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
+  IQ1_M and the fallback types among its GEMV formats) like its decoded reference.
 """
 
 from __future__ import annotations
@@ -113,6 +114,16 @@ def iq_s_experts(name: str, layer: int) -> str:
     return "Q6_K" if name == "output.weight" else "Q4_K"
 
 
+def iq1_experts(name: str, layer: int) -> str:
+    """Experts in the two types of llama.cpp's IQ1_S / IQ1_M files (and unsloth's UD-IQ1 quants of
+    large MoE models): gate and up IQ1_S, down IQ1_M; attention Q4_K, output Q6_K."""
+    if "ffn_gate_exps" in name or "ffn_up_exps" in name:
+        return "IQ1_S"
+    if "ffn_down_exps" in name:
+        return "IQ1_M"
+    return "Q6_K" if name == "output.weight" else "Q4_K"
+
+
 def fallbacks(name: str, layer: int) -> str:
     """The 32-column types llama-quantize writes for K-quant tensors whose rows are not a multiple of
     256 wide (GLM-4.5-Air's experts): Q5_1 for Q5_K, IQ4_NL for IQ4_XS, Q8_0 for Q6_K."""
@@ -187,18 +198,20 @@ def reference(path: Path, ids: list[int]) -> np.ndarray:
 # (AVX-512 on Zen 4): 0.015 against the decoded reference, 0.269 against F32 (reference 0.268).
 # IQ2_XXS experts (AVX-512 EPYC): 0.023 against the decoded reference, 0.445 against F32 (reference 0.445).
 # IQ2_S / IQ3_S experts (AVX-512 EPYC): 0.023 against the decoded reference, 0.361 against F32
-# (reference 0.359).
+# (reference 0.359). IQ1_S / IQ1_M experts (AVX-512 EPYC): 0.020 against the decoded reference, 0.494
+# against F32 (reference 0.494); 6.0e-7 from it on metal-emu.
 USED = {
     "q5_k_m": {"F32", "Q5_K", "Q6_K"},
     "q3_k_m": {"F32", "Q3_K", "Q4_K", "Q5_K", "Q6_K"},
     "iq_experts": {"F32", "IQ2_XS", "IQ3_XXS", "Q4_K", "Q6_K"},
     "iq2_xxs_experts": {"F32", "IQ2_XXS", "Q4_K", "Q6_K"},
     "iq_s_experts": {"F32", "IQ2_S", "IQ3_S", "Q4_K", "Q6_K"},
+    "iq1_experts": {"F32", "IQ1_S", "IQ1_M", "Q4_K", "Q6_K"},
     "fallbacks": {"F32", "Q8_0", "Q5_1", "IQ4_NL"},
 }
 UP_EXPS = {
     "q5_k_m": "Q5_K", "q3_k_m": "Q3_K", "iq_experts": "IQ2_XS", "iq2_xxs_experts": "IQ2_XXS",
-    "iq_s_experts": "IQ2_S", "fallbacks": "IQ4_NL",
+    "iq_s_experts": "IQ2_S", "iq1_experts": "IQ1_S", "fallbacks": "IQ4_NL",
 }
 
 
@@ -206,7 +219,7 @@ UP_EXPS = {
     ("mix", "to_f32"),
     [
         (q5_k_m, 0.2), (q3_k_m, 0.6), (iq_experts, 0.6), (iq2_xxs_experts, 0.6), (iq_s_experts, 0.6),
-        (fallbacks, 0.35),
+        (iq1_experts, 0.6), (fallbacks, 0.35),
     ],
 )
 def test_mix_runs_like_its_decoded_reference_and_near_f32(
@@ -230,7 +243,7 @@ def test_mix_runs_like_its_decoded_reference_and_near_f32(
     assert err <= rel(want, full_ref) + 5e-2  # the engine adds no more than its activation rounding
 
 
-@pytest.mark.parametrize("mix", [q3_k_m, iq_experts, iq2_xxs_experts, iq_s_experts, fallbacks])
+@pytest.mark.parametrize("mix", [q3_k_m, iq_experts, iq2_xxs_experts, iq_s_experts, iq1_experts, fallbacks])
 def test_inspect_names_the_types(
     f32_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mix: Mix
 ) -> None:
@@ -247,11 +260,14 @@ def test_inspect_names_the_types(
         assert chosen[tname] in line
 
 
-@pytest.mark.parametrize("mix", [q3_k_m, q5_k_m, iq_experts, iq2_xxs_experts, iq_s_experts, fallbacks])
+@pytest.mark.parametrize(
+    "mix", [q3_k_m, q5_k_m, iq_experts, iq2_xxs_experts, iq_s_experts, iq1_experts, fallbacks]
+)
 def test_metal_backend_runs_every_mix(f32_file: Path, tmp_path: Path, mix: Mix) -> None:
-    """Every mix on the emulated Metal backend (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, Q5_1,
-    IQ4_NL among its GEMV formats): its logits are the decoded reference's, as the CPU engine's are
-    (the Metal GEMVs multiply f32 activations, so closer than the CPU's q8 blocks; measured 7e-7)."""
+    """Every mix on the emulated Metal backend (Q3_K, Q5_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
+    IQ1_M, Q5_1, IQ4_NL among its GEMV formats): its logits are the decoded reference's, as the CPU
+    engine's are (the Metal GEMVs multiply f32 activations, so closer than the CPU's q8 blocks;
+    measured 7e-7)."""
     path = tmp_path / f"{mix.__name__}.gguf"
     chosen = write_mix(f32_file, path, mix)
     assert chosen["blk.1.ffn_up_exps.weight"] == UP_EXPS[mix.__name__]
