@@ -3,14 +3,15 @@
 //
 // Decoding a super-block (grid gathers, sign and scale fields) is most of an IQ dot's work, so each
 // super-block of 16 rows is decoded once for all of a call's activations, by the AVX2 group decoders
-// (avx2/iq_groups_avx2.h), into the register layout of the repacked kernels (cpu/repack/layout.h):
+// (avx2/iq_groups_avx2.h) or, where the CPU has VBMI, the IQ2 / IQ3 lookups of dot_iq_vbmi.cpp, into
+// the register layout of the repacked kernels (cpu/repack/layout.h):
 // one 512-bit register per 4-column step whose lane r is row r, each weight + 128 as an unsigned
 // byte. Every activation then costs one vpdpbusd per step against its 4 bytes broadcast: per
 // 16-weight half a chain from −128·Σy (the Q8_K block's bsums, which removes the bias exactly), one
 // vpmulld by the 16 rows' scales of that half, and per super-block sum += (dx·dy)·isum per row, the
 // multiply and the add rounded separately (built with -ffp-contract=off), then the format's constant:
-// the scalar kernel's arithmetic, so results are bitwise it (and the one-activation dot, which is the
-// AVX2 kernel built here).
+// the scalar kernel's arithmetic, so results are bitwise it (and the one-activation dot: the VBMI
+// kernel, or the AVX2 one built here).
 #include <cstring>
 #include <type_traits>
 

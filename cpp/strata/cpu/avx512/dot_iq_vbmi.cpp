@@ -7,18 +7,19 @@
 // among the tables with word blends, and each register of 64 magnitudes is 8 codes widened to qwords,
 // their digits cut into bytes by vpmultishiftqb and mapped to 8 / 25 / 43 by one vpshufb.
 //
-// IQ3:
-// A grid (512 entries for IQ3_S, 256 for IQ3_XXS, 4 bytes each) is kept as four byte planes (plane j =
-// byte j of every entry), each cut into 128-byte tables; one vpermi2b looks up 64 indices' low 7 bits
-// in one table, and bit 7 (the index byte's top bit) and, for IQ3_S, bit 8 (from qh) pick among the
-// tables with byte blends. The planes are then interleaved back into entries (unpack bytes, then words,
-// within 128-bit lanes); the indices are permuted beforehand so that the entries come out in order,
-// four registers of 64 magnitudes. The signs are 64-bit masks (IQ3_S stores them; IQ3_XXS's 7-bit
-// fields are cut out with vpmultishiftqb and completed with their parity bit by a 128-byte vpermi2b
-// table) that negate the activation bytes; maddubs multiplies, madd applies the two groups' odd scales
-// of each register, and each super-block's int32 lanes are added up exactly before the scalar kernel's
-// float steps (sum += (dx·dy)·isum, uncontracted, the format's constant at the end): bitwise the
-// scalar kernels.
+// IQ3: a grid (512 entries for IQ3_S, 256 for IQ3_XXS, 4 bytes each) is kept as four byte planes
+// (plane j = byte j of every entry), each cut into 128-byte tables; one vpermi2b looks up 64 indices'
+// low 7 bits in one table, and bit 7 (the index byte's top bit) and, for IQ3_S, bit 8 (from qh) pick
+// among the tables with byte blends. The planes are then interleaved back into entries (unpack bytes,
+// then words, within 128-bit lanes); the indices are permuted beforehand so that the entries come out
+// in order, four registers of 64 magnitudes.
+//
+// Both: the signs are 64-bit masks (IQ2_S and IQ3_S store them; the 7-bit fields of IQ2_XXS, IQ2_XS
+// and IQ3_XXS are cut out with vpmultishiftqb or shifts and completed with their parity bit by a
+// 128-byte vpermi2b table) that negate the activation bytes; maddubs multiplies, madd applies the odd
+// scale of each 16 weights (one vpermw spreads them over a register's 128-bit lanes), and each
+// super-block's int32 lanes are added up exactly before the scalar kernel's float steps
+// (sum += (dx·dy)·isum, uncontracted, the format's constant at the end): bitwise the scalar kernels.
 #include <cstring>
 
 #include "strata/cpu/avx512/dot_avx512.h"
