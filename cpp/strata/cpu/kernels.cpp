@@ -81,6 +81,9 @@ const DotKernel& dot_kernel(quant::GGMLType type, Isa isa) {
       k = avx512::kernel(type);
       // A type without a 512-bit kernel of its own runs the AVX2 one (AVX-512 CPUs run AVX2).
       if (k == nullptr) k = avx2::kernel(type);
+      // The IQ2 / IQ3 grid lookups by AVX512_VBMI where the CPU has it and it is not turned off.
+      if (cpu_has_avx512_vbmi())
+        if (const DotKernel* t = avx512::vbmi_kernel(type)) k = t;
 #endif
 #if defined(STRATA_HAVE_AMX_TU)
       // AMX extends the AVX-512 path where it is usable and not turned off (cpu/features.h).

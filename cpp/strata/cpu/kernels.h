@@ -123,7 +123,8 @@ const DotKernel* kernel(quant::GGMLType type);
 }
 namespace avx512 {
 const DotKernel* kernel(quant::GGMLType type);
-}
+const DotKernel* vbmi_kernel(quant::GGMLType type);  // IQ2 / IQ3 by VBMI lookups, only while cpu_has_avx512_vbmi()
+}  // namespace avx512
 namespace neon {
 const DotKernel* kernel(quant::GGMLType type);  // plain ARMv8-A (no SDOT unless the build targets it)
 }

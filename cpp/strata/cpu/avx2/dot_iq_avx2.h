@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "strata/cpu/avx2/iq_groups_avx2.h"
+#include "strata/cpu/kernels.h"
 #include "strata/cpu/avx2/simd_avx2.h"
 #include "strata/quant/blocks.h"
 
@@ -52,8 +53,9 @@ void iq_rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const 
     out[r] = iq_dot<F>(nb, reinterpret_cast<const typename F::Block*>(p + static_cast<std::size_t>(r) * stride), y);
 }
 
-// outs[a][r] for a < nact: row by row, each super-block decoded once for up to kIqActs activations.
-inline constexpr int kIqActs = 16;
+// outs[a][r] for a < nact: row by row, each super-block decoded once for up to kIqActs activations (as
+// many as the engine hands a call).
+inline constexpr int kIqActs = static_cast<int>(kMaxActGroup);
 
 template <class F>
 void iq_rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,

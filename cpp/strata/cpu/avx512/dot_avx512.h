@@ -85,6 +85,11 @@ STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq3_xxs);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq3_s);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq1_s);
 STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq1_m);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq2_xxs_vbmi);  // dot_iq_avx512.cpp over the VBMI lookups
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq2_xs_vbmi);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq2_s_vbmi);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq3_xxs_vbmi);
+STRATA_AVX512_DOT_MULTI(dot_rows_multi_iq3_s_vbmi);
 #undef STRATA_AVX512_DOT_MULTI
 
 void quantize_act_q8_0(const float* x, void* act, int64_t n);

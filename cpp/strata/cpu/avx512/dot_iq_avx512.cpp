@@ -3,8 +3,8 @@
 //
 // Decoding a super-block (grid gathers, sign and scale fields) is most of an IQ dot's work, so each
 // super-block of 16 rows is decoded once for all of a call's activations, by the AVX2 group decoders
-// (avx2/iq_groups_avx2.h) or, where the CPU has VBMI, the IQ2 / IQ3 lookups of dot_iq_vbmi.cpp, into
-// the register layout of the repacked kernels (cpu/repack/layout.h):
+// (avx2/iq_groups_avx2.h) or, in the VBMI table's kernels, the IQ2 / IQ3 lookups of dot_iq_vbmi.cpp,
+// into the register layout of the repacked kernels (cpu/repack/layout.h):
 // one 512-bit register per 4-column step whose lane r is row r, each weight + 128 as an unsigned
 // byte. Every activation then costs one vpdpbusd per step against its 4 bytes broadcast: per
 // 16-weight half a chain from −128·Σy (the Q8_K block's bsums, which removes the bias exactly), one
@@ -13,11 +13,10 @@
 // the scalar kernel's arithmetic, so results are bitwise it (and the one-activation dot: the VBMI
 // kernel, or the AVX2 one built here).
 #include <cstring>
-#include <type_traits>
 
 #include "strata/cpu/avx2/dot_iq_avx2.h"
 #include "strata/cpu/avx512/dot_avx512.h"
-#include "strata/cpu/features.h"
+#include "strata/cpu/kernels.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/cpu/repack/row_groups.h"
 
@@ -66,77 +65,45 @@ inline void transpose_16x8(__m512i P[8]) {
   }
 }
 
-// The formats whose blocks the VBMI lookups decode (dot_iq_vbmi.cpp), where the CPU has VBMI. (A flag, not a
-// test of the function pointer: the address of a function is no constant expression under the sanitizers.)
-using BiasedFn = void (*)(const void*, uint8_t*, int32_t*);
+// A row decoder writes one block's 256 weights + 128 (signs applied) in order and the odd scale of each 16
+// weights: the AVX2 group decoders (decode_row), or the VBMI lookups of dot_iq_vbmi.cpp.
+using RowDecoder = void (*)(const void* block, uint8_t* w, int32_t* scales);
+
 template <class F>
-struct VbmiBiased {
-  static constexpr bool kHas = false;
-  static constexpr BiasedFn kFn = nullptr;
-};
-#define STRATA_VBMI_BIASED(F, fn)       \
-  template <>                           \
-  struct VbmiBiased<avx2::F> {          \
-    static constexpr bool kHas = true;  \
-    static constexpr BiasedFn kFn = fn; \
-  };
-STRATA_VBMI_BIASED(IQ3S, iq3_s_vbmi_biased)
-STRATA_VBMI_BIASED(IQ3XXS, iq3_xxs_vbmi_biased)
-STRATA_VBMI_BIASED(IQ2XXS, iq2_xxs_vbmi_biased)
-STRATA_VBMI_BIASED(IQ2XS, iq2_xs_vbmi_biased)
-STRATA_VBMI_BIASED(IQ2S, iq2_s_vbmi_biased)
-#undef STRATA_VBMI_BIASED
+void decode_row(const void* block, uint8_t* w, int32_t* scales) {
+  const auto& b = *static_cast<const typename F::Block*>(block);
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int g = 0; g < 8; ++g) {
+    const avx2::IqGroup q = F::group(b, g);
+    const __m256i sw = _mm256_xor_si256(_mm256_sign_epi8(q.u, q.s), bias);  // |w| ≤ 62: w + 128 fits a byte
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 32 * g), sw);
+    scales[2 * g] = _mm256_extract_epi16(q.scales, 0);
+    scales[2 * g + 1] = _mm256_extract_epi16(q.scales, 8);
+  }
+}
 
 // Super-block i of the n_valid rows at `rows` (stride bytes apart); missing rows decode as zeros.
-template <class F>
+template <class F, RowDecoder Row>
 void decode(const uint8_t* rows, std::size_t stride, int64_t i, int n_valid, Decoded& D) {
+  alignas(64) uint8_t wb[16][256];
+  alignas(64) int32_t s16[16][16];
   alignas(64) int32_t sc[16][16] = {};
   alignas(64) float d[16] = {};
-  const typename F::Block* blk[16];
   for (int r = 0; r < n_valid; ++r) {
-    blk[r] = reinterpret_cast<const typename F::Block*>(rows + static_cast<std::size_t>(r) * stride) + i;
-    d[r] = F::d(*blk[r]);
+    const auto* blk = reinterpret_cast<const typename F::Block*>(rows + static_cast<std::size_t>(r) * stride) + i;
+    d[r] = F::d(*blk);
+    Row(blk, wb[r], s16[r]);
+    for (int h = 0; h < 16; ++h) sc[h][r] = s16[r][h];
   }
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  if constexpr (VbmiBiased<F>::kHas) {
-    if (cpu_has_avx512_vbmi()) {  // the VBMI lookups: a row's 256 weights at once
-      alignas(64) uint8_t wb[16][256];
-      alignas(64) int32_t s16[16][16];
-      for (int r = 0; r < n_valid; ++r) VbmiBiased<F>::kFn(blk[r], wb[r], s16[r]);
-      for (int g = 0; g < 8; ++g) {
-        __m512i P[8];
-        for (int j = 0; j < 8; ++j) {
-          const __m256i lo = j < n_valid ? _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[j] + 32 * g)) : bias;
-          const __m256i hi =
-              j + 8 < n_valid ? _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[j + 8] + 32 * g)) : bias;
-          P[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-        }
-        transpose_16x8(P);
-        for (int k = 0; k < 8; ++k) D.w[g][k] = P[k];
-        for (int r = 0; r < n_valid; ++r) {
-          sc[2 * g][r] = s16[r][2 * g];
-          sc[2 * g + 1][r] = s16[r][2 * g + 1];
-        }
-      }
-      for (int h = 0; h < 16; ++h) D.sc[h] = _mm512_load_si512(sc[h]);
-      D.d = _mm512_load_ps(d);
-      return;
-    }
-  }
+  const __m256i zero = _mm256_set1_epi8(static_cast<char>(0x80));  // weight 0
   for (int g = 0; g < 8; ++g) {
-    __m256i rw[16];
-    for (int r = 0; r < 16; ++r) {
-      if (r >= n_valid) {
-        rw[r] = bias;  // weight 0
-        continue;
-      }
-      const avx2::IqGroup q = F::group(*blk[r], g);
-      rw[r] = _mm256_xor_si256(_mm256_sign_epi8(q.u, q.s), bias);  // |w| ≤ 62: w + 128 fits a byte
-      sc[2 * g][r] = _mm256_extract_epi16(q.scales, 0);
-      sc[2 * g + 1][r] = _mm256_extract_epi16(q.scales, 8);
-    }
     __m512i P[8];
-    for (int j = 0; j < 8; ++j) P[j] = _mm512_inserti64x4(_mm512_castsi256_si512(rw[j]), rw[j + 8], 1);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i lo = j < n_valid ? _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[j] + 32 * g)) : zero;
+      const __m256i hi =
+          j + 8 < n_valid ? _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[j + 8] + 32 * g)) : zero;
+      P[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
     transpose_16x8(P);
     for (int k = 0; k < 8; ++k) D.w[g][k] = P[k];
   }
@@ -164,15 +131,14 @@ void apply(const Decoded& D, const BlockQ8_K* const* y, int64_t i, __m512* acc) 
   }
 }
 
-constexpr int kMaxActs = 16;
-
-template <class F>
+template <class F, RowDecoder Row>
 void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
                 float* const* outs) {
   const auto* const* y = reinterpret_cast<const BlockQ8_K* const*>(acts);
   const int64_t nb = n / quant::kQK_K;
   const auto* p = static_cast<const uint8_t*>(w);
   alignas(64) Decoded D;
+  constexpr int kMaxActs = static_cast<int>(kMaxActGroup);  // what the engine hands a call at most
   for (int a0 = 0; a0 < nact; a0 += kMaxActs) {
     const int na = std::min(kMaxActs, nact - a0);
     for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
@@ -180,7 +146,7 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
       __m512 acc[kMaxActs];
       for (int a = 0; a < na; ++a) acc[a] = _mm512_setzero_ps();
       for (int64_t i = 0; i < nb; ++i) {
-        decode<F>(p + static_cast<std::size_t>(r0) * stride, stride, i, nv, D);
+        decode<F, Row>(p + static_cast<std::size_t>(r0) * stride, stride, i, nv, D);
         // Passes of at most four activations over the decoded block (their chains stay in registers).
         repack::for_each_act_pass<4>(na, [&]<int A>(int a) { apply<A>(D, y + a0 + a, i, acc + a); });
       }
@@ -192,40 +158,34 @@ void rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, con
 
 }  // namespace
 
-// One activation: the AVX2 kernels built here, or the VBMI lookups where the CPU has VBMI.
-#define STRATA_IQ_ONE_VBMI(name, F)                                                                                \
-  void dot_rows_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) { \
-    if (cpu_has_avx512_vbmi())                                                                                     \
-      dot_rows_##name##_vbmi(n, w, stride, nrows, act, out);                                                       \
-    else                                                                                                           \
-      avx2::iq_rows<avx2::F>(n, w, stride, nrows, act, out);                                                       \
-  }
-#define STRATA_IQ_ONE(name, F)                                                                                     \
+// One activation: the AVX2 kernels built here (the VBMI ones are another table: kernels_avx512.cpp).
+// Several: this file's kernel over the AVX2 group decoders, and over the VBMI lookups for the VBMI table.
+#define STRATA_IQ_ENTRIES(name, F)                                                                                 \
   void dot_rows_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) { \
     avx2::iq_rows<avx2::F>(n, w, stride, nrows, act, out);                                                         \
-  }
-#define STRATA_IQ_MULTI(name, F)                                                                                   \
+  }                                                                                                                \
   void dot_rows_multi_##name(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, \
                              int nact, float* const* outs) {                                                       \
-    rows_multi<avx2::F>(n, w, stride, nrows, acts, nact, outs);                                                    \
+    rows_multi<avx2::F, decode_row<avx2::F>>(n, w, stride, nrows, acts, nact, outs);                               \
   }
-STRATA_IQ_ONE_VBMI(iq2_xxs, IQ2XXS)
-STRATA_IQ_ONE_VBMI(iq2_xs, IQ2XS)
-STRATA_IQ_ONE_VBMI(iq2_s, IQ2S)
-STRATA_IQ_ONE_VBMI(iq3_xxs, IQ3XXS)
-STRATA_IQ_ONE_VBMI(iq3_s, IQ3S)
-STRATA_IQ_ONE(iq1_s, IQ1S)
-STRATA_IQ_ONE(iq1_m, IQ1M)
-STRATA_IQ_MULTI(iq2_xxs, IQ2XXS)
-STRATA_IQ_MULTI(iq2_xs, IQ2XS)
-STRATA_IQ_MULTI(iq2_s, IQ2S)
-STRATA_IQ_MULTI(iq3_xxs, IQ3XXS)
-STRATA_IQ_MULTI(iq3_s, IQ3S)
-STRATA_IQ_MULTI(iq1_s, IQ1S)
-STRATA_IQ_MULTI(iq1_m, IQ1M)
-#undef STRATA_IQ_ONE_VBMI
-#undef STRATA_IQ_ONE
-#undef STRATA_IQ_MULTI
+#define STRATA_IQ_MULTI_VBMI(name, F)                                                            \
+  void dot_rows_multi_##name##_vbmi(int64_t n, const void* w, std::size_t stride, int64_t nrows, \
+                                    const void* const* acts, int nact, float* const* outs) {     \
+    rows_multi<avx2::F, name##_vbmi_biased>(n, w, stride, nrows, acts, nact, outs);              \
+  }
+STRATA_IQ_ENTRIES(iq2_xxs, IQ2XXS)
+STRATA_IQ_ENTRIES(iq2_xs, IQ2XS)
+STRATA_IQ_ENTRIES(iq2_s, IQ2S)
+STRATA_IQ_ENTRIES(iq3_xxs, IQ3XXS)
+STRATA_IQ_ENTRIES(iq3_s, IQ3S)
+STRATA_IQ_ENTRIES(iq1_s, IQ1S)
+STRATA_IQ_ENTRIES(iq1_m, IQ1M)
+STRATA_IQ_MULTI_VBMI(iq2_xxs, IQ2XXS)
+STRATA_IQ_MULTI_VBMI(iq2_xs, IQ2XS)
+STRATA_IQ_MULTI_VBMI(iq2_s, IQ2S)
+STRATA_IQ_MULTI_VBMI(iq3_xxs, IQ3XXS)
+STRATA_IQ_MULTI_VBMI(iq3_s, IQ3S)
 #undef STRATA_IQ_ENTRIES
+#undef STRATA_IQ_MULTI_VBMI
 
 }  // namespace strata::cpu::avx512

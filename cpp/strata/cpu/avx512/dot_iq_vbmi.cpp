@@ -22,6 +22,7 @@
 // (sum += (dx·dy)·isum, uncontracted, the format's constant at the end): bitwise the scalar kernels.
 #include <cstring>
 
+#include "strata/cpu/avx2/iq_groups_avx2.h"
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
 #include "strata/quant/blocks.h"
@@ -30,11 +31,6 @@
 namespace strata::cpu::avx512 {
 namespace {
 
-using quant::BlockIQ2_S;
-using quant::BlockIQ2_XS;
-using quant::BlockIQ2_XXS;
-using quant::BlockIQ3_S;
-using quant::BlockIQ3_XXS;
 using quant::BlockQ8_K;
 
 template <int Entries>
@@ -115,7 +111,7 @@ inline void magnitudes(const uint8_t* qs, uint64_t qh, const Planes<Entries>& P,
 
 // A block decoded: magnitudes, sign masks (bit t of sign[m] negates weight 64m + t) and the odd scale
 // of each 16 weights.
-struct Block {
+struct Looked {
   __m512i mag[4];
   alignas(32) uint64_t sign[4];
   __m256i half;  // int16 lane h: the odd scale of weights 16h .. 16h + 15
@@ -141,11 +137,16 @@ inline __m256i half_scales_of_top_nibbles(__m256i dwords) {
   return odd(_mm256_or_si256(n, _mm256_slli_epi32(n, 16)));
 }
 
-struct IQ3S {
-  using B = BlockIQ3_S;
-  static constexpr float kScale = 1.0f;  // 1.0f · x is x: the scalar reference multiplies by nothing
-  static float d(const B& b) { return fp16(b.d); }
-  static void decode(const B& b, Block& out) {
+// 32 sign bytes (run k's at byte k) from 32 7-bit fields (bytes, top bit ignored): the parity bit added.
+inline void sign_bytes_from_fields(__m256i fields, uint64_t* sign) {
+  const __m512i f = _mm512_castsi256_si512(_mm256_and_si256(fields, _mm256_set1_epi8(0x7F)));
+  const __m512i bytes =
+      _mm512_permutex2var_epi8(_mm512_load_si512(kSignBytes.v), f, _mm512_load_si512(kSignBytes.v + 64));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sign), _mm512_castsi512_si256(bytes));
+}
+
+struct IQ3S : avx2::IQ3S {  // Block, d and kScale: the AVX2 decoder's
+  static void decode(const Block& b, Looked& out) {
     uint64_t qh;
     std::memcpy(&qh, b.qh, 8);
     magnitudes<512>(b.qs, qh, planes<512>(quant::kIQ3SGrid), out.mag);
@@ -156,20 +157,13 @@ struct IQ3S {
   }
 };
 
-struct IQ3XXS {
-  using B = BlockIQ3_XXS;
-  static constexpr float kScale = 0.25f;
-  static float d(const B& b) { return fp16(b.d); }
-  static void decode(const B& b, Block& out) {
+struct IQ3XXS : avx2::IQ3XXS {  // Block, d and kScale: the AVX2 decoder's
+  static void decode(const Block& b, Looked& out) {
     magnitudes<256>(b.qs, 0, planes<256>(quant::kIQ3XXSGrid), out.mag);
     // The 8 groups' words (4 sign fields of 7 bits, then the scale in the top 4) as 4 qwords: byte k of
     // qword m is field k % 4 of group 2m + k / 4, completed to its sign byte, so qword m is sign[m].
     const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + quant::kQK_K / 4));
-    const __m256i fields = _mm256_and_si256(
-        _mm256_multishift_epi64_epi8(_mm256_set1_epi64x(0x352E2720150E0700LL), words), _mm256_set1_epi8(0x7F));
-    const __m512i bytes = _mm512_permutex2var_epi8(_mm512_load_si512(kSignBytes.v), _mm512_castsi256_si512(fields),
-                                                   _mm512_load_si512(kSignBytes.v + 64));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.sign), _mm512_castsi512_si256(bytes));
+    sign_bytes_from_fields(_mm256_multishift_epi64_epi8(_mm256_set1_epi64x(0x352E2720150E0700LL), words), out.sign);
     out.half = half_scales_of_top_nibbles(words);
   }
 };
@@ -233,14 +227,6 @@ inline void iq2_magnitudes(__m512i idx, const Codes<Entries>& C, __m512i mag[4])
   mag[3] = expand_codes<3>(c);
 }
 
-// 32 sign bytes (run k's at byte k) from 32 7-bit fields (bytes, top bit ignored): the parity bit added.
-inline void sign_bytes_from_fields(__m256i fields, uint64_t* sign) {
-  const __m512i f = _mm512_castsi256_si512(_mm256_and_si256(fields, _mm256_set1_epi8(0x7F)));
-  const __m512i bytes =
-      _mm512_permutex2var_epi8(_mm512_load_si512(kSignBytes.v), f, _mm512_load_si512(kSignBytes.v + 64));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sign), _mm512_castsi512_si256(bytes));
-}
-
 // IQ2_XS / IQ2_S: scale nibble h of scales[] for the 16 weights of half h.
 template <class B>
 inline __m256i half_scales(const B& b) {
@@ -258,11 +244,8 @@ struct Compress {
 };
 alignas(64) constexpr Compress kCompress{};
 
-struct IQ2XXS {
-  using B = BlockIQ2_XXS;
-  static constexpr float kScale = 0.125f;
-  static float d(const B& b) { return fp16(b.d); }
-  static void decode(const B& b, Block& out) {
+struct IQ2XXS : avx2::IQ2XXS {  // Block, d and kScale: the AVX2 decoder's
+  static void decode(const Block& b, Looked& out) {
     // Group g is the qword at byte 8g: its low 4 bytes index the grid (runs 4g .. 4g + 3), its high word
     // holds the four 7-bit sign fields (bits 32, 39, 46, 53) and the scale (top 4 bits).
     const __m512i q = loadu512(b.qs);
@@ -275,11 +258,8 @@ struct IQ2XXS {
   }
 };
 
-struct IQ2XS {
-  using B = BlockIQ2_XS;
-  static constexpr float kScale = 0.125f;
-  static float d(const B& b) { return fp16(b.d); }
-  static void decode(const B& b, Block& out) {
+struct IQ2XS : avx2::IQ2XS {  // Block, d and kScale: the AVX2 decoder's
+  static void decode(const Block& b, Looked& out) {
     const __m512i q = loadu512(b.qs);  // run k: index in the low 9 bits, its sign field in the top 7
     iq2_magnitudes<512>(_mm512_and_si512(q, _mm512_set1_epi16(511)), codes<512>(quant::kIQ2XSGrid), out.mag);
     sign_bytes_from_fields(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9)), out.sign);
@@ -287,11 +267,8 @@ struct IQ2XS {
   }
 };
 
-struct IQ2S {
-  using B = BlockIQ2_S;
-  static constexpr float kScale = 0.125f;
-  static float d(const B& b) { return fp16(b.d); }
-  static void decode(const B& b, Block& out) {
+struct IQ2S : avx2::IQ2S {  // Block, d and kScale: the AVX2 decoder's
+  static void decode(const Block& b, Looked& out) {
     // Run k's index: qs[k] and bits 2 (k % 4), 2 (k % 4) + 1 of qh[k / 4], i.e. bits 2k, 2k + 1 of qh
     // read as one little-endian qword, on top.
     uint64_t qh;
@@ -321,10 +298,10 @@ struct HalfOfLane {
 alignas(64) constexpr HalfOfLane kHalfOfLane{};
 
 template <class F>
-float dot(int64_t nb, const typename F::B* x, const BlockQ8_K* y) {
+float dot(int64_t nb, const typename F::Block* x, const BlockQ8_K* y) {
   float sum = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    Block blk;
+    Looked blk;
     F::decode(x[i], blk);
     const __m512i halves = _mm512_castsi256_si512(blk.half);
     __m512i sumi = _mm512_setzero_si512();
@@ -346,13 +323,13 @@ void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const voi
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
   for (int64_t r = 0; r < nrows; ++r)
-    out[r] = dot<F>(nb, reinterpret_cast<const typename F::B*>(p + static_cast<std::size_t>(r) * stride), y);
+    out[r] = dot<F>(nb, reinterpret_cast<const typename F::Block*>(p + static_cast<std::size_t>(r) * stride), y);
 }
 
 template <class F>
 void biased(const void* block, uint8_t* w, int32_t* scales) {
-  Block blk;
-  F::decode(*static_cast<const typename F::B*>(block), blk);
+  Looked blk;
+  F::decode(*static_cast<const typename F::Block*>(block), blk);
   for (int m = 0; m < 4; ++m) {
     const __m512i sw = _mm512_mask_sub_epi8(blk.mag[m], blk.sign[m], _mm512_setzero_si512(), blk.mag[m]);
     _mm512_storeu_si512(w + 64 * m, _mm512_xor_si512(sw, _mm512_set1_epi8(static_cast<char>(0x80))));

@@ -42,6 +42,19 @@ constexpr DotKernel kIQ3_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s, do
 constexpr DotKernel kIQ1_S{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_s, dot_rows_multi_iq1_s, 1, kMaxActGroup};
 constexpr DotKernel kIQ1_M{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq1_m, dot_rows_multi_iq1_m, 1, kMaxActGroup};
 
+// The IQ2 / IQ3 kernels whose grids AVX512_VBMI looks up (dot_iq_vbmi.cpp), for dot_kernel where
+// cpu_has_avx512_vbmi().
+constexpr DotKernel kIQ2_XXS_VBMI{
+    GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xxs_vbmi, dot_rows_multi_iq2_xxs_vbmi, 1, kMaxActGroup};
+constexpr DotKernel kIQ2_XS_VBMI{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_xs_vbmi, dot_rows_multi_iq2_xs_vbmi, 1,
+                                 kMaxActGroup};
+constexpr DotKernel kIQ2_S_VBMI{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq2_s_vbmi, dot_rows_multi_iq2_s_vbmi, 1,
+                                kMaxActGroup};
+constexpr DotKernel kIQ3_XXS_VBMI{
+    GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_xxs_vbmi, dot_rows_multi_iq3_xxs_vbmi, 1, kMaxActGroup};
+constexpr DotKernel kIQ3_S_VBMI{GGMLType::Q8_K, quantize_act_q8_k, dot_rows_iq3_s_vbmi, dot_rows_multi_iq3_s_vbmi, 1,
+                                kMaxActGroup};
+
 }  // namespace
 
 const DotKernel* kernel(GGMLType type) {
@@ -77,6 +90,17 @@ const DotKernel* kernel(GGMLType type) {
     case GGMLType::IQ3_S: return &kIQ3_S;
     case GGMLType::IQ1_S: return &kIQ1_S;
     case GGMLType::IQ1_M: return &kIQ1_M;
+    default: return nullptr;
+  }
+}
+
+const DotKernel* vbmi_kernel(GGMLType type) {
+  switch (type) {
+    case GGMLType::IQ2_XXS: return &kIQ2_XXS_VBMI;
+    case GGMLType::IQ2_XS: return &kIQ2_XS_VBMI;
+    case GGMLType::IQ2_S: return &kIQ2_S_VBMI;
+    case GGMLType::IQ3_XXS: return &kIQ3_XXS_VBMI;
+    case GGMLType::IQ3_S: return &kIQ3_S_VBMI;
     default: return nullptr;
   }
 }

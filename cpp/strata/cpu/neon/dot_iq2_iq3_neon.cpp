@@ -73,35 +73,34 @@ struct Iq2Xxs {
   }
 };
 
-struct Iq2Xs {  // halves 2g and 2g + 1, one scale each
+// IQ2_XS / IQ2_S: halves 2g and 2g + 1 of a group, one scale each; Fields::half_weights decodes a half.
+struct Iq2XsFields {
   using Block = BlockIQ2_XS;
-  static constexpr bool kHalfScales = true;
-  static constexpr float kScale = 0.125f;
-  static float d(const Block& b) { return half(b.d); }
   static int8x16_t half_weights(const Block& b, int h) {
     const uint16_t q0 = b.qs[2 * h], q1 = b.qs[2 * h + 1];
     return signed_magnitudes(kIQ2XSGrid[q0 & 511], kIQ2XSGrid[q1 & 511], q0 >> 9, q1 >> 9);
   }
-  static IqGroup group(const Block& b, int g) {
-    return {half_weights(b, 2 * g), half_weights(b, 2 * g + 1), quant::iq_odd_scale(b, 2 * g),
-            quant::iq_odd_scale(b, 2 * g + 1)};
-  }
 };
-
-struct Iq2S {  // halves 2g and 2g + 1, one scale each
+struct Iq2SFields {
   using Block = BlockIQ2_S;
-  static constexpr bool kHalfScales = true;
-  static constexpr float kScale = 0.125f;
-  static float d(const Block& b) { return half(b.d); }
   static int8x16_t half_weights(const Block& b, int h) {
     return signed_magnitudes(kIQ2SGrid[quant::iq2_s_index(b, 2 * h)], kIQ2SGrid[quant::iq2_s_index(b, 2 * h + 1)],
                              b.signs + 2 * h);
   }
+};
+template <class Fields>
+struct Iq2Halves : Fields {
+  using Block = typename Fields::Block;
+  static constexpr bool kHalfScales = true;
+  static constexpr float kScale = 0.125f;
+  static float d(const Block& b) { return half(b.d); }
   static IqGroup group(const Block& b, int g) {
-    return {half_weights(b, 2 * g), half_weights(b, 2 * g + 1), quant::iq_odd_scale(b, 2 * g),
+    return {Fields::half_weights(b, 2 * g), Fields::half_weights(b, 2 * g + 1), quant::iq_odd_scale(b, 2 * g),
             quant::iq_odd_scale(b, 2 * g + 1)};
   }
 };
+using Iq2Xs = Iq2Halves<Iq2XsFields>;
+using Iq2S = Iq2Halves<Iq2SFields>;
 
 struct Iq3Xxs {
   using Block = BlockIQ3_XXS;

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "strata/cpu/neon/dot_neon.h"
+#include "strata/cpu/kernels.h"
 #include "strata/cpu/neon/simd_neon.h"
 #include "strata/quant/blocks.h"
 
@@ -66,8 +67,9 @@ void iq_rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const 
     out[r] = iq_dot<F>(nb, reinterpret_cast<const typename F::Block*>(p + static_cast<std::size_t>(r) * stride), y);
 }
 
-// outs[a][r] for a < nact: row by row, each super-block decoded once for up to kIqActs activations.
-inline constexpr int kIqActs = 16;
+// outs[a][r] for a < nact: row by row, each super-block decoded once for up to kIqActs activations (as
+// many as the engine hands a call).
+inline constexpr int kIqActs = static_cast<int>(kMaxActGroup);
 
 template <class F>
 void iq_rows_multi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* const* acts, int nact,
