@@ -29,6 +29,7 @@ import dataclasses
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -394,7 +395,11 @@ class _Run:
     session consistent (tokens and engine agree) when it returns."""
 
     def __init__(self, session: Session, policy: SamplingPolicy, max_tokens: int, stops: list[str]) -> None:
-        self.s = session
+        # The session keeps its latest run (Session._current) and the run reaches the session through a
+        # weak proxy: a strong reference both ways would be a cycle that only the cyclic garbage collector
+        # frees, so a dropped session's engine (weights, expert store, K/V: gigabytes on a big model)
+        # would outlive it until a collection happens to run.
+        self.s: Session = weakref.proxy(session)
         self.engine = session._engine
         self.policy = policy.native()
         self.penalized = policy.repetition_penalty != 1.0 or policy.presence_penalty != 0.0
