@@ -427,10 +427,10 @@ struct FmtIQ1_M {
   static inline void decode(device const uchar* row, uint u, uint, thread float* w) {
     device const uchar* b = row + (u / 16) * kBlockBytes;
     const uint h = u % 16;
-    const uint s0 = load_u16(b + 48), s1 = load_u16(b + 50), s2 = load_u16(b + 52), s3 = load_u16(b + 54);
-    const uint d_bits = (s0 >> 12) | ((s1 >> 8) & 0x00F0u) | ((s2 >> 4) & 0x0F00u) | (s3 & 0xF000u);
+    const uint s[4] = {load_u16(b + 48), load_u16(b + 50), load_u16(b + 52), load_u16(b + 54)};
+    const uint d_bits = (s[0] >> 12) | ((s[1] >> 8) & 0x00F0u) | ((s[2] >> 4) & 0x0F00u) | (s[3] & 0xF000u);
     const float d = half_bits_to_float(ushort(d_bits));
-    const float dl = d * float(int(2u * ((uint(load_u16(b + 48 + 2 * (h / 4))) >> (3 * (h % 4))) & 7u) + 1u));
+    const float dl = d * float(int(2u * ((s[h / 4] >> (3 * (h % 4))) & 7u) + 1u));
     for (uint r = 0; r < 2; ++r) {
       const uint k = 2 * h + r;
       const uint nib = uint(b[32 + h]) >> (4 * r);

@@ -44,13 +44,14 @@ float iq_dot(int64_t nb, const typename F::Block* x, const quant::BlockQ8_K* y) 
   return F::kScale * sum;
 }
 
-template <class F>
+// out[r] for nrows rows: Dot is iq_dot<F>, or another dot of the same blocks (the VBMI lookups').
+template <class F, float (*Dot)(int64_t, const typename F::Block*, const quant::BlockQ8_K*) = iq_dot<F>>
 void iq_rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
   const auto* p = static_cast<const uint8_t*>(w);
   const auto* y = static_cast<const quant::BlockQ8_K*>(act);
   const int64_t nb = n / quant::kQK_K;
   for (int64_t r = 0; r < nrows; ++r)
-    out[r] = iq_dot<F>(nb, reinterpret_cast<const typename F::Block*>(p + static_cast<std::size_t>(r) * stride), y);
+    out[r] = Dot(nb, reinterpret_cast<const typename F::Block*>(p + static_cast<std::size_t>(r) * stride), y);
 }
 
 // outs[a][r] for a < nact: row by row, each super-block decoded once for up to kIqActs activations (as

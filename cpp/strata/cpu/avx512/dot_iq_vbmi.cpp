@@ -22,6 +22,7 @@
 // (sum += (dx·dy)·isum, uncontracted, the format's constant at the end): bitwise the scalar kernels.
 #include <cstring>
 
+#include "strata/cpu/avx2/dot_iq_avx2.h"
 #include "strata/cpu/avx2/iq_groups_avx2.h"
 #include "strata/cpu/avx512/dot_avx512.h"
 #include "strata/cpu/avx512/simd_avx512.h"
@@ -318,15 +319,6 @@ float dot(int64_t nb, const typename F::Block* x, const BlockQ8_K* y) {
 }
 
 template <class F>
-void rows(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const int64_t nb = n / quant::kQK_K;
-  for (int64_t r = 0; r < nrows; ++r)
-    out[r] = dot<F>(nb, reinterpret_cast<const typename F::Block*>(p + static_cast<std::size_t>(r) * stride), y);
-}
-
-template <class F>
 void biased(const void* block, uint8_t* w, int32_t* scales) {
   Looked blk;
   F::decode(*static_cast<const typename F::Block*>(block), blk);
@@ -339,25 +331,19 @@ void biased(const void* block, uint8_t* w, int32_t* scales) {
 
 }  // namespace
 
-void iq3_s_vbmi_biased(const void* block, uint8_t* w, int32_t* scales) { biased<IQ3S>(block, w, scales); }
-void dot_rows_iq3_s_vbmi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<IQ3S>(n, w, stride, nrows, act, out);
-}
-void iq3_xxs_vbmi_biased(const void* block, uint8_t* w, int32_t* scales) { biased<IQ3XXS>(block, w, scales); }
-void dot_rows_iq3_xxs_vbmi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<IQ3XXS>(n, w, stride, nrows, act, out);
-}
-void iq2_xxs_vbmi_biased(const void* block, uint8_t* w, int32_t* scales) { biased<IQ2XXS>(block, w, scales); }
-void dot_rows_iq2_xxs_vbmi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<IQ2XXS>(n, w, stride, nrows, act, out);
-}
-void iq2_xs_vbmi_biased(const void* block, uint8_t* w, int32_t* scales) { biased<IQ2XS>(block, w, scales); }
-void dot_rows_iq2_xs_vbmi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<IQ2XS>(n, w, stride, nrows, act, out);
-}
-void iq2_s_vbmi_biased(const void* block, uint8_t* w, int32_t* scales) { biased<IQ2S>(block, w, scales); }
-void dot_rows_iq2_s_vbmi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, float* out) {
-  rows<IQ2S>(n, w, stride, nrows, act, out);
-}
+// The entry points: one activation (the AVX2 kernels' row loop over this file's dot) and the block
+// decoder of the AVX-512 several-activation kernel (dot_iq_avx512.cpp).
+#define STRATA_VBMI_ENTRIES(name, F)                                                                        \
+  void name##_vbmi_biased(const void* block, uint8_t* w, int32_t* scales) { biased<F>(block, w, scales); }  \
+  void dot_rows_##name##_vbmi(int64_t n, const void* w, std::size_t stride, int64_t nrows, const void* act, \
+                              float* out) {                                                                 \
+    avx2::iq_rows<F, dot<F>>(n, w, stride, nrows, act, out);                                                \
+  }
+STRATA_VBMI_ENTRIES(iq3_s, IQ3S)
+STRATA_VBMI_ENTRIES(iq3_xxs, IQ3XXS)
+STRATA_VBMI_ENTRIES(iq2_xxs, IQ2XXS)
+STRATA_VBMI_ENTRIES(iq2_xs, IQ2XS)
+STRATA_VBMI_ENTRIES(iq2_s, IQ2S)
+#undef STRATA_VBMI_ENTRIES
 
 }  // namespace strata::cpu::avx512
